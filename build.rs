@@ -1,0 +1,331 @@
+//! Builds the device crate `kernels-rs` to PTX and generates the host's variant table, both from
+//! `kernels.toml`.
+//!
+//! The PTX comes from rustc's own NVPTX backend (Debian's `rustc-web`, which ships the standard
+//! library source that `-Zbuild-std=core` needs), through a nested cargo with its own target
+//! directory, once per GPU architecture. See `scripts/setup.sh` for the toolchain.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::{env, fs};
+
+use serde::Deserialize;
+
+/// Architectures a PTX is built for; the library loads the newest one the device supports.
+const ARCHES: &[(&str, u32)] = &[("sm_80", 80), ("sm_90", 90)];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    head_dims: Vec<u32>,
+    dtypes: Vec<String>,
+    variant: Vec<VariantEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantEntry {
+    family: String,
+    block_m: Option<u32>,
+    block_n: Option<u32>,
+    warps: Option<u32>,
+    vec: Option<u32>,
+    stages: Option<u32>,
+    policy: Option<String>,
+}
+
+/// A variant with every parameter resolved and checked.
+struct Variant {
+    family: &'static str,
+    block_m: u32,
+    block_n: u32,
+    warps: u32,
+    vec: u32,
+    stages: u32,
+    policy: &'static str,
+}
+
+impl Variant {
+    fn name(&self) -> String {
+        match self.family {
+            "naive" => "naive".to_string(),
+            "flash_scalar" => format!(
+                "flash_scalar_m{}_n{}_w{}_v{}_s{}_{}",
+                self.block_m, self.block_n, self.warps, self.vec, self.stages, self.policy
+            ),
+            _ => format!(
+                "flash_mma_m{}_n{}_w{}_s{}_{}",
+                self.block_m, self.block_n, self.warps, self.stages, self.policy
+            ),
+        }
+    }
+}
+
+fn main() {
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=kernels.toml");
+    println!("cargo:rerun-if-changed=kernels-rs/Cargo.toml");
+    println!("cargo:rerun-if-changed=kernels-rs/src");
+    println!("cargo:rerun-if-env-changed=FLASHRS_DEVICE_RUSTC");
+    println!("cargo:rerun-if-env-changed=FLASHRS_DEVICE_CARGO");
+
+    let table = match read_table(&root.join("kernels.toml")) {
+        Ok(table) => table,
+        Err(message) => fail(&format!("kernels.toml: {message}")),
+    };
+    let variants: Vec<Variant> = table
+        .variant
+        .iter()
+        .map(resolve)
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|message| fail(&format!("kernels.toml: {message}")));
+    check_unique(&variants);
+
+    let device_table = out_dir.join("device_kernels.rs");
+    fs::write(&device_table, device_table_source(&table, &variants)).unwrap();
+    fs::write(out_dir.join("variants.rs"), host_table_source(&table, &variants)).unwrap();
+
+    let (rustc, cargo) = device_toolchain();
+    // `target/device/<arch>`, beside the host's profiles, so `cargo clean` removes it too.
+    let target_root = match env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => root.join("target"),
+    };
+    for (arch, _) in ARCHES {
+        let target_dir = target_root.join("device").join(arch);
+        let ptx = build_ptx(&root, &rustc, &cargo, arch, &target_dir, &device_table);
+        fs::write(out_dir.join(format!("kernels_{arch}.ptx")), ptx).unwrap();
+    }
+}
+
+fn read_table(path: &Path) -> Result<Table, String> {
+    let text = fs::read_to_string(path).map_err(|e| e.to_string())?;
+    toml::from_str(&text).map_err(|e| e.to_string())
+}
+
+fn resolve(entry: &VariantEntry) -> Result<Variant, String> {
+    let need = |field: Option<u32>, name: &str| {
+        field.ok_or_else(|| format!("{} variant needs `{name}`", entry.family))
+    };
+    let policy = match entry.policy.as_deref() {
+        None | Some("none") => "none",
+        Some("legacy") => "legacy",
+        Some("light") => "light",
+        Some(other) => return Err(format!("unknown policy `{other}` (legacy, light)")),
+    };
+    let variant = match entry.family.as_str() {
+        "naive" => Variant {
+            family: "naive",
+            block_m: 4,
+            block_n: 1,
+            warps: 4,
+            vec: 1,
+            stages: 1,
+            policy: "none",
+        },
+        "flash_scalar" => Variant {
+            family: "flash_scalar",
+            block_m: need(entry.block_m, "block_m")?,
+            block_n: need(entry.block_n, "block_n")?,
+            warps: need(entry.warps, "warps")?,
+            vec: need(entry.vec, "vec")?,
+            stages: need(entry.stages, "stages")?,
+            policy,
+        },
+        "flash_mma" => Variant {
+            family: "flash_mma",
+            block_m: need(entry.block_m, "block_m")?,
+            block_n: need(entry.block_n, "block_n")?,
+            warps: need(entry.warps, "warps")?,
+            vec: 8,
+            stages: need(entry.stages, "stages")?,
+            policy,
+        },
+        other => {
+            return Err(format!(
+                "unknown family `{other}` (naive, flash_scalar, flash_mma)"
+            ))
+        }
+    };
+    let v = &variant;
+    let ok = match v.family {
+        "flash_scalar" => {
+            v.block_m % v.warps == 0 && v.block_n % 32 == 0 && matches!(v.vec, 4 | 8) && v.stages >= 1
+        }
+        "flash_mma" => v.block_m == 16 * v.warps && v.block_n % 16 == 0 && v.stages >= 1,
+        _ => true,
+    };
+    if !ok || (v.family != "naive" && v.policy == "none") {
+        return Err(format!(
+            "{}: inconsistent parameters (flash_scalar: warps divide block_m, block_n a multiple of \
+             32, vec 4 or 8; flash_mma: block_m = 16 * warps, block_n a multiple of 16; a policy)",
+            v.name()
+        ));
+    }
+    Ok(variant)
+}
+
+fn check_unique(variants: &[Variant]) {
+    let mut seen = BTreeSet::new();
+    for v in variants {
+        if !seen.insert(v.name()) {
+            fail(&format!("kernels.toml: variant {} is listed twice", v.name()));
+        }
+    }
+}
+
+fn dtype_type(dtype: &str) -> &'static str {
+    match dtype {
+        "f16" => "F16",
+        "bf16" => "Bf16",
+        other => fail(&format!("kernels.toml: unknown dtype `{other}` (f16, bf16)")),
+    }
+}
+
+/// `kernel!(...)` invocations for `kernels-rs/src/lib.rs`.
+fn device_table_source(table: &Table, variants: &[Variant]) -> String {
+    let mut src = String::from("// Generated by build.rs from kernels.toml.\n");
+    for v in variants {
+        for d in &table.head_dims {
+            for dtype in &table.dtypes {
+                let symbol = format!("{}_d{d}_{dtype}", v.name());
+                let names =
+                    format!("{symbol} {symbol}_counted {symbol}_smem_bytes {symbol}_barriers_per_tile");
+                let ty = dtype_type(dtype);
+                let policy = if v.policy == "legacy" { "Legacy" } else { "Light" };
+                let args = match v.family {
+                    "naive" => format!("{ty}, d = {d}"),
+                    "flash_scalar" => format!(
+                        "{ty}, {policy}, d = {d}, m = {}, n = {}, w = {}, vec = {}, stages = {}",
+                        v.block_m, v.block_n, v.warps, v.vec, v.stages
+                    ),
+                    _ => format!(
+                        "{ty}, {policy}, d = {d}, n = {}, w = {}, stages = {}",
+                        v.block_n, v.warps, v.stages
+                    ),
+                };
+                writeln!(src, "kernel!({} {names}, {args});", v.family).unwrap();
+            }
+        }
+    }
+    src
+}
+
+/// The host's view of the table, `include!`d by `src/variants.rs`.
+fn host_table_source(table: &Table, variants: &[Variant]) -> String {
+    let mut src = String::from("// Generated by build.rs from kernels.toml.\n");
+    writeln!(src, "pub const HEAD_DIMS: &[usize] = &{:?};", table.head_dims).unwrap();
+    writeln!(src, "pub const DTYPES: &[&str] = &{:?};", table.dtypes).unwrap();
+    writeln!(src, "pub const ARCHES: &[(&str, u32)] = &{ARCHES:?};").unwrap();
+    src.push_str("pub const VARIANTS: &[VariantSpec] = &[\n");
+    for v in variants {
+        let family = match v.family {
+            "naive" => "Naive",
+            "flash_scalar" => "FlashScalar",
+            _ => "FlashMma",
+        };
+        let policy = match v.policy {
+            "legacy" => "Some(Policy::Legacy)",
+            "light" => "Some(Policy::Light)",
+            _ => "None",
+        };
+        writeln!(
+            src,
+            "    VariantSpec {{ name: {:?}, family: Family::{family}, block_m: {}, block_n: {}, \
+             warps: {}, vec: {}, stages: {}, policy: {policy} }},",
+            v.name(),
+            v.block_m,
+            v.block_n,
+            v.warps,
+            v.vec,
+            v.stages
+        )
+        .unwrap();
+    }
+    src.push_str("];\n");
+    src
+}
+
+/// The device rustc and cargo: Debian's `rustc-web`, or what FLASHRS_DEVICE_RUSTC/CARGO name.
+fn device_toolchain() -> (PathBuf, PathBuf) {
+    let rustc = env::var_os("FLASHRS_DEVICE_RUSTC").map_or_else(|| "/usr/bin/rustc".into(), PathBuf::from);
+    let cargo = env::var_os("FLASHRS_DEVICE_CARGO").map_or_else(|| "/usr/bin/cargo".into(), PathBuf::from);
+    let sysroot_src = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join("lib/rustlib/src/rust/library/core")
+        });
+    if !cargo.exists() || !sysroot_src.is_some_and(|p| p.exists()) {
+        fail(&format!(
+            "device toolchain missing ({} with its library source, {}): run `bash scripts/setup.sh` \
+             (installs Debian's rustc-web cargo-web rust-web-src)",
+            rustc.display(),
+            cargo.display()
+        ));
+    }
+    (rustc, cargo)
+}
+
+fn build_ptx(root: &Path, rustc: &Path, cargo: &Path, arch: &str, target_dir: &Path, table: &Path) -> String {
+    let mut cmd = Command::new(cargo);
+    // A clean environment: the outer cargo's variables (RUSTC, RUSTUP_TOOLCHAIN, CARGO_*, flags)
+    // describe the host build and would leak into this one.
+    cmd.env_clear();
+    for (key, value) in env::vars_os() {
+        let key_str = key.to_string_lossy();
+        let keep = matches!(key_str.as_ref(), "PATH" | "HOME" | "CARGO_HOME" | "TMPDIR")
+            || key_str.to_ascii_lowercase().ends_with("_proxy")
+            || key_str.starts_with("SSL_CERT")
+            || key_str.starts_with("CARGO_NET_")
+            || key_str.starts_with("CARGO_HTTP_")
+            || key_str.starts_with("CARGO_REGISTRIES_");
+        if keep {
+            cmd.env(key, value);
+        }
+    }
+    cmd.env("RUSTC", rustc)
+        // build-std is unstable; the opt-in is scoped to this one nested build.
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("FLASHRS_KERNEL_TABLE", table)
+        .env(
+            "RUSTFLAGS",
+            // Full unrolling keeps every fragment array in registers (no local memory); the link
+            // step is skipped because the PTX is taken from --emit=asm.
+            format!("-C target-cpu={arch} -C linker=/bin/true -C llvm-args=-unroll-threshold=2000"),
+        )
+        .current_dir(root.join("kernels-rs"))
+        .args([
+            "rustc",
+            "--release",
+            "--quiet",
+            "--target",
+            "nvptx64-nvidia-cuda",
+            "-Zbuild-std=core",
+        ])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .args(["--", "--emit=asm"]);
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| fail(&format!("cannot run {}: {e}", cargo.display())));
+    if !output.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        fail(&format!(
+            "building kernels-rs for {arch} failed (compiler output above)"
+        ));
+    }
+    let ptx_path = target_dir.join("nvptx64-nvidia-cuda/release/deps/kernels_rs.s");
+    fs::read_to_string(&ptx_path).unwrap_or_else(|e| fail(&format!("{}: {e}", ptx_path.display())))
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1);
+}

@@ -1,0 +1,119 @@
+//! `attend`: attention on the user's own `.npy` tensors.
+
+use std::path::PathBuf;
+
+use flashrs::npy::{self, NpyData};
+use flashrs::{Params, Shape, VariantSpec};
+use half::f16;
+
+use crate::inputs;
+use crate::Failure;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Queries, [B,H,S_q,D] float16 or float32.
+    #[arg(long)]
+    q: PathBuf,
+    /// Keys, [B,H,S_k,D], same dtype as q.
+    #[arg(long)]
+    k: PathBuf,
+    /// Values, [B,H,S_k,D], same dtype as q.
+    #[arg(long)]
+    v: PathBuf,
+    /// Output file, [B,H,S_q,D], in the input's dtype.
+    #[arg(long)]
+    out: PathBuf,
+    /// Causal masking (aligned bottom-right when S_q != S_k).
+    #[arg(long)]
+    causal: bool,
+    /// Softmax scale (default 1/sqrt(D)).
+    #[arg(long)]
+    scale: Option<f32>,
+    /// Variant to run (default: the library's choice; see `list`).
+    #[arg(long)]
+    kernel: Option<String>,
+}
+
+pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+    let q = npy::read_npy(&args.q)?;
+    let k = npy::read_npy(&args.k)?;
+    let v = npy::read_npy(&args.v)?;
+    let shape = shape_of(&q, &k, &v, &args)?;
+    let params = Params {
+        causal: args.causal,
+        scale: args.scale,
+    };
+    shape.validate()?;
+    params.validate()?;
+    if let Some(name) = &args.kernel {
+        VariantSpec::by_name(name).ok_or_else(|| flashrs::Error::UnknownKernel(name.clone()))?;
+    }
+    let gpu = inputs::open_gpu(device)?;
+    let to_f16 = |a: &npy::NpyArray| -> Vec<f16> {
+        match &a.data {
+            NpyData::F16(x) => x.clone(),
+            NpyData::F32(x) => x.iter().map(|&f| f16::from_f32(f)).collect(),
+        }
+    };
+    let mut tensors = gpu.tensors(shape, &to_f16(&q), &to_f16(&k), &to_f16(&v))?;
+    let variant = gpu.forward(&mut tensors, params, args.kernel.as_deref())?;
+    let out = gpu.download(&tensors.out)?;
+    let data = match q.data {
+        NpyData::F16(_) => NpyData::F16(out),
+        NpyData::F32(_) => NpyData::F32(out.iter().map(|h| h.to_f32()).collect()),
+    };
+    npy::write_npy(&args.out, &q.shape, &data)?;
+    println!(
+        "{}: {} {} with {} (causal={})",
+        args.out.display(),
+        q.dtype_name(),
+        shape,
+        variant.name,
+        args.causal
+    );
+    Ok(())
+}
+
+/// Checks ranks, agreement between q, k and v, and dtypes; returns the problem's shape.
+pub fn shape_of(
+    q: &npy::NpyArray,
+    k: &npy::NpyArray,
+    v: &npy::NpyArray,
+    args: &Args,
+) -> Result<Shape, Failure> {
+    let rank4 = |a: &npy::NpyArray, path: &PathBuf| -> Result<[usize; 4], Failure> {
+        <[usize; 4]>::try_from(a.shape.as_slice()).map_err(|_| {
+            Failure::Usage(format!(
+                "{}: expected a 4-D [B,H,S,D] tensor, got shape {:?}",
+                path.display(),
+                a.shape
+            ))
+        })
+    };
+    let (qs, ks, vs) = (rank4(q, &args.q)?, rank4(k, &args.k)?, rank4(v, &args.v)?);
+    if q.dtype_name() != k.dtype_name() || q.dtype_name() != v.dtype_name() {
+        return Err(Failure::Usage(format!(
+            "q, k, v must share a dtype, got {}, {}, {}",
+            q.dtype_name(),
+            k.dtype_name(),
+            v.dtype_name()
+        )));
+    }
+    if ks != vs {
+        return Err(Failure::Usage(format!(
+            "k {ks:?} and v {vs:?} must have the same shape"
+        )));
+    }
+    if qs[0] != ks[0] || qs[1] != ks[1] || qs[3] != ks[3] {
+        return Err(Failure::Usage(format!(
+            "q {qs:?} and k {ks:?} must agree in B, H and D"
+        )));
+    }
+    Ok(Shape {
+        batch: qs[0],
+        heads: qs[1],
+        seq_q: qs[2],
+        seq_k: ks[2],
+        head_dim: qs[3],
+    })
+}

@@ -1,0 +1,121 @@
+//! `list`: the compiled variants, their barriers per tile and their resources (no GPU needed).
+
+use std::path::PathBuf;
+
+use flashrs::ptxas::{self, KernelResources};
+use flashrs::variants::{HEAD_DIMS, VARIANTS};
+use flashrs::{embedded, gpu::DTYPE, ptx};
+use serde::Serialize;
+
+use crate::inputs;
+use crate::Failure;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Architecture whose PTX to describe: 80 or 90.
+    #[arg(long, default_value_t = 90)]
+    arch: u32,
+    /// Write the list as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Entry {
+    kernel: &'static str,
+    symbol: String,
+    variant: &'static flashrs::VariantSpec,
+    head_dim: usize,
+    smem_bytes: u32,
+    barriers_declared: u32,
+    barriers_in_ptx_loop: usize,
+    resources: Option<KernelResources>,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let ptx_text = embedded::ptx(args.arch)
+        .ok_or_else(|| Failure::Usage(format!("no PTX for sm_{} (80 or 90)", args.arch)))?;
+    let globals = ptx::u32_globals(ptx_text);
+    let entries = ptx::entries(ptx_text);
+    let resources = match ptxas::find_ptxas() {
+        Some(path) => match ptxas::assemble(&path, ptx_text, &format!("sm_{}", args.arch)) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("note: ptxas failed, no register counts: {e}");
+                None
+            }
+        },
+        None => {
+            eprintln!("note: ptxas not found (run scripts/setup.sh): no register or spill counts");
+            None
+        }
+    };
+    let mut list = Vec::new();
+    for variant in VARIANTS {
+        for &head_dim in HEAD_DIMS {
+            let symbol = variant.symbol(head_dim, DTYPE);
+            let loop_barriers = entries
+                .iter()
+                .find(|e| e.name == symbol)
+                .and_then(ptx::barriers_in_loop)
+                .unwrap_or(0);
+            list.push(Entry {
+                kernel: variant.name,
+                barriers_declared: globals
+                    .get(format!("{symbol}_barriers_per_tile").as_str())
+                    .copied()
+                    .unwrap_or(0),
+                smem_bytes: globals
+                    .get(format!("{symbol}_smem_bytes").as_str())
+                    .copied()
+                    .unwrap_or(0),
+                resources: resources
+                    .as_ref()
+                    .and_then(|r| r.iter().find(|k| k.kernel == symbol).cloned()),
+                barriers_in_ptx_loop: loop_barriers,
+                variant,
+                head_dim,
+                symbol,
+            });
+        }
+    }
+    println!(
+        "{:<40} {:>4} {:>7} {:>5} {:>5} {:>4} {:>6} {:>9} {:>5} {:>8} {:>6}",
+        "variant", "d", "block_m", "bn", "warps", "vec", "stages", "bar/tile", "regs", "smem B", "spills"
+    );
+    for e in &list {
+        let (regs, spills) = match &e.resources {
+            Some(r) => (
+                r.registers.to_string(),
+                (r.spill_stores_bytes + r.spill_loads_bytes).to_string(),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let v = e.variant;
+        println!(
+            "{:<40} {:>4} {:>7} {:>5} {:>5} {:>4} {:>6} {:>5}/{:<3} {:>5} {:>8} {:>6}",
+            e.kernel,
+            e.head_dim,
+            v.block_m,
+            v.block_n,
+            v.warps,
+            v.vec,
+            v.stages,
+            e.barriers_declared,
+            e.barriers_in_ptx_loop,
+            regs,
+            e.smem_bytes,
+            spills
+        );
+    }
+    println!(
+        "{} variants x {} head dims, sm_{} PTX; bar/tile = declared/in the PTX loop",
+        VARIANTS.len(),
+        HEAD_DIMS.len(),
+        args.arch
+    );
+    if let Some(path) = &args.json {
+        inputs::write_json(path, &list)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,333 @@
+//! `verify`: every variant against a float64 reference on fresh random inputs, and every
+//! variant's barriers per tile counted three ways.
+
+use std::path::PathBuf;
+
+use flashrs::reference::{self, Comparison, Tolerance};
+use flashrs::{embedded, ptx, Family, Gpu, Params, Policy, Shape, VariantSpec};
+use serde::Serialize;
+
+use crate::inputs::{self, Inputs};
+use crate::Failure;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Seed of the random inputs (default: a fresh one, printed; pass it back to replay a run).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Named shape sets, comma-separated: small, mission, long, odd, large.
+    #[arg(long, value_delimiter = ',', default_value = "small,mission,long,odd")]
+    shapes: Vec<String>,
+    /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable.
+    #[arg(long)]
+    shape: Vec<Shape>,
+    /// Only these variants (repeatable; default all, see `list`).
+    #[arg(long = "kernel")]
+    kernels: Vec<String>,
+    /// Masking to test.
+    #[arg(long, value_enum, default_value_t = Masks::Both)]
+    masks: Masks,
+    /// Softmax scale (default 1/sqrt(D)).
+    #[arg(long)]
+    scale: Option<f32>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
+enum Masks {
+    None,
+    Causal,
+    Both,
+}
+
+#[derive(Serialize)]
+struct Case {
+    kernel: &'static str,
+    shape: [usize; 4],
+    seq_k: usize,
+    causal: bool,
+    dtype: &'static str,
+    reference: &'static str,
+    max_abs_err: f64,
+    rel_l2_err: f64,
+    non_finite: usize,
+    pass: bool,
+}
+
+#[derive(Serialize)]
+pub struct BarrierCheck {
+    pub kernel: &'static str,
+    pub head_dim: usize,
+    pub policy: Option<Policy>,
+    /// Declared by the policy (a constant the device crate exports into the PTX).
+    pub declared: u32,
+    /// `bar.sync` inside the KV-tile loop of the PTX, per architecture.
+    pub ptx_sm80: usize,
+    pub ptx_sm90: usize,
+    /// Counted by the instrumented kernel, non-causal and causal.
+    pub runtime: f64,
+    pub runtime_causal: f64,
+    pub pass: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    gpu: String,
+    seed: u64,
+    all_pass: bool,
+    tolerance: Tolerance,
+    cases: Vec<Case>,
+    barriers: Vec<BarrierCheck>,
+}
+
+/// Above this many multiply-adds (B*H*S_q*S_k*D) the CPU reference would take too long: `naive`
+/// becomes the reference, itself spot-checked in float64 on a sample of rows.
+const CPU_REFERENCE_LIMIT: f64 = 2e10;
+
+pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+    let shapes = inputs::shapes(&args.shapes, &args.shape)?;
+    let variants = inputs::variants(&args.kernels)?;
+    let seed = args.seed.unwrap_or_else(inputs::fresh_seed);
+    let masks: &[bool] = match args.masks {
+        Masks::None => &[false],
+        Masks::Causal => &[true],
+        Masks::Both => &[false, true],
+    };
+    Params {
+        causal: false,
+        scale: args.scale,
+    }
+    .validate()?;
+    let gpu = inputs::open_gpu(device)?;
+    println!(
+        "verify on {} (sm_{}), seed {seed} (replay with --seed {seed})",
+        gpu.name, gpu.arch
+    );
+
+    let tolerance = Tolerance::FP16;
+    let mut cases = Vec::new();
+    let bar = inputs::progress(shapes.len() * masks.len(), "verify");
+    for (index, (shape, &causal)) in shapes
+        .iter()
+        .flat_map(|s| masks.iter().map(move |m| (s, m)))
+        .enumerate()
+    {
+        bar.set_message(format!("{shape} causal={causal}"));
+        let params = Params {
+            causal,
+            scale: args.scale,
+        };
+        let case_seed = seed.wrapping_add(index as u64);
+        let inputs = Inputs::random(*shape, case_seed);
+        let (reference, reference_name) = reference_output(&gpu, *shape, params, &inputs, tolerance)?;
+        for variant in &variants {
+            let out = run_kernel(&gpu, variant, *shape, params, &inputs)?;
+            let cmp = reference::compare(&out, &reference);
+            cases.push(case(variant, *shape, causal, reference_name, cmp, tolerance));
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    let barriers = check_barriers(&gpu, &variants)?;
+    print_cases(&cases);
+    print_barriers(&barriers);
+    let all_pass = cases.iter().all(|c| c.pass) && barriers.iter().all(|b| b.pass);
+    let failed = cases.iter().filter(|c| !c.pass).count() + barriers.iter().filter(|b| !b.pass).count();
+    if let Some(path) = &args.json {
+        let report = Report {
+            gpu: gpu.name.clone(),
+            seed,
+            all_pass,
+            tolerance,
+            cases,
+            barriers,
+        };
+        inputs::write_json(path, &report)?;
+    }
+    if all_pass {
+        println!("PASS: every case and every barrier count (seed {seed})");
+        Ok(())
+    } else {
+        println!("FAIL: {failed} check(s) failed (seed {seed}; replay with --seed {seed})");
+        Err(Failure::Check)
+    }
+}
+
+fn case(
+    variant: &'static VariantSpec,
+    shape: Shape,
+    causal: bool,
+    reference: &'static str,
+    cmp: Comparison,
+    tolerance: Tolerance,
+) -> Case {
+    Case {
+        kernel: variant.name,
+        shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
+        seq_k: shape.seq_k,
+        causal,
+        dtype: inputs::dtype_name(),
+        reference,
+        max_abs_err: cmp.max_abs_err,
+        rel_l2_err: cmp.rel_l2_err,
+        non_finite: cmp.non_finite,
+        pass: cmp.passes(tolerance),
+    }
+}
+
+/// Runs one variant on a NaN-poisoned output buffer and returns the output as f32.
+pub fn run_kernel(
+    gpu: &Gpu,
+    variant: &'static VariantSpec,
+    shape: Shape,
+    params: Params,
+    inputs: &Inputs,
+) -> Result<Vec<f32>, Failure> {
+    let kernel = gpu.kernel(variant, shape.head_dim, false)?;
+    // The output starts as NaN: an element the kernel fails to write stays NaN, which never passes.
+    let mut tensors = gpu.tensors(shape, &inputs.q, &inputs.k, &inputs.v)?;
+    gpu.launch(&kernel, &mut tensors, params, None)?;
+    let out = gpu.download(&tensors.out)?;
+    Ok(out.iter().map(|h| h.to_f32()).collect())
+}
+
+/// The float64 CPU reference, or for big problems `naive` checked against float64 on sample rows.
+fn reference_output(
+    gpu: &Gpu,
+    shape: Shape,
+    params: Params,
+    inputs: &Inputs,
+    tolerance: Tolerance,
+) -> Result<(Vec<f64>, &'static str), Failure> {
+    let (q, k, v) = inputs.as_f32();
+    let scale = params.scale_for(shape.head_dim) as f64;
+    let work =
+        (shape.batch * shape.heads) as f64 * shape.seq_q as f64 * shape.seq_k as f64 * shape.head_dim as f64;
+    if work <= CPU_REFERENCE_LIMIT {
+        let out = reference::attention_f64(&q, &k, &v, shape.reference_dims(), params.causal, scale);
+        return Ok((out, "cpu_f64"));
+    }
+    let naive =
+        VariantSpec::by_name("naive").ok_or_else(|| Failure::Usage("no naive variant compiled".into()))?;
+    let out = run_kernel(gpu, naive, shape, params, inputs)?;
+    // Spot-check naive on 64 rows spread over heads and positions.
+    let bh = shape.batch * shape.heads;
+    let rows: Vec<(usize, usize)> = (0..64)
+        .map(|i| ((i * 7919) % bh, (i * 104_729) % shape.seq_q))
+        .collect();
+    let expected =
+        reference::attention_rows_f64(&q, &k, &v, shape.reference_dims(), params.causal, scale, &rows);
+    let d = shape.head_dim;
+    let actual: Vec<f32> = rows
+        .iter()
+        .flat_map(|&(h, r)| out[(h * shape.seq_q + r) * d..][..d].to_vec())
+        .collect();
+    let cmp = reference::compare(&actual, &expected);
+    if !cmp.passes(tolerance) {
+        return Err(Failure::Usage(format!(
+            "the naive reference itself fails its float64 spot check on {shape}: {cmp:?}"
+        )));
+    }
+    Ok((out.iter().map(|&x| x as f64).collect(), "naive_gpu"))
+}
+
+/// Barriers per tile three ways, for every variant and head dim.
+pub fn check_barriers(gpu: &Gpu, variants: &[&'static VariantSpec]) -> Result<Vec<BarrierCheck>, Failure> {
+    let mut out = Vec::new();
+    for variant in variants {
+        for &head_dim in flashrs::variants::HEAD_DIMS {
+            let shape = Shape::new(2, 8, 512, head_dim);
+            let inputs = Inputs::random(shape, 1);
+            let mut tensors = gpu.tensors(shape, &inputs.q, &inputs.k, &inputs.v)?;
+            let mut runtime = [0.0; 2];
+            for (i, causal) in [false, true].into_iter().enumerate() {
+                let params = Params { causal, scale: None };
+                runtime[i] = gpu.count_barriers(variant, &mut tensors, params)?.per_tile;
+            }
+            out.push(static_barriers(variant, head_dim, runtime));
+        }
+    }
+    Ok(out)
+}
+
+/// The declared and PTX counts of one variant, judged together with the run-time counts.
+pub fn static_barriers(variant: &'static VariantSpec, head_dim: usize, runtime: [f64; 2]) -> BarrierCheck {
+    let symbol = variant.symbol(head_dim, flashrs::gpu::DTYPE);
+    let declared = ptx::u32_globals(embedded::PTX_SM90)
+        .get(format!("{symbol}_barriers_per_tile").as_str())
+        .copied()
+        .unwrap_or(u32::MAX);
+    let count_in = |ptx_text: &str| {
+        ptx::entries(ptx_text)
+            .iter()
+            .find(|e| e.name == symbol)
+            .and_then(ptx::barriers_in_loop)
+            .unwrap_or(0)
+    };
+    let ptx_sm80 = count_in(embedded::PTX_SM80);
+    let ptx_sm90 = count_in(embedded::PTX_SM90);
+    let agree = [ptx_sm80 as f64, ptx_sm90 as f64, runtime[0], runtime[1]]
+        .iter()
+        .all(|&n| n == declared as f64);
+    let in_range = match (variant.family, variant.policy) {
+        (Family::Naive, _) => declared == 0,
+        (_, Some(Policy::Light)) => (2..=4).contains(&declared),
+        (_, Some(Policy::Legacy)) => declared == 6,
+        (_, None) => false,
+    };
+    BarrierCheck {
+        kernel: variant.name,
+        head_dim,
+        policy: variant.policy,
+        declared,
+        ptx_sm80,
+        ptx_sm90,
+        runtime: runtime[0],
+        runtime_causal: runtime[1],
+        pass: agree && in_range,
+    }
+}
+
+fn print_cases(cases: &[Case]) {
+    println!(
+        "{:<40} {:>22} {:>6} {:>10} {:>11} {:>11}  result",
+        "kernel", "shape", "causal", "reference", "max_abs", "rel_l2"
+    );
+    for c in cases {
+        let shape = if c.seq_k == c.shape[2] {
+            format!("{:?}", c.shape)
+        } else {
+            format!("{:?} k={}", c.shape, c.seq_k)
+        };
+        println!(
+            "{:<40} {:>22} {:>6} {:>10} {:>11.3e} {:>11.3e}  {}",
+            c.kernel,
+            shape,
+            c.causal,
+            c.reference,
+            c.max_abs_err,
+            c.rel_l2_err,
+            if c.pass { "PASS" } else { "FAIL" }
+        );
+    }
+}
+
+pub fn print_barriers(checks: &[BarrierCheck]) {
+    println!("\nblock barriers per KV tile: declared by the policy / in the PTX loop (sm_80, sm_90) / counted at run time (non-causal, causal)");
+    for b in checks {
+        println!(
+            "{:<40} d={:<4} {:>2} / {:>2} {:>2} / {:>4} {:>4}  {}",
+            b.kernel,
+            b.head_dim,
+            b.declared,
+            b.ptx_sm80,
+            b.ptx_sm90,
+            b.runtime,
+            b.runtime_causal,
+            if b.pass { "PASS" } else { "FAIL" }
+        );
+    }
+}

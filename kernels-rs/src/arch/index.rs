@@ -1,0 +1,55 @@
+//! Thread, block and grid coordinates.
+
+use core::arch::asm;
+
+/// Emits `mov.u32 %r, %tid.x`.
+#[inline(always)]
+pub fn thread_idx_x() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %tid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Emits `mov.u32 %r, %ctaid.x`.
+#[inline(always)]
+pub fn block_idx_x() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %ctaid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Emits `mov.u32 %r, %ctaid.y`.
+#[inline(always)]
+pub fn block_idx_y() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %ctaid.y;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Emits `mov.u32 %r, %ntid.x`.
+#[inline(always)]
+pub fn block_dim_x() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %ntid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Lane index inside the warp (`%tid.x & 31`).
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    thread_idx_x() & 31
+}
+
+/// Warp index inside the block (`%tid.x >> 5`).
+#[inline(always)]
+pub fn warp_id() -> u32 {
+    thread_idx_x() >> 5
+}
+
+/// Emits `mov.u32 %r, %nctaid.x`.
+#[inline(always)]
+pub fn grid_dim_x() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %nctaid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}

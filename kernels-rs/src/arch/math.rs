@@ -1,0 +1,88 @@
+//! Floating-point helpers and conversions between f32 and the 16-bit types.
+
+use core::arch::asm;
+
+/// Emits `ex2.approx.ftz.f32`: 2^x, with `ex2(-inf) = 0`. The softmax works in base 2 so this is
+/// its only transcendental.
+#[inline(always)]
+pub fn exp2(x: f32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("ex2.approx.ftz.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
+             options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Emits `rcp.rn.f32`: 1/x, correctly rounded.
+#[inline(always)]
+pub fn recip(x: f32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("rcp.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
+             options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Emits `fma.rn.f32`: a*b + c with one rounding.
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a,
+             b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Emits `cvt.f32.f16`: widens the f16 bit pattern `h`.
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h,
+             options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Emits `cvt.rn.f16.f32`: rounds to the nearest f16 bit pattern.
+#[inline(always)]
+pub fn f32_to_f16(x: f32) -> u16 {
+    let r: u16;
+    unsafe {
+        asm!("cvt.rn.f16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x,
+             options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Emits `cvt.rn.f16x2.f32`: packs two f32 into one register of two f16, `lo` in the low half
+/// (the order `mma` expects for consecutive columns).
+#[inline(always)]
+pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("cvt.rn.f16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi,
+             lo = in(reg32) lo, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Emits `cvt.rn.bf16x2.f32`: packs two f32 into one register of two bf16, `lo` in the low half.
+#[inline(always)]
+pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("cvt.rn.bf16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi,
+             lo = in(reg32) lo, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Widens both halves of an f16x2 register (two `cvt.f32.f16`), low half first.
+#[inline(always)]
+pub fn unpack_f16x2(packed: u32) -> (f32, f32) {
+    (f16_to_f32(packed as u16), f16_to_f32((packed >> 16) as u16))
+}

@@ -1,0 +1,24 @@
+//! Barriers and traps.
+
+use core::arch::asm;
+
+/// Emits `bar.sync 0`: every thread of the block waits here, and shared-memory writes made before
+/// it are visible to every thread after it. This is the only CTA-wide barrier the kernels use, so
+/// counting `bar.sync` in the PTX counts the kernels' barriers.
+#[inline(always)]
+pub fn sync_threads() {
+    unsafe { asm!("bar.sync 0;", options(nostack)) };
+}
+
+/// Emits `bar.warp.sync 0xffffffff`: the 32 lanes of this warp reconverge and order their
+/// shared-memory accesses; other warps are not involved.
+#[inline(always)]
+pub fn sync_warp() {
+    unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
+}
+
+/// Emits `trap`: aborts the kernel; the host sees a launch failure.
+#[inline(always)]
+pub fn trap() -> ! {
+    unsafe { asm!("trap;", options(noreturn, nostack)) }
+}

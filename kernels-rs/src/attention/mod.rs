@@ -1,0 +1,54 @@
+//! The attention kernels' generic bodies. The exported `extern "ptx-kernel"` entry points are
+//! generated from `kernels.toml` (see `lib.rs`); everything here is plain generic Rust over the
+//! device layer.
+//!
+//! All kernels share one calling convention:
+//! `(q, k, v, out, seq_q, seq_k, scale_log2, causal, barrier_log)`, tensors `[B*H, S, D]`
+//! contiguous 16-bit, grid `(ceil(seq_q / BLOCK_M), B*H)`.
+
+pub mod mma;
+pub mod naive;
+pub mod scalar;
+
+/// The per-launch facts every kernel needs about the problem.
+#[derive(Clone, Copy)]
+pub struct Problem {
+    pub seq_q: u32,
+    pub seq_k: u32,
+    /// `scale * log2(e)`: scores are turned into base-2 exponents with one multiply.
+    pub scale_log2: f32,
+    pub causal: bool,
+}
+
+impl Problem {
+    /// One past the last key that query `row` may attend. Causal masking is aligned bottom-right
+    /// (as in FlashAttention-2): query `i` sees key `j` iff `j <= i + seq_k - seq_q`.
+    #[inline(always)]
+    pub fn key_end(&self, row: u32) -> u32 {
+        if !self.causal {
+            return self.seq_k;
+        }
+        let end = row as i64 + 1 + self.seq_k as i64 - self.seq_q as i64;
+        end.clamp(0, self.seq_k as i64) as u32
+    }
+
+    /// Number of `block_n`-key tiles that queries `first_row .. first_row + block_m` need.
+    #[inline(always)]
+    pub fn kv_tiles(&self, first_row: u32, block_m: u32, block_n: u32) -> u32 {
+        let last_row = (first_row + block_m).min(self.seq_q).max(first_row + 1) - 1;
+        self.key_end(last_row).div_ceil(block_n)
+    }
+}
+
+/// Where a block records its barrier count and tile count in the instrumented build: two u32 per
+/// block, indexed by the block's linear index.
+#[inline(always)]
+pub unsafe fn record_barriers(barrier_log: *mut u32, barriers: u32, tiles: u32) {
+    use crate::arch;
+    if arch::thread_idx_x() == 0 {
+        let block =
+            arch::block_idx_y() as usize * arch::grid_dim_x() as usize + arch::block_idx_x() as usize;
+        arch::st_global_u32(barrier_log.add(2 * block), barriers);
+        arch::st_global_u32(barrier_log.add(2 * block + 1), tiles);
+    }
+}

@@ -1,0 +1,58 @@
+//! `naive`: one warp per query row, one key at a time. Simple enough to be obviously right, and
+//! the GPU reference for problems too big for the CPU reference.
+//!
+//! Each lane owns `D / 32` consecutive output dims. For every key the warp forms the dot product
+//! with a `warp_sum`, then updates the row's online softmax and the lane's slice of the output.
+
+use super::Problem;
+use crate::arch;
+use crate::softmax::{self, RowState};
+use crate::tile::Element;
+
+/// Warps per block; each block covers this many query rows.
+pub const WARPS: usize = 4;
+
+#[inline(always)]
+pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
+    q: *const u16,
+    k: *const u16,
+    v: *const u16,
+    out: *mut u16,
+    problem: Problem,
+) {
+    const { assert!(DIMS_PER_LANE * 32 == D) };
+    let row = arch::block_idx_x() * WARPS as u32 + arch::warp_id();
+    if row >= problem.seq_q {
+        return;
+    }
+    let head = arch::block_idx_y() as usize;
+    let dim0 = arch::lane_id() as usize * DIMS_PER_LANE;
+    let q_row = q.add((head * problem.seq_q as usize + row as usize) * D + dim0);
+    let k_head = k.add(head * problem.seq_k as usize * D + dim0);
+    let v_head = v.add(head * problem.seq_k as usize * D + dim0);
+
+    let mut query = [0.0f32; DIMS_PER_LANE];
+    for (i, x) in query.iter_mut().enumerate() {
+        *x = T::to_f32(*q_row.add(i));
+    }
+    let mut acc = [0.0f32; DIMS_PER_LANE];
+    let mut state = RowState::EMPTY;
+    for key in 0..problem.key_end(row) as usize {
+        let mut partial = 0.0f32;
+        for (i, x) in query.iter().enumerate() {
+            partial = arch::fma(*x, T::to_f32(*k_head.add(key * D + i)), partial);
+        }
+        let score = arch::warp_sum(partial);
+        let correction = state.rescale(score, problem.scale_log2);
+        let p = softmax::probability(score, problem.scale_log2, state.offset(problem.scale_log2));
+        state.row_sum += p;
+        for (i, a) in acc.iter_mut().enumerate() {
+            *a = arch::fma(p, T::to_f32(*v_head.add(key * D + i)), *a * correction);
+        }
+    }
+    let norm = state.normaliser();
+    let o_row = out.add((head * problem.seq_q as usize + row as usize) * D + dim0);
+    for (i, a) in acc.iter().enumerate() {
+        arch::st_global_u16(o_row.add(i), T::from_f32(*a * norm));
+    }
+}

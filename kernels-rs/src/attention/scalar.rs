@@ -1,0 +1,248 @@
+//! `flash_scalar`: tiled FlashAttention with an online softmax on the CUDA cores (no tensor cores).
+//!
+//! A block owns `BLOCK_M` query rows, `ROWS = BLOCK_M / NUM_WARPS` per warp, and walks the keys in
+//! tiles of `BLOCK_N`, streamed into shared memory `STAGES` deep with `cp.async`. Inside a tile:
+//! - scores: lane `l` computes the scores of keys `l, l + 32, ..` (`KEYS = BLOCK_N / 32`) for each
+//!   of its warp's rows, reading K `VEC` elements at a time and Q (kept as f32) by broadcast;
+//! - softmax: row max and row sum are warp reductions (`warp_max`, `warp_sum`), so every lane holds
+//!   every row's state;
+//! - P V: the warp stages its probabilities in its own slice of shared memory, then lane `l` owns
+//!   output dims `l * DIMS ..` (`DIMS = D / 32`) and accumulates `P[row, key] * V[key, dims]`.
+//!
+//! The barrier policy `P` decides what each `SyncPoint` costs; see `policy.rs`.
+
+use super::{record_barriers, Problem};
+use crate::arch::{self, SharedAddr};
+use crate::policy::{sync, BarrierPolicy, SyncPoint};
+use crate::softmax::{self, RowState};
+use crate::tile::{self, Element};
+
+/// Shared memory the kernel needs, in bytes: Q as f32, `STAGES` K and V tiles, and P as f32.
+pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize) -> u32 {
+    (block_m * d * 4) as u32 + 2 * stages as u32 * tile::tile_bytes(block_n, d) + (block_m * block_n * 4) as u32
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn flash_scalar<
+    T: Element,
+    P: BarrierPolicy,
+    const COUNT: bool,
+    const D: usize,
+    const BLOCK_M: usize,
+    const BLOCK_N: usize,
+    const NUM_WARPS: usize,
+    const VEC: usize,
+    const STAGES: usize,
+    // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
+    const ROWS: usize,
+    const KEYS: usize,
+    const DIMS: usize,
+>(
+    q: *const u16,
+    k: *const u16,
+    v: *const u16,
+    out: *mut u16,
+    problem: Problem,
+    barrier_log: *mut u32,
+) {
+    const {
+        assert!(ROWS * NUM_WARPS == BLOCK_M);
+        assert!(KEYS * 32 == BLOCK_N);
+        assert!(DIMS * 32 == D);
+        assert!(D % VEC == 0 && (VEC == 4 || VEC == 8));
+        assert!(STAGES >= 1);
+    };
+    let threads = (NUM_WARPS * 32) as u32;
+    let thread = arch::thread_idx_x();
+    let lane = arch::lane_id();
+    let warp = arch::warp_id();
+    let head = arch::block_idx_y() as usize;
+    let first_row = arch::block_idx_x() * BLOCK_M as u32;
+
+    let q_head = q.add(head * problem.seq_q as usize * D);
+    let k_head = k.add(head * problem.seq_k as usize * D);
+    let v_head = v.add(head * problem.seq_k as usize * D);
+
+    // Shared memory: [Q f32: BLOCK_M x D][STAGES x (K tile, V tile)][P f32: BLOCK_M x BLOCK_N]
+    let q_smem = arch::dynamic_smem_base();
+    let kv_smem = q_smem + (BLOCK_M * D * 4) as u32;
+    let kv_stage_bytes = 2 * tile::tile_bytes(BLOCK_N, D);
+    let p_smem = kv_smem + STAGES as u32 * kv_stage_bytes;
+    let k_tile = |stage: u32| kv_smem + stage * kv_stage_bytes;
+    let v_tile = |stage: u32| kv_smem + stage * kv_stage_bytes + tile::tile_bytes(BLOCK_N, D);
+
+    let tiles = problem.kv_tiles(first_row, BLOCK_M as u32, BLOCK_N as u32);
+    let load_tile = |t: u32| {
+        if t < tiles {
+            let stage = t % STAGES as u32;
+            let first_key = t * BLOCK_N as u32;
+            tile::load_async::<D>(k_tile(stage), k_head, BLOCK_N as u32, first_key, problem.seq_k, thread, threads);
+            tile::load_async::<D>(v_tile(stage), v_head, BLOCK_N as u32, first_key, problem.seq_k, thread, threads);
+        }
+        // Committing even an empty group keeps "group t is tile t" true for the waits below.
+        arch::cp_async_commit();
+    };
+
+    // Start the K/V pipeline, then widen Q to f32 in shared memory while the copies fly.
+    for t in 0..STAGES as u32 - 1 {
+        load_tile(t);
+    }
+    let mut i = thread as usize;
+    while i < BLOCK_M * D {
+        let row = first_row + (i / D) as u32;
+        let x = if row < problem.seq_q { T::to_f32(*q_head.add(row as usize * D + i % D)) } else { 0.0 };
+        arch::st_shared_f32(q_smem + (i * 4) as u32, x);
+        i += threads as usize;
+    }
+    arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
+
+    let my_first_row = first_row + warp * ROWS as u32;
+    let mut state = [RowState::EMPTY; ROWS];
+    let mut acc = [[0.0f32; DIMS]; ROWS];
+    let mut barriers = 0u32;
+
+    for t in 0..tiles {
+        load_tile(t + STAGES as u32 - 1);
+        arch::cp_async_wait_stage::<STAGES>();
+        sync::<P, COUNT>(SyncPoint::KvLoaded, &mut barriers);
+        let stage = t % STAGES as u32;
+        let first_key = t * BLOCK_N as u32;
+
+        // S = Q K^T for this warp's rows and this lane's keys.
+        let mut scores = [[0.0f32; KEYS]; ROWS];
+        let mut d = 0;
+        while d < D {
+            let mut keys = [[0.0f32; VEC]; KEYS];
+            for (j, key) in keys.iter_mut().enumerate() {
+                let row = lane + 32 * j as u32;
+                *key = tile::read_f32::<T, VEC>(k_tile(stage) + row * tile::row_stride_bytes(D) + (d * 2) as u32);
+            }
+            for (r, row_scores) in scores.iter_mut().enumerate() {
+                let query = read_q::<VEC>(q_smem + (((warp as usize * ROWS + r) * D + d) * 4) as u32);
+                for (s, key) in row_scores.iter_mut().zip(keys.iter()) {
+                    for e in 0..VEC {
+                        *s = arch::fma(query[e], key[e], *s);
+                    }
+                }
+            }
+            d += VEC;
+        }
+        for (r, row_scores) in scores.iter_mut().enumerate() {
+            let key_end = problem.key_end(my_first_row + r as u32);
+            for (j, s) in row_scores.iter_mut().enumerate() {
+                if first_key + lane + 32 * j as u32 >= key_end {
+                    *s = f32::NEG_INFINITY;
+                }
+            }
+        }
+        sync::<P, COUNT>(SyncPoint::ScoresComputed, &mut barriers);
+
+        // Online softmax, one row at a time; every lane ends with every row's statistics.
+        let mut tile_max = [f32::NEG_INFINITY; ROWS];
+        for (m, row_scores) in tile_max.iter_mut().zip(scores.iter()) {
+            for s in row_scores {
+                *m = arch::max(*m, *s);
+            }
+            *m = arch::warp_max(*m);
+        }
+        sync::<P, COUNT>(SyncPoint::RowMaxExchanged, &mut barriers);
+        let mut tile_sum = [0.0f32; ROWS];
+        for r in 0..ROWS {
+            let correction = state[r].rescale(tile_max[r], problem.scale_log2);
+            for a in acc[r].iter_mut() {
+                *a *= correction;
+            }
+            let offset = state[r].offset(problem.scale_log2);
+            for s in scores[r].iter_mut() {
+                *s = softmax::probability(*s, problem.scale_log2, offset);
+                tile_sum[r] += *s;
+            }
+            tile_sum[r] = arch::warp_sum(tile_sum[r]);
+        }
+        sync::<P, COUNT>(SyncPoint::RowSumExchanged, &mut barriers);
+        for r in 0..ROWS {
+            state[r].row_sum += tile_sum[r];
+        }
+
+        // Stage P in this warp's rows of the P buffer, then O += P V.
+        let p_rows = p_smem + (warp as usize * ROWS * BLOCK_N * 4) as u32;
+        for (r, row_p) in scores.iter().enumerate() {
+            for (j, p) in row_p.iter().enumerate() {
+                arch::st_shared_f32(p_rows + ((r * BLOCK_N + lane as usize + 32 * j) * 4) as u32, *p);
+            }
+        }
+        sync::<P, COUNT>(SyncPoint::ProbsStaged, &mut barriers);
+        let v_lane = v_tile(stage) + lane * (DIMS * 2) as u32;
+        let mut key = 0;
+        while key < BLOCK_N {
+            let mut values = [[0.0f32; DIMS]; 4];
+            for (i, value) in values.iter_mut().enumerate() {
+                *value = read_v::<T, DIMS>(v_lane + (key + i) as u32 * tile::row_stride_bytes(D));
+            }
+            for (r, row_acc) in acc.iter_mut().enumerate() {
+                let p4 = arch::ld_shared_v4_u32(p_rows + ((r * BLOCK_N + key) * 4) as u32);
+                for (i, value) in values.iter().enumerate() {
+                    let p = f32::from_bits(p4[i]);
+                    for (a, x) in row_acc.iter_mut().zip(value.iter()) {
+                        *a = arch::fma(p, *x, *a);
+                    }
+                }
+            }
+            key += 4;
+        }
+        sync::<P, COUNT>(SyncPoint::BeforeSmemReuse, &mut barriers);
+    }
+    arch::cp_async_wait::<0>();
+
+    for r in 0..ROWS {
+        let row = my_first_row + r as u32;
+        if row < problem.seq_q {
+            let norm = state[r].normaliser();
+            let o = out.add((head * problem.seq_q as usize + row as usize) * D) as *mut u32;
+            for pair in 0..DIMS / 2 {
+                let packed = T::pack(acc[r][2 * pair] * norm, acc[r][2 * pair + 1] * norm);
+                arch::st_global_u32(o.add(lane as usize * DIMS / 2 + pair), packed);
+            }
+        }
+    }
+    if COUNT {
+        record_barriers(barrier_log, barriers, tiles);
+    }
+}
+
+/// `VEC` f32 of Q at `addr` (broadcast to the warp), as one or two 16-byte loads.
+#[inline(always)]
+fn read_q<const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
+    let mut out = [0.0f32; VEC];
+    let mut i = 0;
+    while i < VEC {
+        let w = arch::ld_shared_v4_u32(addr + (i * 4) as u32);
+        for e in 0..4 {
+            out[i + e] = f32::from_bits(w[e]);
+        }
+        i += 4;
+    }
+    out
+}
+
+/// This lane's `DIMS` (2 or 4) elements of one V row, widened.
+#[inline(always)]
+fn read_v<T: Element, const DIMS: usize>(addr: SharedAddr) -> [f32; DIMS] {
+    let mut out = [0.0f32; DIMS];
+    let (w0, w1) = if DIMS == 4 {
+        let w = arch::ld_shared_v2_u32(addr);
+        (w[0], w[1])
+    } else {
+        (arch::ld_shared_u32(addr), 0)
+    };
+    let (a, b) = T::unpack(w0);
+    out[0] = a;
+    out[1] = b;
+    if DIMS == 4 {
+        let (c, d) = T::unpack(w1);
+        out[2] = c;
+        out[3] = d;
+    }
+    out
+}

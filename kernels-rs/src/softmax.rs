@@ -1,0 +1,63 @@
+//! Online softmax in base 2, one running state per query row.
+//!
+//! Scores arrive tile by tile. For each row we keep the largest raw score seen (`row_max`) and the
+//! sum of `2^(score*scale_log2 - row_max*scale_log2)` over the keys seen (`row_sum`). When a tile
+//! raises the maximum, everything accumulated so far is multiplied by `2^(old - new)`: the
+//! correction factor returned by `rescale`. `log2(e)` is folded into `scale_log2` by the host, so
+//! `exp2` (one `ex2.approx`) is the only transcendental and each probability costs one FMA.
+//!
+//! Masked scores are `-inf`. A row that has seen only masked keys keeps `row_max = -inf`; the
+//! offsets below are then taken as 0 so that no `-inf - -inf` (NaN) ever appears, and the row ends
+//! with `row_sum = 0` and an output of zeros.
+
+use crate::arch;
+
+#[derive(Clone, Copy)]
+pub struct RowState {
+    pub row_max: f32,
+    pub row_sum: f32,
+}
+
+impl RowState {
+    pub const EMPTY: RowState = RowState { row_max: f32::NEG_INFINITY, row_sum: 0.0 };
+
+    /// Raises the running maximum to include `tile_max` and returns the factor by which the
+    /// row's sum (already applied here) and its output accumulator must be scaled.
+    #[inline(always)]
+    pub fn rescale(&mut self, tile_max: f32, scale_log2: f32) -> f32 {
+        let new_max = arch::max(self.row_max, tile_max);
+        let correction = arch::exp2((self.row_max - new_max) * scale_log2);
+        // (-inf) - (-inf) is NaN: a row with nothing but masked keys so far has nothing to correct.
+        let correction = if new_max == f32::NEG_INFINITY { 1.0 } else { correction };
+        self.row_max = new_max;
+        self.row_sum *= correction;
+        correction
+    }
+
+    /// The subtrahend for `probability`: `row_max * scale_log2`, or 0 while the row is all masked.
+    #[inline(always)]
+    pub fn offset(&self, scale_log2: f32) -> f32 {
+        if self.row_max == f32::NEG_INFINITY {
+            0.0
+        } else {
+            self.row_max * scale_log2
+        }
+    }
+
+    /// The factor that turns the accumulated output into the softmax average (0 for a row that
+    /// saw no unmasked key).
+    #[inline(always)]
+    pub fn normaliser(&self) -> f32 {
+        if self.row_sum > 0.0 {
+            arch::recip(self.row_sum)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// `2^(score*scale_log2 - offset)` in one FMA and one `ex2`; a masked score (-inf) gives 0.
+#[inline(always)]
+pub fn probability(score: f32, scale_log2: f32, offset: f32) -> f32 {
+    arch::exp2(arch::fma(score, scale_log2, -offset))
+}

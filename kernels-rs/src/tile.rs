@@ -1,0 +1,138 @@
+//! Tiles in shared memory: a tile is `ROWS x D` 16-bit elements, each row padded by 16 bytes.
+//!
+//! The padding makes the row stride `2*D + 16` bytes, which is 16 more than a multiple of 128 for
+//! the head dims used here; so eight consecutive rows read at the same column (one `ldmatrix`
+//! matrix, or one phase of 16-byte vector loads) fall into eight different groups of four banks:
+//! conflict-free without a swizzle, at the cost of 16 bytes per row.
+
+use crate::arch::{self, SharedAddr};
+
+/// Bytes between consecutive rows of a padded shared tile of head dim `D`.
+pub const fn row_stride_bytes(d: usize) -> u32 {
+    (2 * d + 16) as u32
+}
+
+/// Bytes of one padded `ROWS x D` tile.
+pub const fn tile_bytes(rows: usize, d: usize) -> u32 {
+    rows as u32 * row_stride_bytes(d)
+}
+
+/// Issues `cp.async` copies of rows `first_row .. first_row + rows` of a `[rows_total, D]` matrix
+/// into the tile at `dst`, spread over `threads` threads, 16 bytes per copy. Rows at or past
+/// `rows_total` are zero-filled (and nothing is read for them), so tails need no other care:
+/// a zero key gets masked anyway and a zero value row contributes nothing.
+#[inline(always)]
+pub unsafe fn load_async<const D: usize>(
+    dst: SharedAddr,
+    matrix: *const u16,
+    rows: u32,
+    first_row: u32,
+    rows_total: u32,
+    thread: u32,
+    threads: u32,
+) {
+    const CHUNK: usize = 8; // 16 bytes of 16-bit elements
+    let chunks_per_row = D / CHUNK;
+    let chunks = rows as usize * chunks_per_row;
+    let mut c = thread as usize;
+    // `rows` and `threads` are compile-time constants at every call site, so this loop unrolls.
+    while c < chunks {
+        let row = (c / chunks_per_row) as u32;
+        let col = (c % chunks_per_row) * CHUNK;
+        let global_row = first_row + row;
+        let in_bounds = global_row < rows_total;
+        let src = if in_bounds {
+            matrix.add(global_row as usize * D + col) as *const u8
+        } else {
+            matrix as *const u8
+        };
+        let dst_chunk = dst + row * row_stride_bytes(D) + (col * 2) as u32;
+        arch::cp_async_16(dst_chunk, src, if in_bounds { 16 } else { 0 });
+        c += threads as usize;
+    }
+}
+
+/// Reads `VEC` consecutive 16-bit floats (f16 or bf16 as `T` decides) at `addr` as f32, with one
+/// vector load (`VEC` = 2, 4 or 8: 4, 8 or 16 bytes).
+#[inline(always)]
+pub fn read_f32<T: Element, const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
+    let mut out = [0.0f32; VEC];
+    let mut words = [0u32; 4];
+    match VEC {
+        2 => words[0] = arch::ld_shared_u32(addr),
+        4 => {
+            let w = arch::ld_shared_v2_u32(addr);
+            words[0] = w[0];
+            words[1] = w[1];
+        }
+        8 => words = arch::ld_shared_v4_u32(addr),
+        _ => arch::trap(),
+    }
+    let mut i = 0;
+    while i < VEC {
+        let (lo, hi) = T::unpack(words[i / 2]);
+        out[i] = lo;
+        out[i + 1] = hi;
+        i += 2;
+    }
+    out
+}
+
+/// A 16-bit element type the kernels take as input and produce as output.
+pub trait Element {
+    /// Widens one element.
+    fn to_f32(bits: u16) -> f32;
+    /// Rounds one value to this type.
+    fn from_f32(x: f32) -> u16;
+    /// Widens both halves of a packed pair, low half first.
+    #[inline(always)]
+    fn unpack(pair: u32) -> (f32, f32) {
+        (Self::to_f32(pair as u16), Self::to_f32((pair >> 16) as u16))
+    }
+    /// Packs two values, `lo` in the low half.
+    fn pack(lo: f32, hi: f32) -> u32;
+    /// `acc += a * b` on tensor cores for this element type.
+    fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]);
+}
+
+/// IEEE binary16.
+pub struct F16;
+impl Element for F16 {
+    #[inline(always)]
+    fn to_f32(bits: u16) -> f32 {
+        arch::f16_to_f32(bits)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> u16 {
+        arch::f32_to_f16(x)
+    }
+    #[inline(always)]
+    fn pack(lo: f32, hi: f32) -> u32 {
+        arch::pack_f16x2(lo, hi)
+    }
+    #[inline(always)]
+    fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+        arch::mma_f16_m16n8k16(acc, a, b)
+    }
+}
+
+/// bfloat16: the top half of an f32, so widening is a shift.
+pub struct Bf16;
+impl Element for Bf16 {
+    #[inline(always)]
+    fn to_f32(bits: u16) -> f32 {
+        f32::from_bits((bits as u32) << 16)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> u16 {
+        arch::pack_bf16x2(x, 0.0) as u16
+    }
+    #[inline(always)]
+    fn pack(lo: f32, hi: f32) -> u32 {
+        arch::pack_bf16x2(lo, hi)
+    }
+    #[inline(always)]
+    fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+        arch::mma_bf16_m16n8k16(acc, a, b)
+    }
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the release binary and the test executables here and copies them into .gpu/ (git-ignored)
+# for a GPU machine that has no Rust: .gpu/host and .gpu/tests/<name>.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p host
+mkdir -p .gpu/tests
+rm -f .gpu/tests/*
+cp target/release/host .gpu/host
+# The test executables cargo builds, one per test target, named from the JSON it prints.
+cargo test --release --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    msg = json.loads(line)
+    exe = msg.get("executable")
+    if msg.get("reason") == "compiler-artifact" and exe and msg["profile"]["test"]:
+        name = msg["target"]["name"] + ("-lib" if msg["target"]["kind"] == ["lib"] else "")
+        shutil.copy(exe, os.path.join(".gpu/tests", name))
+        print("staged", name)
+'
+ls -la .gpu .gpu/tests

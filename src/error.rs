@@ -1,0 +1,38 @@
+//! The library's errors: each says what is wrong in terms of the user's input.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("no CUDA driver found (libcuda could not be loaded): this needs a machine with an NVIDIA GPU and its driver")]
+    NoDriver,
+    #[error("no CUDA device: {0}")]
+    NoDevice(String),
+    #[error("invalid problem: {0}")]
+    InvalidProblem(String),
+    #[error("unsupported head dim {0}: compiled head dims are {1:?}")]
+    UnsupportedHeadDim(usize, &'static [usize]),
+    #[error("unknown kernel `{0}`: run `list` for the compiled variants")]
+    UnknownKernel(String),
+    #[error("{what}: expected {expected} elements for shape {shape}, got {actual}")]
+    Length {
+        what: &'static str,
+        expected: usize,
+        actual: usize,
+        shape: String,
+    },
+    #[error(
+        "kernel {kernel} needs {needed} bytes of shared memory per block, the device allows {available}"
+    )]
+    SharedMemory {
+        kernel: String,
+        needed: u32,
+        available: u32,
+    },
+    #[error("the embedded PTX lacks `{0}`: the build and the variant table disagree")]
+    MissingSymbol(String),
+    #[error("CUDA driver error: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,442 @@
+//! The GPU side: a context with the embedded PTX loaded, typed launches of the variants, and
+//! event timing. `unsafe` is confined to `launch`, after every argument has been checked.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::{
+    CUdevice_attribute, CUevent_flags, CUfunction_attribute_enum, CUgraphInstantiate_flags,
+    CUstreamCaptureMode,
+};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use half::f16;
+use serde::Serialize;
+
+use crate::embedded;
+use crate::error::{Error, Result};
+use crate::problem::{Params, Shape};
+use crate::ptx;
+use crate::variants::{Family, VariantSpec, VARIANTS};
+
+/// The element type the compiled kernels take (see `kernels.toml`'s `dtypes`).
+pub const DTYPE: &str = "f16";
+
+/// An open GPU: one context, its default stream, and the module of kernels for its architecture.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    /// The PTX architecture loaded (80 or 90).
+    pub arch: u32,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    max_smem_optin: u32,
+    globals: BTreeMap<&'static str, u32>,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+}
+
+/// A variant resolved for one head dim: its entry point and launch facts.
+#[derive(Clone)]
+pub struct Kernel {
+    pub variant: &'static VariantSpec,
+    pub head_dim: usize,
+    pub symbol: String,
+    pub smem_bytes: u32,
+    function: CudaFunction,
+}
+
+/// The device buffers of one attention call: Q, K, V and the output, checked against `shape` when
+/// made, so a launch cannot read or write past them.
+pub struct Tensors {
+    pub q: CudaSlice<f16>,
+    pub k: CudaSlice<f16>,
+    pub v: CudaSlice<f16>,
+    pub out: CudaSlice<f16>,
+    shape: Shape,
+}
+
+impl Tensors {
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+}
+
+/// Barriers counted at run time by a variant's `_counted` twin.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct BarrierCount {
+    /// Block barriers per KV tile, identical for every block (else an error says which differ).
+    pub per_tile: f64,
+    pub blocks: usize,
+    pub tiles: u64,
+}
+
+impl Gpu {
+    /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a
+    /// panic: cudarc aborts when libcuda is missing, so its presence is checked first.
+    pub fn open(ordinal: usize) -> Result<Gpu> {
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Error::NoDriver);
+        }
+        let count = CudaContext::device_count().map_err(|e| Error::NoDevice(e.to_string()))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::NoDevice(format!(
+                "device {ordinal} requested, {count} present"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        // Safety: all work runs on the one stream below, so cudarc's per-buffer events (which
+        // order buffers across streams) are not needed; without them launches can be captured
+        // into CUDA graphs.
+        unsafe { ctx.disable_event_tracking() };
+        // A stream of our own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream()?;
+        let compute_capability = ctx.compute_capability()?;
+        let (arch, ptx_text) = match compute_capability {
+            (major, _) if major >= 9 => (90, embedded::PTX_SM90),
+            (8, _) => (80, embedded::PTX_SM80),
+            (major, minor) => {
+                return Err(Error::NoDevice(format!(
+                    "compute capability {major}.{minor}: the kernels need sm_80 or newer"
+                )))
+            }
+        };
+        let module = ctx.load_module(Ptx::from_src(ptx_text))?;
+        let max_smem_optin =
+            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        Ok(Gpu {
+            stream,
+            name: ctx.name()?,
+            ctx,
+            module,
+            arch,
+            compute_capability,
+            max_smem_optin,
+            globals: ptx::u32_globals(ptx_text),
+            functions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The kernel of `variant` for `head_dim`, or its barrier-counting twin.
+    pub fn kernel(&self, variant: &'static VariantSpec, head_dim: usize, counted: bool) -> Result<Kernel> {
+        let symbol = if counted {
+            variant.counted_symbol(head_dim, DTYPE)
+        } else {
+            variant.symbol(head_dim, DTYPE)
+        };
+        let base = variant.symbol(head_dim, DTYPE);
+        let smem_bytes = *self
+            .globals
+            .get(format!("{base}_smem_bytes").as_str())
+            .ok_or_else(|| Error::MissingSymbol(format!("{base}_smem_bytes")))?;
+        if smem_bytes > self.max_smem_optin {
+            return Err(Error::SharedMemory {
+                kernel: base,
+                needed: smem_bytes,
+                available: self.max_smem_optin,
+            });
+        }
+        let mut functions = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        let function = match functions.get(&symbol) {
+            Some(f) => f.clone(),
+            None => {
+                let f = self
+                    .module
+                    .load_function(&symbol)
+                    .map_err(|_| Error::MissingSymbol(symbol.clone()))?;
+                // Above 48 KiB a block's dynamic shared memory must be opted into per function.
+                f.set_attribute(
+                    CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem_bytes as i32,
+                )?;
+                functions.insert(symbol.clone(), f.clone());
+                f
+            }
+        };
+        Ok(Kernel {
+            variant,
+            head_dim,
+            symbol,
+            smem_bytes,
+            function,
+        })
+    }
+
+    /// Copies host data to a new device buffer.
+    pub fn upload<T: cudarc::driver::DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        Ok(self.stream.clone_htod(data)?)
+    }
+
+    /// Copies a device buffer back to the host (waits for the stream).
+    pub fn download<T: cudarc::driver::DeviceRepr + Default + Clone>(
+        &self,
+        buffer: &CudaSlice<T>,
+    ) -> Result<Vec<T>> {
+        Ok(self.stream.clone_dtoh(buffer)?)
+    }
+
+    /// Uploads Q, K and V for `shape` (lengths checked) and allocates an output poisoned with NaN,
+    /// so that any element a kernel fails to write stays visibly wrong.
+    pub fn tensors(&self, shape: Shape, q: &[f16], k: &[f16], v: &[f16]) -> Result<Tensors> {
+        shape.validate()?;
+        check_len("q", q.len(), shape.q_len(), shape)?;
+        check_len("k", k.len(), shape.kv_len(), shape)?;
+        check_len("v", v.len(), shape.kv_len(), shape)?;
+        Ok(Tensors {
+            q: self.upload(q)?,
+            k: self.upload(k)?,
+            v: self.upload(v)?,
+            out: self.upload(&vec![f16::NAN; shape.q_len()])?,
+            shape,
+        })
+    }
+
+    /// Refills the output with NaN before a launch whose every write must be checked.
+    pub fn poison(&self, tensors: &mut Tensors) -> Result<()> {
+        self.stream
+            .memcpy_htod(&vec![f16::NAN; tensors.shape.q_len()], &mut tensors.out)?;
+        Ok(())
+    }
+
+    /// Attention forward on `tensors` with the named variant, or the library's choice when
+    /// `kernel` is `None`. Returns the variant used. Asynchronous: `download` waits.
+    pub fn forward(
+        &self,
+        tensors: &mut Tensors,
+        params: Params,
+        kernel: Option<&str>,
+    ) -> Result<&'static VariantSpec> {
+        let variant = match kernel {
+            Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
+            None => default_variant(tensors.shape),
+        };
+        let kernel = self.kernel(variant, tensors.shape.head_dim, false)?;
+        self.launch(&kernel, tensors, params, None)?;
+        Ok(variant)
+    }
+
+    /// Launches `kernel` on the stream (asynchronously). `barrier_log`, for counted kernels, gets
+    /// two u32 per block.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut Tensors,
+        params: Params,
+        barrier_log: Option<&mut CudaSlice<u32>>,
+    ) -> Result<()> {
+        let shape = tensors.shape;
+        params.validate()?;
+        if shape.head_dim != kernel.head_dim {
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} is compiled for head dim {}, the problem has {}",
+                kernel.symbol, kernel.head_dim, shape.head_dim
+            )));
+        }
+        let config = launch_config(kernel, shape);
+        if let Some(log) = &barrier_log {
+            check_len("barrier log", log.len(), 2 * blocks(&config), shape)?;
+        }
+        let seq_q = shape.seq_q as u32;
+        let seq_k = shape.seq_k as u32;
+        let scale_log2 = params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E;
+        let causal = params.causal as u32;
+        let null_log = 0u64;
+        let Tensors { q, k, v, out, .. } = tensors;
+        let mut builder = self.stream.launch_builder(&kernel.function);
+        builder
+            .arg(&*q)
+            .arg(&*k)
+            .arg(&*v)
+            .arg(out)
+            .arg(&seq_q)
+            .arg(&seq_k)
+            .arg(&scale_log2)
+            .arg(&causal);
+        match barrier_log {
+            Some(log) => builder.arg(log),
+            None => builder.arg(&null_log),
+        };
+        // Safety: the argument list matches the kernels' common signature (kernels-rs/src/lib.rs),
+        // every buffer holds the elements the shape implies (checked in `tensors`), and the grid
+        // covers exactly the blocks the kernel expects for this shape.
+        unsafe { builder.launch(config) }?;
+        Ok(())
+    }
+
+    /// Runs `kernel` once with its counted twin and returns the block barriers per KV tile.
+    pub fn count_barriers(
+        &self,
+        variant: &'static VariantSpec,
+        tensors: &mut Tensors,
+        params: Params,
+    ) -> Result<BarrierCount> {
+        let shape = tensors.shape;
+        let kernel = self.kernel(variant, shape.head_dim, true)?;
+        let n_blocks = blocks(&launch_config(&kernel, shape));
+        let mut log = self.stream.alloc_zeros::<u32>(2 * n_blocks)?;
+        self.launch(&kernel, tensors, params, Some(&mut log))?;
+        let log = self.download(&log)?;
+        let mut per_tile: Option<f64> = None;
+        let mut tiles_total = 0u64;
+        for (block, pair) in log.chunks_exact(2).enumerate() {
+            let (barriers, tiles) = (pair[0], pair[1]);
+            tiles_total += tiles as u64;
+            if tiles == 0 {
+                continue;
+            }
+            let ratio = barriers as f64 / tiles as f64;
+            match per_tile {
+                None => per_tile = Some(ratio),
+                Some(first) if first != ratio => {
+                    return Err(Error::InvalidProblem(format!(
+                        "{}: block {block} ran {barriers} barriers over {tiles} tiles ({ratio}/tile), \
+                         other blocks {first}/tile",
+                        kernel.symbol
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(BarrierCount {
+            per_tile: per_tile.unwrap_or(0.0),
+            blocks: n_blocks,
+            tiles: tiles_total,
+        })
+    }
+
+    /// Times `iters` launches, each between its own pair of CUDA events, after `warmup` launches.
+    /// Returns microseconds per launch.
+    pub fn time_launches(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut Tensors,
+        params: Params,
+        warmup: usize,
+        iters: usize,
+    ) -> Result<Vec<f64>> {
+        for _ in 0..warmup {
+            self.launch(kernel, tensors, params, None)?;
+        }
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let mut events = Vec::with_capacity(iters);
+        for _ in 0..iters {
+            let start = self.stream.record_event(flags)?;
+            self.launch(kernel, tensors, params, None)?;
+            let end = self.stream.record_event(flags)?;
+            events.push((start, end));
+        }
+        self.stream.synchronize()?;
+        events
+            .iter()
+            .map(|(start, end)| Ok(start.elapsed_ms(end)? as f64 * 1000.0))
+            .collect()
+    }
+
+    /// Times `calls` back-to-back launches captured in one CUDA graph, replayed `replays` times
+    /// after `warmup` replays. Returns microseconds per call, one sample per replay. Launch
+    /// overhead is amortised the way a framework's graph capture would, which is what makes small,
+    /// launch-bound shapes comparable between kernels and peers.
+    pub fn time_graph(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut Tensors,
+        params: Params,
+        calls: usize,
+        warmup: usize,
+        replays: usize,
+    ) -> Result<Vec<f64>> {
+        // One eager launch first: argument errors surface here, not as a failed capture.
+        self.launch(kernel, tensors, params, None)?;
+        self.stream.synchronize()?;
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let mut captured = Ok(());
+        for _ in 0..calls {
+            captured = self.launch(kernel, tensors, params, None);
+            if captured.is_err() {
+                break;
+            }
+        }
+        // End the capture whatever happened, so the stream is usable afterwards.
+        let graph = self.stream.end_capture(CUgraphInstantiate_flags(0))?;
+        captured?;
+        let graph = graph.ok_or_else(|| Error::InvalidProblem("graph capture recorded nothing".into()))?;
+        graph.upload()?;
+        for _ in 0..warmup {
+            graph.launch()?;
+        }
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let mut events = Vec::with_capacity(replays);
+        for _ in 0..replays {
+            let start = self.stream.record_event(flags)?;
+            graph.launch()?;
+            let end = self.stream.record_event(flags)?;
+            events.push((start, end));
+        }
+        self.stream.synchronize()?;
+        events
+            .iter()
+            .map(|(start, end)| Ok(start.elapsed_ms(end)? as f64 * 1000.0 / calls as f64))
+            .collect()
+    }
+
+    /// Waits for the stream and reports any asynchronous error from the launches before.
+    pub fn synchronize(&self) -> Result<()> {
+        Ok(self.stream.synchronize()?)
+    }
+}
+
+/// The grid for `kernel` on `shape`: `(query blocks, batch * heads)`.
+pub fn launch_config(kernel: &Kernel, shape: Shape) -> LaunchConfig {
+    let v = kernel.variant;
+    LaunchConfig {
+        grid_dim: (
+            (shape.seq_q as u32).div_ceil(v.block_m),
+            (shape.batch * shape.heads) as u32,
+            1,
+        ),
+        block_dim: (v.threads(), 1, 1),
+        shared_mem_bytes: kernel.smem_bytes,
+    }
+}
+
+fn blocks(config: &LaunchConfig) -> usize {
+    config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize
+}
+
+fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -> Result<()> {
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(Error::Length {
+            what,
+            expected,
+            actual,
+            shape: shape.to_string(),
+        })
+    }
+}
+
+/// The variant the library uses when none is named: the tensor-core kernel with the most query
+/// rows per block that the problem can fill. (A measured dispatch table is the tuning issue's.)
+pub fn default_variant(shape: Shape) -> &'static VariantSpec {
+    let mma: Vec<_> = VARIANTS.iter().filter(|v| v.family == Family::FlashMma).collect();
+    let blocks_with = |v: &VariantSpec| shape.seq_q.div_ceil(v.block_m as usize) * shape.batch * shape.heads;
+    // Prefer bigger blocks while they still give at least two waves' worth of blocks on 132 SMs.
+    mma.iter()
+        .copied()
+        .filter(|v| blocks_with(v) >= 264)
+        .max_by_key(|v| v.block_m)
+        .or_else(|| mma.iter().copied().min_by_key(|v| v.block_m))
+        .unwrap_or(&VARIANTS[0])
+}

@@ -1,0 +1,35 @@
+//! flashrs: scaled dot-product attention forward on NVIDIA GPUs, with the kernels written in
+//! `no_std` Rust and compiled to PTX by rustc's NVPTX backend (see `build.rs`).
+//!
+//! Data flows one way: a [`Shape`] and [`Params`] are validated, a variant is chosen (or named),
+//! [`Gpu::launch`] runs it; [`reference`] and [`stats`] turn outputs and timings into verdicts.
+
+pub mod error;
+pub mod gpu;
+pub mod npy;
+pub mod problem;
+pub mod ptx;
+pub mod ptxas;
+pub mod reference;
+pub mod stats;
+pub mod variants;
+
+pub use error::{Error, Result};
+pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};
+pub use problem::{Params, Shape};
+pub use variants::{Family, Policy, VariantSpec, VARIANTS};
+
+/// The PTX of every kernel, one module per architecture, embedded at build time.
+pub mod embedded {
+    pub const PTX_SM80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_80.ptx"));
+    pub const PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_90.ptx"));
+
+    /// The PTX for architecture `arch` (80 or 90).
+    pub fn ptx(arch: u32) -> Option<&'static str> {
+        match arch {
+            80 => Some(PTX_SM80),
+            90 => Some(PTX_SM90),
+            _ => None,
+        }
+    }
+}

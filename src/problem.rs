@@ -1,0 +1,205 @@
+//! The problem a kernel solves: shapes, scale and mask, checked before anything touches a GPU.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::variants::HEAD_DIMS;
+
+/// The shape of one attention call: Q is `[batch, heads, seq_q, head_dim]`, K and V are
+/// `[batch, heads, seq_k, head_dim]`, the output is shaped like Q. All contiguous, row-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    pub batch: usize,
+    pub heads: usize,
+    pub seq_q: usize,
+    pub seq_k: usize,
+    pub head_dim: usize,
+}
+
+impl Shape {
+    /// Self-attention shape: `seq_q = seq_k = seq`.
+    pub fn new(batch: usize, heads: usize, seq: usize, head_dim: usize) -> Shape {
+        Shape {
+            batch,
+            heads,
+            seq_q: seq,
+            seq_k: seq,
+            head_dim,
+        }
+    }
+
+    pub fn q_len(&self) -> usize {
+        self.batch * self.heads * self.seq_q * self.head_dim
+    }
+
+    pub fn kv_len(&self) -> usize {
+        self.batch * self.heads * self.seq_k * self.head_dim
+    }
+
+    /// Floating-point operations of the forward pass: `4 * B * H * S_q * S_k * D`, halved when
+    /// causal (the usual convention, exact for `S_q = S_k` up to the diagonal).
+    pub fn flops(&self, causal: bool) -> f64 {
+        let full = 4.0
+            * (self.batch * self.heads) as f64
+            * self.seq_q as f64
+            * self.seq_k as f64
+            * self.head_dim as f64;
+        if causal {
+            full / 2.0
+        } else {
+            full
+        }
+    }
+
+    pub fn reference_dims(&self) -> crate::reference::Dims {
+        crate::reference::Dims {
+            batch: self.batch,
+            heads: self.heads,
+            seq_q: self.seq_q,
+            seq_k: self.seq_k,
+            head_dim: self.head_dim,
+        }
+    }
+
+    /// Checks everything the kernels assume about a shape.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |msg: String| Err(Error::InvalidProblem(msg));
+        if self.batch == 0 || self.heads == 0 || self.seq_q == 0 || self.seq_k == 0 {
+            return invalid(format!("every dimension must be at least 1, got {self}"));
+        }
+        if !HEAD_DIMS.contains(&self.head_dim) {
+            return Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS));
+        }
+        // The grid's y dimension holds batch * heads.
+        if self.batch * self.heads > 65_535 {
+            return invalid(format!(
+                "batch * heads = {} exceeds 65535",
+                self.batch * self.heads
+            ));
+        }
+        // Kernels index with 32-bit sequence positions and 64-bit element offsets.
+        if self.seq_q > u32::MAX as usize / 2 || self.seq_k > u32::MAX as usize / 2 {
+            return invalid(format!("sequence length too large in {self}"));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.seq_q == self.seq_k {
+            write!(
+                f,
+                "({}, {}, {}, {})",
+                self.batch, self.heads, self.seq_q, self.head_dim
+            )
+        } else {
+            write!(
+                f,
+                "({}, {}, {}/{}, {})",
+                self.batch, self.heads, self.seq_q, self.seq_k, self.head_dim
+            )
+        }
+    }
+}
+
+impl std::str::FromStr for Shape {
+    type Err = String;
+    /// `B,H,S,D` or `B,H,S_Q,S_K,D`.
+    fn from_str(text: &str) -> std::result::Result<Shape, String> {
+        let parts: Vec<usize> = text
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("`{p}` is not a non-negative integer"))
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| format!("shape `{text}`: {e} (expected B,H,S,D)"))?;
+        match parts[..] {
+            [b, h, s, d] => Ok(Shape::new(b, h, s, d)),
+            [b, h, sq, sk, d] => Ok(Shape {
+                batch: b,
+                heads: h,
+                seq_q: sq,
+                seq_k: sk,
+                head_dim: d,
+            }),
+            _ => Err(format!(
+                "shape `{text}`: expected 4 numbers B,H,S,D (or 5: B,H,S_Q,S_K,D)"
+            )),
+        }
+    }
+}
+
+/// Mask and scale of one call.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Params {
+    pub causal: bool,
+    /// Softmax scale; `None` means `1 / sqrt(head_dim)`.
+    pub scale: Option<f32>,
+}
+
+impl Params {
+    pub fn scale_for(&self, head_dim: usize) -> f32 {
+        self.scale.unwrap_or(1.0 / (head_dim as f32).sqrt())
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        match self.scale {
+            Some(s) if !(s.is_finite() && s > 0.0) => Err(Error::InvalidProblem(format!(
+                "scale must be a positive finite number, got {s}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_shapes() {
+        assert_eq!("2,8,512,64".parse::<Shape>().unwrap(), Shape::new(2, 8, 512, 64));
+        assert_eq!(" 1, 2, 3, 4, 64 ".parse::<Shape>().unwrap().seq_k, 4);
+        for bad in ["", "1,2,3", "1,2,3,4,5,6", "a,2,3,4", "1,-2,3,64", "1,2,3,4.5"] {
+            assert!(bad.parse::<Shape>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        assert!(Shape::new(1, 8, 128, 64).validate().is_ok());
+        let err = Shape::new(1, 8, 128, 96).validate().unwrap_err().to_string();
+        assert!(err.contains("head dim 96"), "{err}");
+        let err = Shape::new(0, 8, 128, 64).validate().unwrap_err().to_string();
+        assert!(err.contains("at least 1"), "{err}");
+        assert!(Shape::new(65_536, 1, 1, 64).validate().is_err());
+        assert!(Params {
+            causal: false,
+            scale: Some(-1.0)
+        }
+        .validate()
+        .is_err());
+        assert!(Params {
+            causal: false,
+            scale: Some(f32::NAN)
+        }
+        .validate()
+        .is_err());
+        assert!(Params {
+            causal: true,
+            scale: None
+        }
+        .validate()
+        .is_ok());
+    }
+
+    #[test]
+    fn flops_convention() {
+        let s = Shape::new(2, 16, 4096, 128);
+        assert_eq!(s.flops(false), 4.0 * 32.0 * 4096.0 * 4096.0 * 128.0);
+        assert_eq!(s.flops(true), s.flops(false) / 2.0);
+    }
+}

@@ -1,0 +1,191 @@
+//! Reading the embedded PTX without a GPU: which kernels it exports, the `u32` facts each variant
+//! exports beside its kernel (shared memory, declared barriers per tile), and how many block
+//! barriers sit inside each kernel's KV-tile loop.
+
+use std::collections::BTreeMap;
+
+/// One `.entry` of a PTX module: its name and its instruction lines.
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    pub name: &'a str,
+    pub body: Vec<&'a str>,
+}
+
+/// The kernels (`.entry`) of a PTX module, in order.
+pub fn entries(ptx: &str) -> Vec<Entry<'_>> {
+    let mut out = Vec::new();
+    let mut lines = ptx.lines();
+    while let Some(line) = lines.next() {
+        let Some(rest) = line.trim_start().strip_prefix(".visible .entry ") else {
+            continue;
+        };
+        let name = rest.split('(').next().unwrap_or(rest).trim();
+        let mut body = Vec::new();
+        let mut depth = 0i32;
+        let mut started = false;
+        for line in lines.by_ref() {
+            let trimmed = line.trim();
+            depth += trimmed.matches('{').count() as i32 - trimmed.matches('}').count() as i32;
+            if trimmed.starts_with('{') {
+                started = true;
+            }
+            if started {
+                body.push(trimmed);
+                if depth == 0 {
+                    break;
+                }
+            }
+        }
+        out.push(Entry { name, body });
+    }
+    out
+}
+
+/// The `u32` globals of a module (`.visible .global .align 4 .b8 NAME[4] = {..};`, as rustc
+/// emits a `static u32`; a global with no initialiser is 0).
+pub fn u32_globals(ptx: &str) -> BTreeMap<&str, u32> {
+    let mut out = BTreeMap::new();
+    for line in ptx.lines() {
+        let Some(rest) = line.trim().strip_prefix(".visible .global .align 4 .b8 ") else {
+            continue;
+        };
+        let Some((name, tail)) = rest.split_once("[4]") else {
+            continue;
+        };
+        let mut value = 0u32;
+        if let Some(bytes) = tail
+            .split_once('{')
+            .and_then(|(_, b)| b.split_once('}'))
+            .map(|(b, _)| b)
+        {
+            for (i, byte) in bytes.split(',').enumerate() {
+                let byte: u32 = byte.trim().parse().unwrap_or(0);
+                value |= byte << (8 * i);
+            }
+        }
+        out.insert(name, value);
+    }
+    out
+}
+
+/// True for an instruction that makes the whole block wait (`bar.sync`, `barrier.sync`,
+/// `bar.red`, `barrier.cta.*`), not for `bar.warp.sync`.
+pub fn is_block_barrier(line: &str) -> bool {
+    // Skip a guard predicate (`@%p1 ` or `@!%p1 `).
+    let instruction = match line.strip_prefix('@') {
+        Some(guarded) => guarded
+            .split_once(char::is_whitespace)
+            .map_or("", |(_, rest)| rest.trim_start()),
+        None => line,
+    };
+    [
+        "bar.sync",
+        "barrier.sync",
+        "bar.red",
+        "barrier.red",
+        "barrier.cta",
+        "bar.cta",
+    ]
+    .iter()
+    .any(|op| instruction.starts_with(op))
+}
+
+/// Block barriers inside the kernel's KV-tile loop: the outermost loop (a label and the last
+/// branch back to it) that contains any block barrier. `None` when no loop holds one.
+pub fn barriers_in_loop(entry: &Entry<'_>) -> Option<usize> {
+    let mut labels = BTreeMap::new();
+    for (i, line) in entry.body.iter().enumerate() {
+        if let Some(label) = line.strip_suffix(':') {
+            labels.insert(label, i);
+        }
+    }
+    let mut loops: Vec<(usize, usize)> = Vec::new(); // (header line, back-edge line)
+    for (i, line) in entry.body.iter().enumerate() {
+        let Some(pos) = line.find("bra") else {
+            continue;
+        };
+        let target = line[pos..]
+            .split_whitespace()
+            .nth(1)
+            .map(|t| t.trim_end_matches(';'));
+        if let Some(&header) = target.and_then(|t| labels.get(t)) {
+            if header < i {
+                loops.push((header, i));
+            }
+        }
+    }
+    let count = |(from, to): (usize, usize)| {
+        entry.body[from..=to]
+            .iter()
+            .filter(|l| is_block_barrier(l))
+            .count()
+    };
+    loops
+        .into_iter()
+        .filter(|&range| count(range) > 0)
+        .max_by_key(|&(from, to)| to - from)
+        .map(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"
+.visible .global .align 4 .b8 k_smem_bytes[4] = {0, 84, 1};
+.visible .global .align 4 .b8 k_barriers_per_tile[4] = {2};
+.visible .global .align 4 .b8 naive_barriers_per_tile[4];
+.visible .entry k(
+	.param .u64 .ptr .align 1 k_param_0
+)
+{
+	bar.sync 0;
+$L__BB0_1:
+	bar.sync 0;
+$L__BB0_2:
+	add.s32 %r1, %r1, 1;
+	@%p1 bra $L__BB0_2;
+	bar.warp.sync -1;
+	@%p2 bar.sync 0;
+	@%p3 bra $L__BB0_1;
+	bar.sync 0;
+	ret;
+}
+.visible .entry naive(
+	.param .u64 .ptr .align 1 naive_param_0
+)
+{
+$L__BB1_1:
+	@%p3 bra $L__BB1_1;
+	ret;
+}
+"#;
+
+    #[test]
+    fn finds_entries_and_globals() {
+        let names: Vec<_> = entries(SAMPLE).iter().map(|e| e.name).collect();
+        assert_eq!(names, ["k", "naive"]);
+        let globals = u32_globals(SAMPLE);
+        assert_eq!(globals["k_smem_bytes"], 87040);
+        assert_eq!(globals["k_barriers_per_tile"], 2);
+        assert_eq!(globals["naive_barriers_per_tile"], 0);
+    }
+
+    #[test]
+    fn counts_block_barriers_in_the_outer_loop_only() {
+        let all = entries(SAMPLE);
+        // Two bar.sync inside $L__BB0_1's loop (one predicated); the ones before and after and
+        // the warp barrier do not count.
+        assert_eq!(barriers_in_loop(&all[0]), Some(2));
+        assert_eq!(barriers_in_loop(&all[1]), None);
+    }
+
+    #[test]
+    fn block_barrier_recognition() {
+        assert!(is_block_barrier("bar.sync 0;"));
+        assert!(is_block_barrier("@%p1 bar.sync 0;"));
+        assert!(is_block_barrier("barrier.sync 0;"));
+        assert!(!is_block_barrier("bar.warp.sync -1;"));
+        assert!(!is_block_barrier("bra.uni $L__BB0_1;"));
+    }
+}

@@ -1,0 +1,170 @@
+//! GPU tests: real launches checked against the float64 reference. They need an NVIDIA GPU, so
+//! they are `#[ignore]`d in a plain `cargo test` (CI has no GPU) and run on a GPU machine with
+//! `--ignored` (see README, "Running on a GPU machine").
+
+use flashrs::reference::{self, Tolerance};
+use flashrs::variants::VARIANTS;
+use flashrs::{Error, Gpu, Params, Shape};
+use half::f16;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn gpu() -> Gpu {
+    Gpu::open(0).unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
+}
+
+fn random(n: usize, rng: &mut StdRng) -> Vec<f16> {
+    (0..n)
+        .map(|_| f16::from_f32(rng.random_range(-2.0f32..2.0)))
+        .collect()
+}
+
+fn widen(x: &[f16]) -> Vec<f32> {
+    x.iter().map(|h| h.to_f32()).collect()
+}
+
+/// Runs every variant on `shape` against the float64 reference, output poisoned with NaN.
+fn check_all(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (q, k, v) = (
+        random(shape.q_len(), &mut rng),
+        random(shape.kv_len(), &mut rng),
+        random(shape.kv_len(), &mut rng),
+    );
+    let params = Params { causal, scale: None };
+    let expected = reference::attention_f64(
+        &widen(&q),
+        &widen(&k),
+        &widen(&v),
+        shape.reference_dims(),
+        causal,
+        params.scale_for(shape.head_dim) as f64,
+    );
+    let mut tensors = gpu.tensors(shape, &q, &k, &v).unwrap();
+    for variant in VARIANTS {
+        gpu.poison(&mut tensors).unwrap();
+        gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
+        let actual = widen(&gpu.download(&tensors.out).unwrap());
+        let cmp = reference::compare(&actual, &expected);
+        assert!(
+            cmp.passes(Tolerance::FP16),
+            "{} on {shape} causal={causal} seed={seed}: {cmp:?}",
+            variant.name
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn every_variant_matches_the_reference_on_odd_shapes() {
+    let gpu = gpu();
+    let seed = rand::rng().random();
+    for shape in [
+        Shape::new(1, 2, 1, 64),
+        Shape::new(2, 3, 77, 64),
+        Shape::new(1, 2, 200, 128),
+        Shape::new(1, 1, 129, 128),
+    ] {
+        for causal in [false, true] {
+            check_all(&gpu, shape, causal, seed);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn different_query_and_key_lengths_align_causal_masks_bottom_right() {
+    let gpu = gpu();
+    let seed = rand::rng().random();
+    // seq_q > seq_k: the first 63 query rows see no key at all and must come out as zeros.
+    for shape in [
+        Shape {
+            batch: 1,
+            heads: 2,
+            seq_q: 100,
+            seq_k: 37,
+            head_dim: 64,
+        },
+        Shape {
+            batch: 1,
+            heads: 2,
+            seq_q: 37,
+            seq_k: 150,
+            head_dim: 128,
+        },
+    ] {
+        for causal in [false, true] {
+            check_all(&gpu, shape, causal, seed);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn run_time_barrier_counts_match_the_declared_ones() {
+    let gpu = gpu();
+    let globals = flashrs::ptx::u32_globals(flashrs::embedded::PTX_SM90);
+    let shape = Shape::new(1, 4, 300, 64);
+    let mut rng = StdRng::seed_from_u64(7);
+    let (q, k, v) = (
+        random(shape.q_len(), &mut rng),
+        random(shape.kv_len(), &mut rng),
+        random(shape.kv_len(), &mut rng),
+    );
+    let mut tensors = gpu.tensors(shape, &q, &k, &v).unwrap();
+    for variant in VARIANTS {
+        let symbol = variant.symbol(64, flashrs::gpu::DTYPE);
+        let declared = globals[format!("{symbol}_barriers_per_tile").as_str()] as f64;
+        for causal in [false, true] {
+            let count = gpu
+                .count_barriers(variant, &mut tensors, Params { causal, scale: None })
+                .unwrap();
+            assert_eq!(count.per_tile, declared, "{symbol} causal={causal}: {count:?}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
+    let gpu = gpu();
+    let shape = Shape::new(1, 2, 64, 64);
+    let full = vec![f16::ONE; shape.q_len()];
+    let short = vec![f16::ONE; shape.q_len() - 1];
+    let err = gpu.tensors(shape, &full, &short, &full);
+    assert!(
+        matches!(err, Err(Error::Length { what: "k", .. })),
+        "{:?}",
+        err.err()
+    );
+    let mut tensors = gpu.tensors(shape, &full, &full, &full).unwrap();
+    let kernel_d128 = gpu.kernel(&VARIANTS[0], 128, false).unwrap();
+    let err = gpu.launch(
+        &kernel_d128,
+        &mut tensors,
+        Params {
+            causal: false,
+            scale: None,
+        },
+        None,
+    );
+    assert!(matches!(err, Err(Error::InvalidProblem(_))), "{:?}", err.err());
+    let err = gpu.forward(
+        &mut tensors,
+        Params {
+            causal: false,
+            scale: Some(f32::NAN),
+        },
+        None,
+    );
+    assert!(matches!(err, Err(Error::InvalidProblem(_))), "{:?}", err.err());
+    let err = gpu.forward(
+        &mut tensors,
+        Params {
+            causal: false,
+            scale: None,
+        },
+        Some("no_such_kernel"),
+    );
+    assert!(matches!(err, Err(Error::UnknownKernel(_))), "{:?}", err.err());
+}

@@ -1,0 +1,98 @@
+//! CPU-only checks of the real embedded PTX: every variant is exported for every head dim and
+//! architecture, and the barriers its policy declares are the barriers in its KV-tile loop.
+
+use flashrs::variants::{HEAD_DIMS, VARIANTS};
+use flashrs::{embedded, gpu::DTYPE, ptx, Family, Policy};
+
+fn modules() -> [(&'static str, &'static str); 2] {
+    [("sm_80", embedded::PTX_SM80), ("sm_90", embedded::PTX_SM90)]
+}
+
+#[test]
+fn every_variant_is_exported_with_its_counted_twin() {
+    for (arch, text) in modules() {
+        let names: Vec<&str> = ptx::entries(text).iter().map(|e| e.name).collect();
+        for v in VARIANTS {
+            for &d in HEAD_DIMS {
+                assert!(
+                    names.contains(&v.symbol(d, DTYPE).as_str()),
+                    "{arch}: {} missing",
+                    v.symbol(d, DTYPE)
+                );
+                assert!(
+                    names.contains(&v.counted_symbol(d, DTYPE).as_str()),
+                    "{arch}: counted twin of {} missing",
+                    v.name
+                );
+            }
+        }
+        assert!(
+            text.contains(&format!(".target {arch}")),
+            "{arch} PTX targets another architecture"
+        );
+    }
+}
+
+#[test]
+fn declared_barriers_match_the_ptx_loop() {
+    for (arch, text) in modules() {
+        let globals = ptx::u32_globals(text);
+        let entries = ptx::entries(text);
+        for v in VARIANTS {
+            for &d in HEAD_DIMS {
+                let symbol = v.symbol(d, DTYPE);
+                let declared = globals[format!("{symbol}_barriers_per_tile").as_str()];
+                for name in [symbol.clone(), v.counted_symbol(d, DTYPE)] {
+                    let entry = entries.iter().find(|e| e.name == name).unwrap();
+                    let in_loop = ptx::barriers_in_loop(entry).unwrap_or(0);
+                    assert_eq!(
+                        in_loop as u32, declared,
+                        "{arch} {name}: {in_loop} bar.sync in the loop, policy declares {declared}"
+                    );
+                }
+                match (v.family, v.policy) {
+                    (Family::Naive, _) => assert_eq!(declared, 0),
+                    (_, Some(Policy::Light)) => {
+                        assert!((2..=4).contains(&declared), "{symbol}: Light declares {declared}")
+                    }
+                    (_, Some(Policy::Legacy)) => assert_eq!(declared, 6, "{symbol}"),
+                    (_, None) => panic!("{symbol}: a tiled kernel without a policy"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn light_has_fewer_barriers_than_legacy_for_the_same_tiles() {
+    let globals = ptx::u32_globals(embedded::PTX_SM90);
+    let per_tile = |name: &str| globals[format!("{name}_d64_{DTYPE}_barriers_per_tile").as_str()];
+    let mut pairs = 0;
+    for legacy in VARIANTS.iter().filter(|v| v.policy == Some(Policy::Legacy)) {
+        let light_name = legacy.name.replace("_legacy", "_light");
+        if VARIANTS.iter().any(|v| v.name == light_name) {
+            assert!(per_tile(&light_name) < per_tile(legacy.name));
+            pairs += 1;
+        }
+    }
+    assert!(
+        pairs > 0,
+        "kernels.toml should keep a Legacy/Light pair with the same tiles"
+    );
+}
+
+#[test]
+fn shared_memory_is_declared_for_every_tiled_variant() {
+    let globals = ptx::u32_globals(embedded::PTX_SM90);
+    for v in VARIANTS.iter().filter(|v| v.family != Family::Naive) {
+        for &d in HEAD_DIMS {
+            let smem = globals[format!("{}_smem_bytes", v.symbol(d, DTYPE)).as_str()];
+            // The H100 allows 227 KiB per block; every compiled tile must fit.
+            assert!(
+                smem > 0 && smem <= 227 * 1024,
+                "{}: {smem} bytes",
+                v.symbol(d, DTYPE)
+            );
+        }
+    }
+}
