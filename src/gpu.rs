@@ -134,6 +134,12 @@ impl Gpu {
         } else {
             variant.symbol(head_dim, DTYPE)
         };
+        if !variant.head_dims.contains(&head_dim) {
+            return Err(Error::InvalidProblem(format!(
+                "{} is compiled for head dims {:?}, not {head_dim}",
+                variant.name, variant.head_dims
+            )));
+        }
         let base = variant.symbol(head_dim, DTYPE);
         let smem_bytes = *self
             .globals
@@ -430,7 +436,10 @@ fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -
 /// The variant the library uses when none is named: the tensor-core kernel with the most query
 /// rows per block that the problem can fill. (A measured dispatch table is the tuning issue's.)
 pub fn default_variant(shape: Shape) -> &'static VariantSpec {
-    let mma: Vec<_> = VARIANTS.iter().filter(|v| v.family == Family::FlashMma).collect();
+    let mma: Vec<_> = VARIANTS
+        .iter()
+        .filter(|v| v.family == Family::FlashMma && v.head_dims.contains(&shape.head_dim))
+        .collect();
     let blocks_with = |v: &VariantSpec| shape.seq_q.div_ceil(v.block_m as usize) * shape.batch * shape.heads;
     // Prefer bigger blocks while they still give at least two waves' worth of blocks on 132 SMs.
     mma.iter()

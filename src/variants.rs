@@ -37,6 +37,10 @@ pub struct VariantSpec {
     /// Depth of the K/V copy pipeline.
     pub stages: u32,
     pub policy: Option<Policy>,
+    /// flash_mma: Q fragments held in registers for the whole KV loop (else re-read per tile).
+    pub q_in_regs: bool,
+    /// Head dims this variant is compiled for.
+    pub head_dims: &'static [usize],
 }
 
 impl VariantSpec {

@@ -41,7 +41,7 @@ fn check_all(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
         params.scale_for(shape.head_dim) as f64,
     );
     let mut tensors = gpu.tensors(shape, &q, &k, &v).unwrap();
-    for variant in VARIANTS {
+    for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
         gpu.poison(&mut tensors).unwrap();
         gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
         let actual = widen(&gpu.download(&tensors.out).unwrap());
@@ -112,7 +112,7 @@ fn run_time_barrier_counts_match_the_declared_ones() {
         random(shape.kv_len(), &mut rng),
     );
     let mut tensors = gpu.tensors(shape, &q, &k, &v).unwrap();
-    for variant in VARIANTS {
+    for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&64)) {
         let symbol = variant.symbol(64, flashrs::gpu::DTYPE);
         let declared = globals[format!("{symbol}_barriers_per_tile").as_str()] as f64;
         for causal in [false, true] {

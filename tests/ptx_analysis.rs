@@ -1,7 +1,7 @@
 //! CPU-only checks of the real embedded PTX: every variant is exported for every head dim and
 //! architecture, and the barriers its policy declares are the barriers in its KV-tile loop.
 
-use flashrs::variants::{HEAD_DIMS, VARIANTS};
+use flashrs::variants::VARIANTS;
 use flashrs::{embedded, gpu::DTYPE, ptx, Family, Policy};
 
 fn modules() -> [(&'static str, &'static str); 2] {
@@ -13,7 +13,7 @@ fn every_variant_is_exported_with_its_counted_twin() {
     for (arch, text) in modules() {
         let names: Vec<&str> = ptx::entries(text).iter().map(|e| e.name).collect();
         for v in VARIANTS {
-            for &d in HEAD_DIMS {
+            for &d in v.head_dims {
                 assert!(
                     names.contains(&v.symbol(d, DTYPE).as_str()),
                     "{arch}: {} missing",
@@ -39,7 +39,7 @@ fn declared_barriers_match_the_ptx_loop() {
         let globals = ptx::u32_globals(text);
         let entries = ptx::entries(text);
         for v in VARIANTS {
-            for &d in HEAD_DIMS {
+            for &d in v.head_dims {
                 let symbol = v.symbol(d, DTYPE);
                 let declared = globals[format!("{symbol}_barriers_per_tile").as_str()];
                 for name in [symbol.clone(), v.counted_symbol(d, DTYPE)] {
@@ -85,7 +85,7 @@ fn light_has_fewer_barriers_than_legacy_for_the_same_tiles() {
 fn shared_memory_is_declared_for_every_tiled_variant() {
     let globals = ptx::u32_globals(embedded::PTX_SM90);
     for v in VARIANTS.iter().filter(|v| v.family != Family::Naive) {
-        for &d in HEAD_DIMS {
+        for &d in v.head_dims {
             let smem = globals[format!("{}_smem_bytes", v.symbol(d, DTYPE)).as_str()];
             // The H100 allows 227 KiB per block; every compiled tile must fit.
             assert!(

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use flashrs::ptxas::{self, KernelResources};
-use flashrs::variants::{HEAD_DIMS, VARIANTS};
+use flashrs::variants::VARIANTS;
 use flashrs::{embedded, gpu::DTYPE, ptx};
 use serde::Serialize;
 
@@ -52,7 +52,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     };
     let mut list = Vec::new();
     for variant in VARIANTS {
-        for &head_dim in HEAD_DIMS {
+        for &head_dim in variant.head_dims {
             let symbol = variant.symbol(head_dim, DTYPE);
             let loop_barriers = entries
                 .iter()
@@ -109,9 +109,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
         );
     }
     println!(
-        "{} variants x {} head dims, sm_{} PTX; bar/tile = declared/in the PTX loop",
+        "{} variants, {} kernels (each with a barrier-counting twin), sm_{} PTX; bar/tile = declared/in the PTX loop",
         VARIANTS.len(),
-        HEAD_DIMS.len(),
+        list.len(),
         args.arch
     );
     if let Some(path) = &args.json {

@@ -78,17 +78,17 @@ impl BarrierPolicy for Light {
     ];
 }
 
-/// Synchronises as policy `P` says for `point`. With `COUNT`, also counts the block barriers in
-/// `counter` (the instrumented build that checks `BARRIERS_PER_TILE` at run time).
+/// Synchronises as policy `P` says for `point`. With `COUNT` (the instrumented build that checks
+/// `BARRIERS_PER_TILE` at run time), thread 0 also counts the block barrier in shared memory.
 #[inline(always)]
-pub fn sync<P: BarrierPolicy, const COUNT: bool>(point: SyncPoint, counter: &mut u32) {
+pub fn sync<P: BarrierPolicy, const COUNT: bool>(point: SyncPoint) {
     match P::SCOPES[point as usize] {
         Scope::None => {}
         Scope::Warp => arch::sync_warp(),
         Scope::Block => {
             arch::sync_threads();
-            if COUNT {
-                *counter += 1;
+            if COUNT && arch::thread_idx_x() == 0 {
+                arch::barrier_counter_store(arch::barrier_counter_load() + 1);
             }
         }
     }

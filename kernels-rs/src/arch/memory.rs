@@ -9,6 +9,10 @@ use core::arch::{asm, global_asm};
 // The block's dynamic shared memory; its size is set at launch.
 global_asm!(".extern .shared .align 128 .b8 DYNAMIC_SMEM[];");
 
+// One u32 per block for the instrumented (barrier-counting) kernels. A named shared variable has
+// a constant address, so counting costs no register in the kernel's loop.
+global_asm!(".shared .align 4 .u32 BARRIER_COUNTER;");
+
 /// A byte address in the shared-memory window.
 pub type SharedAddr = u32;
 
@@ -118,4 +122,18 @@ pub fn cp_async_wait<const N: u32>() {
 #[inline(always)]
 pub fn cp_async_wait_stage<const STAGES: usize>() {
     unsafe { asm!("cp.async.wait_group {n};", n = const STAGES - 1, options(nostack)) };
+}
+
+/// Emits `st.shared.u32 [BARRIER_COUNTER], value`.
+#[inline(always)]
+pub fn barrier_counter_store(value: u32) {
+    unsafe { asm!("st.shared.u32 [BARRIER_COUNTER], {v};", v = in(reg32) value, options(nostack)) };
+}
+
+/// Emits `ld.shared.u32 %r, [BARRIER_COUNTER]`.
+#[inline(always)]
+pub fn barrier_counter_load() -> u32 {
+    let r: u32;
+    unsafe { asm!("ld.shared.u32 {r}, [BARRIER_COUNTER];", r = out(reg32) r, options(nostack)) };
+    r
 }

@@ -41,11 +41,12 @@ impl Problem {
 }
 
 /// Where a block records its barrier count and tile count in the instrumented build: two u32 per
-/// block, indexed by the block's linear index.
+/// block, indexed by the block's linear index. Thread 0 kept the count (see `policy::sync`).
 #[inline(always)]
-pub unsafe fn record_barriers(barrier_log: *mut u32, barriers: u32, tiles: u32) {
+pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32) {
     use crate::arch;
     if arch::thread_idx_x() == 0 {
+        let barriers = arch::barrier_counter_load();
         let block =
             arch::block_idx_y() as usize * arch::grid_dim_x() as usize + arch::block_idx_x() as usize;
         arch::st_global_u32(barrier_log.add(2 * block), barriers);

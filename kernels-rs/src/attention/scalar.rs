@@ -100,12 +100,14 @@ pub unsafe fn flash_scalar<
     let my_first_row = first_row + warp * ROWS as u32;
     let mut state = [RowState::EMPTY; ROWS];
     let mut acc = [[0.0f32; DIMS]; ROWS];
-    let mut barriers = 0u32;
+    if COUNT && thread == 0 {
+        arch::barrier_counter_store(0);
+    }
 
     for t in 0..tiles {
         load_tile(t + STAGES as u32 - 1);
         arch::cp_async_wait_stage::<STAGES>();
-        sync::<P, COUNT>(SyncPoint::KvLoaded, &mut barriers);
+        sync::<P, COUNT>(SyncPoint::KvLoaded);
         let stage = t % STAGES as u32;
         let first_key = t * BLOCK_N as u32;
 
@@ -136,7 +138,7 @@ pub unsafe fn flash_scalar<
                 }
             }
         }
-        sync::<P, COUNT>(SyncPoint::ScoresComputed, &mut barriers);
+        sync::<P, COUNT>(SyncPoint::ScoresComputed);
 
         // Online softmax, one row at a time; every lane ends with every row's statistics.
         let mut tile_max = [f32::NEG_INFINITY; ROWS];
@@ -146,7 +148,7 @@ pub unsafe fn flash_scalar<
             }
             *m = arch::warp_max(*m);
         }
-        sync::<P, COUNT>(SyncPoint::RowMaxExchanged, &mut barriers);
+        sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
         let mut tile_sum = [0.0f32; ROWS];
         for r in 0..ROWS {
             let correction = state[r].rescale(tile_max[r], problem.scale_log2);
@@ -160,7 +162,7 @@ pub unsafe fn flash_scalar<
             }
             tile_sum[r] = arch::warp_sum(tile_sum[r]);
         }
-        sync::<P, COUNT>(SyncPoint::RowSumExchanged, &mut barriers);
+        sync::<P, COUNT>(SyncPoint::RowSumExchanged);
         for r in 0..ROWS {
             state[r].row_sum += tile_sum[r];
         }
@@ -172,7 +174,7 @@ pub unsafe fn flash_scalar<
                 arch::st_shared_f32(p_rows + ((r * BLOCK_N + lane as usize + 32 * j) * 4) as u32, *p);
             }
         }
-        sync::<P, COUNT>(SyncPoint::ProbsStaged, &mut barriers);
+        sync::<P, COUNT>(SyncPoint::ProbsStaged);
         let v_lane = v_tile(stage) + lane * (DIMS * 2) as u32;
         let mut key = 0;
         while key < BLOCK_N {
@@ -191,7 +193,7 @@ pub unsafe fn flash_scalar<
             }
             key += 4;
         }
-        sync::<P, COUNT>(SyncPoint::BeforeSmemReuse, &mut barriers);
+        sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }
     arch::cp_async_wait::<0>();
 
@@ -207,7 +209,7 @@ pub unsafe fn flash_scalar<
         }
     }
     if COUNT {
-        record_barriers(barrier_log, barriers, tiles);
+        record_barriers(barrier_log, tiles);
     }
 }
 
