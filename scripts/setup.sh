@@ -1,50 +1,98 @@
 #!/usr/bin/env bash
 # Installs what building and checking flashrs needs, when it is missing; fast when nothing is.
-#   - the device compiler: Debian's rustc-web, cargo-web and rust-web-src (rustc 1.96 with the
-#     standard library source that -Zbuild-std=core compiles for nvptx64);
-#   - ptxas, from NVIDIA's nvidia-cuda-nvcc wheel on PyPI, into tools/ptxas/bin (for the resource
-#     gate; the build does not need it).
-# Prints one line per item saying what it found or did.
+#   - the device compiler: Debian's rustc-web, cargo-web and rust-web-src (/usr/bin/rustc 1.96+
+#     with the standard library source that -Zbuild-std=core compiles for nvptx64);
+#   - the host toolchain: rustup's, pinned by rust-toolchain.toml (checked, installed by rustup
+#     itself on first use);
+#   - ptxas, from NVIDIA's nvidia-cuda-nvcc wheel on PyPI, into tools/ptxas/bin (for the ptxas
+#     gate; the build does not need it, so failing to get it is only a warning).
+# Prints one line per item saying what it found or did. Runs from any directory.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-# --- device toolchain -------------------------------------------------------------------------
-have_device_toolchain() {
-  [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] && [ -d /usr/lib/rustlib/src/rust/library/core ]
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then
+    $sudo apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
-if have_device_toolchain; then
-  echo "device toolchain: $(/usr/bin/rustc --version) (already installed)"
+
+# --- device toolchain -------------------------------------------------------------------------
+device_rustc_ok() {
+  # /usr/bin/rustc 1.96 or newer, /usr/bin/cargo, and the library source for -Zbuild-std.
+  local version
+  version="$(/usr/bin/rustc --version 2>/dev/null | awk '{print $2}')" || return 1
+  [ -x /usr/bin/cargo ] && [ -d /usr/lib/rustlib/src/rust/library/core ] || return 1
+  local major minor
+  IFS=. read -r major minor _ <<<"$version"
+  [ "${major:-0}" -gt 1 ] || { [ "${major:-0}" -eq 1 ] && [ "${minor:-0}" -ge 96 ]; }
+}
+if device_rustc_ok; then
+  echo "device toolchain: /usr/bin/rustc $(/usr/bin/rustc --version | awk '{print $2}') (already installed)"
 else
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    rustc-web cargo-web rust-web-src >/dev/null
-  have_device_toolchain || { echo "device toolchain: install failed" >&2; exit 1; }
-  echo "device toolchain: $(/usr/bin/rustc --version) (installed rustc-web cargo-web rust-web-src)"
+  apt_install rustc-web cargo-web rust-web-src
+  if ! device_rustc_ok; then
+    echo "device toolchain: ERROR: /usr/bin/rustc 1.96+ with library source still missing after installing rustc-web cargo-web rust-web-src" >&2
+    exit 1
+  fi
+  echo "device toolchain: /usr/bin/rustc $(/usr/bin/rustc --version | awk '{print $2}') (installed rustc-web cargo-web rust-web-src)"
 fi
 
 # --- host toolchain ---------------------------------------------------------------------------
-echo "host toolchain: $(cd "$root" && cargo --version) (rustup, rust-toolchain.toml)"
+# Run from the repository root so rustup applies rust-toolchain.toml (and installs it if needed).
+if host_cargo="$(cd "$root" && cargo --version 2>/dev/null)"; then
+  echo "host toolchain: $host_cargo (rustup, rust-toolchain.toml)"
+else
+  echo "host toolchain: ERROR: \`cargo --version\` fails in $root; install rustup (https://rustup.rs)" >&2
+  exit 1
+fi
 
 # --- ptxas ------------------------------------------------------------------------------------
 ptxas="$root/tools/ptxas/bin/ptxas"
-if [ -x "$ptxas" ] && "$ptxas" --version >/dev/null 2>&1; then
-  echo "ptxas: tools/ptxas/bin/ptxas $("$ptxas" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') (already installed)"
+ptxas_version() { "$ptxas" --version 2>/dev/null | sed -n 's/.*, V\([0-9.]*\).*/\1/p'; }
+
+# Downloads the wheel into the temporary folder $tmp and extracts ptxas from it; returns
+# non-zero on any failure.
+install_ptxas() {
+  local wheels
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 && apt_install python3-pip >/dev/null 2>&1 || true
+  fi
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+    "nvidia-cuda-nvcc==13.0.*" -d "$tmp" >"$tmp/pip.log" 2>&1 || {
+    sed 's/^/  pip: /' "$tmp/pip.log" | tail -n 3 >&2
+    return 1
+  }
+  wheels=("$tmp"/nvidia_cuda_nvcc-*.whl)
+  [ -f "${wheels[0]}" ] || return 1
+  mkdir -p "$(dirname "$ptxas")"
+  if command -v unzip >/dev/null 2>&1; then
+    unzip -p "${wheels[0]}" nvidia/cu13/bin/ptxas >"$ptxas.partial" || return 1
+  else
+    python3 - "${wheels[0]}" "$ptxas.partial" <<'PY' || return 1
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("nvidia/cu13/bin/ptxas") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+  fi
+  chmod +x "$ptxas.partial"
+  mv "$ptxas.partial" "$ptxas"
+  [ -n "$(ptxas_version)" ]
+}
+
+if [ -x "$ptxas" ] && [ -n "$(ptxas_version)" ]; then
+  echo "ptxas: tools/ptxas/bin/ptxas $(ptxas_version) (already installed)"
 else
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
-  if python3 -m pip download -q --no-deps "nvidia-cuda-nvcc==13.0.*" -d "$tmp" >/dev/null 2>&1; then
-    mkdir -p "$(dirname "$ptxas")"
-    python3 - "$tmp" "$ptxas" <<'PY'
-import glob, shutil, sys, zipfile
-wheel = glob.glob(sys.argv[1] + "/nvidia_cuda_nvcc-*.whl")[0]
-with zipfile.ZipFile(wheel) as z, z.open("nvidia/cu13/bin/ptxas") as src, open(sys.argv[2], "wb") as dst:
-    shutil.copyfileobj(src, dst)
-PY
-    chmod +x "$ptxas"
-    echo "ptxas: tools/ptxas/bin/ptxas $("$ptxas" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') (installed from the nvidia-cuda-nvcc wheel)"
+  if install_ptxas; then
+    echo "ptxas: tools/ptxas/bin/ptxas $(ptxas_version) (installed from the nvidia-cuda-nvcc wheel)"
   else
-    echo "ptxas: WARNING: could not download nvidia-cuda-nvcc; the ptxas gate will report itself skipped"
+    rm -f "$ptxas" "$ptxas.partial"
+    echo "ptxas: WARNING: could not install it from the nvidia-cuda-nvcc wheel; the ptxas gate will report itself skipped"
   fi
 fi

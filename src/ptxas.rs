@@ -1,5 +1,17 @@
-//! Running NVIDIA's `ptxas` on the embedded PTX: registers, shared memory, stack frame and spills
-//! per kernel, without a GPU. `scripts/setup.sh` installs ptxas into `tools/ptxas/bin`.
+//! Running NVIDIA's `ptxas` on PTX text: registers, shared memory, stack frame and spills per
+//! kernel, without a GPU. `scripts/setup.sh` installs ptxas into `tools/ptxas/bin`.
+//!
+//! With `-v`, ptxas 13.0 writes a report like this to stderr, one block per kernel:
+//!
+//! ```text
+//! ptxas info    : Compiling entry function 'hungry' for 'sm_80'
+//! ptxas info    : Function properties for hungry
+//!     304 bytes stack frame, 228 bytes spill stores, 320 bytes spill loads
+//! ptxas info    : Used 24 registers, used 1 barriers, 304 bytes cumulative stack size, 1024 bytes smem, 368 bytes cmem[0]
+//! ```
+//!
+//! Non-inlined device functions get a "Function properties for NAME" block of their own (without
+//! a "Compiling entry function" line), which is not a kernel and is skipped.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,54 +20,62 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Serialize;
 use thiserror::Error;
 
-/// What ptxas reports for one kernel.
+/// What ptxas reports for one kernel (`.entry`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct KernelResources {
     pub kernel: String,
+    /// The architecture it was assembled for, e.g. `sm_90`.
     pub arch: String,
     pub registers: u32,
-    /// Static shared memory (the kernels here use dynamic shared memory, so usually 0).
+    /// Named barriers used (`bar.sync` ids).
+    pub barriers: u32,
+    /// Static shared memory; dynamic shared memory (set at launch) is not included.
     pub shared_bytes: u64,
     pub stack_frame_bytes: u64,
     pub spill_stores_bytes: u64,
     pub spill_loads_bytes: u64,
+    /// Constant bank 0 (kernel parameters and driver constants), where ptxas reports it: ptxas
+    /// 13.0 does for `sm_80`, not for `sm_90`.
+    pub constant_bytes: Option<u64>,
 }
 
 #[derive(Debug, Error)]
 pub enum PtxasError {
     #[error("running ptxas: {0}")]
     Io(#[from] std::io::Error),
-    #[error("ptxas rejected the PTX ({status}): {stderr}")]
+    /// ptxas rejected the PTX; `stderr` holds its first error lines.
+    #[error("ptxas rejected the PTX ({status}):\n{stderr}")]
     Failed { status: String, stderr: String },
     #[error("unexpected ptxas report: {0}")]
     Parse(String),
 }
 
 /// Where ptxas is looked for, in order: `$FLASHRS_PTXAS`, `tools/ptxas/bin/ptxas` in this
-/// repository, `ptxas` on `PATH`.
+/// repository, `ptxas` on `PATH`. The first that runs (`ptxas --version` succeeds) wins.
 pub fn find_ptxas() -> Option<PathBuf> {
-    let runs = |p: &Path| {
-        Command::new(p)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if let Some(path) = std::env::var_os("FLASHRS_PTXAS").map(PathBuf::from) {
-        return runs(&path).then_some(path);
-    }
+    let from_env = std::env::var_os("FLASHRS_PTXAS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
     let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/ptxas/bin/ptxas");
-    if runs(&local) {
-        return Some(local);
-    }
-    let on_path = PathBuf::from("ptxas");
-    runs(&on_path).then_some(on_path)
+    from_env
+        .into_iter()
+        .chain([local, PathBuf::from("ptxas")])
+        .find(|candidate| runs(candidate))
 }
 
-/// Assembles `ptx` for `arch` (e.g. `sm_90`) with `-v` and returns one entry per kernel.
+fn runs(ptxas: &Path) -> bool {
+    Command::new(ptxas)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Assembles `ptx` for `arch` (e.g. `sm_90`) with `ptxas -arch=<arch> -v -o /dev/null` and
+/// returns one entry per kernel, in the report's order.
 pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<KernelResources>, PtxasError> {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let file = std::env::temp_dir().join(format!(
-        "flashrs-{}-{}.ptx",
+        "flashrs-ptxas-{}-{}.ptx",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
@@ -63,113 +83,317 @@ pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<KernelResourc
     let output = Command::new(ptxas)
         .arg(format!("-arch={arch}"))
         .arg("-v")
-        .arg("-o")
-        .arg("/dev/null")
+        .args(["-o", "/dev/null"])
         .arg(&file)
         .output();
     let _ = std::fs::remove_file(&file);
     let output = output?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
-        let first: Vec<&str> = stderr
-            .lines()
-            .filter(|l| !l.contains("ptxas info"))
-            .take(5)
-            .collect();
         return Err(PtxasError::Failed {
             status: output.status.to_string(),
-            stderr: first.join("\n"),
+            stderr: first_errors(&stderr, &file.to_string_lossy()),
         });
     }
-    parse_report(&stderr, arch)
+    // The report goes to stderr; stdout is read too in case a version moves it.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    parse_report(&format!("{stderr}{stdout}"), arch)
 }
 
-/// Parses the `-v` report: per kernel a "Compiling entry function 'NAME'" line, a "N bytes stack
-/// frame, N bytes spill stores, N bytes spill loads" line and a "Used N registers, ..." line.
+/// The first few lines of a failed run that are not `info` lines, with the temporary file's
+/// path replaced by `<ptx>`.
+fn first_errors(stderr: &str, file: &str) -> String {
+    const SHOWN: usize = 8;
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("ptxas info"))
+        .collect();
+    let mut text: Vec<String> = lines
+        .iter()
+        .take(SHOWN)
+        .map(|l| l.replace(file, "<ptx>"))
+        .collect();
+    if lines.len() > SHOWN {
+        text.push(format!("... ({} more lines)", lines.len() - SHOWN));
+    }
+    if text.is_empty() {
+        text.push("(no error message)".to_string());
+    }
+    text.join("\n")
+}
+
+/// Parses the report of `ptxas -v` (see the module docs): one entry per "Compiling entry
+/// function" block, which must have its stack-frame line and its "Used N registers" line.
 pub fn parse_report(report: &str, arch: &str) -> Result<Vec<KernelResources>, PtxasError> {
-    let mut out: Vec<KernelResources> = Vec::new();
+    /// A kernel being read, and which of its lines have been seen.
+    struct Partial {
+        resources: KernelResources,
+        saw_frame: bool,
+        saw_used: bool,
+    }
+    let mut kernels: Vec<Partial> = Vec::new();
+    // Whether the lines being read belong to the last kernel's block (`false` in a device
+    // function's "Function properties" block, and before the first kernel).
+    let mut in_kernel = false;
     for line in report.lines() {
-        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
-            let name = rest.split('\'').next().unwrap_or_default();
-            out.push(KernelResources {
-                kernel: name.to_string(),
-                arch: arch.to_string(),
-                registers: 0,
-                shared_bytes: 0,
-                stack_frame_bytes: 0,
-                spill_stores_bytes: 0,
-                spill_loads_bytes: 0,
+        let text = line
+            .strip_prefix("ptxas info")
+            .and_then(|rest| rest.trim_start().strip_prefix(':'))
+            .map_or(line.trim(), str::trim);
+        if let Some(rest) = text.strip_prefix("Compiling entry function '") {
+            let name = rest
+                .split('\'')
+                .next()
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| PtxasError::Parse(format!("no kernel name in `{line}`")))?;
+            kernels.push(Partial {
+                resources: KernelResources {
+                    kernel: name.to_string(),
+                    arch: arch.to_string(),
+                    registers: 0,
+                    barriers: 0,
+                    shared_bytes: 0,
+                    stack_frame_bytes: 0,
+                    spill_stores_bytes: 0,
+                    spill_loads_bytes: 0,
+                    constant_bytes: None,
+                },
+                saw_frame: false,
+                saw_used: false,
             });
-            continue;
-        }
-        let Some(current) = out.last_mut() else {
-            continue;
-        };
-        if line.contains("bytes stack frame") {
-            current.stack_frame_bytes = number_before(line, "bytes stack frame")?;
-            current.spill_stores_bytes = number_before(line, "bytes spill stores")?;
-            current.spill_loads_bytes = number_before(line, "bytes spill loads")?;
-        } else if line.contains("Used") && line.contains("registers") {
-            current.registers = number_before(line, "registers")? as u32;
-            if line.contains("bytes smem") {
-                current.shared_bytes = number_before(line, "bytes smem")?;
+            in_kernel = true;
+        } else if let Some(name) = text.strip_prefix("Function properties for ") {
+            in_kernel = kernels
+                .last()
+                .is_some_and(|k| !k.saw_frame && k.resources.kernel == name.trim());
+        } else if text.contains("bytes stack frame") {
+            let Some(current) = kernels.last_mut().filter(|k| in_kernel && !k.saw_frame) else {
+                continue;
+            };
+            for (value, what) in fields(text)? {
+                let r = &mut current.resources;
+                match what {
+                    "bytes stack frame" => r.stack_frame_bytes = value,
+                    "bytes spill stores" => r.spill_stores_bytes = value,
+                    "bytes spill loads" => r.spill_loads_bytes = value,
+                    _ => {}
+                }
             }
+            current.saw_frame = true;
+        } else if text.starts_with("Used ") && text.contains("registers") {
+            let Some(current) = kernels.last_mut().filter(|k| in_kernel && !k.saw_used) else {
+                continue;
+            };
+            let r = &mut current.resources;
+            for (value, what) in fields(text)? {
+                match what {
+                    "registers" => {
+                        r.registers = u32::try_from(value)
+                            .map_err(|_| PtxasError::Parse(format!("register count in `{line}`")))?
+                    }
+                    "barriers" => {
+                        r.barriers = u32::try_from(value)
+                            .map_err(|_| PtxasError::Parse(format!("barrier count in `{line}`")))?
+                    }
+                    "bytes smem" => r.shared_bytes = value,
+                    "bytes cmem[0]" => r.constant_bytes = Some(value),
+                    _ => {}
+                }
+            }
+            current.saw_used = true;
         }
     }
-    if out.iter().any(|k| k.registers == 0) {
-        return Err(PtxasError::Parse("a kernel without a register count".into()));
-    }
-    Ok(out)
+    kernels
+        .into_iter()
+        .map(|k| match (k.saw_frame, k.saw_used) {
+            (true, true) => Ok(k.resources),
+            (false, _) => Err(PtxasError::Parse(format!(
+                "no stack frame line for kernel `{}`",
+                k.resources.kernel
+            ))),
+            (true, false) => Err(PtxasError::Parse(format!(
+                "no register count for kernel `{}`",
+                k.resources.kernel
+            ))),
+        })
+        .collect()
 }
 
-/// The integer just before `unit` in `line` (`"... 24 bytes spill stores"` -> 24).
-fn number_before(line: &str, unit: &str) -> Result<u64, PtxasError> {
-    line.split(unit)
-        .next()
-        .and_then(|head| head.split(|c: char| !c.is_ascii_digit()).rfind(|s| !s.is_empty()))
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| PtxasError::Parse(format!("no number before `{unit}` in `{line}`")))
+/// The comma-separated `<number> <what>` fields of a report line, with a leading `Used` or
+/// `used` dropped: `"Used 24 registers, used 1 barriers"` -> `[(24, "registers"), (1, "barriers")]`.
+fn fields(text: &str) -> Result<Vec<(u64, &str)>, PtxasError> {
+    text.split(',')
+        .map(|field| {
+            let field = field.trim();
+            let field = field
+                .strip_prefix("Used ")
+                .or_else(|| field.strip_prefix("used "))
+                .unwrap_or(field);
+            let (number, what) = field.split_once(' ').unwrap_or((field, ""));
+            number
+                .parse()
+                .map(|n| (n, what.trim()))
+                .map_err(|_| PtxasError::Parse(format!("no number in `{field}` of `{text}`")))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // Real ptxas 13.0 output (-arch=sm_90 -v), one kernel clean and one forced to spill.
-    const REPORT: &str = "\
-ptxas info    : 0 bytes gmem
-ptxas info    : Compiling entry function 'flash_mma_m64_n64_w4_s2_light_d128_f16' for 'sm_90'
-ptxas info    : Function properties for flash_mma_m64_n64_w4_s2_light_d128_f16
+    // Real ptxas 13.0.88 output (`ptxas -arch=sm_90 -v`) for the project's kernels, built by
+    // rustc's NVPTX backend (abridged to three kernels).
+    const KERNELS_SM90: &str = "\
+ptxas info    : 24 bytes gmem
+ptxas info    : Compiling entry function 'naive_d64_f16' for 'sm_90'
+ptxas info    : Function properties for naive_d64_f16
     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-ptxas info    : Used 169 registers, used 1 barriers
-ptxas info    : Compiling entry function 'squeezed' for 'sm_90'
-ptxas info    : Function properties for squeezed
-    40 bytes stack frame, 36 bytes spill stores, 44 bytes spill loads
-ptxas info    : Used 24 registers, used 0 barriers, 1024 bytes smem
+ptxas info    : Used 27 registers, used 0 barriers
+ptxas info    : Compile time = 10.381 ms
+ptxas info    : Compiling entry function 'flash_scalar_m32_n64_w4_v8_s2_light_d64_f16' for 'sm_90'
+ptxas info    : Function properties for flash_scalar_m32_n64_w4_v8_s2_light_d64_f16
+    256 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 63 registers, used 1 barriers, 256 bytes cumulative stack size
+ptxas info    : Compile time = 114.386 ms
+ptxas info    : Compiling entry function 'flash_mma_n64_w4_s2_light_d128_f16' for 'sm_90'
+ptxas info    : Function properties for flash_mma_n64_w4_s2_light_d128_f16
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers
+ptxas info    : Compile time = 88.789 ms
 ";
 
-    #[test]
-    fn parses_a_real_report() {
-        let kernels = parse_report(REPORT, "sm_90").unwrap();
-        assert_eq!(kernels.len(), 2);
-        assert_eq!(kernels[0].kernel, "flash_mma_m64_n64_w4_s2_light_d128_f16");
-        assert_eq!((kernels[0].registers, kernels[0].spill_stores_bytes), (169, 0));
-        assert_eq!(
-            (
-                kernels[1].registers,
-                kernels[1].stack_frame_bytes,
-                kernels[1].spill_stores_bytes,
-                kernels[1].spill_loads_bytes
-            ),
-            (24, 40, 36, 44)
-        );
-        assert_eq!(kernels[1].shared_bytes, 1024);
+    // Real ptxas 13.0.88 output (`ptxas -arch=sm_80 -v --maxrregcount 24`) for a hand-written
+    // register-hungry kernel with 1 KiB of static shared memory that calls a non-inlined device
+    // function `helper` (whose properties block follows the kernel's and must not overwrite it).
+    const SPILLS_SM80: &str = "\
+ptxas info    : Overriding maximum register limit 256 for 'tiny' with  24 of maxrregcount option
+ptxas info    : Overriding maximum register limit 256 for 'hungry' with  24 of maxrregcount option
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'tiny' for 'sm_80'
+ptxas info    : Function properties for tiny
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]
+ptxas info    : Compile time = 1.652 ms
+ptxas info    : Compiling entry function 'hungry' for 'sm_80'
+ptxas info    : Function properties for hungry
+    304 bytes stack frame, 228 bytes spill stores, 320 bytes spill loads
+ptxas info    : Used 24 registers, used 1 barriers, 304 bytes cumulative stack size, 1024 bytes smem, 368 bytes cmem[0]
+ptxas info    : Compile time = 16.804 ms
+ptxas info    : Function properties for helper
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+";
+
+    // The same kernel for sm_90 (no cmem reported).
+    const SPILLS_SM90: &str = "\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'hungry' for 'sm_90'
+ptxas info    : Function properties for hungry
+    288 bytes stack frame, 216 bytes spill stores, 316 bytes spill loads
+ptxas info    : Used 24 registers, used 1 barriers, 288 bytes cumulative stack size, 1024 bytes smem
+ptxas info    : Compile time = 17.636 ms
+ptxas info    : Function properties for helper
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+";
+
+    fn resources(kernel: &str, arch: &str, r: [u64; 6], cmem: Option<u64>) -> KernelResources {
+        KernelResources {
+            kernel: kernel.to_string(),
+            arch: arch.to_string(),
+            registers: r[0] as u32,
+            barriers: r[1] as u32,
+            shared_bytes: r[2],
+            stack_frame_bytes: r[3],
+            spill_stores_bytes: r[4],
+            spill_loads_bytes: r[5],
+            constant_bytes: cmem,
+        }
     }
 
     #[test]
-    fn a_kernel_without_registers_is_an_error() {
-        let truncated = "ptxas info    : Compiling entry function 'k' for 'sm_90'\n";
-        assert!(parse_report(truncated, "sm_90").is_err());
+    fn parses_the_projects_kernels() {
+        let kernels = parse_report(KERNELS_SM90, "sm_90").unwrap();
+        assert_eq!(
+            kernels,
+            [
+                resources("naive_d64_f16", "sm_90", [27, 0, 0, 0, 0, 0], None),
+                resources(
+                    "flash_scalar_m32_n64_w4_v8_s2_light_d64_f16",
+                    "sm_90",
+                    [63, 1, 0, 256, 0, 0],
+                    None
+                ),
+                resources(
+                    "flash_mma_n64_w4_s2_light_d128_f16",
+                    "sm_90",
+                    [168, 1, 0, 0, 0, 0],
+                    None
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn parses_spills_smem_and_cmem_and_skips_device_functions() {
+        let kernels = parse_report(SPILLS_SM80, "sm_80").unwrap();
+        assert_eq!(
+            kernels,
+            [
+                resources("tiny", "sm_80", [8, 0, 0, 0, 0, 0], Some(360)),
+                resources("hungry", "sm_80", [24, 1, 1024, 304, 228, 320], Some(368)),
+            ]
+        );
+        let kernels = parse_report(SPILLS_SM90, "sm_90").unwrap();
+        assert_eq!(
+            kernels,
+            [resources("hungry", "sm_90", [24, 1, 1024, 288, 216, 316], None)]
+        );
+    }
+
+    #[test]
+    fn a_report_without_kernels_is_empty() {
+        assert_eq!(
+            parse_report("ptxas info    : 0 bytes gmem\n", "sm_90").unwrap(),
+            []
+        );
+    }
+
+    #[test]
+    fn incomplete_or_garbled_reports_are_errors() {
+        let no_used = "\
+ptxas info    : Compiling entry function 'k' for 'sm_90'
+ptxas info    : Function properties for k
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+";
+        let no_frame = "\
+ptxas info    : Compiling entry function 'k' for 'sm_90'
+ptxas info    : Used 8 registers, used 0 barriers
+";
+        let garbled = "\
+ptxas info    : Compiling entry function 'k' for 'sm_90'
+ptxas info    : Function properties for k
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used many registers, used 0 barriers
+";
+        for report in [no_used, no_frame, garbled] {
+            assert!(
+                matches!(parse_report(report, "sm_90"), Err(PtxasError::Parse(_))),
+                "{report}"
+            );
+        }
+    }
+
+    #[test]
+    fn failure_text_keeps_the_errors_and_hides_the_temp_path() {
+        let stderr = "\
+ptxas /tmp/flashrs-ptxas-1-0.ptx, line 7; error   : Unknown symbol '%r5'
+ptxas fatal   : Ptx assembly aborted due to errors
+";
+        assert_eq!(
+            first_errors(stderr, "/tmp/flashrs-ptxas-1-0.ptx"),
+            "ptxas <ptx>, line 7; error   : Unknown symbol '%r5'\n\
+             ptxas fatal   : Ptx assembly aborted due to errors"
+        );
     }
 
     #[test]
@@ -178,12 +402,42 @@ ptxas info    : Used 24 registers, used 0 barriers, 1024 bytes smem
             println!("ptxas not found: skipped (run scripts/setup.sh)");
             return;
         };
-        let ptx = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry store_one(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .b32 %r<2>;\n\tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tmov.b32 %r1, 1;\n\tst.global.u32 [%rd2], %r1;\n\tret;\n}\n";
-        let kernels = assemble(&ptxas, ptx, "sm_90").unwrap();
-        assert_eq!(kernels.len(), 1);
-        assert!(kernels[0].registers > 0);
-        assert_eq!(kernels[0].spill_stores_bytes, 0);
-        let broken = assemble(&ptxas, ".version 7.8\n.target sm_90\nnonsense", "sm_90");
-        assert!(matches!(broken, Err(PtxasError::Failed { .. })));
+        let ptx = "\
+.version 7.8
+.target sm_80
+.address_size 64
+.visible .entry store_tid(.param .u64 out)
+{
+\t.reg .b32 %r<2>;
+\t.reg .b64 %rd<5>;
+\tld.param.u64 %rd1, [out];
+\tcvta.to.global.u64 %rd2, %rd1;
+\tmov.u32 %r1, %tid.x;
+\tmul.wide.u32 %rd3, %r1, 4;
+\tadd.s64 %rd4, %rd2, %rd3;
+\tst.global.u32 [%rd4], %r1;
+\tret;
+}
+";
+        for arch in ["sm_80", "sm_90"] {
+            let kernels = assemble(&ptxas, ptx, arch).unwrap();
+            assert_eq!(kernels.len(), 1, "{arch}: {kernels:?}");
+            let k = &kernels[0];
+            assert_eq!((k.kernel.as_str(), k.arch.as_str()), ("store_tid", arch));
+            assert!(k.registers > 0, "{k:?}");
+            assert_eq!(
+                (k.stack_frame_bytes, k.spill_stores_bytes, k.spill_loads_bytes),
+                (0, 0, 0)
+            );
+        }
+        let broken = ".version 7.8\n.target sm_90\n.address_size 64\n\
+                      .visible .entry bad()\n{\n\tmov.b32 %r5, 1;\n\tret;\n}\n";
+        match assemble(&ptxas, broken, "sm_90") {
+            Err(PtxasError::Failed { stderr, .. }) => {
+                assert!(stderr.contains("error"), "{stderr}");
+                assert!(!stderr.contains("flashrs-ptxas-"), "{stderr}");
+            }
+            other => panic!("broken PTX: {other:?}"),
+        }
     }
 }
