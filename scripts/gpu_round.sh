@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
 # One full round on a GPU machine, from binaries built elsewhere (scripts/stage_gpu.sh puts them
-# in .gpu/): device facts, the GPU tests, verify, bench (non-causal and causal). Everything lands in
-# $OUT (default ./gpu-out): JSON for evidence/, and one log.
+# in .gpu/): device facts, the GPU tests, verify (with the torch cross-check), bench of the standard
+# shapes against the peers (with plot), a gate that must fail, and an ncu profile of the best
+# kernel. JSON, SVG and one log land in $OUT (default ./gpu-out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.gpu
 OUT=${OUT:-./gpu-out}
+PROFILE_KERNEL=${PROFILE_KERNEL:-flash_mma_m128_n32_w4_s2_qsmem_light}
 mkdir -p "$OUT"
 LOG="$OUT/round.log"
 : >"$LOG"
 run() { echo "+ $*" | tee -a "$LOG"; "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
+
+# cuBLAS for the `cublas` peer: the system's, else the one torch's wheels ship.
+torch_libs=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+[ -n "$torch_libs" ] && export LD_LIBRARY_PATH="$torch_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 status=0
 run nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
 for test in "$BIN"/tests/*; do
   run "$test" --include-ignored --test-threads=1 || status=1
 done
-run "$BIN/host" verify --json "$OUT/verify_h100.json" ${VERIFY_ARGS:-} || status=1
-run "$BIN/host" bench --shapes small,mission,long,large --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
-run "$BIN/host" bench --shapes small,mission,long,large --causal --json "$OUT/bench_causal_h100.json" ${BENCH_ARGS:-} || status=1
+run "$BIN/host" verify --peer torch --json "$OUT/verify_h100.json" ${VERIFY_ARGS:-} || status=1
+run "$BIN/host" bench --shapes std --peers torch --plot "$OUT/bench_h100.svg" --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
+# The gate must fail on an unreachable ratio (exit 1), and say which shapes fail.
+if run "$BIN/host" bench --shape 2,8,512,64 --kernel "$PROFILE_KERNEL" --peers torch --iters 20 --gate "$PROFILE_KERNEL:1000"; then
+  echo "gate check: FAILED (an unreachable gate passed)" | tee -a "$LOG"; status=1
+else
+  echo "gate check: ok (unreachable gate exited non-zero)" | tee -a "$LOG"
+fi
+run "$BIN/host" profile --kernel "$PROFILE_KERNEL" --shape 2,16,4096,128 --out "$OUT/ncu_$PROFILE_KERNEL.json" || status=1
 echo "round finished with status $status" | tee -a "$LOG"
 exit $status

@@ -31,6 +31,10 @@ pub enum Error {
     },
     #[error("the embedded PTX lacks `{0}`: the build and the variant table disagree")]
     MissingSymbol(String),
+    #[error("cuBLAS (libcublas) could not be loaded: the `cublas` path needs it on the library path")]
+    NoCublas,
+    #[error("cuBLAS error: {0}")]
+    Cublas(String),
     #[error("CUDA driver error: {0}")]
     Driver(#[from] cudarc::driver::DriverError),
 }

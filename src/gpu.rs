@@ -178,6 +178,13 @@ impl Gpu {
         })
     }
 
+    /// A fixed (non-variant) kernel of the module by name, such as `softmax_rows_f16`.
+    pub fn function(&self, name: &str) -> Result<CudaFunction> {
+        self.module
+            .load_function(name)
+            .map_err(|_| Error::MissingSymbol(name.to_string()))
+    }
+
     /// Copies host data to a new device buffer.
     pub fn upload<T: cudarc::driver::DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
         Ok(self.stream.clone_htod(data)?)
@@ -330,14 +337,25 @@ impl Gpu {
         warmup: usize,
         iters: usize,
     ) -> Result<Vec<f64>> {
+        self.time_each(warmup, iters, || self.launch(kernel, tensors, params, None))
+    }
+
+    /// Times `iters` calls of `launch` (work enqueued on this GPU's stream), each between its own
+    /// pair of CUDA events, after `warmup` calls. Microseconds per call.
+    pub fn time_each(
+        &self,
+        warmup: usize,
+        iters: usize,
+        mut launch: impl FnMut() -> Result<()>,
+    ) -> Result<Vec<f64>> {
         for _ in 0..warmup {
-            self.launch(kernel, tensors, params, None)?;
+            launch()?;
         }
         let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let mut events = Vec::with_capacity(iters);
         for _ in 0..iters {
             let start = self.stream.record_event(flags)?;
-            self.launch(kernel, tensors, params, None)?;
+            launch()?;
             let end = self.stream.record_event(flags)?;
             events.push((start, end));
         }
@@ -361,14 +379,27 @@ impl Gpu {
         warmup: usize,
         replays: usize,
     ) -> Result<Vec<f64>> {
-        // One eager launch first: argument errors surface here, not as a failed capture.
-        self.launch(kernel, tensors, params, None)?;
+        self.time_graph_of(calls, warmup, replays, || {
+            self.launch(kernel, tensors, params, None)
+        })
+    }
+
+    /// `time_graph` for any work `launch` enqueues on this GPU's stream.
+    pub fn time_graph_of(
+        &self,
+        calls: usize,
+        warmup: usize,
+        replays: usize,
+        mut launch: impl FnMut() -> Result<()>,
+    ) -> Result<Vec<f64>> {
+        // One eager call first: argument errors surface here, not as a failed capture.
+        launch()?;
         self.stream.synchronize()?;
         self.stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
         let mut captured = Ok(());
         for _ in 0..calls {
-            captured = self.launch(kernel, tensors, params, None);
+            captured = launch();
             if captured.is_err() {
                 break;
             }

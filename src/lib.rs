@@ -4,6 +4,7 @@
 //! Data flows one way: a [`Shape`] and [`Params`] are validated, a variant is chosen (or named),
 //! [`Gpu::launch`] runs it; [`reference`] and [`stats`] turn outputs and timings into verdicts.
 
+pub mod cublas;
 pub mod error;
 pub mod gpu;
 pub mod npy;

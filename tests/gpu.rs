@@ -168,3 +168,38 @@ fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
     );
     assert!(matches!(err, Err(Error::UnknownKernel(_))), "{:?}", err.err());
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn cublas_path_matches_the_reference() {
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(rand::rng().random());
+    for (shape, causal) in [
+        (Shape::new(1, 3, 77, 64), true),
+        (Shape::new(2, 2, 130, 128), false),
+    ] {
+        let (q, k, v) = (
+            random(shape.q_len(), &mut rng),
+            random(shape.kv_len(), &mut rng),
+            random(shape.kv_len(), &mut rng),
+        );
+        let params = Params { causal, scale: None };
+        let expected = reference::attention_f64(
+            &widen(&q),
+            &widen(&k),
+            &widen(&v),
+            shape.reference_dims(),
+            causal,
+            params.scale_for(shape.head_dim) as f64,
+        );
+        let mut tensors = gpu.tensors(shape, &q, &k, &v).unwrap();
+        let mut path =
+            flashrs::cublas::CublasAttention::new(&gpu, shape).expect("libcublas on the library path");
+        path.launch(&gpu, &mut tensors, params).unwrap();
+        let cmp = reference::compare(&widen(&gpu.download(&tensors.out).unwrap()), &expected);
+        assert!(
+            cmp.passes(Tolerance::FP16),
+            "cublas on {shape} causal={causal}: {cmp:?}"
+        );
+    }
+}

@@ -45,7 +45,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     };
     shape.validate()?;
     params.validate()?;
-    if let Some(name) = &args.kernel {
+    if let Some(name) = args.kernel.as_ref().filter(|n| *n != flashrs::cublas::NAME) {
         VariantSpec::by_name(name).ok_or_else(|| flashrs::Error::UnknownKernel(name.clone()))?;
     }
     let gpu = inputs::open_gpu(device)?;
@@ -56,7 +56,12 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         }
     };
     let mut tensors = gpu.tensors(shape, &to_f16(&q), &to_f16(&k), &to_f16(&v))?;
-    let variant = gpu.forward(&mut tensors, params, args.kernel.as_deref())?;
+    let used = if args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
+        flashrs::cublas::CublasAttention::new(&gpu, shape)?.launch(&gpu, &mut tensors, params)?;
+        flashrs::cublas::NAME
+    } else {
+        gpu.forward(&mut tensors, params, args.kernel.as_deref())?.name
+    };
     let out = gpu.download(&tensors.out)?;
     let data = match q.data {
         NpyData::F16(_) => NpyData::F16(out),
@@ -68,7 +73,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         args.out.display(),
         q.dtype_name(),
         shape,
-        variant.name,
+        used,
         args.causal
     );
     Ok(())

@@ -1,68 +1,108 @@
-//! `bench`: CUDA-event timing of each variant on each shape, side by side.
+//! `bench`: our kernels and the peers, side by side, on the same GPU in the same run, timed the
+//! same way (CUDA graphs of back-to-back calls, CUDA events around each replay).
 
 use std::path::PathBuf;
 
-use flashrs::stats::Summary;
-use flashrs::{embedded, ptx, Params, Shape};
+use flashrs::stats::{bootstrap_speedup_ci, Summary};
+use flashrs::{embedded, ptx, Family, Params, Shape};
 use serde::Serialize;
 
 use crate::inputs::{self, Inputs};
+use crate::peers;
 use crate::Failure;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Named shape sets, comma-separated: small, mission, long, odd, large.
+    /// Named shape sets, comma-separated: small, mission, long, odd, large, std (std fixes its
+    /// own masks: 8 shapes non-causal, 3 causal).
     #[arg(long, value_delimiter = ',', default_value = "small,mission,long")]
     shapes: Vec<String>,
     /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable.
     #[arg(long)]
     shape: Vec<Shape>,
-    /// Only these variants (repeatable; default all).
+    /// Only these variants (repeatable; default all; naive and flash_scalar are skipped on
+    /// shapes too big for them unless named here).
     #[arg(long = "kernel")]
     kernels: Vec<String>,
-    /// Causal masking.
+    /// Causal masking (for shape sets that do not fix it).
     #[arg(long)]
     causal: bool,
-    /// Timed launches per kernel and shape.
+    /// Timed repetitions per kernel and shape: graph replays, and single launches.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
     /// Untimed launches (or graph replays) before timing.
     #[arg(long, default_value_t = 10)]
     warmup: u32,
-    /// Back-to-back launches captured in each CUDA graph for the graph-replay timing.
+    /// Most back-to-back calls per CUDA graph; fewer for long kernels (about 1 ms per replay).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     calls_per_graph: u32,
+    /// Peers to measure in the same run: `torch` (flash, cuDNN and memory-efficient SDPA through
+    /// python3 + torch, when present).
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Fail (exit 1) when KERNEL is slower than RATIO x the best peer on any benched shape,
+    /// e.g. `flash_mma_m128_n64_w4_s2_light:0.95`. Repeatable.
+    #[arg(long)]
+    gate: Vec<String>,
+    /// Draw TFLOP/s against sequence length (one panel per head dim and mask) into this .svg.
+    #[arg(long)]
+    plot: Option<PathBuf>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
 }
 
-#[derive(Serialize)]
-struct Row {
-    kernel: &'static str,
-    shape: [usize; 4],
-    seq_k: usize,
-    causal: bool,
-    dtype: &'static str,
+#[derive(Serialize, Clone)]
+pub struct Row {
+    pub kernel: String,
+    pub shape: [usize; 4],
+    pub seq_k: usize,
+    pub causal: bool,
+    pub dtype: &'static str,
+    pub peer: bool,
+    /// For peers: flash, cudnn, efficient (torch) or cublas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     /// How `p50_us`.. were measured: CUDA events around each replay of a graph of
-    /// `calls_per_graph` back-to-back launches, divided by that count.
-    method: &'static str,
-    calls_per_graph: u32,
-    p50_us: f64,
-    p90_us: f64,
-    p99_us: f64,
-    min_us: f64,
-    /// From `p50_us`.
-    tflops: f64,
-    /// CUDA events around each single launch (launch overhead included).
-    event_p50_us: f64,
-    event_p90_us: f64,
-    event_p99_us: f64,
-    speedup_vs_naive: Option<f64>,
-    /// Declared by the variant's barrier policy.
-    barriers_per_tile: u32,
-    /// Counted by the instrumented twin on this shape.
-    barriers_per_tile_runtime: f64,
+    /// `calls_per_graph` back-to-back calls, divided by that count.
+    pub method: &'static str,
+    pub calls_per_graph: u32,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub min_us: f64,
+    /// From `p50_us`: 4*B*H*S_q*S_k*D, halved when causal.
+    pub tflops: f64,
+    /// CUDA events around each single launch (launch overhead included); ours only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_p50_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_vs_naive: Option<f64>,
+    /// Declared by the variant's barrier policy; ours only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub barriers_per_tile: Option<u32>,
+    /// Counted by the instrumented twin on this shape; ours only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub barriers_per_tile_runtime: Option<f64>,
+    /// Per-call time of every replay, for the bootstrap intervals.
+    pub samples_us: Vec<f64>,
+}
+
+#[derive(Serialize)]
+pub struct ShapeSummary {
+    pub shape: [usize; 4],
+    pub seq_k: usize,
+    pub causal: bool,
+    pub ours: String,
+    pub ours_us: f64,
+    pub best_peer: Option<String>,
+    pub best_peer_us: Option<f64>,
+    /// best_peer_us / ours_us: above 1 means ours is faster.
+    pub speedup: Option<f64>,
+    /// 95% bootstrap interval of the speedup (10,000 resamples of the per-replay timings).
+    pub ci95: Option<(f64, f64)>,
+    /// Ratio to cuDNN's SDPA when it ran.
+    pub speedup_vs_cudnn: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -70,78 +110,96 @@ struct Report {
     gpu: String,
     iters: u32,
     warmup: u32,
-    calls_per_graph: u32,
+    peers: Vec<String>,
+    notes: Vec<String>,
     results: Vec<Row>,
+    summary: Vec<ShapeSummary>,
 }
 
+/// Above this many multiply-adds (B*H*S_q*S_k*D) `naive` and `flash_scalar` are skipped unless
+/// named with `--kernel`: they would take minutes and say nothing new.
+const SLOW_KERNEL_LIMIT: f64 = 3e10;
+
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
-    let shapes = inputs::shapes(&args.shapes, &args.shape)?;
+    let masks: &[bool] = if args.causal { &[true] } else { &[false] };
+    let cases = inputs::cases(&args.shapes, &args.shape, masks)?;
     let variants = inputs::variants(&args.kernels)?;
+    let gates = args
+        .gate
+        .iter()
+        .map(|g| parse_gate(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    for peer in &args.peers {
+        if peer != "torch" {
+            return Err(Failure::Usage(format!("unknown peer `{peer}` (torch)")));
+        }
+    }
+    if let Some(path) = &args.plot {
+        crate::plot::check_path(path)?;
+    }
     let gpu = inputs::open_gpu(device)?;
-    let params = Params {
-        causal: args.causal,
-        scale: None,
-    };
     println!(
-        "bench on {} (sm_{}), causal={}: per kernel and shape, {} timed replays of a CUDA graph of {} \
-         launches (p50..p99 per call) and {} launches timed one by one (events p50), after {} warm-ups",
-        gpu.name, gpu.arch, args.causal, args.iters, args.calls_per_graph, args.iters, args.warmup
+        "bench on {} (sm_{}): per kernel and case, {} timed replays of a CUDA graph of up to {} calls \
+         (p50..p99 per call) and {} single launches (launch p50), after {} warm-ups",
+        gpu.name, gpu.arch, args.iters, args.calls_per_graph, args.iters, args.warmup
     );
     let globals = ptx::u32_globals(embedded::PTX_SM90);
     let mut rows = Vec::new();
-    let bar = inputs::progress(shapes.len() * variants.len(), "bench");
-    for shape in &shapes {
-        let inputs = Inputs::random(*shape, inputs::fresh_seed());
-        let mut tensors = gpu.tensors(*shape, &inputs.q, &inputs.k, &inputs.v)?;
+    let mut notes = Vec::new();
+    let mut cublas_missing = false;
+    let bar = inputs::progress(cases.len() * variants.len(), "bench");
+    for &(shape, causal) in &cases {
+        let params = Params { causal, scale: None };
+        let inputs = Inputs::random(shape, inputs::fresh_seed());
+        let mut tensors = gpu.tensors(shape, &inputs.q, &inputs.k, &inputs.v)?;
         let first = rows.len();
+        let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
         for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
+            bar.inc(1);
+            let slow = matches!(variant.family, Family::Naive | Family::FlashScalar);
+            if slow && work > SLOW_KERNEL_LIMIT && args.kernels.is_empty() {
+                continue;
+            }
             bar.set_message(format!("{} {shape}", variant.name));
             let kernel = gpu.kernel(variant, shape.head_dim, false)?;
-            let times = gpu.time_launches(
+            let singles = gpu.time_launches(
                 &kernel,
                 &mut tensors,
                 params,
                 args.warmup as usize,
                 args.iters as usize,
             )?;
-            let events =
-                Summary::from_samples(&times).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
-            let replays = gpu.time_graph(
+            let singles =
+                Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
+            // About a millisecond of work per replay: launch gaps amortised, long kernels not repeated needlessly.
+            let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
+            let samples = gpu.time_graph(
                 &kernel,
                 &mut tensors,
                 params,
-                args.calls_per_graph as usize,
+                calls as usize,
                 args.warmup as usize,
                 args.iters as usize,
             )?;
-            let summary =
-                Summary::from_samples(&replays).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
             let counted = gpu.count_barriers(variant, &mut tensors, params)?;
             let declared = globals
                 .get(format!("{}_barriers_per_tile", kernel.symbol).as_str())
-                .copied()
-                .unwrap_or(0);
-            rows.push(Row {
-                kernel: variant.name,
-                shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
-                seq_k: shape.seq_k,
-                causal: args.causal,
-                dtype: inputs::dtype_name(),
-                method: "cuda_graph_replay",
-                calls_per_graph: args.calls_per_graph,
-                event_p50_us: events.p50,
-                event_p90_us: events.p90,
-                event_p99_us: events.p99,
-                p50_us: summary.p50,
-                p90_us: summary.p90,
-                p99_us: summary.p99,
-                min_us: summary.min,
-                tflops: shape.flops(args.causal) / (summary.p50 * 1e-6) / 1e12,
-                speedup_vs_naive: None,
-                barriers_per_tile: declared,
-                barriers_per_tile_runtime: counted.per_tile,
-            });
-            bar.inc(1);
+                .copied();
+            let mut row = row_from(variant.name.to_string(), shape, causal, calls, samples, None)?;
+            row.event_p50_us = Some(singles.p50);
+            row.barriers_per_tile = declared;
+            row.barriers_per_tile_runtime = Some(counted.per_tile);
+            rows.push(row);
+        }
+        if inputs::wants_cublas(&args.kernels) && !cublas_missing {
+            match time_cublas(&gpu, &mut tensors, params, &args) {
+                Ok(row) => rows.push(row),
+                Err(flashrs::Error::NoCublas) => {
+                    cublas_missing = true;
+                    notes.push(format!("cublas peer not measured: {}", flashrs::Error::NoCublas));
+                }
+                Err(e) => notes.push(format!("cublas on {shape} causal={causal}: {e}")),
+            }
         }
         gpu.synchronize()?;
         let naive = rows[first..]
@@ -153,40 +211,351 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         }
     }
     bar.finish_and_clear();
-    print_table(&rows);
-    if let Some(path) = &args.json {
-        inputs::write_json(
-            path,
-            &Report {
-                gpu: gpu.name.clone(),
-                iters: args.iters,
-                warmup: args.warmup,
-                calls_per_graph: args.calls_per_graph,
-                results: rows,
-            },
-        )?;
+
+    if args.peers.iter().any(|p| p == "torch") {
+        eprintln!("timing torch SDPA backends on the same shapes...");
+        match peers::torch_bench(&cases, "float16", args.calls_per_graph, args.warmup, args.iters) {
+            Ok(reports) => {
+                for (_, report) in reports {
+                    notes.push(format!(
+                        "torch {} (cuDNN {:?}) on {}",
+                        report.torch, report.cudnn, report.device
+                    ));
+                    for r in report.results {
+                        let shape = Shape {
+                            batch: r.shape[0],
+                            heads: r.shape[1],
+                            seq_q: r.shape[2],
+                            seq_k: r.seq_k,
+                            head_dim: r.shape[3],
+                        };
+                        match r.error {
+                            Some(error) => notes.push(format!(
+                                "torch {} on {shape} causal={}: {error}",
+                                r.backend, r.causal
+                            )),
+                            None => rows.push(row_from(
+                                format!("torch_{}", r.backend),
+                                shape,
+                                r.causal,
+                                r.calls_per_graph.unwrap_or(1),
+                                r.samples_us,
+                                Some(r.backend),
+                            )?),
+                        }
+                    }
+                }
+            }
+            Err(reason) => notes.push(format!("torch peers not measured: {reason}")),
+        }
     }
-    Ok(())
+    for note in &notes {
+        println!("note: {note}");
+    }
+    let summary = summarise(&cases, &rows);
+    print_table(&rows);
+    print_summary(&summary);
+    let gate_failures: Vec<String> = gates
+        .iter()
+        .flat_map(|(kernel, ratio)| gate_failures(&rows, kernel, *ratio))
+        .collect();
+    if let Some(path) = &args.plot {
+        let plotted: Vec<Row> = rows.iter().filter(|r| r.kernel != "naive").cloned().collect();
+        crate::plot::plot(path, &plotted, &gpu.name)?;
+    }
+    if let Some(path) = &args.json {
+        let report = Report {
+            gpu: gpu.name.clone(),
+            iters: args.iters,
+            warmup: args.warmup,
+            peers: args.peers.clone(),
+            notes,
+            results: rows,
+            summary,
+        };
+        inputs::write_json(path, &report)?;
+    }
+    if gate_failures.is_empty() {
+        Ok(())
+    } else {
+        for failure in &gate_failures {
+            println!("GATE FAIL: {failure}");
+        }
+        Err(Failure::Check)
+    }
+}
+
+/// The cuBLAS-composed path, timed like our kernels; a peer row (`backend: cublas`).
+fn time_cublas(
+    gpu: &flashrs::Gpu,
+    tensors: &mut flashrs::Tensors,
+    params: Params,
+    args: &Args,
+) -> flashrs::Result<Row> {
+    let shape = tensors.shape();
+    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape)?;
+    let singles = gpu.time_each(args.warmup as usize, args.iters as usize, || {
+        path.launch(gpu, tensors, params)
+    })?;
+    let single_p50 = flashrs::stats::median(&singles).unwrap_or(f64::INFINITY);
+    let calls = ((1000.0 / single_p50) as u32).clamp(1, args.calls_per_graph);
+    let samples = gpu.time_graph_of(calls as usize, args.warmup as usize, args.iters as usize, || {
+        path.launch(gpu, tensors, params)
+    })?;
+    let mut row = row_from(
+        flashrs::cublas::NAME.into(),
+        shape,
+        params.causal,
+        calls,
+        samples,
+        Some("cublas".into()),
+    )
+    .map_err(|_| flashrs::Error::InvalidProblem("cublas: no valid timings".into()))?;
+    row.event_p50_us = Some(single_p50);
+    Ok(row)
+}
+
+pub(crate) fn row_from(
+    kernel: String,
+    shape: Shape,
+    causal: bool,
+    calls: u32,
+    samples: Vec<f64>,
+    backend: Option<String>,
+) -> Result<Row, Failure> {
+    let s = Summary::from_samples(&samples)
+        .ok_or_else(|| Failure::Usage(format!("{kernel}: no valid timings")))?;
+    Ok(Row {
+        kernel,
+        shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
+        seq_k: shape.seq_k,
+        causal,
+        dtype: inputs::dtype_name(),
+        peer: backend.is_some(),
+        backend,
+        method: "cuda_graph_replay",
+        calls_per_graph: calls,
+        p50_us: s.p50,
+        p90_us: s.p90,
+        p99_us: s.p99,
+        min_us: s.min,
+        tflops: shape.flops(causal) / (s.p50 * 1e-6) / 1e12,
+        event_p50_us: None,
+        speedup_vs_naive: None,
+        barriers_per_tile: None,
+        barriers_per_tile_runtime: None,
+        samples_us: samples,
+    })
+}
+
+fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
+    row.shape == [shape.batch, shape.heads, shape.seq_q, shape.head_dim]
+        && row.seq_k == shape.seq_k
+        && row.causal == causal
+}
+
+/// Per case: our fastest kernel against the fastest peer, with a bootstrap interval.
+pub fn summarise(cases: &[(Shape, bool)], rows: &[Row]) -> Vec<ShapeSummary> {
+    let fastest = |peer: bool, shape, causal| {
+        rows.iter()
+            .filter(|r| r.peer == peer && same_case(r, shape, causal))
+            .min_by(|a, b| a.p50_us.total_cmp(&b.p50_us))
+    };
+    cases
+        .iter()
+        .filter_map(|&(shape, causal)| {
+            let ours = fastest(false, shape, causal)?;
+            let peer = fastest(true, shape, causal);
+            let cudnn = rows
+                .iter()
+                .find(|r| r.backend.as_deref() == Some("cudnn") && same_case(r, shape, causal));
+            Some(ShapeSummary {
+                shape: ours.shape,
+                seq_k: shape.seq_k,
+                causal,
+                ours: ours.kernel.clone(),
+                ours_us: ours.p50_us,
+                best_peer: peer.map(|p| p.kernel.clone()),
+                best_peer_us: peer.map(|p| p.p50_us),
+                speedup: peer.map(|p| p.p50_us / ours.p50_us),
+                ci95: peer
+                    .and_then(|p| bootstrap_speedup_ci(&p.samples_us, &ours.samples_us, 10_000, 0x5eed)),
+                speedup_vs_cudnn: cudnn.map(|c| c.p50_us / ours.p50_us),
+            })
+        })
+        .collect()
+}
+
+/// `KERNEL:RATIO` of `--gate`.
+pub fn parse_gate(text: &str) -> Result<(String, f64), Failure> {
+    let (kernel, ratio) = text
+        .rsplit_once(':')
+        .ok_or_else(|| Failure::Usage(format!("--gate `{text}`: expected KERNEL:RATIO")))?;
+    let ratio: f64 = ratio
+        .parse()
+        .ok()
+        .filter(|r: &f64| r.is_finite() && *r > 0.0)
+        .ok_or_else(|| Failure::Usage(format!("--gate `{text}`: RATIO must be a positive number")))?;
+    flashrs::VariantSpec::by_name(kernel)
+        .ok_or_else(|| Failure::Usage(flashrs::Error::UnknownKernel(kernel.into()).to_string()))?;
+    Ok((kernel.to_string(), ratio))
+}
+
+/// The cases where `kernel`'s speed is below `ratio` x the best peer's (speed = 1/p50), each as a
+/// line; a case where the kernel or no peer ran cannot be judged and fails too.
+pub fn gate_failures(rows: &[Row], kernel: &str, ratio: f64) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut judged = 0;
+    for row in rows.iter().filter(|r| r.kernel == kernel) {
+        let best_peer = rows
+            .iter()
+            .filter(|p| p.peer && p.shape == row.shape && p.seq_k == row.seq_k && p.causal == row.causal)
+            .min_by(|a, b| a.p50_us.total_cmp(&b.p50_us));
+        let Some(peer) = best_peer else {
+            failures.push(format!(
+                "{kernel} on {:?} causal={}: no peer measured to compare with",
+                row.shape, row.causal
+            ));
+            continue;
+        };
+        judged += 1;
+        let achieved = peer.p50_us / row.p50_us;
+        if achieved < ratio {
+            failures.push(format!(
+                "{kernel} on {:?} causal={}: {:.2} us vs {} {:.2} us = {achieved:.3}x, below {ratio}x",
+                row.shape, row.causal, row.p50_us, peer.kernel, peer.p50_us
+            ));
+        }
+    }
+    if judged == 0 && failures.is_empty() {
+        failures.push(format!("{kernel}: not benched on any shape, nothing to gate"));
+    }
+    failures
 }
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<40} {:>20} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>10}",
-        "kernel", "shape", "p50 us", "p90 us", "p99 us", "TFLOP/s", "x naive", "bar/tile", "launch p50"
+        "{:<40} {:>22} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>10}",
+        "kernel",
+        "shape",
+        "causal",
+        "p50 us",
+        "p90 us",
+        "p99 us",
+        "TFLOP/s",
+        "x naive",
+        "bar/tile",
+        "launch p50"
     );
     for r in rows {
+        let barriers = match (r.barriers_per_tile, r.barriers_per_tile_runtime) {
+            (Some(d), Some(c)) => format!("{d}/{c}"),
+            _ => "-".into(),
+        };
         println!(
-            "{:<40} {:>20} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>9} {:>5}/{:<3} {:>10.2}",
+            "{:<40} {:>22} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8} {:>9} {:>10}",
             r.kernel,
             format!("{:?}", r.shape),
+            r.causal,
             r.p50_us,
             r.p90_us,
             r.p99_us,
             r.tflops,
             r.speedup_vs_naive.map_or("-".to_string(), |s| format!("{s:.1}")),
-            r.barriers_per_tile,
-            r.barriers_per_tile_runtime,
-            r.event_p50_us
+            barriers,
+            r.event_p50_us.map_or("-".to_string(), |e| format!("{e:.2}")),
         );
+    }
+}
+
+fn print_summary(summary: &[ShapeSummary]) {
+    if summary.iter().all(|s| s.best_peer.is_none()) {
+        return;
+    }
+    println!(
+        "\n{:>22} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}",
+        "shape", "causal", "ours (fastest)", "us", "best peer", "us", "speedup", "95% CI", "vs cuDNN"
+    );
+    for s in summary {
+        println!(
+            "{:>22} {:>6}  {:<38} {:>9.2}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}",
+            format!("{:?}", s.shape),
+            s.causal,
+            s.ours,
+            s.ours_us,
+            s.best_peer.as_deref().unwrap_or("-"),
+            s.best_peer_us.map_or("-".into(), |u| format!("{u:.2}")),
+            s.speedup.map_or("-".into(), |x| format!("{x:.3}x")),
+            s.ci95
+                .map_or("-".into(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]")),
+            s.speedup_vs_cudnn.map_or("-".into(), |x| format!("{x:.3}x")),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(kernel: &str, peer: bool, p50: f64) -> Row {
+        row_from(
+            kernel.into(),
+            Shape::new(1, 8, 512, 64),
+            false,
+            1,
+            vec![p50; 5],
+            peer.then(|| "cudnn".to_string()),
+        )
+        .ok()
+        .unwrap()
+    }
+
+    #[test]
+    fn gate_passes_a_reachable_ratio_and_fails_an_unreachable_one() {
+        let rows = vec![
+            row("flash_mma_m64_n64_w4_s2_light", false, 10.0),
+            row("torch_cudnn", true, 9.0),
+        ];
+        assert!(gate_failures(&rows, "flash_mma_m64_n64_w4_s2_light", 0.85).is_empty());
+        let failures = gate_failures(&rows, "flash_mma_m64_n64_w4_s2_light", 0.95);
+        assert_eq!(failures.len(), 1);
+        assert!(failures[0].contains("0.900x"), "{failures:?}");
+        assert!(!gate_failures(&rows, "flash_mma_m64_n64_w4_s2_light", 1e6).is_empty());
+    }
+
+    #[test]
+    fn gate_without_peers_or_kernel_fails_rather_than_passing_silently() {
+        let alone = vec![row("flash_mma_m64_n64_w4_s2_light", false, 10.0)];
+        assert!(!gate_failures(&alone, "flash_mma_m64_n64_w4_s2_light", 0.5).is_empty());
+        assert!(!gate_failures(&alone, "naive", 0.5).is_empty());
+    }
+
+    #[test]
+    fn gate_arguments_are_checked() {
+        assert!(parse_gate("flash_mma_m64_n64_w4_s2_light:0.95").is_ok());
+        for bad in [
+            "flash_mma_m64_n64_w4_s2_light",
+            "nope:1.0",
+            "flash_mma_m64_n64_w4_s2_light:-1",
+            "naive:x",
+        ] {
+            assert!(parse_gate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn summary_picks_the_fastest_on_each_side() {
+        let rows = vec![
+            row("a", false, 10.0),
+            row("b", false, 8.0),
+            row("torch_flash", true, 12.0),
+            row("torch_cudnn", true, 9.0),
+        ];
+        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows);
+        assert_eq!(s[0].ours, "b");
+        assert_eq!(s[0].best_peer.as_deref(), Some("torch_cudnn"));
+        assert!((s[0].speedup.unwrap() - 9.0 / 8.0).abs() < 1e-12);
+        let (lo, hi) = s[0].ci95.unwrap();
+        assert!(lo <= 9.0 / 8.0 && 9.0 / 8.0 <= hi);
     }
 }

@@ -11,57 +11,93 @@ use serde::Serialize;
 
 use crate::Failure;
 
+/// A shape and, for sets that fix it, the mask (`None`: the command's mask flags decide).
+pub type Case = (Shape, Option<bool>);
+
 /// The named shape sets of `--shapes`.
-pub fn shape_set(name: &str) -> Result<Vec<Shape>, Failure> {
+pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
+    let open = |shapes: Vec<Shape>| shapes.into_iter().map(|s| (s, None)).collect();
     Ok(match name {
-        "small" => vec![Shape::new(1, 8, 128, 64)],
-        "mission" => vec![Shape::new(2, 8, 512, 64)],
-        "long" => vec![Shape::new(1, 8, 2048, 64), Shape::new(1, 8, 2048, 128)],
-        "odd" => vec![
+        "small" => open(vec![Shape::new(1, 8, 128, 64)]),
+        "mission" => open(vec![Shape::new(2, 8, 512, 64)]),
+        "long" => open(vec![Shape::new(1, 8, 2048, 64), Shape::new(1, 8, 2048, 128)]),
+        "odd" => open(vec![
             Shape::new(1, 2, 1, 64),
             Shape::new(2, 3, 77, 64),
             Shape::new(1, 4, 1000, 128),
-        ],
-        "large" => vec![Shape::new(4, 16, 2048, 64), Shape::new(4, 16, 2048, 128)],
+        ]),
+        "large" => open(vec![Shape::new(4, 16, 2048, 64), Shape::new(4, 16, 2048, 128)]),
+        // The standard comparison with the peers: these non-causal, then these causal.
+        "std" => {
+            let plain = [
+                (1, 8, 512, 64),
+                (2, 8, 512, 64),
+                (2, 8, 2048, 64),
+                (4, 16, 2048, 64),
+                (4, 16, 2048, 128),
+                (2, 16, 4096, 64),
+                (2, 16, 4096, 128),
+                (1, 16, 8192, 128),
+            ];
+            let causal = [(2, 8, 512, 64), (2, 16, 4096, 128), (1, 16, 16384, 128)];
+            let case = |(b, h, s, d): (usize, usize, usize, usize), c| (Shape::new(b, h, s, d), Some(c));
+            plain
+                .into_iter()
+                .map(|t| case(t, false))
+                .chain(causal.into_iter().map(|t| case(t, true)))
+                .collect()
+        }
         other => {
             return Err(Failure::Usage(format!(
-                "unknown shape set `{other}` (small, mission, long, odd, large)"
+                "unknown shape set `{other}` (small, mission, long, odd, large, std)"
             )))
         }
     })
 }
 
-/// Shapes from `--shapes a,b` and `--shape B,H,S,D` (repeatable), in order, without repeats.
-pub fn shapes(sets: &[String], explicit: &[Shape]) -> Result<Vec<Shape>, Failure> {
-    let mut out: Vec<Shape> = Vec::new();
+/// Cases from `--shapes a,b` and `--shape B,H,S,D` (repeatable), in order, without repeats;
+/// `masks` gives the masks for cases whose set does not fix one.
+pub fn cases(sets: &[String], explicit: &[Shape], masks: &[bool]) -> Result<Vec<(Shape, bool)>, Failure> {
+    let mut out: Vec<(Shape, bool)> = Vec::new();
+    let mut push = |shape: Shape, causal: bool| {
+        if !out.contains(&(shape, causal)) {
+            out.push((shape, causal));
+        }
+    };
     for set in sets {
-        for shape in shape_set(set.trim())? {
-            if !out.contains(&shape) {
-                out.push(shape);
+        for (shape, fixed) in shape_set(set.trim())? {
+            match fixed {
+                Some(causal) => push(shape, causal),
+                None => masks.iter().for_each(|&causal| push(shape, causal)),
             }
         }
     }
     for shape in explicit {
         shape.validate()?;
-        if !out.contains(shape) {
-            out.push(*shape);
-        }
+        masks.iter().for_each(|&causal| push(*shape, causal));
     }
     Ok(out)
 }
 
-/// The variants named by `--kernel` (all when none is named).
+/// The variants named by `--kernel` (all when none is named); `cublas` is not a variant (see
+/// `wants_cublas`).
 pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> {
     if names.is_empty() {
         return Ok(VARIANTS.iter().collect());
     }
     names
         .iter()
+        .filter(|n| *n != flashrs::cublas::NAME)
         .map(|n| {
             VariantSpec::by_name(n)
                 .ok_or_else(|| Failure::Usage(flashrs::Error::UnknownKernel(n.clone()).to_string()))
         })
         .collect()
+}
+
+/// Whether the cuBLAS-composed path runs: always by default, else when `--kernel cublas` is named.
+pub fn wants_cublas(names: &[String]) -> bool {
+    names.is_empty() || names.iter().any(|n| n == flashrs::cublas::NAME)
 }
 
 /// Fresh standard-normal inputs rounded to the kernels' dtype, and the same values as f32 for the

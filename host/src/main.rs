@@ -5,6 +5,9 @@ mod attend;
 mod bench;
 mod inputs;
 mod list;
+mod peers;
+mod plot;
+mod profile;
 mod verify;
 
 use std::process::ExitCode;
@@ -38,6 +41,12 @@ enum Command {
     Attend(attend::Args),
     /// List the compiled variants: parameters, barriers per tile, registers and spills.
     List(list::Args),
+    /// Profile one launch with Nsight Compute (ncu): tensor pipe, DRAM, occupancy, bank
+    /// conflicts, registers; writes evidence/ncu_<kernel>.json with a verdict.
+    Profile(profile::Args),
+    /// (internal) the single launch `profile` runs under ncu.
+    #[command(hide = true)]
+    ProfileTarget(profile::TargetArgs),
 }
 
 /// How a subcommand ended, beyond success.
@@ -65,6 +74,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(cli.device, args),
         Command::Attend(args) => attend::run(cli.device, args),
         Command::List(args) => list::run(args),
+        Command::Profile(args) => profile::run(cli.device, args),
+        Command::ProfileTarget(args) => profile::run_target(cli.device, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,14 +8,16 @@ use flashrs::{embedded, ptx, Family, Gpu, Params, Policy, Shape, VariantSpec};
 use serde::Serialize;
 
 use crate::inputs::{self, Inputs};
+use crate::peers;
 use crate::Failure;
+use flashrs::npy::{self, NpyData};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Seed of the random inputs (default: a fresh one, printed; pass it back to replay a run).
     #[arg(long)]
     seed: Option<u64>,
-    /// Named shape sets, comma-separated: small, mission, long, odd, large.
+    /// Named shape sets, comma-separated: small, mission, long, odd, large, std.
     #[arg(long, value_delimiter = ',', default_value = "small,mission,long,odd")]
     shapes: Vec<String>,
     /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable.
@@ -30,6 +32,10 @@ pub struct Args {
     /// Softmax scale (default 1/sqrt(D)).
     #[arg(long)]
     scale: Option<f32>,
+    /// Also compare every output with this peer on the same inputs: `torch` (float32 SDPA,
+    /// math backend, through python3 + torch when present).
+    #[arg(long)]
+    peer: Option<String>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -53,6 +59,11 @@ struct Case {
     max_abs_err: f64,
     rel_l2_err: f64,
     non_finite: usize,
+    /// Against torch's float32 SDPA on the same inputs (`--peer torch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    torch_max_abs_err: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    torch_rel_l2_err: Option<f64>,
     pass: bool,
 }
 
@@ -76,6 +87,8 @@ pub struct BarrierCheck {
 struct Report {
     gpu: String,
     seed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_note: Option<String>,
     all_pass: bool,
     tolerance: Tolerance,
     cases: Vec<Case>,
@@ -87,14 +100,14 @@ struct Report {
 const CPU_REFERENCE_LIMIT: f64 = 2e10;
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
-    let shapes = inputs::shapes(&args.shapes, &args.shape)?;
-    let variants = inputs::variants(&args.kernels)?;
-    let seed = args.seed.unwrap_or_else(inputs::fresh_seed);
     let masks: &[bool] = match args.masks {
         Masks::None => &[false],
         Masks::Causal => &[true],
         Masks::Both => &[false, true],
     };
+    let problems = inputs::cases(&args.shapes, &args.shape, masks)?;
+    let variants = inputs::variants(&args.kernels)?;
+    let seed = args.seed.unwrap_or_else(inputs::fresh_seed);
     Params {
         causal: false,
         scale: args.scale,
@@ -108,12 +121,15 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
 
     let tolerance = Tolerance::FP16;
     let mut cases = Vec::new();
-    let bar = inputs::progress(shapes.len() * masks.len(), "verify");
-    for (index, (shape, &causal)) in shapes
-        .iter()
-        .flat_map(|s| masks.iter().map(move |m| (s, m)))
-        .enumerate()
-    {
+    let mut torch_unavailable = match args.peer.as_deref() {
+        None => Some(String::new()),
+        Some("torch") => None,
+        Some(other) => return Err(Failure::Usage(format!("unknown peer `{other}` (torch)"))),
+    };
+    let mut cublas_note = (!inputs::wants_cublas(&args.kernels)).then(String::new);
+    let bar = inputs::progress(problems.len(), "verify");
+    for (index, (shape, causal)) in problems.iter().copied().enumerate() {
+        let shape = &shape;
         bar.set_message(format!("{shape} causal={causal}"));
         let params = Params {
             causal,
@@ -122,15 +138,69 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         let case_seed = seed.wrapping_add(index as u64);
         let inputs = Inputs::random(*shape, case_seed);
         let (reference, reference_name) = reference_output(&gpu, *shape, params, &inputs, tolerance)?;
+        let torch = match &torch_unavailable {
+            Some(_) => None,
+            // Torch aligns causal masks top-left: no comparison when S_q != S_k.
+            None if causal && shape.seq_q != shape.seq_k => None,
+            None => match torch_output(*shape, params, &inputs, index) {
+                Ok(out) => Some(out),
+                Err(reason) => {
+                    torch_unavailable = Some(reason);
+                    None
+                }
+            },
+        };
         for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
             let out = run_kernel(&gpu, variant, *shape, params, &inputs)?;
             let cmp = reference::compare(&out, &reference);
-            cases.push(case(variant, *shape, causal, reference_name, cmp, tolerance));
+            let mut result = case(variant, *shape, causal, reference_name, cmp, tolerance);
+            if let Some(torch) = &torch {
+                let vs_torch = reference::compare(&out, torch);
+                result.torch_max_abs_err = Some(vs_torch.max_abs_err);
+                result.torch_rel_l2_err = Some(vs_torch.rel_l2_err);
+                result.pass &= vs_torch.passes(tolerance);
+            }
+            cases.push(result);
+        }
+        if cublas_note.is_none() {
+            match run_cublas(&gpu, *shape, params, &inputs) {
+                Ok(out) => {
+                    let cmp = reference::compare(&out, &reference);
+                    let mut result = case_named(
+                        flashrs::cublas::NAME,
+                        *shape,
+                        causal,
+                        reference_name,
+                        cmp,
+                        tolerance,
+                    );
+                    if let Some(torch) = &torch {
+                        let vs_torch = reference::compare(&out, torch);
+                        result.torch_max_abs_err = Some(vs_torch.max_abs_err);
+                        result.torch_rel_l2_err = Some(vs_torch.rel_l2_err);
+                        result.pass &= vs_torch.passes(tolerance);
+                    }
+                    cases.push(result);
+                }
+                Err(flashrs::Error::NoCublas) => cublas_note = Some(flashrs::Error::NoCublas.to_string()),
+                Err(e) => return Err(e.into()),
+            }
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
 
+    let torch_note = match (&args.peer, &torch_unavailable) {
+        (Some(_), Some(reason)) => Some(format!("torch cross-check not run: {reason}")),
+        (Some(_), None) => Some("every output also compared with torch's float32 SDPA".to_string()),
+        _ => None,
+    };
+    if let Some(note) = &torch_note {
+        println!("note: {note}");
+    }
+    if let Some(reason) = cublas_note.as_ref().filter(|r| !r.is_empty()) {
+        println!("note: cublas not checked: {reason}");
+    }
     let barriers = check_barriers(&gpu, &variants)?;
     print_cases(&cases);
     print_barriers(&barriers);
@@ -138,6 +208,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let failed = cases.iter().filter(|c| !c.pass).count() + barriers.iter().filter(|b| !b.pass).count();
     if let Some(path) = &args.json {
         let report = Report {
+            peer_note: torch_note,
             gpu: gpu.name.clone(),
             seed,
             all_pass,
@@ -164,8 +235,19 @@ fn case(
     cmp: Comparison,
     tolerance: Tolerance,
 ) -> Case {
+    case_named(variant.name, shape, causal, reference, cmp, tolerance)
+}
+
+fn case_named(
+    kernel: &'static str,
+    shape: Shape,
+    causal: bool,
+    reference: &'static str,
+    cmp: Comparison,
+    tolerance: Tolerance,
+) -> Case {
     Case {
-        kernel: variant.name,
+        kernel,
         shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
         seq_k: shape.seq_k,
         causal,
@@ -174,6 +256,8 @@ fn case(
         max_abs_err: cmp.max_abs_err,
         rel_l2_err: cmp.rel_l2_err,
         non_finite: cmp.non_finite,
+        torch_max_abs_err: None,
+        torch_rel_l2_err: None,
         pass: cmp.passes(tolerance),
     }
 }
@@ -192,6 +276,36 @@ pub fn run_kernel(
     gpu.launch(&kernel, &mut tensors, params, None)?;
     let out = gpu.download(&tensors.out)?;
     Ok(out.iter().map(|h| h.to_f32()).collect())
+}
+
+/// The cuBLAS-composed path on a NaN-poisoned output.
+fn run_cublas(gpu: &Gpu, shape: Shape, params: Params, inputs: &Inputs) -> flashrs::Result<Vec<f32>> {
+    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape)?;
+    let mut tensors = gpu.tensors(shape, &inputs.q, &inputs.k, &inputs.v)?;
+    path.launch(gpu, &mut tensors, params)?;
+    Ok(gpu.download(&tensors.out)?.iter().map(|h| h.to_f32()).collect())
+}
+
+/// Torch's float32 SDPA on the same (fp16-rounded) inputs, through `.npy` files.
+fn torch_output(shape: Shape, params: Params, inputs: &Inputs, index: usize) -> Result<Vec<f64>, String> {
+    let dir = std::env::temp_dir().join(format!("flashrs-torch-{}-{index}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let result = (|| {
+        let (q, k, v) = inputs.as_f32();
+        let dims_q = [shape.batch, shape.heads, shape.seq_q, shape.head_dim];
+        let dims_k = [shape.batch, shape.heads, shape.seq_k, shape.head_dim];
+        for (name, dims, data) in [("q", dims_q, q), ("k", dims_k, k), ("v", dims_k, v)] {
+            npy::write_npy(&dir.join(format!("{name}.npy")), &dims, &NpyData::F32(data))
+                .map_err(|e| e.to_string())?;
+        }
+        let meta = serde_json::json!({ "causal": params.causal, "scale": params.scale_for(shape.head_dim) });
+        std::fs::write(dir.join("meta.json"), meta.to_string()).map_err(|e| e.to_string())?;
+        peers::torch_check(&dir, &dir)?;
+        let out = npy::read_npy(&dir.join("out.npy")).map_err(|e| e.to_string())?;
+        Ok(out.to_f32().into_iter().map(f64::from).collect())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// The float64 CPU reference, or for big problems `naive` checked against float64 on sample rows.

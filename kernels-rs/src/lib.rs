@@ -89,3 +89,18 @@ use policy::{Legacy, Light};
 use tile::{Bf16, F16};
 
 include!(env!("FLASHRS_KERNEL_TABLE"));
+
+/// Row softmax for the cuBLAS-composed attention: fp32 scores `[B*H, S_q, S_k]` to fp16
+/// probabilities, scaled, causal-aware. Grid `(ceil(S_q / 4), B*H)`, 128 threads.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn softmax_rows_f16(
+    scores: *const f32,
+    probs: *mut u16,
+    seq_q: u32,
+    seq_k: u32,
+    scale_log2: f32,
+    causal: u32,
+) {
+    let problem = attention::Problem { seq_q, seq_k, scale_log2, causal: causal != 0 };
+    attention::rows::softmax_rows::<F16>(scores, probs, problem)
+}

@@ -8,6 +8,7 @@
 
 pub mod mma;
 pub mod naive;
+pub mod rows;
 pub mod scalar;
 
 /// The per-launch facts every kernel needs about the problem.

@@ -1,0 +1,144 @@
+//! `bench --plot FILE.svg`: TFLOP/s against sequence length for our kernels and every peer, one
+//! panel per (head dim, causal) pair.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::bench::Row;
+use crate::Failure;
+
+/// Refuses a path the plotter cannot write, before any measuring starts.
+pub fn check_path(path: &Path) -> Result<(), Failure> {
+    if path.extension().and_then(|e| e.to_str()) != Some("svg") {
+        return Err(Failure::Usage(format!(
+            "{}: only .svg plots are written (a PNG needs system fonts; convert the SVG, e.g. with rsvg-convert)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+pub fn plot(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
+    check_path(path)?;
+    let panels: BTreeSet<(usize, bool)> = rows.iter().map(|r| (r.shape[3], r.causal)).collect();
+    let panels: Vec<_> = panels.into_iter().collect();
+    if panels.is_empty() {
+        return Err(Failure::Usage("nothing to plot".into()));
+    }
+    let width = 640 * panels.len() as u32;
+    let root = SVGBackend::new(path, (width, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_error)?;
+    let root = root
+        .titled(&format!("attention forward, fp16, {gpu}"), ("sans-serif", 20))
+        .map_err(draw_error)?;
+    let areas = root.split_evenly((1, panels.len()));
+    // One colour per series name across panels.
+    let names: Vec<String> = rows
+        .iter()
+        .map(|r| r.kernel.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for (area, &(head_dim, causal)) in areas.iter().zip(&panels) {
+        let in_panel: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.shape[3] == head_dim && r.causal == causal)
+            .collect();
+        let max_seq = in_panel.iter().map(|r| r.shape[2]).max().unwrap_or(1) as f64;
+        let min_seq = in_panel.iter().map(|r| r.shape[2]).min().unwrap_or(1) as f64;
+        let max_tflops = in_panel.iter().map(|r| r.tflops).fold(1.0, f64::max) * 1.1;
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("D = {head_dim}{}", if causal { ", causal" } else { "" }),
+                ("sans-serif", 16),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(48)
+            .build_cartesian_2d((min_seq / 1.3..max_seq * 1.3).log_scale(), 0.0..max_tflops)
+            .map_err(draw_error)?;
+        chart
+            .configure_mesh()
+            .x_desc("sequence length (B*H varies by shape)")
+            .y_desc("TFLOP/s")
+            .draw()
+            .map_err(draw_error)?;
+        for (index, name) in names.iter().enumerate() {
+            let mut points: Vec<(f64, f64)> = in_panel
+                .iter()
+                .filter(|r| &r.kernel == name)
+                .map(|r| (r.shape[2] as f64, r.tflops))
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let peer = in_panel.iter().any(|r| &r.kernel == name && r.peer);
+            let color = Palette99::pick(index).to_rgba();
+            let style = if peer {
+                color.stroke_width(1)
+            } else {
+                color.stroke_width(3)
+            };
+            chart
+                .draw_series(LineSeries::new(points.clone(), style))
+                .map_err(draw_error)?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+            chart
+                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(draw_error)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 11))
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(draw_error)?;
+    }
+    root.present().map_err(draw_error)?;
+    Ok(())
+}
+
+fn draw_error<E: std::fmt::Display>(error: E) -> Failure {
+    Failure::Usage(format!("plot: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flashrs::Shape;
+
+    #[test]
+    fn draws_one_panel_per_head_dim_and_mask() {
+        let row = |kernel: &str, s: usize, d: usize, causal: bool, us: f64, peer: bool| {
+            crate::bench::row_from(
+                kernel.into(),
+                Shape::new(2, 16, s, d),
+                causal,
+                1,
+                vec![us; 3],
+                peer.then(|| "flash".into()),
+            )
+            .ok()
+            .unwrap()
+        };
+        let rows = vec![
+            row("ours", 512, 64, false, 10.0, false),
+            row("ours", 4096, 64, false, 300.0, false),
+            row("torch_flash", 512, 64, false, 12.0, true),
+            row("ours", 4096, 128, true, 400.0, false),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.svg");
+        plot(&path, &rows, "test GPU").ok().unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("D = 64") && svg.contains("D = 128, causal"));
+        assert!(svg.contains("torch_flash"));
+        assert!(check_path(&dir.path().join("p.png")).is_err());
+    }
+}

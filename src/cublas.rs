@@ -1,0 +1,161 @@
+//! `cublas`: attention composed of library calls, the A/B candidate every fused kernel must beat.
+//! `S = Q K^T` by a cuBLAS strided-batched GEMM (fp16 in, fp32 scores), the row softmax by our own
+//! kernel (`softmax_rows_f16`: scaled, causal-aware, fp16 probabilities), `O = P V` by a second
+//! GEMM (fp16 in, fp32 accumulation, fp16 out). It materialises `B*H*S_q*S_k` scores: 6 bytes
+//! each, which is what the fused kernels avoid.
+
+use std::ffi::c_void;
+
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+use cudarc::cublas::{result as blas, CudaBlas};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use half::f16;
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Tensors};
+use crate::problem::{Params, Shape};
+
+/// The kernel name `verify`, `bench` and `attend` use for this path.
+pub const NAME: &str = "cublas";
+
+/// A cuBLAS handle on the GPU's stream plus scratch buffers sized for one shape.
+pub struct CublasAttention {
+    blas: CudaBlas,
+    softmax: CudaFunction,
+    scores: CudaSlice<f32>,
+    probs: CudaSlice<f16>,
+    shape: Shape,
+}
+
+impl CublasAttention {
+    /// Loads cuBLAS (`Error::NoCublas` when the library is missing) and allocates the score and
+    /// probability buffers for `shape`.
+    pub fn new(gpu: &Gpu, shape: Shape) -> Result<CublasAttention> {
+        shape.validate()?;
+        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Err(Error::NoCublas);
+        }
+        let elements = shape.batch * shape.heads * shape.seq_q * shape.seq_k;
+        let (free, _) = gpu.context().mem_get_info()?;
+        if elements.saturating_mul(6) > free {
+            return Err(Error::InvalidProblem(format!(
+                "cublas path needs {} GiB for scores and probabilities of {shape}, {} GiB free",
+                (elements * 6) >> 30,
+                free >> 30
+            )));
+        }
+        let stream = gpu.stream().clone();
+        Ok(CublasAttention {
+            blas: CudaBlas::new(stream.clone()).map_err(|e| Error::Cublas(e.to_string()))?,
+            softmax: gpu.function("softmax_rows_f16")?,
+            scores: stream.alloc_zeros(elements)?,
+            probs: stream.alloc_zeros(elements)?,
+            shape,
+        })
+    }
+
+    /// Runs the three steps on the GPU's stream (asynchronously).
+    pub fn launch(&mut self, gpu: &Gpu, tensors: &mut Tensors, params: Params) -> Result<()> {
+        let shape = tensors.shape();
+        if shape != self.shape {
+            return Err(Error::InvalidProblem(format!(
+                "cublas buffers are for {}, not {shape}",
+                self.shape
+            )));
+        }
+        params.validate()?;
+        let stream = gpu.stream().clone();
+        let (b, h, sq, sk, d) = (shape.batch, shape.heads, shape.seq_q, shape.seq_k, shape.head_dim);
+        let batch = (b * h) as i32;
+        let (one, zero) = (1.0f32, 0.0f32);
+        {
+            // Row-major S[Sq][Sk] = Q K^T is column-major S^T = K^T' Q: A = K read transposed.
+            let (k, _k) = tensors.k.device_ptr(&stream);
+            let (q, _q) = tensors.q.device_ptr(&stream);
+            let (s, _s) = self.scores.device_ptr_mut(&stream);
+            // Safety: every pointer holds the elements the strides and counts address (shape
+            // checked above and in `Gpu::tensors`), on the handle's own stream.
+            unsafe {
+                blas::gemm_strided_batched_ex(
+                    *self.blas.handle(),
+                    cublasOperation_t::CUBLAS_OP_T,
+                    cublasOperation_t::CUBLAS_OP_N,
+                    sk as i32,
+                    sq as i32,
+                    d as i32,
+                    &one as *const f32 as *const c_void,
+                    k as *const c_void,
+                    cudaDataType::CUDA_R_16F,
+                    d as i32,
+                    (sk * d) as i64,
+                    q as *const c_void,
+                    cudaDataType::CUDA_R_16F,
+                    d as i32,
+                    (sq * d) as i64,
+                    &zero as *const f32 as *const c_void,
+                    s as *mut c_void,
+                    cudaDataType::CUDA_R_32F,
+                    sk as i32,
+                    (sq * sk) as i64,
+                    batch,
+                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+            .map_err(|e| Error::Cublas(e.to_string()))?;
+        }
+        let (seq_q, seq_k, causal) = (sq as u32, sk as u32, params.causal as u32);
+        let scale_log2 = params.scale_for(d) * std::f32::consts::LOG2_E;
+        let config = LaunchConfig {
+            grid_dim: (seq_q.div_ceil(4), batch as u32, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut builder = stream.launch_builder(&self.softmax);
+        builder
+            .arg(&self.scores)
+            .arg(&mut self.probs)
+            .arg(&seq_q)
+            .arg(&seq_k)
+            .arg(&scale_log2)
+            .arg(&causal);
+        // Safety: matches `softmax_rows_f16`'s signature; both buffers hold B*H*S_q*S_k elements.
+        unsafe { builder.launch(config) }?;
+        {
+            // Row-major O[Sq][D] = P V is column-major O^T = V^T P^T: both operands as stored.
+            let (v, _v) = tensors.v.device_ptr(&stream);
+            let (p, _p) = self.probs.device_ptr(&stream);
+            let (o, _o) = tensors.out.device_ptr_mut(&stream);
+            // Safety: as above.
+            unsafe {
+                blas::gemm_strided_batched_ex(
+                    *self.blas.handle(),
+                    cublasOperation_t::CUBLAS_OP_N,
+                    cublasOperation_t::CUBLAS_OP_N,
+                    d as i32,
+                    sq as i32,
+                    sk as i32,
+                    &one as *const f32 as *const c_void,
+                    v as *const c_void,
+                    cudaDataType::CUDA_R_16F,
+                    d as i32,
+                    (sk * d) as i64,
+                    p as *const c_void,
+                    cudaDataType::CUDA_R_16F,
+                    sk as i32,
+                    (sq * sk) as i64,
+                    &zero as *const f32 as *const c_void,
+                    o as *mut c_void,
+                    cudaDataType::CUDA_R_16F,
+                    d as i32,
+                    (sq * d) as i64,
+                    batch,
+                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+            .map_err(|e| Error::Cublas(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
