@@ -38,6 +38,9 @@ struct VariantEntry {
     q_in_regs: Option<bool>,
     /// Head dims to compile this variant for (default: the table's `head_dims`).
     head_dims: Option<Vec<u32>>,
+    /// Launch bounds: ask ptxas to fit this many blocks per SM (`.minnctapersm`), which caps
+    /// registers per thread. Part of the name (`_b<N>`).
+    min_blocks_per_sm: Option<u32>,
 }
 
 /// A variant with every parameter resolved and checked.
@@ -51,10 +54,22 @@ struct Variant {
     policy: &'static str,
     q_in_regs: bool,
     head_dims: Vec<u32>,
+    min_blocks_per_sm: Option<u32>,
 }
 
 impl Variant {
     fn name(&self) -> String {
+        let base = self.base_name();
+        match self.min_blocks_per_sm {
+            Some(blocks) => {
+                let (head, policy) = base.rsplit_once('_').expect("names end in the policy");
+                format!("{head}_b{blocks}_{policy}")
+            }
+            None => base,
+        }
+    }
+
+    fn base_name(&self) -> String {
         match self.family {
             "naive" => "naive".to_string(),
             "flash_scalar" => format!(
@@ -108,7 +123,17 @@ fn main() {
     };
     for (arch, _) in ARCHES {
         let target_dir = target_root.join("device").join(arch);
-        let ptx = build_ptx(&root, &rustc, &cargo, arch, &target_dir, &device_table);
+        let mut ptx = build_ptx(&root, &rustc, &cargo, arch, &target_dir, &device_table);
+        for v in variants.iter().filter(|v| v.min_blocks_per_sm.is_some()) {
+            for d in &v.head_dims {
+                for dtype in &table.dtypes {
+                    let symbol = format!("{}_d{d}_{dtype}", v.name());
+                    for name in [symbol.clone(), format!("{symbol}_counted")] {
+                        ptx = add_launch_bounds(&ptx, &name, v.warps * 32, v.min_blocks_per_sm.unwrap_or(1));
+                    }
+                }
+            }
+        }
         fs::write(out_dir.join(format!("kernels_{arch}.ptx")), ptx).unwrap();
     }
 }
@@ -130,6 +155,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
         ));
     }
     let q_in_regs = entry.q_in_regs.unwrap_or(true);
+    let min_blocks_per_sm = entry.min_blocks_per_sm;
     let need = |field: Option<u32>, name: &str| {
         field.ok_or_else(|| format!("{} variant needs `{name}`", entry.family))
     };
@@ -150,6 +176,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             policy: "none",
             q_in_regs,
             head_dims,
+            min_blocks_per_sm,
         },
         "flash_scalar" => Variant {
             family: "flash_scalar",
@@ -161,6 +188,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             policy,
             q_in_regs,
             head_dims,
+            min_blocks_per_sm,
         },
         "flash_mma" => Variant {
             family: "flash_mma",
@@ -172,6 +200,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             policy,
             q_in_regs,
             head_dims,
+            min_blocks_per_sm,
         },
         other => {
             return Err(format!(
@@ -353,6 +382,25 @@ fn build_ptx(root: &Path, rustc: &Path, cargo: &Path, arch: &str, target_dir: &P
     }
     let ptx_path = target_dir.join("nvptx64-nvidia-cuda/release/deps/kernels_rs.s");
     fs::read_to_string(&ptx_path).unwrap_or_else(|e| fail(&format!("{}: {e}", ptx_path.display())))
+}
+
+/// Adds `.maxntid` and `.minnctapersm` (CUDA's `__launch_bounds__`) to the entry `name`: the
+/// directives go between its parameter list and its body.
+fn add_launch_bounds(ptx: &str, name: &str, threads: u32, blocks: u32) -> String {
+    let header = format!(".visible .entry {name}(");
+    let Some(start) = ptx.find(&header) else {
+        fail(&format!("launch bounds: no entry {name} in the PTX"));
+    };
+    let Some(close) = ptx[start..].find("\n)\n").map(|i| start + i + 2) else {
+        fail(&format!(
+            "launch bounds: cannot find the end of {name}'s parameters"
+        ));
+    };
+    format!(
+        "{}.maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n{}",
+        &ptx[..close + 1],
+        &ptx[close + 1..]
+    )
 }
 
 fn fail(message: &str) -> ! {

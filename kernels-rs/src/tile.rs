@@ -21,6 +21,10 @@ pub const fn tile_bytes(rows: usize, d: usize) -> u32 {
 /// into the tile at `dst`, spread over `threads` threads, 16 bytes per copy. Rows at or past
 /// `rows_total` are zero-filled (and nothing is read for them), so tails need no other care:
 /// a zero key gets masked anyway and a zero value row contributes nothing.
+///
+/// Thread `t` always copies the same 16-byte column of rows `t / chunks_per_row + i * step`, so
+/// the whole tile is addressed from one pointer plus compile-time offsets: no per-chunk 64-bit
+/// address stays live across the KV loop (that cost 32 registers at head dim 128).
 #[inline(always)]
 pub unsafe fn load_async<const D: usize>(
     dst: SharedAddr,
@@ -31,24 +35,26 @@ pub unsafe fn load_async<const D: usize>(
     thread: u32,
     threads: u32,
 ) {
-    const CHUNK: usize = 8; // 16 bytes of 16-bit elements
-    let chunks_per_row = D / CHUNK;
-    let chunks = rows as usize * chunks_per_row;
-    let mut c = thread as usize;
+    const CHUNK: u32 = 8; // 16 bytes of 16-bit elements
+    let chunks_per_row = (D as u32) / CHUNK;
+    if threads % chunks_per_row != 0 {
+        arch::trap(); // every compiled variant has a multiple of 8 or 16 threads
+    }
+    let step = threads / chunks_per_row; // rows covered per pass
+    let row0 = thread / chunks_per_row;
+    let col = (thread % chunks_per_row) * CHUNK;
+    let src0 = matrix.add((first_row + row0) as usize * D + col as usize) as *const u8;
+    let dst0 = dst + row0 * row_stride_bytes(D) + col * 2;
     // `rows` and `threads` are compile-time constants at every call site, so this loop unrolls.
-    while c < chunks {
-        let row = (c / chunks_per_row) as u32;
-        let col = (c % chunks_per_row) * CHUNK;
-        let global_row = first_row + row;
-        let in_bounds = global_row < rows_total;
-        let src = if in_bounds {
-            matrix.add(global_row as usize * D + col) as *const u8
-        } else {
-            matrix as *const u8
-        };
-        let dst_chunk = dst + row * row_stride_bytes(D) + (col * 2) as u32;
-        arch::cp_async_16(dst_chunk, src, if in_bounds { 16 } else { 0 });
-        c += threads as usize;
+    let mut pass = 0;
+    while pass * step < rows {
+        let row = row0 + pass * step;
+        if row < rows {
+            let in_bounds = first_row + row < rows_total;
+            let src = if in_bounds { src0.add((pass * step) as usize * D * 2) } else { matrix as *const u8 };
+            arch::cp_async_16(dst0 + pass * step * row_stride_bytes(D), src, if in_bounds { 16 } else { 0 });
+        }
+        pass += 1;
     }
 }
 

@@ -73,3 +73,14 @@ pub fn max(a: f32, b: f32) -> f32 {
     };
     r
 }
+
+/// Emits `vote.sync.any.pred`: true on every lane when `predicate` holds on any lane of the warp.
+#[inline(always)]
+pub fn warp_any(predicate: bool) -> bool {
+    let r: u32;
+    unsafe {
+        asm!("{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; vote.sync.any.pred q, p, -1; selp.u32 {r}, 1, 0, q; }}",
+             r = out(reg32) r, x = in(reg32) predicate as u32, options(nomem, nostack))
+    };
+    r != 0
+}

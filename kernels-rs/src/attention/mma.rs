@@ -183,16 +183,25 @@ pub unsafe fn flash_mma<
             }
         }
         sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
+        let mut correction = [[1.0f32; 2]; ROW_TILES];
         for mt in 0..ROW_TILES {
-            let mut offset = [0.0f32; 2];
             for h in 0..2 {
-                let correction = state[mt][h].rescale(tile_max[mt][h], problem.scale_log2);
-                offset[h] = state[mt][h].offset(problem.scale_log2);
+                correction[mt][h] = state[mt][h].rescale(tile_max[mt][h], problem.scale_log2);
+            }
+        }
+        // Once the running maxima settle, most tiles raise none of them: skip the D-wide rescale
+        // of the output accumulators unless some row of the warp needs it (a warp-uniform branch).
+        if arch::warp_any(correction.iter().flatten().any(|&c| c != 1.0)) {
+            for mt in 0..ROW_TILES {
                 for acc in o_acc[mt].iter_mut() {
-                    acc[2 * h] *= correction;
-                    acc[2 * h + 1] *= correction;
+                    for (e, x) in acc.iter_mut().enumerate() {
+                        *x *= correction[mt][e / 2];
+                    }
                 }
             }
+        }
+        for mt in 0..ROW_TILES {
+            let offset = [state[mt][0].offset(problem.scale_log2), state[mt][1].offset(problem.scale_log2)];
             for acc in s_acc[mt].iter_mut() {
                 for (e, s) in acc.iter_mut().enumerate() {
                     *s = softmax::probability(*s, problem.scale_log2, offset[e / 2]);
