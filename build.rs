@@ -41,6 +41,9 @@ struct VariantEntry {
     /// Launch bounds: ask ptxas to fit this many blocks per SM (`.minnctapersm`), which caps
     /// registers per thread. Part of the name (`_b<N>`).
     min_blocks_per_sm: Option<u32>,
+    /// flash_mma: keys per compute step inside a KV tile (default block_n). Part of the name
+    /// (`_c<N>`) when smaller than block_n.
+    sub_n: Option<u32>,
 }
 
 /// A variant with every parameter resolved and checked.
@@ -55,6 +58,7 @@ struct Variant {
     q_in_regs: bool,
     head_dims: Vec<u32>,
     min_blocks_per_sm: Option<u32>,
+    sub_n: u32,
 }
 
 impl Variant {
@@ -77,9 +81,14 @@ impl Variant {
                 self.block_m, self.block_n, self.warps, self.vec, self.stages, self.policy
             ),
             _ => format!(
-                "flash_mma_m{}_n{}_w{}_s{}{}_{}",
+                "flash_mma_m{}_n{}{}_w{}_s{}{}_{}",
                 self.block_m,
                 self.block_n,
+                if self.sub_n < self.block_n {
+                    format!("_c{}", self.sub_n)
+                } else {
+                    String::new()
+                },
                 self.warps,
                 self.stages,
                 if self.q_in_regs { "" } else { "_qsmem" },
@@ -177,6 +186,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             q_in_regs,
             head_dims,
             min_blocks_per_sm,
+            sub_n: 0,
         },
         "flash_scalar" => Variant {
             family: "flash_scalar",
@@ -189,6 +199,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             q_in_regs,
             head_dims,
             min_blocks_per_sm,
+            sub_n: 0,
         },
         "flash_mma" => Variant {
             family: "flash_mma",
@@ -201,6 +212,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             q_in_regs,
             head_dims,
             min_blocks_per_sm,
+            sub_n: 0,
         },
         other => {
             return Err(format!(
@@ -208,7 +220,15 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             ))
         }
     };
+    let mut variant = variant;
+    variant.sub_n = entry.sub_n.unwrap_or(variant.block_n);
     let v = &variant;
+    if v.sub_n != v.block_n && (v.family != "flash_mma" || v.policy != "light") {
+        return Err(format!(
+            "{}: sub_n is for flash_mma with the light policy (its middle sync points repeat per step)",
+            v.name()
+        ));
+    }
     let ok = match v.family {
         "flash_scalar" => {
             v.block_m % v.warps == 0 && v.block_n % 32 == 0 && matches!(v.vec, 4 | 8) && v.stages >= 1
@@ -261,8 +281,9 @@ fn device_table_source(table: &Table, variants: &[Variant]) -> String {
                         v.block_m, v.block_n, v.warps, v.vec, v.stages
                     ),
                     _ => format!(
-                        "{ty}, {policy}, d = {d}, m = {}, n = {}, w = {}, stages = {}, q_in_regs = {}",
-                        v.block_m, v.block_n, v.warps, v.stages, v.q_in_regs
+                        "{ty}, {policy}, d = {d}, m = {}, n = {}, w = {}, stages = {}, q_in_regs = {}, \
+                         sub_n = {}",
+                        v.block_m, v.block_n, v.warps, v.stages, v.q_in_regs, v.sub_n
                     ),
                 };
                 writeln!(src, "kernel!({} {names}, {args});", v.family).unwrap();

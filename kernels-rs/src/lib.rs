@@ -72,13 +72,13 @@ macro_rules! kernel {
     };
     (flash_mma $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
-     stages = $stages:literal, q_in_regs = $qr:literal) => {
+     stages = $stages:literal, q_in_regs = $qr:literal, sub_n = $sub:literal) => {
         kernel!(@export $name, $counted, $smem,
             attention::mma::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |q, k, v, o, p, log, COUNT| attention::mma::flash_mma::<
-                $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr,
-                { $bn / 8 }, { $d / 8 }, { $d / 16 },
+                $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr, $sub,
+                { $sub / 8 }, { $d / 8 }, { $d / 16 },
             >(q, k, v, o, p, log));
     };
 }

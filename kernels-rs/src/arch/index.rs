@@ -53,3 +53,12 @@ pub fn grid_dim_x() -> u32 {
     unsafe { asm!("mov.u32 {r}, %nctaid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
+
+/// Emits `mov.u32`: the value unchanged, but opaque to the optimiser (so a loop bounded by it
+/// stays a loop instead of being unrolled, when unrolling would cost registers).
+#[inline(always)]
+pub fn opaque(value: u32) -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, {v};", r = out(reg32) r, v = in(reg32) value, options(pure, nomem, nostack)) };
+    r
+}

@@ -35,6 +35,10 @@ pub unsafe fn flash_mma<
     const ROW_TILES: usize,
     const STAGES: usize,
     const Q_IN_REGS: bool,
+    // Keys per compute step: the KV tile is loaded whole and consumed SUB_N keys at a time, so a
+    // big tile (fewer barriers and copy batches per key) does not cost a big score tile in
+    // registers.
+    const SUB_N: usize,
     // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
     const N_TILES: usize,
     const D_TILES: usize,
@@ -48,7 +52,7 @@ pub unsafe fn flash_mma<
     barrier_log: *mut u32,
 ) {
     const {
-        assert!(N_TILES * 8 == BLOCK_N && BLOCK_N % 16 == 0);
+        assert!(N_TILES * 8 == SUB_N && SUB_N % 16 == 0 && BLOCK_N % SUB_N == 0);
         assert!(D_TILES * 8 == D && K_STEPS * 16 == D);
         assert!(STAGES >= 1 && ROW_TILES >= 1);
     };
@@ -134,100 +138,105 @@ pub unsafe fn flash_mma<
         arch::cp_async_wait_stage::<STAGES>();
         sync::<P, COUNT>(SyncPoint::KvLoaded);
         let stage = t % STAGES as u32;
-        let first_key = t * BLOCK_N as u32;
+        // A rolled loop when there are several steps: unrolled, their live ranges overlap.
+        let steps = if BLOCK_N == SUB_N { 1 } else { arch::opaque((BLOCK_N / SUB_N) as u32) };
+        for sub in 0..steps {
+            let sub_row = sub * SUB_N as u32; // first key of this step inside the tile
+            let first_key = t * BLOCK_N as u32 + sub_row;
 
-        // S = Q K^T. One ldmatrix.x4 gives the B fragments of two adjacent 8-key tiles, used by
-        // every row tile.
-        let mut s_acc = [[[0.0f32; 4]; N_TILES]; ROW_TILES];
-        for ks in 0..K_STEPS {
-            let mut a = [[0u32; 4]; ROW_TILES];
-            for (mt, frag) in a.iter_mut().enumerate() {
-                *frag = if Q_IN_REGS { q_frag[mt][ks] } else { q_fragment(mt, ks) };
-            }
-            for jp in 0..N_TILES / 2 {
-                let key_row = (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
-                let col = (16 * ks) as u32 + ((lane / 8) % 2) * 8;
-                let b = arch::ldmatrix_x4(k_tile(stage) + key_row * stride + col * 2);
-                for mt in 0..ROW_TILES {
-                    T::mma(&mut s_acc[mt][2 * jp], a[mt], [b[0], b[1]]);
-                    T::mma(&mut s_acc[mt][2 * jp + 1], a[mt], [b[2], b[3]]);
+            // S = Q K^T. One ldmatrix.x4 gives the B fragments of two adjacent 8-key tiles, used by
+            // every row tile.
+            let mut s_acc = [[[0.0f32; 4]; N_TILES]; ROW_TILES];
+            for ks in 0..K_STEPS {
+                let mut a = [[0u32; 4]; ROW_TILES];
+                for (mt, frag) in a.iter_mut().enumerate() {
+                    *frag = if Q_IN_REGS { q_frag[mt][ks] } else { q_fragment(mt, ks) };
+                }
+                for jp in 0..N_TILES / 2 {
+                    let key_row = sub_row + (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
+                    let col = (16 * ks) as u32 + ((lane / 8) % 2) * 8;
+                    let b = arch::ldmatrix_x4(k_tile(stage) + key_row * stride + col * 2);
+                    for mt in 0..ROW_TILES {
+                        T::mma(&mut s_acc[mt][2 * jp], a[mt], [b[0], b[1]]);
+                        T::mma(&mut s_acc[mt][2 * jp + 1], a[mt], [b[2], b[3]]);
+                    }
                 }
             }
-        }
-        sync::<P, COUNT>(SyncPoint::ScoresComputed);
+            sync::<P, COUNT>(SyncPoint::ScoresComputed);
 
-        // Mask only tiles that reach past the sequence end or the causal diagonal (warp-uniform).
-        if first_key + BLOCK_N as u32 > warp_key_end {
-            for mt in 0..ROW_TILES {
-                for (j, acc) in s_acc[mt].iter_mut().enumerate() {
-                    for (e, s) in acc.iter_mut().enumerate() {
-                        let key = first_key + (8 * j) as u32 + 2 * pair + (e % 2) as u32;
-                        if key >= key_end[mt][e / 2] {
-                            *s = f32::NEG_INFINITY;
+            // Mask only tiles that reach past the sequence end or the causal diagonal (warp-uniform).
+            if first_key + SUB_N as u32 > warp_key_end {
+                for mt in 0..ROW_TILES {
+                    for (j, acc) in s_acc[mt].iter_mut().enumerate() {
+                        for (e, s) in acc.iter_mut().enumerate() {
+                            let key = first_key + (8 * j) as u32 + 2 * pair + (e % 2) as u32;
+                            if key >= key_end[mt][e / 2] {
+                                *s = f32::NEG_INFINITY;
+                            }
                         }
                     }
                 }
             }
-        }
 
-        // Online softmax over the rows this lane holds.
-        let mut tile_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
-        for mt in 0..ROW_TILES {
-            for acc in s_acc[mt].iter() {
-                for (e, s) in acc.iter().enumerate() {
-                    tile_max[mt][e / 2] = arch::max(tile_max[mt][e / 2], *s);
+            // Online softmax over the rows this lane holds.
+            let mut tile_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
+            for mt in 0..ROW_TILES {
+                for acc in s_acc[mt].iter() {
+                    for (e, s) in acc.iter().enumerate() {
+                        tile_max[mt][e / 2] = arch::max(tile_max[mt][e / 2], *s);
+                    }
+                }
+                for m in tile_max[mt].iter_mut() {
+                    *m = arch::quad_max(*m);
                 }
             }
-            for m in tile_max[mt].iter_mut() {
-                *m = arch::quad_max(*m);
-            }
-        }
-        sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
-        let mut correction = [[1.0f32; 2]; ROW_TILES];
-        for mt in 0..ROW_TILES {
-            for h in 0..2 {
-                correction[mt][h] = state[mt][h].rescale(tile_max[mt][h], problem.scale_log2);
-            }
-        }
-        // Once the running maxima settle, most tiles raise none of them: skip the D-wide rescale
-        // of the output accumulators unless some row of the warp needs it (a warp-uniform branch).
-        if arch::warp_any(correction.iter().flatten().any(|&c| c != 1.0)) {
+            sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
+            let mut correction = [[1.0f32; 2]; ROW_TILES];
             for mt in 0..ROW_TILES {
-                for acc in o_acc[mt].iter_mut() {
-                    for (e, x) in acc.iter_mut().enumerate() {
-                        *x *= correction[mt][e / 2];
+                for h in 0..2 {
+                    correction[mt][h] = state[mt][h].rescale(tile_max[mt][h], problem.scale_log2);
+                }
+            }
+            // Once the running maxima settle, most tiles raise none of them: skip the D-wide rescale
+            // of the output accumulators unless some row of the warp needs it (a warp-uniform branch).
+            if arch::warp_any(correction.iter().flatten().any(|&c| c != 1.0)) {
+                for mt in 0..ROW_TILES {
+                    for acc in o_acc[mt].iter_mut() {
+                        for (e, x) in acc.iter_mut().enumerate() {
+                            *x *= correction[mt][e / 2];
+                        }
                     }
                 }
             }
-        }
-        for mt in 0..ROW_TILES {
-            let offset = [state[mt][0].offset(problem.scale_log2), state[mt][1].offset(problem.scale_log2)];
-            for acc in s_acc[mt].iter_mut() {
-                for (e, s) in acc.iter_mut().enumerate() {
-                    *s = softmax::probability(*s, problem.scale_log2, offset[e / 2]);
-                    // Each lane keeps a partial row sum; the quad adds them once, after the loop.
-                    state[mt][e / 2].row_sum += *s;
+            for mt in 0..ROW_TILES {
+                let offset = [state[mt][0].offset(problem.scale_log2), state[mt][1].offset(problem.scale_log2)];
+                for acc in s_acc[mt].iter_mut() {
+                    for (e, s) in acc.iter_mut().enumerate() {
+                        *s = softmax::probability(*s, problem.scale_log2, offset[e / 2]);
+                        // Each lane keeps a partial row sum; the quad adds them once, after the loop.
+                        state[mt][e / 2].row_sum += *s;
+                    }
                 }
             }
-        }
-        sync::<P, COUNT>(SyncPoint::RowSumExchanged);
-        sync::<P, COUNT>(SyncPoint::ProbsStaged);
+            sync::<P, COUNT>(SyncPoint::RowSumExchanged);
+            sync::<P, COUNT>(SyncPoint::ProbsStaged);
 
-        // O += P V, P straight from the accumulators: tiles 2kk and 2kk+1 form k-step kk's A.
-        for kk in 0..N_TILES / 2 {
-            let mut a = [[0u32; 4]; ROW_TILES];
-            for (mt, frag) in a.iter_mut().enumerate() {
-                let lo = &s_acc[mt][2 * kk];
-                let hi = &s_acc[mt][2 * kk + 1];
-                *frag = [T::pack(lo[0], lo[1]), T::pack(lo[2], lo[3]), T::pack(hi[0], hi[1]), T::pack(hi[2], hi[3])];
-            }
-            for dp in 0..D_TILES / 2 {
-                let key_row = (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;
-                let col = (16 * dp) as u32 + (lane / 16) * 8;
-                let b = arch::ldmatrix_x4_trans(v_tile(stage) + key_row * stride + col * 2);
-                for mt in 0..ROW_TILES {
-                    T::mma(&mut o_acc[mt][2 * dp], a[mt], [b[0], b[1]]);
-                    T::mma(&mut o_acc[mt][2 * dp + 1], a[mt], [b[2], b[3]]);
+            // O += P V, P straight from the accumulators: tiles 2kk and 2kk+1 form k-step kk's A.
+            for kk in 0..N_TILES / 2 {
+                let mut a = [[0u32; 4]; ROW_TILES];
+                for (mt, frag) in a.iter_mut().enumerate() {
+                    let lo = &s_acc[mt][2 * kk];
+                    let hi = &s_acc[mt][2 * kk + 1];
+                    *frag = [T::pack(lo[0], lo[1]), T::pack(lo[2], lo[3]), T::pack(hi[0], hi[1]), T::pack(hi[2], hi[3])];
+                }
+                for dp in 0..D_TILES / 2 {
+                    let key_row = sub_row + (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;
+                    let col = (16 * dp) as u32 + (lane / 16) * 8;
+                    let b = arch::ldmatrix_x4_trans(v_tile(stage) + key_row * stride + col * 2);
+                    for mt in 0..ROW_TILES {
+                        T::mma(&mut o_acc[mt][2 * dp], a[mt], [b[0], b[1]]);
+                        T::mma(&mut o_acc[mt][2 * dp + 1], a[mt], [b[2], b[3]]);
+                    }
                 }
             }
         }
