@@ -90,8 +90,10 @@ pub fn is_block_barrier(line: &str) -> bool {
     .any(|op| instruction.starts_with(op))
 }
 
-/// Block barriers inside the kernel's KV-tile loop: the outermost loop (a label and the last
-/// branch back to it) that contains any block barrier. `None` when no loop holds one.
+/// Block barriers inside the kernel's KV-tile loop. Every backward branch spans a loop from its
+/// target label to itself; spans that overlap belong to one loop nest (LLVM may place a loop's
+/// latch block above its header, so one loop can show several overlapping spans), and the nest
+/// that contains block barriers is the tile loop. `None` when no loop holds a barrier.
 pub fn barriers_in_loop(entry: &Entry<'_>) -> Option<usize> {
     let mut labels = BTreeMap::new();
     for (i, line) in entry.body.iter().enumerate() {
@@ -99,19 +101,25 @@ pub fn barriers_in_loop(entry: &Entry<'_>) -> Option<usize> {
             labels.insert(label, i);
         }
     }
-    let mut loops: Vec<(usize, usize)> = Vec::new(); // (header line, back-edge line)
+    let mut spans: Vec<(usize, usize)> = Vec::new(); // (target label line, branch line)
     for (i, line) in entry.body.iter().enumerate() {
-        let Some(pos) = line.find("bra") else {
-            continue;
-        };
+        let Some(pos) = line.find("bra") else { continue };
         let target = line[pos..]
             .split_whitespace()
             .nth(1)
             .map(|t| t.trim_end_matches(';'));
         if let Some(&header) = target.and_then(|t| labels.get(t)) {
             if header < i {
-                loops.push((header, i));
+                spans.push((header, i));
             }
+        }
+    }
+    spans.sort_unstable();
+    let mut nests: Vec<(usize, usize)> = Vec::new();
+    for (from, to) in spans {
+        match nests.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => nests.push((from, to)),
         }
     }
     let count = |(from, to): (usize, usize)| {
@@ -120,11 +128,7 @@ pub fn barriers_in_loop(entry: &Entry<'_>) -> Option<usize> {
             .filter(|l| is_block_barrier(l))
             .count()
     };
-    loops
-        .into_iter()
-        .filter(|&range| count(range) > 0)
-        .max_by_key(|&(from, to)| to - from)
-        .map(count)
+    nests.into_iter().map(count).filter(|&n| n > 0).max()
 }
 
 #[cfg(test)]
@@ -178,6 +182,15 @@ $L__BB1_1:
         // the warp barrier do not count.
         assert_eq!(barriers_in_loop(&all[0]), Some(2));
         assert_eq!(barriers_in_loop(&all[1]), None);
+    }
+
+    #[test]
+    fn a_latch_placed_above_its_header_still_counts() {
+        // The shape LLVM gives a tile loop with a rolled inner loop: the barrier block sits above
+        // the header and is reached by backward branches from the inner loop's exit.
+        let ptx = ".visible .entry r(\n)\n{\n\tbar.sync 0;\n\tbra.uni $L1;\n$L0:\n\tbar.sync 0;\n\t@%p1 bra $L2;\n$L1:\n\tbar.sync 0;\n$L3:\n\t@%p2 bra $L0;\n\t@%p3 bra $L3;\n\tbra.uni $L1;\n$L2:\n\tret;\n}\n";
+        let all = entries(ptx);
+        assert_eq!(barriers_in_loop(&all[0]), Some(2));
     }
 
     #[test]
