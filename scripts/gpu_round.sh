@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.gpu
 OUT=${OUT:-./gpu-out}
-PROFILE_KERNEL=${PROFILE_KERNEL:-flash_mma_m128_n32_w4_s2_qsmem_light}
+PROFILE_KERNEL=${PROFILE_KERNEL:-flash_mma_m128_n32_w4_s3_qsmem_light}
 mkdir -p "$OUT"
 LOG="$OUT/round.log"
 : >"$LOG"

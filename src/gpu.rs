@@ -34,6 +34,8 @@ pub struct Gpu {
     pub name: String,
     pub compute_capability: (i32, i32),
     max_smem_optin: u32,
+    /// Streaming multiprocessors, for the dispatch rule.
+    pub sm_count: usize,
     globals: BTreeMap<&'static str, u32>,
     functions: Mutex<HashMap<String, CudaFunction>>,
 }
@@ -106,7 +108,9 @@ impl Gpu {
         let module = ctx.load_module(Ptx::from_src(ptx_text))?;
         let max_smem_optin =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
         Ok(Gpu {
+            sm_count,
             stream,
             name: ctx.name()?,
             ctx,
@@ -231,7 +235,7 @@ impl Gpu {
     ) -> Result<&'static VariantSpec> {
         let variant = match kernel {
             Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
-            None => default_variant(tensors.shape),
+            None => default_variant(tensors.shape, self.sm_count),
         };
         let kernel = self.kernel(variant, tensors.shape.head_dim, false)?;
         self.launch(&kernel, tensors, params, None)?;
@@ -464,19 +468,72 @@ fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -
     }
 }
 
-/// The variant the library uses when none is named: the tensor-core kernel with the most query
-/// rows per block that the problem can fill. (A measured dispatch table is the tuning issue's.)
-pub fn default_variant(shape: Shape) -> &'static VariantSpec {
-    let mma: Vec<_> = VARIANTS
+/// The library's choice of variant: by head dim, and by whether the problem has enough query
+/// blocks of 128 rows to fill the GPU once. Measured on the H100 (evidence/bench_h100.json and
+/// docs/perf-notes.md); the ratios are to torch's flash backend in the same run.
+///
+/// | head dim | big (>= one wave of 128-row blocks)            | small                                |
+/// |----------|------------------------------------------------|--------------------------------------|
+/// | 64       | m128_n64_w4_s2 (1.01-1.03x)                    | m64_n64_w4_s2_b3 (1.22-1.47x)        |
+/// | 128      | m128_n32_w4_s3_qsmem (0.91-0.98x)              | m64_n64_w4_s2_b3                     |
+///
+/// Small problems want more, smaller blocks: at (2,8,512,64) the 128-row tiles give 64 blocks for
+/// 132 SMs. Causal problems follow the same rule (measured the same ranking).
+pub const DISPATCH: &[(usize, bool, &str)] = &[
+    (64, true, "flash_mma_m128_n64_w4_s2_light"),
+    (64, false, "flash_mma_m64_n64_w4_s2_b3_light"),
+    (128, true, "flash_mma_m128_n32_w4_s3_qsmem_light"),
+    (128, false, "flash_mma_m64_n64_w4_s2_b3_light"),
+];
+
+/// The variant `DISPATCH` picks for `shape` on a GPU with `sms` multiprocessors.
+pub fn default_variant(shape: Shape, sms: usize) -> &'static VariantSpec {
+    let big = shape.seq_q.div_ceil(128) * shape.batch * shape.heads >= sms;
+    DISPATCH
         .iter()
-        .filter(|v| v.family == Family::FlashMma && v.head_dims.contains(&shape.head_dim))
-        .collect();
-    let blocks_with = |v: &VariantSpec| shape.seq_q.div_ceil(v.block_m as usize) * shape.batch * shape.heads;
-    // Prefer bigger blocks while they still give at least two waves' worth of blocks on 132 SMs.
-    mma.iter()
-        .copied()
-        .filter(|v| blocks_with(v) >= 264)
-        .max_by_key(|v| v.block_m)
-        .or_else(|| mma.iter().copied().min_by_key(|v| v.block_m))
+        .find(|(d, b, _)| *d == shape.head_dim && *b == big)
+        .and_then(|(_, _, name)| VariantSpec::by_name(name))
+        .or_else(|| {
+            VARIANTS
+                .iter()
+                .find(|v| v.family == Family::FlashMma && v.head_dims.contains(&shape.head_dim))
+        })
         .unwrap_or(&VARIANTS[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatch_names_compiled_variants_for_their_head_dims() {
+        for (head_dim, _, name) in DISPATCH {
+            let v = VariantSpec::by_name(name).unwrap_or_else(|| panic!("{name} is not in kernels.toml"));
+            assert!(v.head_dims.contains(head_dim), "{name} lacks head dim {head_dim}");
+        }
+        for &d in crate::variants::HEAD_DIMS {
+            for big in [false, true] {
+                assert!(
+                    DISPATCH.iter().any(|e| e.0 == d && e.1 == big),
+                    "no entry for d={d} big={big}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn small_problems_get_small_blocks() {
+        assert_eq!(
+            default_variant(Shape::new(2, 8, 512, 64), 132).name,
+            "flash_mma_m64_n64_w4_s2_b3_light"
+        );
+        assert_eq!(
+            default_variant(Shape::new(2, 16, 4096, 64), 132).name,
+            "flash_mma_m128_n64_w4_s2_light"
+        );
+        assert_eq!(
+            default_variant(Shape::new(2, 16, 4096, 128), 132).name,
+            "flash_mma_m128_n32_w4_s3_qsmem_light"
+        );
+    }
 }

@@ -103,6 +103,11 @@ pub struct ShapeSummary {
     pub ci95: Option<(f64, f64)>,
     /// Ratio to cuDNN's SDPA when it ran.
     pub speedup_vs_cudnn: Option<f64>,
+    /// Ratio to torch's flash backend (FlashAttention-2) when it ran.
+    pub speedup_vs_torch_flash: Option<f64>,
+    /// The variant the library's dispatch picks for this shape, and its speedup over the best peer.
+    pub dispatch: String,
+    pub dispatch_speedup: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -252,7 +257,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     for note in &notes {
         println!("note: {note}");
     }
-    let summary = summarise(&cases, &rows);
+    let summary = summarise(&cases, &rows, gpu.sm_count);
     print_table(&rows);
     print_summary(&summary);
     let gate_failures: Vec<String> = gates
@@ -355,7 +360,7 @@ fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
 }
 
 /// Per case: our fastest kernel against the fastest peer, with a bootstrap interval.
-pub fn summarise(cases: &[(Shape, bool)], rows: &[Row]) -> Vec<ShapeSummary> {
+pub fn summarise(cases: &[(Shape, bool)], rows: &[Row], sms: usize) -> Vec<ShapeSummary> {
     let fastest = |peer: bool, shape, causal| {
         rows.iter()
             .filter(|r| r.peer == peer && same_case(r, shape, causal))
@@ -366,9 +371,15 @@ pub fn summarise(cases: &[(Shape, bool)], rows: &[Row]) -> Vec<ShapeSummary> {
         .filter_map(|&(shape, causal)| {
             let ours = fastest(false, shape, causal)?;
             let peer = fastest(true, shape, causal);
-            let cudnn = rows
+            let backend = |name: &str| {
+                rows.iter()
+                    .find(|r| r.backend.as_deref() == Some(name) && same_case(r, shape, causal))
+            };
+            let cudnn = backend("cudnn");
+            let dispatch = flashrs::gpu::default_variant(shape, sms).name;
+            let picked = rows
                 .iter()
-                .find(|r| r.backend.as_deref() == Some("cudnn") && same_case(r, shape, causal));
+                .find(|r| r.kernel == dispatch && same_case(r, shape, causal));
             Some(ShapeSummary {
                 shape: ours.shape,
                 seq_k: shape.seq_k,
@@ -381,6 +392,9 @@ pub fn summarise(cases: &[(Shape, bool)], rows: &[Row]) -> Vec<ShapeSummary> {
                 ci95: peer
                     .and_then(|p| bootstrap_speedup_ci(&p.samples_us, &ours.samples_us, 10_000, 0x5eed)),
                 speedup_vs_cudnn: cudnn.map(|c| c.p50_us / ours.p50_us),
+                speedup_vs_torch_flash: backend("flash").map(|c| c.p50_us / ours.p50_us),
+                dispatch: dispatch.to_string(),
+                dispatch_speedup: picked.zip(peer).map(|(d, p)| p.p50_us / d.p50_us),
             })
         })
         .collect()
@@ -478,7 +492,7 @@ fn print_summary(summary: &[ShapeSummary]) {
     );
     for s in summary {
         println!(
-            "{:>22} {:>6}  {:<38} {:>9.2}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}",
+            "{:>22} {:>6}  {:<38} {:>9.2}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9}",
             format!("{:?}", s.shape),
             s.causal,
             s.ours,
@@ -489,6 +503,13 @@ fn print_summary(summary: &[ShapeSummary]) {
             s.ci95
                 .map_or("-".into(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]")),
             s.speedup_vs_cudnn.map_or("-".into(), |x| format!("{x:.3}x")),
+            s.speedup_vs_torch_flash
+                .map_or("-".into(), |x| format!("{x:.3}x")),
+            if s.ours == s.dispatch {
+                "= fastest".to_string()
+            } else {
+                s.dispatch_speedup.map_or("-".into(), |x| format!("{x:.3}x"))
+            },
         );
     }
 }
@@ -551,7 +572,7 @@ mod tests {
             row("torch_flash", true, 12.0),
             row("torch_cudnn", true, 9.0),
         ];
-        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows);
+        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows, 132);
         assert_eq!(s[0].ours, "b");
         assert_eq!(s[0].best_peer.as_deref(), Some("torch_cudnn"));
         assert!((s[0].speedup.unwrap() - 9.0 / 8.0).abs() < 1e-12);
