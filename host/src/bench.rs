@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use flashrs::stats::{bootstrap_speedup_ci, Summary};
 use flashrs::{embedded, ptx, Family, Params, Shape};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::inputs::{self, Inputs};
 use crate::peers;
@@ -52,20 +52,20 @@ pub struct Args {
     json: Option<PathBuf>,
 }
 
-#[derive(Serialize, Clone)]
+#[derive(Serialize, Deserialize, Clone)]
 pub struct Row {
     pub kernel: String,
     pub shape: [usize; 4],
     pub seq_k: usize,
     pub causal: bool,
-    pub dtype: &'static str,
+    pub dtype: String,
     pub peer: bool,
     /// For peers: flash, cudnn, efficient (torch) or cublas.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
     /// How `p50_us`.. were measured: CUDA events around each replay of a graph of
     /// `calls_per_graph` back-to-back calls, divided by that count.
-    pub method: &'static str,
+    pub method: String,
     pub calls_per_graph: u32,
     pub p50_us: f64,
     pub p90_us: f64,
@@ -265,7 +265,11 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         .flat_map(|(kernel, ratio)| gate_failures(&rows, kernel, *ratio))
         .collect();
     if let Some(path) = &args.plot {
-        let plotted: Vec<Row> = rows.iter().filter(|r| r.kernel != "naive").cloned().collect();
+        let plotted: Vec<Row> = rows
+            .iter()
+            .filter(|r| crate::plot::plotted(&r.kernel))
+            .cloned()
+            .collect();
         crate::plot::plot(path, &plotted, &gpu.name)?;
     }
     if let Some(path) = &args.json {
@@ -335,10 +339,10 @@ pub(crate) fn row_from(
         shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
         seq_k: shape.seq_k,
         causal,
-        dtype: inputs::dtype_name(),
+        dtype: inputs::dtype_name().to_string(),
         peer: backend.is_some(),
         backend,
-        method: "cuda_graph_replay",
+        method: "cuda_graph_replay".to_string(),
         calls_per_graph: calls,
         p50_us: s.p50,
         p90_us: s.p90,

@@ -41,6 +41,8 @@ enum Command {
     Attend(attend::Args),
     /// List the compiled variants: parameters, barriers per tile, registers and spills.
     List(list::Args),
+    /// Redraw the TFLOP/s plot of a `bench --json` report (no GPU needed).
+    Plot(plot::Args),
     /// Profile one launch with Nsight Compute (ncu): tensor pipe, DRAM, occupancy, bank
     /// conflicts, registers; writes evidence/ncu_<kernel>.json with a verdict.
     Profile(profile::Args),
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(cli.device, args),
         Command::Attend(args) => attend::run(cli.device, args),
         Command::List(args) => list::run(args),
+        Command::Plot(args) => plot::run(args),
         Command::Profile(args) => profile::run(cli.device, args),
         Command::ProfileTarget(args) => profile::run_target(cli.device, args),
     };

@@ -9,6 +9,44 @@ use plotters::prelude::*;
 use crate::bench::Row;
 use crate::Failure;
 
+/// `plot`: redraws the plot of a `bench --json` report (no GPU needed).
+#[derive(clap::Args)]
+pub struct Args {
+    /// A JSON report written by `bench --json`.
+    #[arg(long)]
+    json: std::path::PathBuf,
+    /// The .svg to write.
+    #[arg(long)]
+    out: std::path::PathBuf,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    #[derive(serde::Deserialize)]
+    struct Report {
+        gpu: String,
+        results: Vec<Row>,
+    }
+    check_path(&args.out)?;
+    let text = std::fs::read_to_string(&args.json)
+        .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
+    let report: Report = serde_json::from_str(&text)
+        .map_err(|e| Failure::Usage(format!("{}: not a bench report ({e})", args.json.display())))?;
+    let rows: Vec<Row> = report
+        .results
+        .into_iter()
+        .filter(|r| plotted(&r.kernel))
+        .collect();
+    plot(&args.out, &rows, &report.gpu)?;
+    println!("{}", args.out.display());
+    Ok(())
+}
+
+/// The series worth a line: the tensor-core kernels and the peers (`naive` and `flash_scalar` sit
+/// two orders of magnitude lower and would flatten the chart).
+pub fn plotted(kernel: &str) -> bool {
+    !(kernel == "naive" || kernel.starts_with("flash_scalar"))
+}
+
 /// Refuses a path the plotter cannot write, before any measuring starts.
 pub fn check_path(path: &Path) -> Result<(), Failure> {
     if path.extension().and_then(|e| e.to_str()) != Some("svg") {
@@ -27,13 +65,14 @@ pub fn plot(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
     if panels.is_empty() {
         return Err(Failure::Usage("nothing to plot".into()));
     }
-    let width = 640 * panels.len() as u32;
-    let root = SVGBackend::new(path, (width, 480)).into_drawing_area();
+    let columns = panels.len().min(2);
+    let grid_rows = panels.len().div_ceil(columns);
+    let root = SVGBackend::new(path, (720 * columns as u32, 480 * grid_rows as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
     let root = root
         .titled(&format!("attention forward, fp16, {gpu}"), ("sans-serif", 20))
         .map_err(draw_error)?;
-    let areas = root.split_evenly((1, panels.len()));
+    let areas = root.split_evenly((grid_rows, columns));
     // One colour per series name across panels.
     let names: Vec<String> = rows
         .iter()
@@ -48,7 +87,8 @@ pub fn plot(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
             .collect();
         let max_seq = in_panel.iter().map(|r| r.shape[2]).max().unwrap_or(1) as f64;
         let min_seq = in_panel.iter().map(|r| r.shape[2]).min().unwrap_or(1) as f64;
-        let max_tflops = in_panel.iter().map(|r| r.tflops).fold(1.0, f64::max) * 1.1;
+        // Headroom above the data for the legend.
+        let max_tflops = in_panel.iter().map(|r| r.tflops).fold(1.0, f64::max) * 1.6;
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("D = {head_dim}{}", if causal { ", causal" } else { "" }),
@@ -61,22 +101,29 @@ pub fn plot(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
             .map_err(draw_error)?;
         chart
             .configure_mesh()
-            .x_desc("sequence length (B*H varies by shape)")
+            .x_desc("sequence length (at each length, the shape with the most B*H)")
             .y_desc("TFLOP/s")
             .draw()
             .map_err(draw_error)?;
         for (index, name) in names.iter().enumerate() {
-            let mut points: Vec<(f64, f64)> = in_panel
-                .iter()
-                .filter(|r| &r.kernel == name)
-                .map(|r| (r.shape[2] as f64, r.tflops))
-                .collect();
+            // Several shapes can share a sequence length (B*H differs): plot the one with the most
+            // heads, the one that fills the GPU.
+            let mut by_seq: std::collections::BTreeMap<usize, &Row> = std::collections::BTreeMap::new();
+            for r in in_panel.iter().filter(|r| &r.kernel == name) {
+                let heads = |r: &Row| r.shape[0] * r.shape[1];
+                let entry = by_seq.entry(r.shape[2]).or_insert(r);
+                if heads(r) > heads(entry) {
+                    *entry = r;
+                }
+            }
+            let mut points: Vec<(f64, f64)> =
+                by_seq.values().map(|r| (r.shape[2] as f64, r.tflops)).collect();
             if points.is_empty() {
                 continue;
             }
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
             let peer = in_panel.iter().any(|r| &r.kernel == name && r.peer);
-            let color = Palette99::pick(index).to_rgba();
+            let color = series_color(name, index);
             let style = if peer {
                 color.stroke_width(1)
             } else {
@@ -102,6 +149,27 @@ pub fn plot(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
     }
     root.present().map_err(draw_error)?;
     Ok(())
+}
+
+/// Peers in fixed colours (thin lines), ours from a palette of strong colours (thick lines).
+fn series_color(name: &str, index: usize) -> RGBAColor {
+    const OURS: [RGBColor; 8] = [
+        RGBColor(0, 114, 178),
+        RGBColor(0, 158, 115),
+        RGBColor(213, 94, 0),
+        RGBColor(204, 121, 167),
+        RGBColor(86, 180, 233),
+        RGBColor(230, 159, 0),
+        RGBColor(120, 60, 170),
+        RGBColor(90, 90, 30),
+    ];
+    match name {
+        "torch_flash" => RED.to_rgba(),
+        "torch_cudnn" => BLACK.to_rgba(),
+        "torch_efficient" => RGBColor(128, 128, 128).to_rgba(),
+        "cublas" => RGBColor(140, 80, 40).to_rgba(),
+        _ => OURS[index % OURS.len()].to_rgba(),
+    }
 }
 
 fn draw_error<E: std::fmt::Display>(error: E) -> Failure {
