@@ -24,6 +24,7 @@ for test in "$BIN"/tests/*; do
 done
 run "$BIN/host" verify --peer torch --json "$OUT/verify_h100.json" ${VERIFY_ARGS:-} || status=1
 run "$BIN/host" bench --shapes std --peers torch --plot "$OUT/bench_h100.svg" --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
+run "$BIN/host" bench --shapes std --dtype bf16 --peers torch --json "$OUT/bench_bf16_h100.json" ${BENCH_ARGS:-} || status=1
 # The gate must fail on an unreachable ratio (exit 1), and say which shapes fail.
 if run "$BIN/host" bench --shape 2,8,512,64 --kernel "$PROFILE_KERNEL" --peers torch --iters 20 --gate "$PROFILE_KERNEL:1000"; then
   echo "gate check: FAILED (an unreachable gate passed)" | tee -a "$LOG"; status=1

@@ -1,7 +1,7 @@
 //! `cublas`: attention composed of library calls, the A/B candidate every fused kernel must beat.
-//! `S = Q K^T` by a cuBLAS strided-batched GEMM (fp16 in, fp32 scores), the row softmax by our own
-//! kernel (`softmax_rows_f16`: scaled, causal-aware, fp16 probabilities), `O = P V` by a second
-//! GEMM (fp16 in, fp32 accumulation, fp16 out). It materialises `B*H*S_q*S_k` scores: 6 bytes
+//! `S = Q K^T` by a cuBLAS strided-batched GEMM (16-bit in, fp32 scores), the row softmax by our
+//! own kernel (`softmax_rows_<dtype>`: scaled, causal-aware, 16-bit probabilities), `O = P V` by a
+//! second GEMM (16-bit in, fp32 accumulation, 16-bit out). It materialises `B*H*S_q*S_k` scores: 6 bytes
 //! each, which is what the fused kernels avoid.
 
 use std::ffi::c_void;
@@ -9,11 +9,10 @@ use std::ffi::c_void;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::{result as blas, CudaBlas};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use half::f16;
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Tensors};
-use crate::problem::{Params, Shape};
+use crate::problem::{DType, Params, Shape};
 
 /// The kernel name `verify`, `bench` and `attend` use for this path.
 pub const NAME: &str = "cublas";
@@ -23,14 +22,15 @@ pub struct CublasAttention {
     blas: CudaBlas,
     softmax: CudaFunction,
     scores: CudaSlice<f32>,
-    probs: CudaSlice<f16>,
+    probs: CudaSlice<u16>,
     shape: Shape,
+    dtype: DType,
 }
 
 impl CublasAttention {
     /// Loads cuBLAS (`Error::NoCublas` when the library is missing) and allocates the score and
     /// probability buffers for `shape`.
-    pub fn new(gpu: &Gpu, shape: Shape) -> Result<CublasAttention> {
+    pub fn new(gpu: &Gpu, shape: Shape, dtype: DType) -> Result<CublasAttention> {
         shape.validate()?;
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(Error::NoCublas);
@@ -47,22 +47,29 @@ impl CublasAttention {
         let stream = gpu.stream().clone();
         Ok(CublasAttention {
             blas: CudaBlas::new(stream.clone()).map_err(|e| Error::Cublas(e.to_string()))?,
-            softmax: gpu.function("softmax_rows_f16")?,
+            softmax: gpu.function(&format!("softmax_rows_{}", dtype.name()))?,
             scores: stream.alloc_zeros(elements)?,
             probs: stream.alloc_zeros(elements)?,
             shape,
+            dtype,
         })
     }
 
     /// Runs the three steps on the GPU's stream (asynchronously).
     pub fn launch(&mut self, gpu: &Gpu, tensors: &mut Tensors, params: Params) -> Result<()> {
         let shape = tensors.shape();
-        if shape != self.shape {
+        if shape != self.shape || tensors.dtype() != self.dtype {
             return Err(Error::InvalidProblem(format!(
-                "cublas buffers are for {}, not {shape}",
-                self.shape
+                "cublas buffers are for {} {}, not {shape} {}",
+                self.shape,
+                self.dtype,
+                tensors.dtype()
             )));
         }
+        let element = match self.dtype {
+            DType::F16 => cudaDataType::CUDA_R_16F,
+            DType::Bf16 => cudaDataType::CUDA_R_16BF,
+        };
         params.validate()?;
         let stream = gpu.stream().clone();
         let (b, h, sq, sk, d) = (shape.batch, shape.heads, shape.seq_q, shape.seq_k, shape.head_dim);
@@ -85,11 +92,11 @@ impl CublasAttention {
                     d as i32,
                     &one as *const f32 as *const c_void,
                     k as *const c_void,
-                    cudaDataType::CUDA_R_16F,
+                    element,
                     d as i32,
                     (sk * d) as i64,
                     q as *const c_void,
-                    cudaDataType::CUDA_R_16F,
+                    element,
                     d as i32,
                     (sq * d) as i64,
                     &zero as *const f32 as *const c_void,
@@ -137,16 +144,16 @@ impl CublasAttention {
                     sk as i32,
                     &one as *const f32 as *const c_void,
                     v as *const c_void,
-                    cudaDataType::CUDA_R_16F,
+                    element,
                     d as i32,
                     (sk * d) as i64,
                     p as *const c_void,
-                    cudaDataType::CUDA_R_16F,
+                    element,
                     sk as i32,
                     (sq * sk) as i64,
                     &zero as *const f32 as *const c_void,
                     o as *mut c_void,
-                    cudaDataType::CUDA_R_16F,
+                    element,
                     d as i32,
                     (sq * d) as i64,
                     batch,

@@ -12,17 +12,13 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use half::f16;
 use serde::Serialize;
 
 use crate::embedded;
 use crate::error::{Error, Result};
-use crate::problem::{Params, Shape};
+use crate::problem::{DType, Params, Shape};
 use crate::ptx;
 use crate::variants::{Family, VariantSpec, VARIANTS};
-
-/// The element type the compiled kernels take (see `kernels.toml`'s `dtypes`).
-pub const DTYPE: &str = "f16";
 
 /// An open GPU: one context, its default stream, and the module of kernels for its architecture.
 pub struct Gpu {
@@ -45,6 +41,7 @@ pub struct Gpu {
 pub struct Kernel {
     pub variant: &'static VariantSpec,
     pub head_dim: usize,
+    pub dtype: DType,
     pub symbol: String,
     pub smem_bytes: u32,
     function: CudaFunction,
@@ -52,17 +49,23 @@ pub struct Kernel {
 
 /// The device buffers of one attention call: Q, K, V and the output, checked against `shape` when
 /// made, so a launch cannot read or write past them.
+/// Elements are the bits of `dtype` (f16 or bf16).
 pub struct Tensors {
-    pub q: CudaSlice<f16>,
-    pub k: CudaSlice<f16>,
-    pub v: CudaSlice<f16>,
-    pub out: CudaSlice<f16>,
+    pub q: CudaSlice<u16>,
+    pub k: CudaSlice<u16>,
+    pub v: CudaSlice<u16>,
+    pub out: CudaSlice<u16>,
     shape: Shape,
+    dtype: DType,
 }
 
 impl Tensors {
     pub fn shape(&self) -> Shape {
         self.shape
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
     }
 }
 
@@ -131,12 +134,18 @@ impl Gpu {
         &self.ctx
     }
 
-    /// The kernel of `variant` for `head_dim`, or its barrier-counting twin.
-    pub fn kernel(&self, variant: &'static VariantSpec, head_dim: usize, counted: bool) -> Result<Kernel> {
+    /// The kernel of `variant` for `head_dim` and `dtype`, or its barrier-counting twin.
+    pub fn kernel(
+        &self,
+        variant: &'static VariantSpec,
+        head_dim: usize,
+        dtype: DType,
+        counted: bool,
+    ) -> Result<Kernel> {
         let symbol = if counted {
-            variant.counted_symbol(head_dim, DTYPE)
+            variant.counted_symbol(head_dim, dtype.name())
         } else {
-            variant.symbol(head_dim, DTYPE)
+            variant.symbol(head_dim, dtype.name())
         };
         if !variant.head_dims.contains(&head_dim) {
             return Err(Error::InvalidProblem(format!(
@@ -144,7 +153,7 @@ impl Gpu {
                 variant.name, variant.head_dims
             )));
         }
-        let base = variant.symbol(head_dim, DTYPE);
+        let base = variant.symbol(head_dim, dtype.name());
         let smem_bytes = *self
             .globals
             .get(format!("{base}_smem_bytes").as_str())
@@ -176,6 +185,7 @@ impl Gpu {
         Ok(Kernel {
             variant,
             head_dim,
+            dtype,
             symbol,
             smem_bytes,
             function,
@@ -202,9 +212,9 @@ impl Gpu {
         Ok(self.stream.clone_dtoh(buffer)?)
     }
 
-    /// Uploads Q, K and V for `shape` (lengths checked) and allocates an output poisoned with NaN,
-    /// so that any element a kernel fails to write stays visibly wrong.
-    pub fn tensors(&self, shape: Shape, q: &[f16], k: &[f16], v: &[f16]) -> Result<Tensors> {
+    /// Uploads Q, K and V (the bits of `dtype`) for `shape`, lengths checked, and allocates an
+    /// output poisoned with NaN, so that any element a kernel fails to write stays visibly wrong.
+    pub fn tensors(&self, shape: Shape, dtype: DType, q: &[u16], k: &[u16], v: &[u16]) -> Result<Tensors> {
         shape.validate()?;
         check_len("q", q.len(), shape.q_len(), shape)?;
         check_len("k", k.len(), shape.kv_len(), shape)?;
@@ -213,15 +223,16 @@ impl Gpu {
             q: self.upload(q)?,
             k: self.upload(k)?,
             v: self.upload(v)?,
-            out: self.upload(&vec![f16::NAN; shape.q_len()])?,
+            out: self.upload(&vec![nan(dtype); shape.q_len()])?,
             shape,
+            dtype,
         })
     }
 
     /// Refills the output with NaN before a launch whose every write must be checked.
     pub fn poison(&self, tensors: &mut Tensors) -> Result<()> {
         self.stream
-            .memcpy_htod(&vec![f16::NAN; tensors.shape.q_len()], &mut tensors.out)?;
+            .memcpy_htod(&vec![nan(tensors.dtype); tensors.shape.q_len()], &mut tensors.out)?;
         Ok(())
     }
 
@@ -237,7 +248,7 @@ impl Gpu {
             Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
             None => default_variant(tensors.shape, self.sm_count),
         };
-        let kernel = self.kernel(variant, tensors.shape.head_dim, false)?;
+        let kernel = self.kernel(variant, tensors.shape.head_dim, tensors.dtype, false)?;
         self.launch(&kernel, tensors, params, None)?;
         Ok(variant)
     }
@@ -253,6 +264,12 @@ impl Gpu {
     ) -> Result<()> {
         let shape = tensors.shape;
         params.validate()?;
+        if tensors.dtype != kernel.dtype {
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} takes {}, the tensors hold {}",
+                kernel.symbol, kernel.dtype, tensors.dtype
+            )));
+        }
         if shape.head_dim != kernel.head_dim {
             return Err(Error::InvalidProblem(format!(
                 "kernel {} is compiled for head dim {}, the problem has {}",
@@ -298,7 +315,7 @@ impl Gpu {
         params: Params,
     ) -> Result<BarrierCount> {
         let shape = tensors.shape;
-        let kernel = self.kernel(variant, shape.head_dim, true)?;
+        let kernel = self.kernel(variant, shape.head_dim, tensors.dtype, true)?;
         let n_blocks = blocks(&launch_config(&kernel, shape));
         let mut log = self.stream.alloc_zeros::<u32>(2 * n_blocks)?;
         self.launch(&kernel, tensors, params, Some(&mut log))?;
@@ -435,6 +452,19 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         Ok(self.stream.synchronize()?)
     }
+}
+
+/// The NaN bit pattern of `dtype`, for poisoning outputs.
+pub fn nan(dtype: DType) -> u16 {
+    match dtype {
+        DType::F16 => 0x7e00,
+        DType::Bf16 => 0x7fc0,
+    }
+}
+
+/// Downloads an output (or any tensor) as f32.
+pub fn decode(dtype: DType, bits: &[u16]) -> Vec<f32> {
+    bits.iter().map(|&b| dtype.decode(b)).collect()
 }
 
 /// The grid for `kernel` on `shape`: `(query blocks, batch * heads)`.

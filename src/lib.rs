@@ -17,7 +17,7 @@ pub mod variants;
 
 pub use error::{Error, Result};
 pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};
-pub use problem::{Params, Shape};
+pub use problem::{DType, Params, Shape};
 pub use variants::{Family, Policy, VariantSpec, VARIANTS};
 
 /// The PTX of every kernel, one module per architecture, embedded at build time.

@@ -132,6 +132,74 @@ impl std::str::FromStr for Shape {
     }
 }
 
+/// The 16-bit element types the kernels take and produce (accumulation is always fp32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    F16,
+    Bf16,
+}
+
+impl DType {
+    pub const ALL: [DType; 2] = [DType::F16, DType::Bf16];
+
+    /// The suffix of the PTX symbols (`f16`, `bf16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F16 => "f16",
+            DType::Bf16 => "bf16",
+        }
+    }
+
+    /// NumPy / PyTorch spelling (`float16`, `bfloat16`).
+    pub fn long_name(self) -> &'static str {
+        match self {
+            DType::F16 => "float16",
+            DType::Bf16 => "bfloat16",
+        }
+    }
+
+    /// Rounds to this type (round to nearest even) and returns the bits.
+    pub fn encode(self, x: f32) -> u16 {
+        match self {
+            DType::F16 => half::f16::from_f32(x).to_bits(),
+            DType::Bf16 => half::bf16::from_f32(x).to_bits(),
+        }
+    }
+
+    pub fn decode(self, bits: u16) -> f32 {
+        match self {
+            DType::F16 => half::f16::from_bits(bits).to_f32(),
+            DType::Bf16 => half::bf16::from_bits(bits).to_f32(),
+        }
+    }
+
+    /// Pass bounds against the float64 reference for outputs of this type.
+    pub fn tolerance(self) -> crate::reference::Tolerance {
+        match self {
+            DType::F16 => crate::reference::Tolerance::FP16,
+            DType::Bf16 => crate::reference::Tolerance::BF16,
+        }
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<DType, String> {
+        match text {
+            "f16" | "fp16" | "float16" => Ok(DType::F16),
+            "bf16" | "bfloat16" => Ok(DType::Bf16),
+            other => Err(format!("unknown dtype `{other}` (f16, bf16)")),
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Mask and scale of one call.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Params {
@@ -194,6 +262,16 @@ mod tests {
         }
         .validate()
         .is_ok());
+    }
+
+    #[test]
+    fn dtypes_round_trip_and_parse() {
+        assert_eq!(DType::F16.decode(DType::F16.encode(1.5)), 1.5);
+        assert_eq!(DType::Bf16.decode(DType::Bf16.encode(-3.0)), -3.0);
+        // bf16 keeps 8 mantissa bits: 1 + 2^-9 rounds to 1.
+        assert_eq!(DType::Bf16.decode(DType::Bf16.encode(1.0 + 1.0 / 512.0)), 1.0);
+        assert_eq!("bfloat16".parse::<DType>().unwrap(), DType::Bf16);
+        assert!("f32".parse::<DType>().is_err());
     }
 
     #[test]

@@ -2,10 +2,9 @@
 //! they are `#[ignore]`d in a plain `cargo test` (CI has no GPU) and run on a GPU machine with
 //! `--ignored` (see README, "Running on a GPU machine").
 
-use flashrs::reference::{self, Tolerance};
+use flashrs::reference;
 use flashrs::variants::VARIANTS;
-use flashrs::{Error, Gpu, Params, Shape};
-use half::f16;
+use flashrs::{DType, Error, Gpu, Params, Shape};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -13,42 +12,48 @@ fn gpu() -> Gpu {
     Gpu::open(0).unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
 }
 
-fn random(n: usize, rng: &mut StdRng) -> Vec<f16> {
+fn random(n: usize, dtype: DType, rng: &mut StdRng) -> Vec<u16> {
     (0..n)
-        .map(|_| f16::from_f32(rng.random_range(-2.0f32..2.0)))
+        .map(|_| dtype.encode(rng.random_range(-2.0f32..2.0)))
         .collect()
 }
 
-fn widen(x: &[f16]) -> Vec<f32> {
-    x.iter().map(|h| h.to_f32()).collect()
+fn widen(dtype: DType, x: &[u16]) -> Vec<f32> {
+    flashrs::gpu::decode(dtype, x)
 }
 
 /// Runs every variant on `shape` against the float64 reference, output poisoned with NaN.
 fn check_all(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
+    for dtype in DType::ALL {
+        check_dtype(gpu, shape, causal, dtype, seed);
+    }
+}
+
+fn check_dtype(gpu: &Gpu, shape: Shape, causal: bool, dtype: DType, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let (q, k, v) = (
-        random(shape.q_len(), &mut rng),
-        random(shape.kv_len(), &mut rng),
-        random(shape.kv_len(), &mut rng),
+        random(shape.q_len(), dtype, &mut rng),
+        random(shape.kv_len(), dtype, &mut rng),
+        random(shape.kv_len(), dtype, &mut rng),
     );
     let params = Params { causal, scale: None };
     let expected = reference::attention_f64(
-        &widen(&q),
-        &widen(&k),
-        &widen(&v),
+        &widen(dtype, &q),
+        &widen(dtype, &k),
+        &widen(dtype, &v),
         shape.reference_dims(),
         causal,
         params.scale_for(shape.head_dim) as f64,
     );
-    let mut tensors = gpu.tensors(shape, &q, &k, &v).unwrap();
+    let mut tensors = gpu.tensors(shape, dtype, &q, &k, &v).unwrap();
     for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
         gpu.poison(&mut tensors).unwrap();
         gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
-        let actual = widen(&gpu.download(&tensors.out).unwrap());
+        let actual = widen(dtype, &gpu.download(&tensors.out).unwrap());
         let cmp = reference::compare(&actual, &expected);
         assert!(
-            cmp.passes(Tolerance::FP16),
-            "{} on {shape} causal={causal} seed={seed}: {cmp:?}",
+            cmp.passes(dtype.tolerance()),
+            "{} on {shape} causal={causal} {dtype} seed={seed}: {cmp:?}",
             variant.name
         );
     }
@@ -105,15 +110,16 @@ fn run_time_barrier_counts_match_the_declared_ones() {
     let gpu = gpu();
     let globals = flashrs::ptx::u32_globals(flashrs::embedded::PTX_SM90);
     let shape = Shape::new(1, 4, 300, 64);
+    let dtype = DType::F16;
     let mut rng = StdRng::seed_from_u64(7);
     let (q, k, v) = (
-        random(shape.q_len(), &mut rng),
-        random(shape.kv_len(), &mut rng),
-        random(shape.kv_len(), &mut rng),
+        random(shape.q_len(), dtype, &mut rng),
+        random(shape.kv_len(), dtype, &mut rng),
+        random(shape.kv_len(), dtype, &mut rng),
     );
-    let mut tensors = gpu.tensors(shape, &q, &k, &v).unwrap();
+    let mut tensors = gpu.tensors(shape, dtype, &q, &k, &v).unwrap();
     for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&64)) {
-        let symbol = variant.symbol(64, flashrs::gpu::DTYPE);
+        let symbol = variant.symbol(64, dtype.name());
         let declared = globals[format!("{symbol}_barriers_per_tile").as_str()] as f64;
         for causal in [false, true] {
             let count = gpu
@@ -129,18 +135,31 @@ fn run_time_barrier_counts_match_the_declared_ones() {
 fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
     let gpu = gpu();
     let shape = Shape::new(1, 2, 64, 64);
-    let full = vec![f16::ONE; shape.q_len()];
-    let short = vec![f16::ONE; shape.q_len() - 1];
-    let err = gpu.tensors(shape, &full, &short, &full);
+    let one = DType::F16.encode(1.0);
+    let full = vec![one; shape.q_len()];
+    let short = vec![one; shape.q_len() - 1];
+    let err = gpu.tensors(shape, DType::F16, &full, &short, &full);
     assert!(
         matches!(err, Err(Error::Length { what: "k", .. })),
         "{:?}",
         err.err()
     );
-    let mut tensors = gpu.tensors(shape, &full, &full, &full).unwrap();
-    let kernel_d128 = gpu.kernel(&VARIANTS[0], 128, false).unwrap();
+    let mut tensors = gpu.tensors(shape, DType::F16, &full, &full, &full).unwrap();
+    let kernel_d128 = gpu.kernel(&VARIANTS[0], 128, DType::F16, false).unwrap();
     let err = gpu.launch(
         &kernel_d128,
+        &mut tensors,
+        Params {
+            causal: false,
+            scale: None,
+        },
+        None,
+    );
+    assert!(matches!(err, Err(Error::InvalidProblem(_))), "{:?}", err.err());
+    // A bf16 kernel on f16 tensors is refused too.
+    let kernel_bf16 = gpu.kernel(&VARIANTS[0], 64, DType::Bf16, false).unwrap();
+    let err = gpu.launch(
+        &kernel_bf16,
         &mut tensors,
         Params {
             causal: false,
@@ -174,32 +193,33 @@ fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
 fn cublas_path_matches_the_reference() {
     let gpu = gpu();
     let mut rng = StdRng::seed_from_u64(rand::rng().random());
-    for (shape, causal) in [
-        (Shape::new(1, 3, 77, 64), true),
-        (Shape::new(2, 2, 130, 128), false),
+    for (shape, causal, dtype) in [
+        (Shape::new(1, 3, 77, 64), true, DType::F16),
+        (Shape::new(2, 2, 130, 128), false, DType::F16),
+        (Shape::new(1, 2, 100, 64), true, DType::Bf16),
     ] {
         let (q, k, v) = (
-            random(shape.q_len(), &mut rng),
-            random(shape.kv_len(), &mut rng),
-            random(shape.kv_len(), &mut rng),
+            random(shape.q_len(), dtype, &mut rng),
+            random(shape.kv_len(), dtype, &mut rng),
+            random(shape.kv_len(), dtype, &mut rng),
         );
         let params = Params { causal, scale: None };
         let expected = reference::attention_f64(
-            &widen(&q),
-            &widen(&k),
-            &widen(&v),
+            &widen(dtype, &q),
+            &widen(dtype, &k),
+            &widen(dtype, &v),
             shape.reference_dims(),
             causal,
             params.scale_for(shape.head_dim) as f64,
         );
-        let mut tensors = gpu.tensors(shape, &q, &k, &v).unwrap();
+        let mut tensors = gpu.tensors(shape, dtype, &q, &k, &v).unwrap();
         let mut path =
-            flashrs::cublas::CublasAttention::new(&gpu, shape).expect("libcublas on the library path");
+            flashrs::cublas::CublasAttention::new(&gpu, shape, dtype).expect("libcublas on the library path");
         path.launch(&gpu, &mut tensors, params).unwrap();
-        let cmp = reference::compare(&widen(&gpu.download(&tensors.out).unwrap()), &expected);
+        let cmp = reference::compare(&widen(dtype, &gpu.download(&tensors.out).unwrap()), &expected);
         assert!(
-            cmp.passes(Tolerance::FP16),
-            "cublas on {shape} causal={causal}: {cmp:?}"
+            cmp.passes(dtype.tolerance()),
+            "cublas on {shape} causal={causal} {dtype}: {cmp:?}"
         );
     }
 }

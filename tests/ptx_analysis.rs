@@ -1,8 +1,9 @@
 //! CPU-only checks of the real embedded PTX: every variant is exported for every head dim and
 //! architecture, and the barriers its policy declares are the barriers in its KV-tile loop.
 
+use flashrs::variants::DTYPES;
 use flashrs::variants::VARIANTS;
-use flashrs::{embedded, gpu::DTYPE, ptx, Family, Policy};
+use flashrs::{embedded, ptx, Family, Policy};
 
 fn modules() -> [(&'static str, &'static str); 2] {
     [("sm_80", embedded::PTX_SM80), ("sm_90", embedded::PTX_SM90)]
@@ -13,14 +14,18 @@ fn every_variant_is_exported_with_its_counted_twin() {
     for (arch, text) in modules() {
         let names: Vec<&str> = ptx::entries(text).iter().map(|e| e.name).collect();
         for v in VARIANTS {
-            for &d in v.head_dims {
+            for (&d, &dtype) in v
+                .head_dims
+                .iter()
+                .flat_map(|d| DTYPES.iter().map(move |t| (d, t)))
+            {
                 assert!(
-                    names.contains(&v.symbol(d, DTYPE).as_str()),
+                    names.contains(&v.symbol(d, dtype).as_str()),
                     "{arch}: {} missing",
-                    v.symbol(d, DTYPE)
+                    v.symbol(d, dtype)
                 );
                 assert!(
-                    names.contains(&v.counted_symbol(d, DTYPE).as_str()),
+                    names.contains(&v.counted_symbol(d, dtype).as_str()),
                     "{arch}: counted twin of {} missing",
                     v.name
                 );
@@ -39,10 +44,14 @@ fn declared_barriers_match_the_ptx_loop() {
         let globals = ptx::u32_globals(text);
         let entries = ptx::entries(text);
         for v in VARIANTS {
-            for &d in v.head_dims {
-                let symbol = v.symbol(d, DTYPE);
+            for (&d, &dtype) in v
+                .head_dims
+                .iter()
+                .flat_map(|d| DTYPES.iter().map(move |t| (d, t)))
+            {
+                let symbol = v.symbol(d, dtype);
                 let declared = globals[format!("{symbol}_barriers_per_tile").as_str()];
-                for name in [symbol.clone(), v.counted_symbol(d, DTYPE)] {
+                for name in [symbol.clone(), v.counted_symbol(d, dtype)] {
                     let entry = entries.iter().find(|e| e.name == name).unwrap();
                     let in_loop = ptx::barriers_in_loop(entry).unwrap_or(0);
                     assert_eq!(
@@ -66,7 +75,7 @@ fn declared_barriers_match_the_ptx_loop() {
 #[test]
 fn light_has_fewer_barriers_than_legacy_for_the_same_tiles() {
     let globals = ptx::u32_globals(embedded::PTX_SM90);
-    let per_tile = |name: &str| globals[format!("{name}_d64_{DTYPE}_barriers_per_tile").as_str()];
+    let per_tile = |name: &str| globals[format!("{name}_d64_f16_barriers_per_tile").as_str()];
     let mut pairs = 0;
     for legacy in VARIANTS.iter().filter(|v| v.policy == Some(Policy::Legacy)) {
         let light_name = legacy.name.replace("_legacy", "_light");
@@ -85,13 +94,17 @@ fn light_has_fewer_barriers_than_legacy_for_the_same_tiles() {
 fn shared_memory_is_declared_for_every_tiled_variant() {
     let globals = ptx::u32_globals(embedded::PTX_SM90);
     for v in VARIANTS.iter().filter(|v| v.family != Family::Naive) {
-        for &d in v.head_dims {
-            let smem = globals[format!("{}_smem_bytes", v.symbol(d, DTYPE)).as_str()];
+        for (&d, &dtype) in v
+            .head_dims
+            .iter()
+            .flat_map(|d| DTYPES.iter().map(move |t| (d, t)))
+        {
+            let smem = globals[format!("{}_smem_bytes", v.symbol(d, dtype)).as_str()];
             // The H100 allows 227 KiB per block; every compiled tile must fit.
             assert!(
                 smem > 0 && smem <= 227 * 1024,
                 "{}: {smem} bytes",
-                v.symbol(d, DTYPE)
+                v.symbol(d, dtype)
             );
         }
     }

@@ -3,8 +3,7 @@
 use std::path::PathBuf;
 
 use flashrs::npy::{self, NpyData};
-use flashrs::{Params, Shape, VariantSpec};
-use half::f16;
+use flashrs::{DType, Params, Shape, VariantSpec};
 
 use crate::inputs;
 use crate::Failure;
@@ -29,9 +28,13 @@ pub struct Args {
     /// Softmax scale (default 1/sqrt(D)).
     #[arg(long)]
     scale: Option<f32>,
-    /// Variant to run (default: the library's choice; see `list`).
+    /// Variant to run (default: the library's choice; see `list`), or `cublas`.
     #[arg(long)]
     kernel: Option<String>,
+    /// Precision the kernel computes in: f16 or bf16 (float32 inputs are rounded to it; float16
+    /// inputs with bf16 are converted). The output keeps the input's dtype.
+    #[arg(long, default_value = "f16")]
+    dtype: DType,
 }
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
@@ -49,27 +52,23 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         VariantSpec::by_name(name).ok_or_else(|| flashrs::Error::UnknownKernel(name.clone()))?;
     }
     let gpu = inputs::open_gpu(device)?;
-    let to_f16 = |a: &npy::NpyArray| -> Vec<f16> {
-        match &a.data {
-            NpyData::F16(x) => x.clone(),
-            NpyData::F32(x) => x.iter().map(|&f| f16::from_f32(f)).collect(),
-        }
-    };
-    let mut tensors = gpu.tensors(shape, &to_f16(&q), &to_f16(&k), &to_f16(&v))?;
+    let dtype = args.dtype;
+    let encode = |a: &npy::NpyArray| -> Vec<u16> { a.to_f32().iter().map(|&x| dtype.encode(x)).collect() };
+    let mut tensors = gpu.tensors(shape, dtype, &encode(&q), &encode(&k), &encode(&v))?;
     let used = if args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
-        flashrs::cublas::CublasAttention::new(&gpu, shape)?.launch(&gpu, &mut tensors, params)?;
+        flashrs::cublas::CublasAttention::new(&gpu, shape, dtype)?.launch(&gpu, &mut tensors, params)?;
         flashrs::cublas::NAME
     } else {
         gpu.forward(&mut tensors, params, args.kernel.as_deref())?.name
     };
-    let out = gpu.download(&tensors.out)?;
+    let out = flashrs::gpu::decode(dtype, &gpu.download(&tensors.out)?);
     let data = match q.data {
-        NpyData::F16(_) => NpyData::F16(out),
-        NpyData::F32(_) => NpyData::F32(out.iter().map(|h| h.to_f32()).collect()),
+        NpyData::F16(_) => NpyData::F16(out.iter().map(|&x| half::f16::from_f32(x)).collect()),
+        NpyData::F32(_) => NpyData::F32(out),
     };
     npy::write_npy(&args.out, &q.shape, &data)?;
     println!(
-        "{}: {} {} with {} (causal={})",
+        "{}: {} {} computed in {dtype} with {} (causal={})",
         args.out.display(),
         q.dtype_name(),
         shape,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use flashrs::stats::{bootstrap_speedup_ci, Summary};
-use flashrs::{embedded, ptx, Family, Params, Shape};
+use flashrs::{embedded, ptx, DType, Family, Params, Shape};
 use serde::{Deserialize, Serialize};
 
 use crate::inputs::{self, Inputs};
@@ -27,6 +27,9 @@ pub struct Args {
     /// Causal masking (for shape sets that do not fix it).
     #[arg(long)]
     causal: bool,
+    /// Element type of inputs and outputs: f16 or bf16.
+    #[arg(long, default_value = "f16")]
+    dtype: DType,
     /// Timed repetitions per kernel and shape: graph replays, and single launches.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
@@ -155,8 +158,8 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let bar = inputs::progress(cases.len() * variants.len(), "bench");
     for &(shape, causal) in &cases {
         let params = Params { causal, scale: None };
-        let inputs = Inputs::random(shape, inputs::fresh_seed());
-        let mut tensors = gpu.tensors(shape, &inputs.q, &inputs.k, &inputs.v)?;
+        let inputs = Inputs::random(shape, args.dtype, inputs::fresh_seed());
+        let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
         let first = rows.len();
         let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
         for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
@@ -166,7 +169,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
                 continue;
             }
             bar.set_message(format!("{} {shape}", variant.name));
-            let kernel = gpu.kernel(variant, shape.head_dim, false)?;
+            let kernel = gpu.kernel(variant, shape.head_dim, args.dtype, false)?;
             let singles = gpu.time_launches(
                 &kernel,
                 &mut tensors,
@@ -190,7 +193,15 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             let declared = globals
                 .get(format!("{}_barriers_per_tile", kernel.symbol).as_str())
                 .copied();
-            let mut row = row_from(variant.name.to_string(), shape, causal, calls, samples, None)?;
+            let mut row = row_from(
+                variant.name.to_string(),
+                shape,
+                args.dtype,
+                causal,
+                calls,
+                samples,
+                None,
+            )?;
             row.event_p50_us = Some(singles.p50);
             row.barriers_per_tile = declared;
             row.barriers_per_tile_runtime = Some(counted.per_tile);
@@ -219,7 +230,13 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
 
     if args.peers.iter().any(|p| p == "torch") {
         eprintln!("timing torch SDPA backends on the same shapes...");
-        match peers::torch_bench(&cases, "float16", args.calls_per_graph, args.warmup, args.iters) {
+        match peers::torch_bench(
+            &cases,
+            args.dtype.long_name(),
+            args.calls_per_graph,
+            args.warmup,
+            args.iters,
+        ) {
             Ok(reports) => {
                 for (_, report) in reports {
                     notes.push(format!(
@@ -242,6 +259,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
                             None => rows.push(row_from(
                                 format!("torch_{}", r.backend),
                                 shape,
+                                args.dtype,
                                 r.causal,
                                 r.calls_per_graph.unwrap_or(1),
                                 r.samples_us,
@@ -302,7 +320,7 @@ fn time_cublas(
     args: &Args,
 ) -> flashrs::Result<Row> {
     let shape = tensors.shape();
-    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape)?;
+    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape, tensors.dtype())?;
     let singles = gpu.time_each(args.warmup as usize, args.iters as usize, || {
         path.launch(gpu, tensors, params)
     })?;
@@ -314,6 +332,7 @@ fn time_cublas(
     let mut row = row_from(
         flashrs::cublas::NAME.into(),
         shape,
+        tensors.dtype(),
         params.causal,
         calls,
         samples,
@@ -327,6 +346,7 @@ fn time_cublas(
 pub(crate) fn row_from(
     kernel: String,
     shape: Shape,
+    dtype: DType,
     causal: bool,
     calls: u32,
     samples: Vec<f64>,
@@ -339,7 +359,7 @@ pub(crate) fn row_from(
         shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
         seq_k: shape.seq_k,
         causal,
-        dtype: inputs::dtype_name().to_string(),
+        dtype: dtype.long_name().to_string(),
         peer: backend.is_some(),
         backend,
         method: "cuda_graph_replay".to_string(),
@@ -526,6 +546,7 @@ mod tests {
         row_from(
             kernel.into(),
             Shape::new(1, 8, 512, 64),
+            DType::F16,
             false,
             1,
             vec![p50; 5],

@@ -1,8 +1,6 @@
 //! Shared pieces of the subcommands: named shape sets, random inputs, JSON output, progress.
 
-use flashrs::gpu::DTYPE;
-use flashrs::{Shape, VariantSpec, VARIANTS};
-use half::f16;
+use flashrs::{DType, Shape, VariantSpec, VARIANTS};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -100,23 +98,25 @@ pub fn wants_cublas(names: &[String]) -> bool {
     names.is_empty() || names.iter().any(|n| n == flashrs::cublas::NAME)
 }
 
-/// Fresh standard-normal inputs rounded to the kernels' dtype, and the same values as f32 for the
-/// reference (so the reference sees exactly what the kernel sees).
+/// Fresh standard-normal inputs rounded to `dtype` (as its bits), and the same values as f32 for
+/// the reference, so the reference sees exactly what the kernel sees.
 pub struct Inputs {
-    pub q: Vec<f16>,
-    pub k: Vec<f16>,
-    pub v: Vec<f16>,
+    pub dtype: DType,
+    pub q: Vec<u16>,
+    pub k: Vec<u16>,
+    pub v: Vec<u16>,
 }
 
 impl Inputs {
-    pub fn random(shape: Shape, seed: u64) -> Inputs {
+    pub fn random(shape: Shape, dtype: DType, seed: u64) -> Inputs {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut draw = |n: usize| -> Vec<f16> {
+        let mut draw = |n: usize| -> Vec<u16> {
             (0..n)
-                .map(|_| f16::from_f32(rng.sample::<f32, _>(StandardNormal)))
+                .map(|_| dtype.encode(rng.sample::<f32, _>(StandardNormal)))
                 .collect()
         };
         Inputs {
+            dtype,
             q: draw(shape.q_len()),
             k: draw(shape.kv_len()),
             v: draw(shape.kv_len()),
@@ -124,7 +124,7 @@ impl Inputs {
     }
 
     pub fn as_f32(&self) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-        let widen = |x: &[f16]| x.iter().map(|h| h.to_f32()).collect::<Vec<f32>>();
+        let widen = |x: &[u16]| flashrs::gpu::decode(self.dtype, x);
         (widen(&self.q), widen(&self.k), widen(&self.v))
     }
 }
@@ -136,14 +136,6 @@ pub fn fresh_seed() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     nanos ^ (std::process::id() as u64).rotate_left(32)
-}
-
-/// The dtype name used in reports.
-pub fn dtype_name() -> &'static str {
-    match DTYPE {
-        "f16" => "float16",
-        other => other,
-    }
 }
 
 pub fn write_json<T: Serialize>(path: &std::path::Path, value: &T) -> Result<(), Failure> {

@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use flashrs::ptxas::{self, KernelResources};
+use flashrs::variants::DTYPES;
 use flashrs::variants::VARIANTS;
-use flashrs::{embedded, gpu::DTYPE, ptx};
+use flashrs::{embedded, ptx};
 use serde::Serialize;
 
 use crate::inputs;
@@ -26,6 +27,7 @@ struct Entry {
     symbol: String,
     variant: &'static flashrs::VariantSpec,
     head_dim: usize,
+    dtype: &'static str,
     smem_bytes: u32,
     barriers_declared: u32,
     barriers_in_ptx_loop: usize,
@@ -52,8 +54,12 @@ pub fn run(args: Args) -> Result<(), Failure> {
     };
     let mut list = Vec::new();
     for variant in VARIANTS {
-        for &head_dim in variant.head_dims {
-            let symbol = variant.symbol(head_dim, DTYPE);
+        for (&head_dim, &dtype) in variant
+            .head_dims
+            .iter()
+            .flat_map(|d| DTYPES.iter().map(move |t| (d, t)))
+        {
+            let symbol = variant.symbol(head_dim, dtype);
             let loop_barriers = entries
                 .iter()
                 .find(|e| e.name == symbol)
@@ -75,13 +81,25 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 barriers_in_ptx_loop: loop_barriers,
                 variant,
                 head_dim,
+                dtype,
                 symbol,
             });
         }
     }
     println!(
-        "{:<40} {:>4} {:>7} {:>5} {:>5} {:>4} {:>6} {:>9} {:>5} {:>8} {:>6}",
-        "variant", "d", "block_m", "bn", "warps", "vec", "stages", "bar/tile", "regs", "smem B", "spills"
+        "{:<40} {:>4} {:>5} {:>7} {:>5} {:>5} {:>4} {:>6} {:>9} {:>5} {:>8} {:>6}",
+        "variant",
+        "d",
+        "dtype",
+        "block_m",
+        "bn",
+        "warps",
+        "vec",
+        "stages",
+        "bar/tile",
+        "regs",
+        "smem B",
+        "spills"
     );
     for e in &list {
         let (regs, spills) = match &e.resources {
@@ -93,9 +111,10 @@ pub fn run(args: Args) -> Result<(), Failure> {
         };
         let v = e.variant;
         println!(
-            "{:<40} {:>4} {:>7} {:>5} {:>5} {:>4} {:>6} {:>5}/{:<3} {:>5} {:>8} {:>6}",
+            "{:<40} {:>4} {:>5} {:>7} {:>5} {:>5} {:>4} {:>6} {:>5}/{:<3} {:>5} {:>8} {:>6}",
             e.kernel,
             e.head_dim,
+            e.dtype,
             v.block_m,
             v.block_n,
             v.warps,

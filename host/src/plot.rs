@@ -187,6 +187,7 @@ mod tests {
             crate::bench::row_from(
                 kernel.into(),
                 Shape::new(2, 16, s, d),
+                flashrs::DType::F16,
                 causal,
                 1,
                 vec![us; 3],

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use flashrs::{Params, Shape, VariantSpec};
+use flashrs::{DType, Params, Shape, VariantSpec};
 use serde::Serialize;
 
 use crate::inputs::{self, Inputs};
@@ -21,6 +21,9 @@ pub struct Args {
     /// Causal masking.
     #[arg(long)]
     causal: bool,
+    /// Element type: f16 or bf16.
+    #[arg(long, default_value = "f16")]
+    dtype: DType,
     /// Where to write the JSON (default evidence/ncu_<kernel>.json).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -35,6 +38,8 @@ pub struct TargetArgs {
     shape: Shape,
     #[arg(long)]
     causal: bool,
+    #[arg(long)]
+    dtype: DType,
 }
 
 /// (metric, field name in the JSON)
@@ -66,6 +71,7 @@ const METRICS: &[(&str, &str)] = &[
 
 #[derive(Serialize)]
 struct Profile {
+    dtype: DType,
     kernel: String,
     symbol: String,
     shape: [usize; 4],
@@ -80,7 +86,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let variant = VariantSpec::by_name(&args.kernel)
         .ok_or_else(|| Failure::Usage(flashrs::Error::UnknownKernel(args.kernel.clone()).to_string()))?;
     args.shape.validate()?;
-    let symbol = variant.symbol(args.shape.head_dim, flashrs::gpu::DTYPE);
+    let symbol = variant.symbol(args.shape.head_dim, args.dtype.name());
     let ncu = which("ncu").ok_or_else(|| {
         Failure::Usage("ncu (Nsight Compute) not found on PATH: profiling needs it; nothing was run".into())
     })?;
@@ -115,6 +121,8 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             &args.kernel,
             "--shape",
             &shape,
+            "--dtype",
+            args.dtype.name(),
         ]);
     if args.causal {
         command.arg("--causal");
@@ -139,6 +147,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let value = |name: &str| metrics.get(name).and_then(|v| v.as_f64());
     let verdict = verdict(value("tensor_pipe_pct"), value("dram_throughput_pct"));
     let profile = Profile {
+        dtype: args.dtype,
         kernel: args.kernel.clone(),
         symbol,
         shape: [
@@ -165,8 +174,8 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
 /// One launch of the kernel on random inputs, for ncu to catch.
 pub fn run_target(device: usize, args: TargetArgs) -> Result<(), Failure> {
     let gpu = inputs::open_gpu(device)?;
-    let inputs = Inputs::random(args.shape, 1);
-    let mut tensors = gpu.tensors(args.shape, &inputs.q, &inputs.k, &inputs.v)?;
+    let inputs = Inputs::random(args.shape, args.dtype, 1);
+    let mut tensors = gpu.tensors(args.shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
     gpu.forward(
         &mut tensors,
         Params {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use flashrs::reference::{self, Comparison, Tolerance};
-use flashrs::{embedded, ptx, Family, Gpu, Params, Policy, Shape, VariantSpec};
+use flashrs::{embedded, ptx, DType, Family, Gpu, Params, Policy, Shape, VariantSpec};
 use serde::Serialize;
 
 use crate::inputs::{self, Inputs};
@@ -26,6 +26,9 @@ pub struct Args {
     /// Only these variants (repeatable; default all, see `list`).
     #[arg(long = "kernel")]
     kernels: Vec<String>,
+    /// Element types to test, comma-separated: f16, bf16.
+    #[arg(long, value_delimiter = ',', default_value = "f16,bf16")]
+    dtype: Vec<DType>,
     /// Masking to test.
     #[arg(long, value_enum, default_value_t = Masks::Both)]
     masks: Masks,
@@ -71,6 +74,7 @@ struct Case {
 pub struct BarrierCheck {
     pub kernel: &'static str,
     pub head_dim: usize,
+    pub dtype: DType,
     pub policy: Option<Policy>,
     /// Declared by the policy (a constant the device crate exports into the PTX).
     pub declared: u32,
@@ -90,7 +94,8 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     peer_note: Option<String>,
     all_pass: bool,
-    tolerance: Tolerance,
+    /// Pass bounds against the float64 reference (and torch), per dtype.
+    tolerances: Vec<(DType, Tolerance)>,
     cases: Vec<Case>,
     barriers: Vec<BarrierCheck>,
 }
@@ -105,7 +110,10 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         Masks::Causal => &[true],
         Masks::Both => &[false, true],
     };
-    let problems = inputs::cases(&args.shapes, &args.shape, masks)?;
+    let problems: Vec<(Shape, bool, DType)> = inputs::cases(&args.shapes, &args.shape, masks)?
+        .into_iter()
+        .flat_map(|(s, c)| args.dtype.iter().map(move |&t| (s, c, t)))
+        .collect();
     let variants = inputs::variants(&args.kernels)?;
     let seed = args.seed.unwrap_or_else(inputs::fresh_seed);
     Params {
@@ -119,7 +127,6 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         gpu.name, gpu.arch
     );
 
-    let tolerance = Tolerance::FP16;
     let mut cases = Vec::new();
     let mut torch_unavailable = match args.peer.as_deref() {
         None => Some(String::new()),
@@ -128,15 +135,16 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     };
     let mut cublas_note = (!inputs::wants_cublas(&args.kernels)).then(String::new);
     let bar = inputs::progress(problems.len(), "verify");
-    for (index, (shape, causal)) in problems.iter().copied().enumerate() {
+    for (index, (shape, causal, dtype)) in problems.iter().copied().enumerate() {
         let shape = &shape;
-        bar.set_message(format!("{shape} causal={causal}"));
+        let tolerance = dtype.tolerance();
+        bar.set_message(format!("{shape} causal={causal} {dtype}"));
         let params = Params {
             causal,
             scale: args.scale,
         };
         let case_seed = seed.wrapping_add(index as u64);
-        let inputs = Inputs::random(*shape, case_seed);
+        let inputs = Inputs::random(*shape, dtype, case_seed);
         let (reference, reference_name) = reference_output(&gpu, *shape, params, &inputs, tolerance)?;
         let torch = match &torch_unavailable {
             Some(_) => None,
@@ -153,7 +161,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
             let out = run_kernel(&gpu, variant, *shape, params, &inputs)?;
             let cmp = reference::compare(&out, &reference);
-            let mut result = case(variant, *shape, causal, reference_name, cmp, tolerance);
+            let mut result = case(variant, *shape, (causal, dtype), reference_name, cmp);
             if let Some(torch) = &torch {
                 let vs_torch = reference::compare(&out, torch);
                 result.torch_max_abs_err = Some(vs_torch.max_abs_err);
@@ -169,10 +177,9 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
                     let mut result = case_named(
                         flashrs::cublas::NAME,
                         *shape,
-                        causal,
+                        (causal, dtype),
                         reference_name,
                         cmp,
-                        tolerance,
                     );
                     if let Some(torch) = &torch {
                         let vs_torch = reference::compare(&out, torch);
@@ -201,7 +208,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     if let Some(reason) = cublas_note.as_ref().filter(|r| !r.is_empty()) {
         println!("note: cublas not checked: {reason}");
     }
-    let barriers = check_barriers(&gpu, &variants)?;
+    let barriers = check_barriers(&gpu, &variants, &args.dtype)?;
     print_cases(&cases);
     print_barriers(&barriers);
     let all_pass = cases.iter().all(|c| c.pass) && barriers.iter().all(|b| b.pass);
@@ -212,7 +219,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             gpu: gpu.name.clone(),
             seed,
             all_pass,
-            tolerance,
+            tolerances: args.dtype.iter().map(|&t| (t, t.tolerance())).collect(),
             cases,
             barriers,
         };
@@ -230,35 +237,33 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
 fn case(
     variant: &'static VariantSpec,
     shape: Shape,
-    causal: bool,
+    (causal, dtype): (bool, DType),
     reference: &'static str,
     cmp: Comparison,
-    tolerance: Tolerance,
 ) -> Case {
-    case_named(variant.name, shape, causal, reference, cmp, tolerance)
+    case_named(variant.name, shape, (causal, dtype), reference, cmp)
 }
 
 fn case_named(
     kernel: &'static str,
     shape: Shape,
-    causal: bool,
+    (causal, dtype): (bool, DType),
     reference: &'static str,
     cmp: Comparison,
-    tolerance: Tolerance,
 ) -> Case {
     Case {
         kernel,
         shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
         seq_k: shape.seq_k,
         causal,
-        dtype: inputs::dtype_name(),
+        dtype: dtype.long_name(),
         reference,
         max_abs_err: cmp.max_abs_err,
         rel_l2_err: cmp.rel_l2_err,
         non_finite: cmp.non_finite,
         torch_max_abs_err: None,
         torch_rel_l2_err: None,
-        pass: cmp.passes(tolerance),
+        pass: cmp.passes(dtype.tolerance()),
     }
 }
 
@@ -270,23 +275,22 @@ pub fn run_kernel(
     params: Params,
     inputs: &Inputs,
 ) -> Result<Vec<f32>, Failure> {
-    let kernel = gpu.kernel(variant, shape.head_dim, false)?;
+    let kernel = gpu.kernel(variant, shape.head_dim, inputs.dtype, false)?;
     // The output starts as NaN: an element the kernel fails to write stays NaN, which never passes.
-    let mut tensors = gpu.tensors(shape, &inputs.q, &inputs.k, &inputs.v)?;
+    let mut tensors = gpu.tensors(shape, inputs.dtype, &inputs.q, &inputs.k, &inputs.v)?;
     gpu.launch(&kernel, &mut tensors, params, None)?;
-    let out = gpu.download(&tensors.out)?;
-    Ok(out.iter().map(|h| h.to_f32()).collect())
+    Ok(flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?))
 }
 
 /// The cuBLAS-composed path on a NaN-poisoned output.
 fn run_cublas(gpu: &Gpu, shape: Shape, params: Params, inputs: &Inputs) -> flashrs::Result<Vec<f32>> {
-    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape)?;
-    let mut tensors = gpu.tensors(shape, &inputs.q, &inputs.k, &inputs.v)?;
+    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape, inputs.dtype)?;
+    let mut tensors = gpu.tensors(shape, inputs.dtype, &inputs.q, &inputs.k, &inputs.v)?;
     path.launch(gpu, &mut tensors, params)?;
-    Ok(gpu.download(&tensors.out)?.iter().map(|h| h.to_f32()).collect())
+    Ok(flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?))
 }
 
-/// Torch's float32 SDPA on the same (fp16-rounded) inputs, through `.npy` files.
+/// Torch's float32 SDPA on the same (rounded) inputs, through `.npy` files.
 fn torch_output(shape: Shape, params: Params, inputs: &Inputs, index: usize) -> Result<Vec<f64>, String> {
     let dir = std::env::temp_dir().join(format!("flashrs-torch-{}-{index}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -349,27 +353,40 @@ fn reference_output(
 }
 
 /// Barriers per tile three ways, for every variant and head dim.
-pub fn check_barriers(gpu: &Gpu, variants: &[&'static VariantSpec]) -> Result<Vec<BarrierCheck>, Failure> {
+pub fn check_barriers(
+    gpu: &Gpu,
+    variants: &[&'static VariantSpec],
+    dtypes: &[DType],
+) -> Result<Vec<BarrierCheck>, Failure> {
     let mut out = Vec::new();
     for variant in variants {
-        for &head_dim in variant.head_dims {
+        for (&head_dim, &dtype) in variant
+            .head_dims
+            .iter()
+            .flat_map(|d| dtypes.iter().map(move |t| (d, t)))
+        {
             let shape = Shape::new(2, 8, 512, head_dim);
-            let inputs = Inputs::random(shape, 1);
-            let mut tensors = gpu.tensors(shape, &inputs.q, &inputs.k, &inputs.v)?;
+            let inputs = Inputs::random(shape, dtype, 1);
+            let mut tensors = gpu.tensors(shape, dtype, &inputs.q, &inputs.k, &inputs.v)?;
             let mut runtime = [0.0; 2];
             for (i, causal) in [false, true].into_iter().enumerate() {
                 let params = Params { causal, scale: None };
                 runtime[i] = gpu.count_barriers(variant, &mut tensors, params)?.per_tile;
             }
-            out.push(static_barriers(variant, head_dim, runtime));
+            out.push(static_barriers(variant, head_dim, dtype, runtime));
         }
     }
     Ok(out)
 }
 
 /// The declared and PTX counts of one variant, judged together with the run-time counts.
-pub fn static_barriers(variant: &'static VariantSpec, head_dim: usize, runtime: [f64; 2]) -> BarrierCheck {
-    let symbol = variant.symbol(head_dim, flashrs::gpu::DTYPE);
+pub fn static_barriers(
+    variant: &'static VariantSpec,
+    head_dim: usize,
+    dtype: DType,
+    runtime: [f64; 2],
+) -> BarrierCheck {
+    let symbol = variant.symbol(head_dim, dtype.name());
     let declared = ptx::u32_globals(embedded::PTX_SM90)
         .get(format!("{symbol}_barriers_per_tile").as_str())
         .copied()
@@ -395,6 +412,7 @@ pub fn static_barriers(variant: &'static VariantSpec, head_dim: usize, runtime: 
     BarrierCheck {
         kernel: variant.name,
         head_dim,
+        dtype,
         policy: variant.policy,
         declared,
         ptx_sm80,

@@ -90,17 +90,23 @@ use tile::{Bf16, F16};
 
 include!(env!("FLASHRS_KERNEL_TABLE"));
 
-/// Row softmax for the cuBLAS-composed attention: fp32 scores `[B*H, S_q, S_k]` to fp16
+/// Row softmax for the cuBLAS-composed attention: fp32 scores `[B*H, S_q, S_k]` to 16-bit
 /// probabilities, scaled, causal-aware. Grid `(ceil(S_q / 4), B*H)`, 128 threads.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn softmax_rows_f16(
-    scores: *const f32,
-    probs: *mut u16,
-    seq_q: u32,
-    seq_k: u32,
-    scale_log2: f32,
-    causal: u32,
-) {
-    let problem = attention::Problem { seq_q, seq_k, scale_log2, causal: causal != 0 };
-    attention::rows::softmax_rows::<F16>(scores, probs, problem)
+macro_rules! softmax_rows {
+    ($name:ident, $t:ty) => {
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            scores: *const f32,
+            probs: *mut u16,
+            seq_q: u32,
+            seq_k: u32,
+            scale_log2: f32,
+            causal: u32,
+        ) {
+            let problem = attention::Problem { seq_q, seq_k, scale_log2, causal: causal != 0 };
+            attention::rows::softmax_rows::<$t>(scores, probs, problem)
+        }
+    };
 }
+softmax_rows!(softmax_rows_f16, F16);
+softmax_rows!(softmax_rows_bf16, Bf16);
