@@ -22,8 +22,8 @@ pub use variants::{Family, Policy, VariantSpec, VARIANTS};
 
 /// The PTX of every kernel, one module per architecture, embedded at build time.
 pub mod embedded {
-    pub const PTX_SM80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_80.ptx"));
-    pub const PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_90.ptx"));
+    pub static PTX_SM80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_80.ptx"));
+    pub static PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_90.ptx"));
 
     /// The PTX for architecture `arch` (80 or 90).
     pub fn ptx(arch: u32) -> Option<&'static str> {
