@@ -22,7 +22,9 @@ run nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperatu
 for test in "$BIN"/tests/*; do
   run "$test" --include-ignored --test-threads=1 || status=1
 done
+run bash scripts/attend_check.sh || status=1
 run "$BIN/host" verify --peer torch --json "$OUT/verify_h100.json" ${VERIFY_ARGS:-} || status=1
+[ -n "${SKIP_BENCH:-}" ] && { echo "round finished with status $status (bench skipped)" | tee -a "$LOG"; exit $status; }
 run "$BIN/host" bench --shapes std --peers torch --plot "$OUT/bench_h100.svg" --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
 run "$BIN/host" bench --shapes std --dtype bf16 --peers torch --json "$OUT/bench_bf16_h100.json" ${BENCH_ARGS:-} || status=1
 # The gate must fail on an unreachable ratio (exit 1), and say which shapes fail.

@@ -73,43 +73,25 @@ impl CublasAttention {
         params.validate()?;
         let stream = gpu.stream().clone();
         let (b, h, sq, sk, d) = (shape.batch, shape.heads, shape.seq_q, shape.seq_k, shape.head_dim);
-        let batch = (b * h) as i32;
-        let (one, zero) = (1.0f32, 0.0f32);
+        let batch = b * h;
         {
             // Row-major S[Sq][Sk] = Q K^T is column-major S^T = K^T' Q: A = K read transposed.
             let (k, _k) = tensors.k.device_ptr(&stream);
             let (q, _q) = tensors.q.device_ptr(&stream);
             let (s, _s) = self.scores.device_ptr_mut(&stream);
+            let gemm = Gemm {
+                transpose_a: true,
+                m: sk,
+                n: sq,
+                k: d,
+                a: (k, element, d, sk * d),
+                b: (q, element, d, sq * d),
+                c: (s, cudaDataType::CUDA_R_32F, sk, sq * sk),
+                batch,
+            };
             // Safety: every pointer holds the elements the strides and counts address (shape
             // checked above and in `Gpu::tensors`), on the handle's own stream.
-            unsafe {
-                blas::gemm_strided_batched_ex(
-                    *self.blas.handle(),
-                    cublasOperation_t::CUBLAS_OP_T,
-                    cublasOperation_t::CUBLAS_OP_N,
-                    sk as i32,
-                    sq as i32,
-                    d as i32,
-                    &one as *const f32 as *const c_void,
-                    k as *const c_void,
-                    element,
-                    d as i32,
-                    (sk * d) as i64,
-                    q as *const c_void,
-                    element,
-                    d as i32,
-                    (sq * d) as i64,
-                    &zero as *const f32 as *const c_void,
-                    s as *mut c_void,
-                    cudaDataType::CUDA_R_32F,
-                    sk as i32,
-                    (sq * sk) as i64,
-                    batch,
-                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                )
-            }
-            .map_err(|e| Error::Cublas(e.to_string()))?;
+            unsafe { gemm.run(&self.blas) }?;
         }
         let (seq_q, seq_k, causal) = (sq as u32, sk as u32, params.causal as u32);
         let scale_log2 = params.scale_for(d) * std::f32::consts::LOG2_E;
@@ -133,36 +115,72 @@ impl CublasAttention {
             let (v, _v) = tensors.v.device_ptr(&stream);
             let (p, _p) = self.probs.device_ptr(&stream);
             let (o, _o) = tensors.out.device_ptr_mut(&stream);
+            let gemm = Gemm {
+                transpose_a: false,
+                m: d,
+                n: sq,
+                k: sk,
+                a: (v, element, d, sk * d),
+                b: (p, element, sk, sq * sk),
+                c: (o, element, d, sq * d),
+                batch,
+            };
             // Safety: as above.
-            unsafe {
-                blas::gemm_strided_batched_ex(
-                    *self.blas.handle(),
-                    cublasOperation_t::CUBLAS_OP_N,
-                    cublasOperation_t::CUBLAS_OP_N,
-                    d as i32,
-                    sq as i32,
-                    sk as i32,
-                    &one as *const f32 as *const c_void,
-                    v as *const c_void,
-                    element,
-                    d as i32,
-                    (sk * d) as i64,
-                    p as *const c_void,
-                    element,
-                    sk as i32,
-                    (sq * sk) as i64,
-                    &zero as *const f32 as *const c_void,
-                    o as *mut c_void,
-                    element,
-                    d as i32,
-                    (sq * d) as i64,
-                    batch,
-                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                )
-            }
-            .map_err(|e| Error::Cublas(e.to_string()))?;
+            unsafe { gemm.run(&self.blas) }?;
         }
         Ok(())
+    }
+}
+
+/// One column-major strided-batched GEMM, `C = op(A) B` (fp32 compute), as cuBLAS sees it.
+/// Operands are `(device pointer, element type, leading dimension, batch stride)`.
+struct Gemm {
+    transpose_a: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: (u64, cudaDataType, usize, usize),
+    b: (u64, cudaDataType, usize, usize),
+    c: (u64, cudaDataType, usize, usize),
+    batch: usize,
+}
+
+impl Gemm {
+    /// # Safety
+    /// The pointers must address `batch` matrices of the given shapes and strides.
+    unsafe fn run(&self, blas: &CudaBlas) -> Result<()> {
+        let (one, zero) = (1.0f32, 0.0f32);
+        let op_a = if self.transpose_a {
+            cublasOperation_t::CUBLAS_OP_T
+        } else {
+            cublasOperation_t::CUBLAS_OP_N
+        };
+        let (a, b, c) = (self.a, self.b, self.c);
+        blas::gemm_strided_batched_ex(
+            *blas.handle(),
+            op_a,
+            cublasOperation_t::CUBLAS_OP_N,
+            self.m as i32,
+            self.n as i32,
+            self.k as i32,
+            &one as *const f32 as *const c_void,
+            a.0 as *const c_void,
+            a.1,
+            a.2 as i32,
+            a.3 as i64,
+            b.0 as *const c_void,
+            b.1,
+            b.2 as i32,
+            b.3 as i64,
+            &zero as *const f32 as *const c_void,
+            c.0 as *mut c_void,
+            c.1,
+            c.2 as i32,
+            c.3 as i64,
+            self.batch as i32,
+            cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+        .map_err(|e| Error::Cublas(e.to_string()))
     }
 }

@@ -22,6 +22,30 @@ fn widen(dtype: DType, x: &[u16]) -> Vec<f32> {
     flashrs::gpu::decode(dtype, x)
 }
 
+/// Fresh random inputs on the GPU (output poisoned with NaN) and their float64 reference.
+fn problem(
+    gpu: &Gpu,
+    shape: Shape,
+    params: Params,
+    dtype: DType,
+    rng: &mut StdRng,
+) -> (flashrs::Tensors, Vec<f64>) {
+    let (q, k, v) = (
+        random(shape.q_len(), dtype, rng),
+        random(shape.kv_len(), dtype, rng),
+        random(shape.kv_len(), dtype, rng),
+    );
+    let expected = reference::attention_f64(
+        &widen(dtype, &q),
+        &widen(dtype, &k),
+        &widen(dtype, &v),
+        shape.reference_dims(),
+        params.causal,
+        params.scale_for(shape.head_dim) as f64,
+    );
+    (gpu.tensors(shape, dtype, &q, &k, &v).unwrap(), expected)
+}
+
 /// Runs every variant on `shape` against the float64 reference, output poisoned with NaN.
 fn check_all(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
     for dtype in DType::ALL {
@@ -31,21 +55,8 @@ fn check_all(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
 
 fn check_dtype(gpu: &Gpu, shape: Shape, causal: bool, dtype: DType, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let (q, k, v) = (
-        random(shape.q_len(), dtype, &mut rng),
-        random(shape.kv_len(), dtype, &mut rng),
-        random(shape.kv_len(), dtype, &mut rng),
-    );
     let params = Params { causal, scale: None };
-    let expected = reference::attention_f64(
-        &widen(dtype, &q),
-        &widen(dtype, &k),
-        &widen(dtype, &v),
-        shape.reference_dims(),
-        causal,
-        params.scale_for(shape.head_dim) as f64,
-    );
-    let mut tensors = gpu.tensors(shape, dtype, &q, &k, &v).unwrap();
+    let (mut tensors, expected) = problem(gpu, shape, params, dtype, &mut rng);
     for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
         gpu.poison(&mut tensors).unwrap();
         gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
@@ -198,21 +209,8 @@ fn cublas_path_matches_the_reference() {
         (Shape::new(2, 2, 130, 128), false, DType::F16),
         (Shape::new(1, 2, 100, 64), true, DType::Bf16),
     ] {
-        let (q, k, v) = (
-            random(shape.q_len(), dtype, &mut rng),
-            random(shape.kv_len(), dtype, &mut rng),
-            random(shape.kv_len(), dtype, &mut rng),
-        );
         let params = Params { causal, scale: None };
-        let expected = reference::attention_f64(
-            &widen(dtype, &q),
-            &widen(dtype, &k),
-            &widen(dtype, &v),
-            shape.reference_dims(),
-            causal,
-            params.scale_for(shape.head_dim) as f64,
-        );
-        let mut tensors = gpu.tensors(shape, dtype, &q, &k, &v).unwrap();
+        let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
         let mut path =
             flashrs::cublas::CublasAttention::new(&gpu, shape, dtype).expect("libcublas on the library path");
         path.launch(&gpu, &mut tensors, params).unwrap();

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use flashrs::reference::{self, Comparison, Tolerance};
+use flashrs::reference::{self, Tolerance};
 use flashrs::{embedded, ptx, DType, Family, Gpu, Params, Policy, Shape, VariantSpec};
 use serde::Serialize;
 
@@ -158,37 +158,24 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
                 }
             },
         };
+        let expected = Expected {
+            reference: &reference,
+            reference_name,
+            torch: torch.as_deref(),
+        };
         for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
             let out = run_kernel(&gpu, variant, *shape, params, &inputs)?;
-            let cmp = reference::compare(&out, &reference);
-            let mut result = case(variant, *shape, (causal, dtype), reference_name, cmp);
-            if let Some(torch) = &torch {
-                let vs_torch = reference::compare(&out, torch);
-                result.torch_max_abs_err = Some(vs_torch.max_abs_err);
-                result.torch_rel_l2_err = Some(vs_torch.rel_l2_err);
-                result.pass &= vs_torch.passes(tolerance);
-            }
-            cases.push(result);
+            cases.push(judge(variant.name, *shape, (causal, dtype), &out, &expected));
         }
         if cublas_note.is_none() {
             match run_cublas(&gpu, *shape, params, &inputs) {
-                Ok(out) => {
-                    let cmp = reference::compare(&out, &reference);
-                    let mut result = case_named(
-                        flashrs::cublas::NAME,
-                        *shape,
-                        (causal, dtype),
-                        reference_name,
-                        cmp,
-                    );
-                    if let Some(torch) = &torch {
-                        let vs_torch = reference::compare(&out, torch);
-                        result.torch_max_abs_err = Some(vs_torch.max_abs_err);
-                        result.torch_rel_l2_err = Some(vs_torch.rel_l2_err);
-                        result.pass &= vs_torch.passes(tolerance);
-                    }
-                    cases.push(result);
-                }
+                Ok(out) => cases.push(judge(
+                    flashrs::cublas::NAME,
+                    *shape,
+                    (causal, dtype),
+                    &out,
+                    &expected,
+                )),
                 Err(flashrs::Error::NoCublas) => cublas_note = Some(flashrs::Error::NoCublas.to_string()),
                 Err(e) => return Err(e.into()),
             }
@@ -234,36 +221,38 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     }
 }
 
-fn case(
-    variant: &'static VariantSpec,
-    shape: Shape,
-    (causal, dtype): (bool, DType),
-    reference: &'static str,
-    cmp: Comparison,
-) -> Case {
-    case_named(variant.name, shape, (causal, dtype), reference, cmp)
+/// What an output is judged against: the float64 (or naive-GPU) reference, and torch's float32
+/// output when `--peer torch` could run.
+struct Expected<'a> {
+    reference: &'a [f64],
+    reference_name: &'static str,
+    torch: Option<&'a [f64]>,
 }
 
-fn case_named(
+/// One case's verdict: within the dtype's tolerance of the reference, and of torch if present.
+fn judge(
     kernel: &'static str,
     shape: Shape,
     (causal, dtype): (bool, DType),
-    reference: &'static str,
-    cmp: Comparison,
+    out: &[f32],
+    expected: &Expected,
 ) -> Case {
+    let tolerance = dtype.tolerance();
+    let cmp = reference::compare(out, expected.reference);
+    let vs_torch = expected.torch.map(|torch| reference::compare(out, torch));
     Case {
         kernel,
         shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
         seq_k: shape.seq_k,
         causal,
         dtype: dtype.long_name(),
-        reference,
+        reference: expected.reference_name,
         max_abs_err: cmp.max_abs_err,
         rel_l2_err: cmp.rel_l2_err,
         non_finite: cmp.non_finite,
-        torch_max_abs_err: None,
-        torch_rel_l2_err: None,
-        pass: cmp.passes(dtype.tolerance()),
+        torch_max_abs_err: vs_torch.map(|c| c.max_abs_err),
+        torch_rel_l2_err: vs_torch.map(|c| c.rel_l2_err),
+        pass: cmp.passes(tolerance) && vs_torch.is_none_or(|c| c.passes(tolerance)),
     }
 }
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `attend` end to end on a GPU machine: random [B,H,S,D] tensors saved as .npy by numpy, our
+# kernel through `host attend`, torch's float32 SDPA on the same data, and the largest difference.
+# Exits non-zero when they disagree. Needs python3 with numpy and torch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.gpu/host}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+python3 - "$dir" <<'PY'
+import sys, numpy as np
+rng = np.random.default_rng(0)
+d = sys.argv[1]
+for name, seq in (("q", 300), ("k", 300), ("v", 300)):
+    np.save(f"{d}/{name}.npy", rng.standard_normal((2, 4, seq, 64)).astype(np.float32))
+    np.save(f"{d}/{name}16.npy", np.load(f"{d}/{name}.npy").astype(np.float16))
+PY
+"$BIN" attend --q "$dir/q.npy" --k "$dir/k.npy" --v "$dir/v.npy" --out "$dir/o32.npy" --causal
+"$BIN" attend --q "$dir/q16.npy" --k "$dir/k16.npy" --v "$dir/v16.npy" --out "$dir/o16.npy" --causal
+"$BIN" attend --q "$dir/q.npy" --k "$dir/k.npy" --v "$dir/v.npy" --out "$dir/obf.npy" --causal --dtype bf16
+"$BIN" attend --q "$dir/q16.npy" --k "$dir/k16.npy" --v "$dir/v16.npy" --out "$dir/ocb.npy" --kernel cublas --causal
+python3 - "$dir" <<'PY'
+import sys, numpy as np, torch
+d = sys.argv[1]
+q, k, v = (torch.from_numpy(np.load(f"{d}/{n}16.npy").astype(np.float32)) for n in "qkv")
+ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).numpy()
+worst = 0.0
+for name, tol in (("o32", 1e-2), ("o16", 1e-2), ("obf", 6e-2), ("ocb", 1e-2)):
+    out = np.load(f"{d}/{name}.npy")
+    err = float(np.abs(out.astype(np.float32) - ref).max())
+    print(f"attend {name}: dtype {out.dtype}, shape {out.shape}, max abs diff vs torch {err:.2e} (bound {tol})")
+    assert out.shape == ref.shape and np.isfinite(out).all() and err <= tol, name
+print("attend check: ok")
+PY
