@@ -103,7 +103,12 @@ macro_rules! softmax_rows {
             scale_log2: f32,
             causal: u32,
         ) {
-            let problem = attention::Problem { seq_q, seq_k, scale_log2, causal: causal != 0 };
+            let problem = attention::Problem {
+                seq_q,
+                seq_k,
+                scale_log2,
+                causal: causal != 0,
+            };
             attention::rows::softmax_rows::<$t>(scores, probs, problem)
         }
     };

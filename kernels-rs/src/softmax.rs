@@ -19,7 +19,10 @@ pub struct RowState {
 }
 
 impl RowState {
-    pub const EMPTY: RowState = RowState { row_max: f32::NEG_INFINITY, row_sum: 0.0 };
+    pub const EMPTY: RowState = RowState {
+        row_max: f32::NEG_INFINITY,
+        row_sum: 0.0,
+    };
 
     /// Raises the running maximum to include `tile_max` and returns the factor by which the
     /// row's sum (already applied here) and its output accumulator must be scaled.
@@ -28,7 +31,11 @@ impl RowState {
         let new_max = arch::max(self.row_max, tile_max);
         let correction = arch::exp2((self.row_max - new_max) * scale_log2);
         // (-inf) - (-inf) is NaN: a row with nothing but masked keys so far has nothing to correct.
-        let correction = if new_max == f32::NEG_INFINITY { 1.0 } else { correction };
+        let correction = if new_max == f32::NEG_INFINITY {
+            1.0
+        } else {
+            correction
+        };
         self.row_max = new_max;
         self.row_sum *= correction;
         correction

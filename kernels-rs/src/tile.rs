@@ -51,8 +51,16 @@ pub unsafe fn load_async<const D: usize>(
         let row = row0 + pass * step;
         if row < rows {
             let in_bounds = first_row + row < rows_total;
-            let src = if in_bounds { src0.add((pass * step) as usize * D * 2) } else { matrix as *const u8 };
-            arch::cp_async_16(dst0 + pass * step * row_stride_bytes(D), src, if in_bounds { 16 } else { 0 });
+            let src = if in_bounds {
+                src0.add((pass * step) as usize * D * 2)
+            } else {
+                matrix as *const u8
+            };
+            arch::cp_async_16(
+                dst0 + pass * step * row_stride_bytes(D),
+                src,
+                if in_bounds { 16 } else { 0 },
+            );
         }
         pass += 1;
     }

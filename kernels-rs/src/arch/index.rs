@@ -59,6 +59,8 @@ pub fn grid_dim_x() -> u32 {
 #[inline(always)]
 pub fn opaque(value: u32) -> u32 {
     let r: u32;
-    unsafe { asm!("mov.u32 {r}, {v};", r = out(reg32) r, v = in(reg32) value, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("mov.u32 {r}, {v};", r = out(reg32) r, v = in(reg32) value, options(pure, nomem, nostack))
+    };
     r
 }

@@ -5,9 +5,9 @@
 //! Rust line produced an instruction.
 
 pub mod index;
+pub mod math;
 pub mod memory;
 pub mod mma;
-pub mod math;
 pub mod sync;
 pub mod warp;
 

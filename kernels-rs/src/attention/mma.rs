@@ -83,8 +83,24 @@ pub unsafe fn flash_mma<
             let stage = t % STAGES as u32;
             let first_key = t * BLOCK_N as u32;
             let n = BLOCK_N as u32;
-            tile::load_async::<D>(k_tile(stage), k_head, n, first_key, problem.seq_k, thread, threads);
-            tile::load_async::<D>(v_tile(stage), v_head, n, first_key, problem.seq_k, thread, threads);
+            tile::load_async::<D>(
+                k_tile(stage),
+                k_head,
+                n,
+                first_key,
+                problem.seq_k,
+                thread,
+                threads,
+            );
+            tile::load_async::<D>(
+                v_tile(stage),
+                v_head,
+                n,
+                first_key,
+                problem.seq_k,
+                thread,
+                threads,
+            );
         }
         // Committing even an empty group keeps "the oldest pending group is the next tile" true.
         arch::cp_async_commit();
@@ -139,7 +155,11 @@ pub unsafe fn flash_mma<
         sync::<P, COUNT>(SyncPoint::KvLoaded);
         let stage = t % STAGES as u32;
         // A rolled loop when there are several steps: unrolled, their live ranges overlap.
-        let steps = if BLOCK_N == SUB_N { 1 } else { arch::opaque((BLOCK_N / SUB_N) as u32) };
+        let steps = if BLOCK_N == SUB_N {
+            1
+        } else {
+            arch::opaque((BLOCK_N / SUB_N) as u32)
+        };
         for sub in 0..steps {
             let sub_row = sub * SUB_N as u32; // first key of this step inside the tile
             let first_key = t * BLOCK_N as u32 + sub_row;
@@ -150,7 +170,11 @@ pub unsafe fn flash_mma<
             for ks in 0..K_STEPS {
                 let mut a = [[0u32; 4]; ROW_TILES];
                 for (mt, frag) in a.iter_mut().enumerate() {
-                    *frag = if Q_IN_REGS { q_frag[mt][ks] } else { q_fragment(mt, ks) };
+                    *frag = if Q_IN_REGS {
+                        q_frag[mt][ks]
+                    } else {
+                        q_fragment(mt, ks)
+                    };
                 }
                 for jp in 0..N_TILES / 2 {
                     let key_row = sub_row + (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
@@ -209,7 +233,10 @@ pub unsafe fn flash_mma<
                 }
             }
             for mt in 0..ROW_TILES {
-                let offset = [state[mt][0].offset(problem.scale_log2), state[mt][1].offset(problem.scale_log2)];
+                let offset = [
+                    state[mt][0].offset(problem.scale_log2),
+                    state[mt][1].offset(problem.scale_log2),
+                ];
                 for acc in s_acc[mt].iter_mut() {
                     for (e, s) in acc.iter_mut().enumerate() {
                         *s = softmax::probability(*s, problem.scale_log2, offset[e / 2]);
@@ -227,7 +254,12 @@ pub unsafe fn flash_mma<
                 for (mt, frag) in a.iter_mut().enumerate() {
                     let lo = &s_acc[mt][2 * kk];
                     let hi = &s_acc[mt][2 * kk + 1];
-                    *frag = [T::pack(lo[0], lo[1]), T::pack(lo[2], lo[3]), T::pack(hi[0], hi[1]), T::pack(hi[2], hi[3])];
+                    *frag = [
+                        T::pack(lo[0], lo[1]),
+                        T::pack(lo[2], lo[3]),
+                        T::pack(hi[0], hi[1]),
+                        T::pack(hi[2], hi[3]),
+                    ];
                 }
                 for dp in 0..D_TILES / 2 {
                     let key_row = sub_row + (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;

@@ -48,8 +48,7 @@ pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32) {
     use crate::arch;
     if arch::thread_idx_x() == 0 {
         let barriers = arch::barrier_counter_load();
-        let block =
-            arch::block_idx_y() as usize * arch::grid_dim_x() as usize + arch::block_idx_x() as usize;
+        let block = arch::block_idx_y() as usize * arch::grid_dim_x() as usize + arch::block_idx_x() as usize;
         arch::st_global_u32(barrier_log.add(2 * block), barriers);
         arch::st_global_u32(barrier_log.add(2 * block + 1), tiles);
     }

@@ -43,7 +43,11 @@ pub unsafe fn softmax_rows<T: Element>(scores: *const f32, probs: *mut u16, prob
     // Masked keys (and every key of a row that sees none) get probability 0.
     j = lane;
     while j < seq_k {
-        let p = if j < keys { softmax::probability(*scores.add(j), problem.scale_log2, subtract) * norm } else { 0.0 };
+        let p = if j < keys {
+            softmax::probability(*scores.add(j), problem.scale_log2, subtract) * norm
+        } else {
+            0.0
+        };
         arch::st_global_u16(probs.add(j), T::from_f32(p));
         j += 32;
     }

@@ -19,7 +19,9 @@ use crate::tile::{self, Element};
 
 /// Shared memory the kernel needs, in bytes: Q as f32, `STAGES` K and V tiles, and P as f32.
 pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize) -> u32 {
-    (block_m * d * 4) as u32 + 2 * stages as u32 * tile::tile_bytes(block_n, d) + (block_m * block_n * 4) as u32
+    (block_m * d * 4) as u32
+        + 2 * stages as u32 * tile::tile_bytes(block_n, d)
+        + (block_m * block_n * 4) as u32
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -77,8 +79,24 @@ pub unsafe fn flash_scalar<
         if t < tiles {
             let stage = t % STAGES as u32;
             let first_key = t * BLOCK_N as u32;
-            tile::load_async::<D>(k_tile(stage), k_head, BLOCK_N as u32, first_key, problem.seq_k, thread, threads);
-            tile::load_async::<D>(v_tile(stage), v_head, BLOCK_N as u32, first_key, problem.seq_k, thread, threads);
+            tile::load_async::<D>(
+                k_tile(stage),
+                k_head,
+                BLOCK_N as u32,
+                first_key,
+                problem.seq_k,
+                thread,
+                threads,
+            );
+            tile::load_async::<D>(
+                v_tile(stage),
+                v_head,
+                BLOCK_N as u32,
+                first_key,
+                problem.seq_k,
+                thread,
+                threads,
+            );
         }
         // Committing even an empty group keeps "group t is tile t" true for the waits below.
         arch::cp_async_commit();
@@ -91,7 +109,11 @@ pub unsafe fn flash_scalar<
     let mut i = thread as usize;
     while i < BLOCK_M * D {
         let row = first_row + (i / D) as u32;
-        let x = if row < problem.seq_q { T::to_f32(*q_head.add(row as usize * D + i % D)) } else { 0.0 };
+        let x = if row < problem.seq_q {
+            T::to_f32(*q_head.add(row as usize * D + i % D))
+        } else {
+            0.0
+        };
         arch::st_shared_f32(q_smem + (i * 4) as u32, x);
         i += threads as usize;
     }
@@ -118,7 +140,9 @@ pub unsafe fn flash_scalar<
             let mut keys = [[0.0f32; VEC]; KEYS];
             for (j, key) in keys.iter_mut().enumerate() {
                 let row = lane + 32 * j as u32;
-                *key = tile::read_f32::<T, VEC>(k_tile(stage) + row * tile::row_stride_bytes(D) + (d * 2) as u32);
+                *key = tile::read_f32::<T, VEC>(
+                    k_tile(stage) + row * tile::row_stride_bytes(D) + (d * 2) as u32,
+                );
             }
             for (r, row_scores) in scores.iter_mut().enumerate() {
                 let query = read_q::<VEC>(q_smem + (((warp as usize * ROWS + r) * D + d) * 4) as u32);
