@@ -16,7 +16,7 @@ for name, seq in (("q", 300), ("k", 300), ("v", 300)):
     np.save(f"{d}/{name}16.npy", np.load(f"{d}/{name}.npy").astype(np.float16))
 PY
 "$BIN" attend --q "$dir/q.npy" --k "$dir/k.npy" --v "$dir/v.npy" --out "$dir/o32.npy" --causal
-"$BIN" attend --q "$dir/q16.npy" --k "$dir/k16.npy" --v "$dir/v16.npy" --out "$dir/o16.npy" --causal
+"$BIN" attend --q "$dir/q16.npy" --k "$dir/k16.npy" --v "$dir/v16.npy" --out "$dir/o16.npy" --causal --lse "$dir/lse.npy"
 "$BIN" attend --q "$dir/q.npy" --k "$dir/k.npy" --v "$dir/v.npy" --out "$dir/obf.npy" --causal --dtype bf16
 "$BIN" attend --q "$dir/q16.npy" --k "$dir/k16.npy" --v "$dir/v16.npy" --out "$dir/ocb.npy" --kernel cublas --causal
 python3 - "$dir" <<'PY'
@@ -30,5 +30,12 @@ for name, tol in (("o32", 1e-2), ("o16", 1e-2), ("obf", 6e-2), ("ocb", 1e-2)):
     err = float(np.abs(out.astype(np.float32) - ref).max())
     print(f"attend {name}: dtype {out.dtype}, shape {out.shape}, max abs diff vs torch {err:.2e} (bound {tol})")
     assert out.shape == ref.shape and np.isfinite(out).all() and err <= tol, name
+scores = (q @ k.transpose(-1, -2)) / np.sqrt(q.shape[-1])
+mask = torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+lse_ref = torch.logsumexp(scores.masked_fill(~mask, float("-inf")), dim=-1).numpy()
+lse = np.load(f"{d}/lse.npy")
+err = float(np.abs(lse - lse_ref).max())
+print(f"attend lse: shape {lse.shape}, max abs diff vs torch {err:.2e} (bound 1e-3)")
+assert lse.shape == lse_ref.shape and err <= 1e-3
 print("attend check: ok")
 PY

@@ -24,6 +24,7 @@ for test in "$BIN"/tests/*; do
 done
 run bash scripts/attend_check.sh || status=1
 run "$BIN/host" verify --peer torch --json "$OUT/verify_h100.json" ${VERIFY_ARGS:-} || status=1
+run "$BIN/host" verify --shapes small,odd --heads-kv 1 --lse --peer torch --json "$OUT/verify_mqa_lse_h100.json" || status=1
 [ -n "${SKIP_BENCH:-}" ] && { echo "round finished with status $status (bench skipped)" | tee -a "$LOG"; exit $status; }
 run "$BIN/host" bench --shapes std --peers torch --plot "$OUT/bench_h100.svg" --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
 run "$BIN/host" bench --shapes std --dtype bf16 --peers torch --json "$OUT/bench_bf16_h100.json" ${BENCH_ARGS:-} || status=1

@@ -32,6 +32,11 @@ impl CublasAttention {
     /// probability buffers for `shape`.
     pub fn new(gpu: &Gpu, shape: Shape, dtype: DType) -> Result<CublasAttention> {
         shape.validate()?;
+        if shape.heads_kv != shape.heads {
+            return Err(Error::InvalidProblem(
+                "the cublas path has no grouped-query attention: K and V need as many heads as Q".into(),
+            ));
+        }
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(Error::NoCublas);
         }

@@ -55,6 +55,9 @@ pub struct Tensors {
     pub k: CudaSlice<u16>,
     pub v: CudaSlice<u16>,
     pub out: CudaSlice<u16>,
+    /// Each query row's log-sum-exp (`[B, H, S_q]`, natural log), written when present; see
+    /// `Gpu::request_lse`.
+    pub lse: Option<CudaSlice<f32>>,
     shape: Shape,
     dtype: DType,
 }
@@ -224,9 +227,18 @@ impl Gpu {
             k: self.upload(k)?,
             v: self.upload(v)?,
             out: self.upload(&vec![nan(dtype); shape.q_len()])?,
+            lse: None,
             shape,
             dtype,
         })
+    }
+
+    /// Makes the next launches also write each row's log-sum-exp into `tensors.lse` (allocated
+    /// here, NaN-poisoned).
+    pub fn request_lse(&self, tensors: &mut Tensors) -> Result<()> {
+        let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
+        tensors.lse = Some(self.upload(&vec![f32::NAN; rows])?);
+        Ok(())
     }
 
     /// Refills the output with NaN before a launch whose every write must be checked.
@@ -284,8 +296,11 @@ impl Gpu {
         let seq_k = shape.seq_k as u32;
         let scale_log2 = params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E;
         let causal = params.causal as u32;
-        let null_log = 0u64;
-        let Tensors { q, k, v, out, .. } = tensors;
+        let kv_group = shape.kv_group() as u32;
+        let null = 0u64;
+        let Tensors {
+            q, k, v, out, lse, ..
+        } = tensors;
         let mut builder = self.stream.launch_builder(&kernel.function);
         builder
             .arg(&*q)
@@ -295,10 +310,15 @@ impl Gpu {
             .arg(&seq_q)
             .arg(&seq_k)
             .arg(&scale_log2)
-            .arg(&causal);
+            .arg(&causal)
+            .arg(&kv_group);
+        match lse {
+            Some(lse) => builder.arg(lse),
+            None => builder.arg(&null),
+        };
         match barrier_log {
             Some(log) => builder.arg(log),
-            None => builder.arg(&null_log),
+            None => builder.arg(&null),
         };
         // Safety: the argument list matches the kernels' common signature (kernels-rs/src/lib.rs),
         // every buffer holds the elements the shape implies (checked in `tensors`), and the grid

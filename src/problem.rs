@@ -6,11 +6,13 @@ use crate::error::{Error, Result};
 use crate::variants::HEAD_DIMS;
 
 /// The shape of one attention call: Q is `[batch, heads, seq_q, head_dim]`, K and V are
-/// `[batch, heads, seq_k, head_dim]`, the output is shaped like Q. All contiguous, row-major.
+/// `[batch, heads_kv, seq_k, head_dim]`, the output is shaped like Q. All contiguous, row-major.
+/// `heads_kv` divides `heads`: grouped-query attention (multi-query when 1) when smaller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Shape {
     pub batch: usize,
     pub heads: usize,
+    pub heads_kv: usize,
     pub seq_q: usize,
     pub seq_k: usize,
     pub head_dim: usize,
@@ -22,10 +24,21 @@ impl Shape {
         Shape {
             batch,
             heads,
+            heads_kv: heads,
             seq_q: seq,
             seq_k: seq,
             head_dim,
         }
+    }
+
+    /// The same shape with `heads_kv` key/value heads.
+    pub fn with_heads_kv(self, heads_kv: usize) -> Shape {
+        Shape { heads_kv, ..self }
+    }
+
+    /// Query heads per key/value head.
+    pub fn kv_group(&self) -> usize {
+        self.heads / self.heads_kv.max(1)
     }
 
     pub fn q_len(&self) -> usize {
@@ -33,7 +46,7 @@ impl Shape {
     }
 
     pub fn kv_len(&self) -> usize {
-        self.batch * self.heads * self.seq_k * self.head_dim
+        self.batch * self.heads_kv * self.seq_k * self.head_dim
     }
 
     /// Floating-point operations of the forward pass: `4 * B * H * S_q * S_k * D`, halved when
@@ -55,6 +68,7 @@ impl Shape {
         crate::reference::Dims {
             batch: self.batch,
             heads: self.heads,
+            heads_kv: self.heads_kv,
             seq_q: self.seq_q,
             seq_k: self.seq_k,
             head_dim: self.head_dim,
@@ -66,6 +80,12 @@ impl Shape {
         let invalid = |msg: String| Err(Error::InvalidProblem(msg));
         if self.batch == 0 || self.heads == 0 || self.seq_q == 0 || self.seq_k == 0 {
             return invalid(format!("every dimension must be at least 1, got {self}"));
+        }
+        if self.heads_kv == 0 || !self.heads.is_multiple_of(self.heads_kv) {
+            return invalid(format!(
+                "key/value heads ({}) must divide query heads ({})",
+                self.heads_kv, self.heads
+            ));
         }
         if !HEAD_DIMS.contains(&self.head_dim) {
             return Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS));
@@ -87,17 +107,18 @@ impl Shape {
 
 impl std::fmt::Display for Shape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let heads = if self.heads_kv == self.heads {
+            self.heads.to_string()
+        } else {
+            format!("{} (kv {})", self.heads, self.heads_kv)
+        };
         if self.seq_q == self.seq_k {
-            write!(
-                f,
-                "({}, {}, {}, {})",
-                self.batch, self.heads, self.seq_q, self.head_dim
-            )
+            write!(f, "({}, {heads}, {}, {})", self.batch, self.seq_q, self.head_dim)
         } else {
             write!(
                 f,
-                "({}, {}, {}/{}, {})",
-                self.batch, self.heads, self.seq_q, self.seq_k, self.head_dim
+                "({}, {heads}, {}/{}, {})",
+                self.batch, self.seq_q, self.seq_k, self.head_dim
             )
         }
     }
@@ -121,6 +142,7 @@ impl std::str::FromStr for Shape {
             [b, h, sq, sk, d] => Ok(Shape {
                 batch: b,
                 heads: h,
+                heads_kv: h,
                 seq_q: sq,
                 seq_k: sk,
                 head_dim: d,
@@ -272,6 +294,18 @@ mod tests {
         assert_eq!(DType::Bf16.decode(DType::Bf16.encode(1.0 + 1.0 / 512.0)), 1.0);
         assert_eq!("bfloat16".parse::<DType>().unwrap(), DType::Bf16);
         assert!("f32".parse::<DType>().is_err());
+    }
+
+    #[test]
+    fn key_value_heads_must_divide_query_heads() {
+        assert!(Shape::new(1, 8, 16, 64).with_heads_kv(2).validate().is_ok());
+        assert!(Shape::new(1, 8, 16, 64).with_heads_kv(1).validate().is_ok());
+        assert!(Shape::new(1, 8, 16, 64).with_heads_kv(3).validate().is_err());
+        assert!(Shape::new(1, 8, 16, 64).with_heads_kv(0).validate().is_err());
+        assert_eq!(
+            Shape::new(2, 8, 16, 64).with_heads_kv(2).kv_len(),
+            2 * 2 * 16 * 64
+        );
     }
 
     #[test]

@@ -4,11 +4,13 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-/// Q is `[batch, heads, seq_q, head_dim]`, K and V `[batch, heads, seq_k, head_dim]`.
+/// Q is `[batch, heads, seq_q, head_dim]`, K and V `[batch, heads_kv, seq_k, head_dim]`;
+/// `heads_kv` divides `heads` (grouped-query attention when smaller).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
     pub batch: usize,
     pub heads: usize,
+    pub heads_kv: usize,
     pub seq_q: usize,
     pub seq_k: usize,
     pub head_dim: usize,
@@ -57,11 +59,77 @@ pub fn attention_rows_f64(
     out
 }
 
+/// Natural-log log-sum-exp of every query row's scaled scores (`[B, H, S_q]`), `-inf` for a row
+/// that sees no key: what the kernels' optional LSE output must match.
+pub fn log_sum_exp_f64(q: &[f32], k: &[f32], dims: Dims, causal: bool, scale: f64) -> Vec<f64> {
+    check_lengths(q, k, k, dims);
+    (0..dims.batch * dims.heads * dims.seq_q)
+        .into_par_iter()
+        .map(|r| {
+            let scores = row_scores(q, k, dims, causal, scale, r / dims.seq_q, r % dims.seq_q);
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if scores.is_empty() {
+                f64::NEG_INFINITY
+            } else {
+                max + scores.iter().map(|s| (s - max).exp()).sum::<f64>().ln()
+            }
+        })
+        .collect()
+}
+
 fn check_lengths(q: &[f32], k: &[f32], v: &[f32], dims: Dims) {
-    let per_head = dims.batch * dims.heads * dims.head_dim;
-    assert_eq!(q.len(), per_head * dims.seq_q, "q length does not match {dims:?}");
-    assert_eq!(k.len(), per_head * dims.seq_k, "k length does not match {dims:?}");
-    assert_eq!(v.len(), per_head * dims.seq_k, "v length does not match {dims:?}");
+    assert!(
+        dims.heads_kv > 0 && dims.heads.is_multiple_of(dims.heads_kv),
+        "heads_kv must divide heads: {dims:?}"
+    );
+    let d = dims.head_dim;
+    assert_eq!(
+        q.len(),
+        dims.batch * dims.heads * dims.seq_q * d,
+        "q length does not match {dims:?}"
+    );
+    assert_eq!(
+        k.len(),
+        dims.batch * dims.heads_kv * dims.seq_k * d,
+        "k length does not match {dims:?}"
+    );
+    assert_eq!(
+        v.len(),
+        dims.batch * dims.heads_kv * dims.seq_k * d,
+        "v length does not match {dims:?}"
+    );
+}
+
+/// The scaled scores of query `row` of `head` (= b * heads + h) against the keys it may see.
+fn row_scores(
+    q: &[f32],
+    k: &[f32],
+    dims: Dims,
+    causal: bool,
+    scale: f64,
+    head: usize,
+    row: usize,
+) -> Vec<f64> {
+    let d = dims.head_dim;
+    let query = &q[(head * dims.seq_q + row) * d..][..d];
+    let keys = if causal {
+        (row as i64 + 1 + dims.seq_k as i64 - dims.seq_q as i64).clamp(0, dims.seq_k as i64) as usize
+    } else {
+        dims.seq_k
+    };
+    // Query heads of one batch are contiguous, so `head / group` is `b * heads_kv + h / group`.
+    let kv_head = head / (dims.heads / dims.heads_kv);
+    (0..keys)
+        .map(|j| {
+            let key = &k[(kv_head * dims.seq_k + j) * d..][..d];
+            query
+                .iter()
+                .zip(key)
+                .map(|(a, b)| *a as f64 * *b as f64)
+                .sum::<f64>()
+                * scale
+        })
+        .collect()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -77,33 +145,18 @@ fn attend_row(
     out: &mut [f64],
 ) {
     let d = dims.head_dim;
-    let query = &q[(head * dims.seq_q + row) * d..][..d];
-    let keys = if causal {
-        (row as i64 + 1 + dims.seq_k as i64 - dims.seq_q as i64).clamp(0, dims.seq_k as i64) as usize
-    } else {
-        dims.seq_k
-    };
     out.fill(0.0);
-    if keys == 0 {
+    let scores = row_scores(q, k, dims, causal, scale, head, row);
+    if scores.is_empty() {
         return;
     }
-    let scores: Vec<f64> = (0..keys)
-        .map(|j| {
-            let key = &k[(head * dims.seq_k + j) * d..][..d];
-            query
-                .iter()
-                .zip(key)
-                .map(|(a, b)| *a as f64 * *b as f64)
-                .sum::<f64>()
-                * scale
-        })
-        .collect();
+    let kv_head = head / (dims.heads / dims.heads_kv);
     // Subtracting the row maximum keeps exp() in range; the result is unchanged.
     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
     let total: f64 = weights.iter().sum();
     for (j, w) in weights.iter().enumerate() {
-        let value = &v[(head * dims.seq_k + j) * d..][..d];
+        let value = &v[(kv_head * dims.seq_k + j) * d..][..d];
         for (o, x) in out.iter_mut().zip(value) {
             *o += w / total * *x as f64;
         }
@@ -189,6 +242,7 @@ mod tests {
         Dims {
             batch: 1,
             heads: 1,
+            heads_kv: 1,
             seq_q,
             seq_k,
             head_dim,
@@ -243,6 +297,7 @@ mod tests {
         let d = Dims {
             batch: 2,
             heads: 3,
+            heads_kv: 3,
             seq_q: 5,
             seq_k: 7,
             head_dim: 4,
@@ -263,6 +318,42 @@ mod tests {
         for (i, &(head, row)) in rows.iter().enumerate() {
             assert_eq!(&some[i * 4..][..4], &full[(head * 5 + row) * 4..][..4]);
         }
+    }
+
+    #[test]
+    fn grouped_query_heads_share_their_key_value_head() {
+        // 4 query heads over 2 key/value heads: heads 0,1 read kv head 0, heads 2,3 kv head 1.
+        let gqa = Dims {
+            batch: 1,
+            heads: 4,
+            heads_kv: 2,
+            seq_q: 3,
+            seq_k: 5,
+            head_dim: 2,
+        };
+        let gen = |n: usize, salt: f32| {
+            (0..n)
+                .map(|i| (i as f32 * 0.71 + salt).cos())
+                .collect::<Vec<f32>>()
+        };
+        let (q, k, v) = (gen(4 * 3 * 2, 0.3), gen(2 * 5 * 2, 0.1), gen(2 * 5 * 2, 0.9));
+        let out = attention_f64(&q, &k, &v, gqa, true, 0.7);
+        // The same as ordinary attention with each kv head repeated for its query heads.
+        let repeat = |x: &[f32]| -> Vec<f32> { [&x[..10], &x[..10], &x[10..], &x[10..]].concat() };
+        let mha = Dims { heads_kv: 4, ..gqa };
+        assert_eq!(out, attention_f64(&q, &repeat(&k), &repeat(&v), mha, true, 0.7));
+        let lse = log_sum_exp_f64(&q, &k, gqa, true, 0.7);
+        assert_eq!(lse, log_sum_exp_f64(&q, &repeat(&k), mha, true, 0.7));
+    }
+
+    #[test]
+    fn log_sum_exp_by_hand() {
+        // scores 1 and 0 (scale 1): ln(e + 1); a row that sees no key: -inf.
+        let lse = log_sum_exp_f64(&[1.0, 0.0], &[1.0, 0.0, 0.0, 1.0], dims(1, 2, 2), false, 1.0);
+        assert!((lse[0] - (std::f64::consts::E + 1.0).ln()).abs() < 1e-12);
+        let masked = log_sum_exp_f64(&[1.0; 6], &[1.0; 2], dims(3, 1, 2), true, 1.0);
+        assert_eq!(masked[0], f64::NEG_INFINITY);
+        assert!((masked[2] - 2.0).abs() < 1e-12);
     }
 
     #[test]

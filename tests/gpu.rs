@@ -97,6 +97,7 @@ fn different_query_and_key_lengths_align_causal_masks_bottom_right() {
         Shape {
             batch: 1,
             heads: 2,
+            heads_kv: 2,
             seq_q: 100,
             seq_k: 37,
             head_dim: 64,
@@ -104,6 +105,7 @@ fn different_query_and_key_lengths_align_causal_masks_bottom_right() {
         Shape {
             batch: 1,
             heads: 2,
+            heads_kv: 2,
             seq_q: 37,
             seq_k: 150,
             head_dim: 128,
@@ -111,6 +113,64 @@ fn different_query_and_key_lengths_align_causal_masks_bottom_right() {
     ] {
         for causal in [false, true] {
             check_all(&gpu, shape, causal, seed);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn grouped_query_attention_and_log_sum_exp_match_the_reference() {
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(rand::rng().random());
+    for (shape, causal) in [
+        (Shape::new(2, 8, 150, 64).with_heads_kv(2), true),
+        (Shape::new(1, 4, 77, 128).with_heads_kv(1), false),
+        (
+            Shape {
+                batch: 1,
+                heads: 4,
+                heads_kv: 2,
+                seq_q: 90,
+                seq_k: 40,
+                head_dim: 64,
+            },
+            true,
+        ),
+    ] {
+        for dtype in DType::ALL {
+            let params = Params { causal, scale: None };
+            let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
+            gpu.request_lse(&mut tensors).unwrap();
+            let (q, k) = (
+                gpu.download(&tensors.q).unwrap(),
+                gpu.download(&tensors.k).unwrap(),
+            );
+            let lse_expected = reference::log_sum_exp_f64(
+                &widen(dtype, &q),
+                &widen(dtype, &k),
+                shape.reference_dims(),
+                causal,
+                params.scale_for(shape.head_dim) as f64,
+            );
+            for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
+                gpu.poison(&mut tensors).unwrap();
+                gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
+                let cmp = reference::compare(&widen(dtype, &gpu.download(&tensors.out).unwrap()), &expected);
+                assert!(
+                    cmp.passes(dtype.tolerance()),
+                    "{} on {shape} {dtype}: {cmp:?}",
+                    variant.name
+                );
+                let lse = gpu.download(tensors.lse.as_ref().unwrap()).unwrap();
+                for (row, (&a, &r)) in lse.iter().zip(&lse_expected).enumerate() {
+                    let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
+                    assert!(
+                        ok,
+                        "{} on {shape} {dtype}: lse row {row}: {a} vs {r}",
+                        variant.name
+                    );
+                }
+            }
         }
     }
 }

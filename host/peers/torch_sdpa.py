@@ -101,7 +101,8 @@ def check(in_dir, out_dir):
     meta = json.load(open(f"{in_dir}/meta.json"))
     q, k, v = (torch.from_numpy(np.load(f"{in_dir}/{n}.npy")).float().cuda() for n in "qkv")
     with sdpa_kernel([SDPBackend.MATH]):
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=meta["causal"], scale=meta["scale"])
+        gqa = q.shape[1] != k.shape[1]
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=meta["causal"], scale=meta["scale"], enable_gqa=gqa)
     np.save(f"{out_dir}/out.npy", out.cpu().numpy().astype(np.float32))
     print(json.dumps({"torch": torch.__version__, "ok": True}))
 

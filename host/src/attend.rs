@@ -13,15 +13,18 @@ pub struct Args {
     /// Queries, [B,H,S_q,D] float16 or float32.
     #[arg(long)]
     q: PathBuf,
-    /// Keys, [B,H,S_k,D], same dtype as q.
+    /// Keys, [B,H_kv,S_k,D], same dtype as q; H_kv divides H (grouped-query attention).
     #[arg(long)]
     k: PathBuf,
-    /// Values, [B,H,S_k,D], same dtype as q.
+    /// Values, shaped like k.
     #[arg(long)]
     v: PathBuf,
     /// Output file, [B,H,S_q,D], in the input's dtype.
     #[arg(long)]
     out: PathBuf,
+    /// Also write each query row's log-sum-exp (natural log, [B,H,S_q] float32) to this file.
+    #[arg(long)]
+    lse: Option<PathBuf>,
     /// Causal masking (aligned bottom-right when S_q != S_k).
     #[arg(long)]
     causal: bool,
@@ -55,6 +58,12 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let dtype = args.dtype;
     let encode = |a: &npy::NpyArray| -> Vec<u16> { a.to_f32().iter().map(|&x| dtype.encode(x)).collect() };
     let mut tensors = gpu.tensors(shape, dtype, &encode(&q), &encode(&k), &encode(&v))?;
+    if args.lse.is_some() {
+        if args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
+            return Err(Failure::Usage("--lse needs a fused kernel, not cublas".into()));
+        }
+        gpu.request_lse(&mut tensors)?;
+    }
     let used = if args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
         flashrs::cublas::CublasAttention::new(&gpu, shape, dtype)?.launch(&gpu, &mut tensors, params)?;
         flashrs::cublas::NAME
@@ -67,6 +76,10 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         NpyData::F32(_) => NpyData::F32(out),
     };
     npy::write_npy(&args.out, &q.shape, &data)?;
+    if let (Some(path), Some(lse)) = (&args.lse, &tensors.lse) {
+        let lse = gpu.download(lse)?;
+        npy::write_npy(path, &[shape.batch, shape.heads, shape.seq_q], &NpyData::F32(lse))?;
+    }
     println!(
         "{}: {} {} computed in {dtype} with {} (causal={})",
         args.out.display(),
@@ -108,14 +121,15 @@ pub fn shape_of(
             "k {ks:?} and v {vs:?} must have the same shape"
         )));
     }
-    if qs[0] != ks[0] || qs[1] != ks[1] || qs[3] != ks[3] {
+    if qs[0] != ks[0] || qs[3] != ks[3] || ks[1] == 0 || qs[1] % ks[1] != 0 {
         return Err(Failure::Usage(format!(
-            "q {qs:?} and k {ks:?} must agree in B, H and D"
+            "q {qs:?} and k {ks:?} must agree in B and D, and k's heads must divide q's (grouped-query attention)"
         )));
     }
     Ok(Shape {
         batch: qs[0],
         heads: qs[1],
+        heads_kv: ks[1],
         seq_q: qs[2],
         seq_k: ks[2],
         head_dim: qs[3],

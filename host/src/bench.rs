@@ -247,6 +247,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
                         let shape = Shape {
                             batch: r.shape[0],
                             heads: r.shape[1],
+                            heads_kv: r.shape[1],
                             seq_q: r.shape[2],
                             seq_k: r.seq_k,
                             head_dim: r.shape[3],

@@ -29,6 +29,12 @@ pub struct Args {
     /// Element types to test, comma-separated: f16, bf16.
     #[arg(long, value_delimiter = ',', default_value = "f16,bf16")]
     dtype: Vec<DType>,
+    /// Key/value heads (grouped-query attention): every shape's heads must be a multiple.
+    #[arg(long)]
+    heads_kv: Option<usize>,
+    /// Also check each row's log-sum-exp output against the float64 reference.
+    #[arg(long)]
+    lse: bool,
     /// Masking to test.
     #[arg(long, value_enum, default_value_t = Masks::Both)]
     masks: Masks,
@@ -67,6 +73,9 @@ struct Case {
     torch_max_abs_err: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     torch_rel_l2_err: Option<f64>,
+    /// Largest difference of the log-sum-exp output from float64 (`--lse`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lse_max_abs_err: Option<f64>,
     pass: bool,
 }
 
@@ -110,10 +119,16 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         Masks::Causal => &[true],
         Masks::Both => &[false, true],
     };
-    let problems: Vec<(Shape, bool, DType)> = inputs::cases(&args.shapes, &args.shape, masks)?
+    let mut problems: Vec<(Shape, bool, DType)> = inputs::cases(&args.shapes, &args.shape, masks)?
         .into_iter()
         .flat_map(|(s, c)| args.dtype.iter().map(move |&t| (s, c, t)))
         .collect();
+    if let Some(heads_kv) = args.heads_kv {
+        for (shape, _, _) in &mut problems {
+            *shape = shape.with_heads_kv(heads_kv);
+            shape.validate()?;
+        }
+    }
     let variants = inputs::variants(&args.kernels)?;
     let seed = args.seed.unwrap_or_else(inputs::fresh_seed);
     Params {
@@ -158,16 +173,28 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
                 }
             },
         };
+        let lse_reference = args.lse.then(|| {
+            let (q, k, _) = inputs.as_f32();
+            let scale = params.scale_for(shape.head_dim) as f64;
+            reference::log_sum_exp_f64(&q, &k, shape.reference_dims(), causal, scale)
+        });
         let expected = Expected {
             reference: &reference,
             reference_name,
             torch: torch.as_deref(),
         };
         for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
-            let out = run_kernel(&gpu, variant, *shape, params, &inputs)?;
-            cases.push(judge(variant.name, *shape, (causal, dtype), &out, &expected));
+            let (out, lse) = run_kernel(&gpu, variant, *shape, params, &inputs, args.lse)?;
+            let mut result = judge(variant.name, *shape, (causal, dtype), &out, &expected);
+            if let (Some(lse), Some(reference)) = (&lse, &lse_reference) {
+                let err = lse_error(lse, reference);
+                result.lse_max_abs_err = Some(err);
+                result.pass &= err <= LSE_TOLERANCE;
+            }
+            cases.push(result);
         }
-        if cublas_note.is_none() {
+        // The cuBLAS path has no grouped-query attention.
+        if cublas_note.is_none() && shape.heads_kv == shape.heads {
             match run_cublas(&gpu, *shape, params, &inputs) {
                 Ok(out) => cases.push(judge(
                     flashrs::cublas::NAME,
@@ -252,6 +279,7 @@ fn judge(
         non_finite: cmp.non_finite,
         torch_max_abs_err: vs_torch.map(|c| c.max_abs_err),
         torch_rel_l2_err: vs_torch.map(|c| c.rel_l2_err),
+        lse_max_abs_err: None,
         pass: cmp.passes(tolerance) && vs_torch.is_none_or(|c| c.passes(tolerance)),
     }
 }
@@ -263,12 +291,41 @@ pub fn run_kernel(
     shape: Shape,
     params: Params,
     inputs: &Inputs,
-) -> Result<Vec<f32>, Failure> {
+    lse: bool,
+) -> Result<(Vec<f32>, Option<Vec<f32>>), Failure> {
     let kernel = gpu.kernel(variant, shape.head_dim, inputs.dtype, false)?;
     // The output starts as NaN: an element the kernel fails to write stays NaN, which never passes.
     let mut tensors = gpu.tensors(shape, inputs.dtype, &inputs.q, &inputs.k, &inputs.v)?;
+    if lse {
+        gpu.request_lse(&mut tensors)?;
+    }
     gpu.launch(&kernel, &mut tensors, params, None)?;
-    Ok(flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?))
+    let out = flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?);
+    let lse = tensors.lse.as_ref().map(|l| gpu.download(l)).transpose()?;
+    Ok((out, lse))
+}
+
+/// The log-sum-exp is fp32 arithmetic on the same rounded inputs as the reference: only the
+/// accumulation order and `ex2`/`lg2.approx` separate them (~1e-5 at these magnitudes).
+const LSE_TOLERANCE: f64 = 1e-3;
+
+/// Largest difference between a kernel's log-sum-exp and the reference's; rows that see no key
+/// must be `-inf` on both sides; NaN never passes.
+fn lse_error(actual: &[f32], reference: &[f64]) -> f64 {
+    if actual.len() != reference.len() {
+        return f64::INFINITY;
+    }
+    actual.iter().zip(reference).fold(0.0f64, |worst, (&a, &r)| {
+        let a = a as f64;
+        let err = if a == r {
+            0.0
+        } else if a.is_finite() && r.is_finite() {
+            (a - r).abs()
+        } else {
+            f64::INFINITY
+        };
+        worst.max(err)
+    })
 }
 
 /// The cuBLAS-composed path on a NaN-poisoned output.
@@ -286,7 +343,7 @@ fn torch_output(shape: Shape, params: Params, inputs: &Inputs, index: usize) -> 
     let result = (|| {
         let (q, k, v) = inputs.as_f32();
         let dims_q = [shape.batch, shape.heads, shape.seq_q, shape.head_dim];
-        let dims_k = [shape.batch, shape.heads, shape.seq_k, shape.head_dim];
+        let dims_k = [shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim];
         for (name, dims, data) in [("q", dims_q, q), ("k", dims_k, k), ("v", dims_k, v)] {
             npy::write_npy(&dir.join(format!("{name}.npy")), &dims, &NpyData::F32(data))
                 .map_err(|e| e.to_string())?;
@@ -319,7 +376,7 @@ fn reference_output(
     }
     let naive =
         VariantSpec::by_name("naive").ok_or_else(|| Failure::Usage("no naive variant compiled".into()))?;
-    let out = run_kernel(gpu, naive, shape, params, inputs)?;
+    let (out, _) = run_kernel(gpu, naive, shape, params, inputs, false)?;
     // Spot-check naive on 64 rows spread over heads and positions.
     let bh = shape.batch * shape.heads;
     let rows: Vec<(usize, usize)> = (0..64)

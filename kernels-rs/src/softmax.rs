@@ -51,6 +51,17 @@ impl RowState {
         }
     }
 
+    /// The row's log-sum-exp in natural log, `ln(sum_j exp(score_j * scale))`: the statistic a
+    /// backward pass needs. `-inf` for a row that saw no unmasked key.
+    #[inline(always)]
+    pub fn log_sum_exp(&self, scale_log2: f32) -> f32 {
+        if self.row_sum > 0.0 {
+            (self.offset(scale_log2) + arch::log2(self.row_sum)) * core::f32::consts::LN_2
+        } else {
+            f32::NEG_INFINITY
+        }
+    }
+
     /// The factor that turns the accumulated output into the softmax average (0 for a row that
     /// saw no unmasked key).
     #[inline(always)]

@@ -14,6 +14,16 @@ pub fn exp2(x: f32) -> f32 {
     r
 }
 
+/// Emits `lg2.approx.ftz.f32`: log2(x), for the log-sum-exp output.
+#[inline(always)]
+pub fn log2(x: f32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("lg2.approx.ftz.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// Emits `rcp.rn.f32`: 1/x, correctly rounded.
 #[inline(always)]
 pub fn recip(x: f32) -> f32 {

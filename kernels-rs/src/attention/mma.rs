@@ -67,8 +67,8 @@ pub unsafe fn flash_mma<
     let stride = tile::row_stride_bytes(D);
 
     let q_head = q.add(head * problem.seq_q as usize * D);
-    let k_head = k.add(head * problem.seq_k as usize * D);
-    let v_head = v.add(head * problem.seq_k as usize * D);
+    let k_head = k.add(problem.kv_head(head) * problem.seq_k as usize * D);
+    let v_head = v.add(problem.kv_head(head) * problem.seq_k as usize * D);
 
     // Shared memory: [Q tile][STAGES x (K tile, V tile)]
     let q_smem = arch::dynamic_smem_base();
@@ -281,6 +281,9 @@ pub unsafe fn flash_mma<
             state[mt][h].row_sum = arch::quad_sum(state[mt][h].row_sum);
             let row = row_of(mt, h);
             if row < problem.seq_q {
+                if pair == 0 {
+                    problem.write_lse(head, row, &state[mt][h]);
+                }
                 let norm = state[mt][h].normaliser();
                 let o = out.add((head * problem.seq_q as usize + row as usize) * D) as *mut u32;
                 for (j, acc) in o_acc[mt].iter().enumerate() {

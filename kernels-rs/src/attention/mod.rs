@@ -3,8 +3,9 @@
 //! device layer.
 //!
 //! All kernels share one calling convention:
-//! `(q, k, v, out, seq_q, seq_k, scale_log2, causal, barrier_log)`, tensors `[B*H, S, D]`
-//! contiguous 16-bit, grid `(ceil(seq_q / BLOCK_M), B*H)`.
+//! `(q, k, v, out, seq_q, seq_k, scale_log2, causal, kv_group, lse, barrier_log)`, Q and the
+//! output `[B*H, S_q, D]`, K and V `[B*H/kv_group, S_k, D]`, contiguous 16-bit, grid
+//! `(ceil(seq_q / BLOCK_M), B*H)`.
 
 pub mod mma;
 pub mod naive;
@@ -19,6 +20,11 @@ pub struct Problem {
     /// `scale * log2(e)`: scores are turned into base-2 exponents with one multiply.
     pub scale_log2: f32,
     pub causal: bool,
+    /// Query heads per key/value head (grouped-query attention; 1 for ordinary attention). Q is
+    /// `[B, H, S_q, D]`, K and V `[B, H / kv_group, S_k, D]`.
+    pub kv_group: u32,
+    /// Where to write each row's log-sum-exp (`[B, H, S_q]` fp32), or null for none.
+    pub lse: *mut f32,
 }
 
 impl Problem {
@@ -31,6 +37,21 @@ impl Problem {
         }
         let end = row as i64 + 1 + self.seq_k as i64 - self.seq_q as i64;
         end.clamp(0, self.seq_k as i64) as u32
+    }
+
+    /// The key/value head that query head `head` (= b * H + h) reads: `b * H_kv + h / kv_group`,
+    /// which is `head / kv_group` because the heads of one batch are contiguous.
+    #[inline(always)]
+    pub fn kv_head(&self, head: usize) -> usize {
+        head / self.kv_group as usize
+    }
+
+    /// Writes the log-sum-exp of query `row` of `head`, when asked for.
+    #[inline(always)]
+    pub unsafe fn write_lse(&self, head: usize, row: u32, state: &crate::softmax::RowState) {
+        if !self.lse.is_null() {
+            *self.lse.add(head * self.seq_q as usize + row as usize) = state.log_sum_exp(self.scale_log2);
+        }
     }
 
     /// Number of `block_n`-key tiles that queries `first_row .. first_row + block_m` need.

@@ -28,8 +28,8 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
     let head = arch::block_idx_y() as usize;
     let dim0 = arch::lane_id() as usize * DIMS_PER_LANE;
     let q_row = q.add((head * problem.seq_q as usize + row as usize) * D + dim0);
-    let k_head = k.add(head * problem.seq_k as usize * D + dim0);
-    let v_head = v.add(head * problem.seq_k as usize * D + dim0);
+    let k_head = k.add(problem.kv_head(head) * problem.seq_k as usize * D + dim0);
+    let v_head = v.add(problem.kv_head(head) * problem.seq_k as usize * D + dim0);
 
     let mut query = [0.0f32; DIMS_PER_LANE];
     for (i, x) in query.iter_mut().enumerate() {
@@ -49,6 +49,9 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
         for (i, a) in acc.iter_mut().enumerate() {
             *a = arch::fma(p, T::to_f32(*v_head.add(key * D + i)), *a * correction);
         }
+    }
+    if arch::lane_id() == 0 {
+        problem.write_lse(head, row, &state);
     }
     let norm = state.normaliser();
     let o_row = out.add((head * problem.seq_q as usize + row as usize) * D + dim0);

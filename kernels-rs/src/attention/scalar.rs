@@ -63,8 +63,8 @@ pub unsafe fn flash_scalar<
     let first_row = arch::block_idx_x() * BLOCK_M as u32;
 
     let q_head = q.add(head * problem.seq_q as usize * D);
-    let k_head = k.add(head * problem.seq_k as usize * D);
-    let v_head = v.add(head * problem.seq_k as usize * D);
+    let k_head = k.add(problem.kv_head(head) * problem.seq_k as usize * D);
+    let v_head = v.add(problem.kv_head(head) * problem.seq_k as usize * D);
 
     // Shared memory: [Q f32: BLOCK_M x D][STAGES x (K tile, V tile)][P f32: BLOCK_M x BLOCK_N]
     let q_smem = arch::dynamic_smem_base();
@@ -224,6 +224,9 @@ pub unsafe fn flash_scalar<
     for r in 0..ROWS {
         let row = my_first_row + r as u32;
         if row < problem.seq_q {
+            if lane == 0 {
+                problem.write_lse(head, row, &state[r]);
+            }
             let norm = state[r].normaliser();
             let o = out.add((head * problem.seq_q as usize + row as usize) * D) as *mut u32;
             for pair in 0..DIMS / 2 {
