@@ -1,11 +1,15 @@
 //! The float64 CPU reference for attention forward, multithreaded over query rows, and the
 //! comparison that turns a kernel's output into a verdict.
+//!
+//! Everything is computed in f64 from the f32 inputs, so the reference's own rounding (~1e-16
+//! relative) is negligible next to a half-precision kernel's (~1e-3).
 
 use rayon::prelude::*;
 use serde::Serialize;
 
-/// Q is `[batch, heads, seq_q, head_dim]`, K and V `[batch, heads_kv, seq_k, head_dim]`;
-/// `heads_kv` divides `heads` (grouped-query attention when smaller).
+/// Q is `[batch, heads, seq_q, head_dim]`, K and V `[batch, heads_kv, seq_k, head_dim]`, all
+/// contiguous row-major; `heads_kv` divides `heads` (grouped-query attention when smaller,
+/// multi-query when 1). Query head `h` reads key/value head `h / (heads / heads_kv)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
     pub batch: usize,
@@ -16,15 +20,47 @@ pub struct Dims {
     pub head_dim: usize,
 }
 
+impl Dims {
+    /// Query rows in all: `batch * heads * seq_q`.
+    fn query_rows(&self) -> usize {
+        self.batch * self.heads * self.seq_q
+    }
+
+    /// How many keys query `row` (< `seq_q`) may attend: all of them, or with a causal mask
+    /// aligned bottom-right like FlashAttention-2, keys `0..=row + seq_k - seq_q`: the last query
+    /// sees every key and each earlier one one key fewer, down to none when `seq_q > seq_k`.
+    fn visible_keys(&self, causal: bool, row: usize) -> usize {
+        if causal {
+            // Written so that nothing can overflow or go negative.
+            self.seq_k.saturating_sub(self.seq_q - 1 - row)
+        } else {
+            self.seq_k
+        }
+    }
+
+    /// The key/value head that query head `head` (a `batch * heads` index) reads. Query heads of
+    /// one batch are contiguous, so `head / group` is `b * heads_kv + h / group`.
+    fn kv_head(&self, head: usize) -> usize {
+        head / (self.heads / self.heads_kv)
+    }
+}
+
 /// Attention in float64 over inputs given as f32 (already rounded to the kernel's input type by
-/// the caller, so the reference sees exactly what the kernel sees). Causal masks are aligned
-/// bottom-right: query `i` sees key `j` iff `j <= i + seq_k - seq_q`; a row that sees no key is 0.
+/// the caller, so the reference sees exactly what the kernel sees): `softmax(scale * Q K^T) V`,
+/// shaped like Q. Causal masks are aligned bottom-right: query `i` sees key `j` iff
+/// `j <= i + seq_k - seq_q`; a row that sees no key is all zeros.
+///
+/// Panics (with a message naming the tensor) if a slice's length does not match `dims`.
 pub fn attention_f64(q: &[f32], k: &[f32], v: &[f32], dims: Dims, causal: bool, scale: f64) -> Vec<f64> {
     check_lengths(q, k, v, dims);
-    let mut out = vec![0.0; dims.batch * dims.heads * dims.seq_q * dims.head_dim];
-    out.par_chunks_mut(dims.head_dim)
+    let d = dims.head_dim;
+    let mut out = vec![0.0; q.len()];
+    if d == 0 {
+        return out; // Nothing to compute, and chunks of length 0 are not a thing.
+    }
+    out.par_chunks_mut(d)
         .enumerate()
-        .for_each(|(row, o)| {
+        .for_each_init(Vec::new, |scores, (r, o)| {
             attend_row(
                 q,
                 k,
@@ -32,16 +68,18 @@ pub fn attention_f64(q: &[f32], k: &[f32], v: &[f32], dims: Dims, causal: bool, 
                 dims,
                 causal,
                 scale,
-                row / dims.seq_q,
-                row % dims.seq_q,
+                (r / dims.seq_q, r % dims.seq_q),
+                scores,
                 o,
             )
         });
     out
 }
 
-/// The reference for selected `(batch * heads index, query row)` pairs only, concatenated in
-/// order: spot checks for problems too big to compute whole.
+/// [`attention_f64`] for the listed `(batch * heads index, query row)` pairs only, their output
+/// rows in order (each `head_dim` long): spot checks of problems too big for the full reference.
+///
+/// Panics (with a clear message) on mismatched lengths or a pair outside `dims`.
 pub fn attention_rows_f64(
     q: &[f32],
     k: &[f32],
@@ -52,21 +90,51 @@ pub fn attention_rows_f64(
     rows: &[(usize, usize)],
 ) -> Vec<f64> {
     check_lengths(q, k, v, dims);
-    let mut out = vec![0.0; rows.len() * dims.head_dim];
-    out.par_chunks_mut(dims.head_dim)
+    let heads = dims.batch * dims.heads;
+    for &(head, row) in rows {
+        assert!(
+            head < heads && row < dims.seq_q,
+            "row ({head}, {row}) is outside {heads} heads of {} rows ({dims:?})",
+            dims.seq_q
+        );
+    }
+    let d = dims.head_dim;
+    let mut out = vec![0.0; rows.len() * d];
+    if d == 0 {
+        return out;
+    }
+    out.par_chunks_mut(d)
         .zip(rows)
-        .for_each(|(o, &(head, row))| attend_row(q, k, v, dims, causal, scale, head, row, o));
+        .for_each_init(Vec::new, |scores, (o, &pair)| {
+            attend_row(q, k, v, dims, causal, scale, pair, scores, o)
+        });
     out
 }
 
-/// Natural-log log-sum-exp of every query row's scaled scores (`[B, H, S_q]`), `-inf` for a row
-/// that sees no key: what the kernels' optional LSE output must match.
+/// Natural-log log-sum-exp of every query row's scaled scores (`[batch, heads, seq_q]`), `-inf`
+/// for a row that sees no key: what the kernels' optional LSE output must match.
+///
+/// Panics (with a message naming the tensor) if a slice's length does not match `dims`.
 pub fn log_sum_exp_f64(q: &[f32], k: &[f32], dims: Dims, causal: bool, scale: f64) -> Vec<f64> {
     check_lengths(q, k, k, dims);
-    (0..dims.batch * dims.heads * dims.seq_q)
+    if dims.head_dim == 0 {
+        // Every score is an empty dot product, 0: the LSE is ln(visible keys), -inf for none.
+        return (0..dims.query_rows())
+            .map(|r| (dims.visible_keys(causal, r % dims.seq_q) as f64).ln())
+            .collect();
+    }
+    (0..dims.query_rows())
         .into_par_iter()
-        .map(|r| {
-            let scores = row_scores(q, k, dims, causal, scale, r / dims.seq_q, r % dims.seq_q);
+        .map_init(Vec::new, |scores, r| {
+            row_scores(
+                q,
+                k,
+                dims,
+                causal,
+                scale,
+                (r / dims.seq_q, r % dims.seq_q),
+                scores,
+            );
             let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             if scores.is_empty() {
                 f64::NEG_INFINITY
@@ -77,61 +145,52 @@ pub fn log_sum_exp_f64(q: &[f32], k: &[f32], dims: Dims, causal: bool, scale: f6
         .collect()
 }
 
+/// The internal-API contract: lengths must match `dims`. A mismatch is a caller's bug, reported
+/// with a message rather than an out-of-bounds index deep in a worker thread.
 fn check_lengths(q: &[f32], k: &[f32], v: &[f32], dims: Dims) {
     assert!(
         dims.heads_kv > 0 && dims.heads.is_multiple_of(dims.heads_kv),
-        "heads_kv must divide heads: {dims:?}"
+        "heads_kv must be positive and divide heads: {dims:?}"
     );
-    let d = dims.head_dim;
-    assert_eq!(
-        q.len(),
-        dims.batch * dims.heads * dims.seq_q * d,
-        "q length does not match {dims:?}"
-    );
-    assert_eq!(
-        k.len(),
-        dims.batch * dims.heads_kv * dims.seq_k * d,
-        "k length does not match {dims:?}"
-    );
-    assert_eq!(
-        v.len(),
-        dims.batch * dims.heads_kv * dims.seq_k * d,
-        "v length does not match {dims:?}"
-    );
+    let elements = |parts: [usize; 4]| parts.iter().try_fold(1usize, |acc, &x| acc.checked_mul(x));
+    let q_len = elements([dims.batch, dims.heads, dims.seq_q, dims.head_dim]);
+    let kv_len = elements([dims.batch, dims.heads_kv, dims.seq_k, dims.head_dim]);
+    for (name, slice, expected) in [("q", q, q_len), ("k", k, kv_len), ("v", v, kv_len)] {
+        assert!(
+            Some(slice.len()) == expected,
+            "{name} has {} elements, {dims:?} needs {}",
+            slice.len(),
+            expected.map_or("more than usize::MAX".to_string(), |n| n.to_string())
+        );
+    }
 }
 
-/// The scaled scores of query `row` of `head` (= b * heads + h) against the keys it may see.
+/// Fills `scores` with the scaled scores of query `row` of `head` (a `batch * heads` index)
+/// against the keys it may see. `head_dim` must be positive.
 fn row_scores(
     q: &[f32],
     k: &[f32],
     dims: Dims,
     causal: bool,
     scale: f64,
-    head: usize,
-    row: usize,
-) -> Vec<f64> {
+    (head, row): (usize, usize),
+    scores: &mut Vec<f64>,
+) {
     let d = dims.head_dim;
     let query = &q[(head * dims.seq_q + row) * d..][..d];
-    let keys = if causal {
-        (row as i64 + 1 + dims.seq_k as i64 - dims.seq_q as i64).clamp(0, dims.seq_k as i64) as usize
-    } else {
-        dims.seq_k
-    };
-    // Query heads of one batch are contiguous, so `head / group` is `b * heads_kv + h / group`.
-    let kv_head = head / (dims.heads / dims.heads_kv);
-    (0..keys)
-        .map(|j| {
-            let key = &k[(kv_head * dims.seq_k + j) * d..][..d];
-            query
-                .iter()
-                .zip(key)
-                .map(|(a, b)| *a as f64 * *b as f64)
-                .sum::<f64>()
-                * scale
-        })
-        .collect()
+    let keys = &k[dims.kv_head(head) * dims.seq_k * d..];
+    scores.clear();
+    scores.extend(
+        keys.chunks_exact(d)
+            .take(dims.visible_keys(causal, row))
+            .map(|key| {
+                let dot: f64 = query.iter().zip(key).map(|(a, b)| *a as f64 * *b as f64).sum();
+                dot * scale
+            }),
+    );
 }
 
+/// Writes one output row: the softmax-weighted mean of the value rows the query sees.
 #[allow(clippy::too_many_arguments)]
 fn attend_row(
     q: &[f32],
@@ -140,58 +199,67 @@ fn attend_row(
     dims: Dims,
     causal: bool,
     scale: f64,
-    head: usize,
-    row: usize,
+    (head, row): (usize, usize),
+    scores: &mut Vec<f64>,
     out: &mut [f64],
 ) {
     let d = dims.head_dim;
     out.fill(0.0);
-    let scores = row_scores(q, k, dims, causal, scale, head, row);
+    row_scores(q, k, dims, causal, scale, (head, row), scores);
     if scores.is_empty() {
-        return;
+        return; // Fully masked: zeros, as FlashAttention-2 writes.
     }
-    let kv_head = head / (dims.heads / dims.heads_kv);
-    // Subtracting the row maximum keeps exp() in range; the result is unchanged.
+    // Subtracting the row maximum keeps exp() in range (scores of 1e3 would overflow to inf);
+    // the softmax is unchanged since the factor exp(-max) cancels.
     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-    let total: f64 = weights.iter().sum();
-    for (j, w) in weights.iter().enumerate() {
-        let value = &v[(kv_head * dims.seq_k + j) * d..][..d];
+    let values = v[dims.kv_head(head) * dims.seq_k * d..].chunks_exact(d);
+    let mut total = 0.0;
+    for (score, value) in scores.iter().zip(values) {
+        let weight = (score - max).exp();
+        total += weight;
         for (o, x) in out.iter_mut().zip(value) {
-            *o += w / total * *x as f64;
+            *o += weight * *x as f64;
         }
     }
+    // `total >= 1`: the maximal score contributes exp(0).
+    out.iter_mut().for_each(|o| *o /= total);
 }
 
 /// How far a kernel's output is from the reference.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Comparison {
+    /// `max |actual - reference|`.
     pub max_abs_err: f64,
     /// `||actual - reference|| / ||reference||` (2-norms).
     pub rel_l2_err: f64,
     /// NaN or infinite outputs (an unwritten element of a NaN-poisoned buffer counts here).
     pub non_finite: usize,
+    /// Elements of `actual`.
     pub elements: usize,
 }
 
-/// Compares `actual` with `reference`. Any non-finite output, or a length mismatch, makes both
-/// errors infinite: NaN can never pass.
+/// Compares `actual` with `reference`. Any non-finite value on either side, or a length mismatch,
+/// makes both errors infinite, so NaN can never pass. `rel_l2_err` divides by
+/// `max(||reference||, f64::MIN_POSITIVE)`, so an all-zero reference gives 0 for an exact match
+/// and a huge error otherwise instead of 0/0.
 pub fn compare(actual: &[f32], reference: &[f64]) -> Comparison {
     let mut max_abs_err = 0.0f64;
     let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
     let mut non_finite = 0;
+    let mut reference_broken = false;
     for (a, r) in actual.iter().zip(reference) {
         if !a.is_finite() {
             non_finite += 1;
             continue;
         }
+        reference_broken |= !r.is_finite();
         let e = (*a as f64 - r).abs();
         max_abs_err = max_abs_err.max(e);
         diff2 += e * e;
         ref2 += r * r;
     }
     let mut rel_l2_err = diff2.sqrt() / ref2.sqrt().max(f64::MIN_POSITIVE);
-    if non_finite > 0 || actual.len() != reference.len() {
+    if non_finite > 0 || reference_broken || actual.len() != reference.len() {
         max_abs_err = f64::INFINITY;
         rel_l2_err = f64::INFINITY;
     }
@@ -203,7 +271,7 @@ pub fn compare(actual: &[f32], reference: &[f64]) -> Comparison {
     }
 }
 
-/// Pass bounds for a comparison.
+/// Pass bounds for a comparison: both must hold.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Tolerance {
     pub max_abs: f64,
@@ -211,17 +279,21 @@ pub struct Tolerance {
 }
 
 impl Tolerance {
-    /// fp16 inputs, fp32 accumulation, fp16 output. Outputs are convex combinations of V rows
-    /// (|o| <~ 3 for normal inputs); rounding the output to fp16 alone costs up to 2^-11 relative
-    /// (~1e-3 absolute at |o| ~ 2), and P is rounded to fp16 before P V on tensor cores
-    /// (relative 2^-11 per weight, mostly averaging out). 1e-2 absolute and 5e-3 relative L2 leave
-    /// ~5x headroom over what the kernels show while still catching any indexing or masking bug,
-    /// which produces O(0.1..1) errors.
+    /// fp16 inputs, fp32 accumulation, fp16 output, for inputs of the usual scale (standard
+    /// normal Q, K, V). Outputs are convex combinations of V rows, so |o| stays below ~3. The
+    /// errors a correct kernel makes: rounding the output to fp16 (half an ulp, 2^-11 relative,
+    /// ~1e-3 absolute at |o| ~ 2), and P rounded to fp16 before P V on tensor cores (2^-11
+    /// relative per weight, mostly averaging out); fp32 dot products and exp2 approximations add
+    /// ~1e-6. The worst case recorded in `evidence/verify_h100.json` is 1.6e-3 absolute and 3e-4
+    /// relative L2, so these bounds leave ~6x and ~17x headroom while still catching any indexing
+    /// or masking bug, which moves outputs by O(0.1..1).
     pub const FP16: Tolerance = Tolerance {
         max_abs: 1e-2,
         rel_l2: 5e-3,
     };
-    /// bf16 keeps 8 mantissa bits instead of 11: 8x the rounding of fp16.
+    /// bf16 keeps 8 significand bits instead of fp16's 11: 8x the rounding of every step above
+    /// (half an ulp of bf16 at |o| ~ 2 is already 7.8e-3), hence 6x the bounds of [`Self::FP16`].
+    /// The recorded worst case is 1.2e-2 absolute and 2.4e-3 relative L2 (~5x and ~13x headroom).
     pub const BF16: Tolerance = Tolerance {
         max_abs: 6e-2,
         rel_l2: 3e-2,
@@ -229,6 +301,8 @@ impl Tolerance {
 }
 
 impl Comparison {
+    /// Within `tolerance` on both measures and no non-finite output. NaN errors fail too, since
+    /// every comparison with NaN is false.
     pub fn passes(&self, tolerance: Tolerance) -> bool {
         self.non_finite == 0 && self.max_abs_err <= tolerance.max_abs && self.rel_l2_err <= tolerance.rel_l2
     }
@@ -249,35 +323,43 @@ mod tests {
         }
     }
 
+    /// Deterministic inputs in [-1, 1] that differ by `salt`.
+    fn wave(n: usize, salt: f32) -> Vec<f32> {
+        (0..n).map(|i| (i as f32 * 0.37 + salt).sin()).collect()
+    }
+
+    fn assert_close(actual: &[f64], expected: &[f64]) {
+        assert_eq!(actual.len(), expected.len());
+        for (a, e) in actual.iter().zip(expected) {
+            assert!((a - e).abs() < 1e-12, "{actual:?} vs {expected:?}");
+        }
+    }
+
     #[test]
     fn hand_computed_case() {
-        // q = [1, 0]; keys [1, 0] and [0, 1]; scale 1: scores 1 and 0, weights e/(e+1) and
-        // 1/(e+1); values [2, 0] and [0, 4]: out = [2e/(e+1), 4/(e+1)] = [1.4621, 1.0758].
-        let out = attention_f64(
-            &[1.0, 0.0],
-            &[1.0, 0.0, 0.0, 1.0],
-            &[2.0, 0.0, 0.0, 4.0],
-            dims(1, 2, 2),
-            false,
-            1.0,
+        // Two queries, two keys, head_dim 2, scale 1/2.
+        //   q0 = [2, 0], q1 = [0, 2]; k0 = [1, 0], k1 = [0, 1]; v0 = [2, 0], v1 = [0, 4].
+        //   Scaled scores: q0 -> [1, 0], q1 -> [0, 1].
+        //   Weights: row 0 [e/(e+1), 1/(e+1)] = [0.7311, 0.2689], row 1 the reverse.
+        //   out0 = 0.7311 v0 + 0.2689 v1 = [1.4621, 1.0758]; out1 = [0.5379, 2.9242].
+        let (q, k, v) = ([2.0, 0.0, 0.0, 2.0], [1.0, 0.0, 0.0, 1.0], [2.0, 0.0, 0.0, 4.0]);
+        let out = attention_f64(&q, &k, &v, dims(2, 2, 2), false, 0.5);
+        let (big, small) = (
+            std::f64::consts::E / (std::f64::consts::E + 1.0),
+            1.0 / (std::f64::consts::E + 1.0),
         );
-        let e = std::f64::consts::E;
-        assert!((out[0] - 2.0 * e / (e + 1.0)).abs() < 1e-12);
-        assert!((out[1] - 4.0 / (e + 1.0)).abs() < 1e-12);
+        assert_close(&out, &[2.0 * big, 4.0 * small, 2.0 * small, 4.0 * big]);
+        assert!((out[0] - 1.4621).abs() < 1e-4 && (out[3] - 2.9242).abs() < 1e-4);
+        // Causal (seq_q == seq_k): row 0 sees only k0, so out0 = v0; row 1 is unchanged.
+        let out = attention_f64(&q, &k, &v, dims(2, 2, 2), true, 0.5);
+        assert_close(&out, &[2.0, 0.0, 2.0 * small, 4.0 * big]);
     }
 
     #[test]
     fn uniform_keys_average_the_values() {
         let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-        let out = attention_f64(
-            &[0.3, -0.7],
-            &[0.5, 0.5, 0.5, 0.5, 0.5, 0.5],
-            &v,
-            dims(1, 3, 2),
-            false,
-            0.9,
-        );
-        assert!((out[0] - 3.0).abs() < 1e-12 && (out[1] - 4.0).abs() < 1e-12);
+        let out = attention_f64(&[0.3, -0.7], &[0.5; 6], &v, dims(1, 3, 2), false, 0.9);
+        assert_close(&out, &[3.0, 4.0]);
     }
 
     #[test]
@@ -285,11 +367,137 @@ mod tests {
         // seq_q = 2, seq_k = 3, equal keys: row 0 sees keys 0..=1, row 1 sees 0..=2.
         let v = [1.0, 0.0, 3.0, 0.0, 8.0, 0.0];
         let out = attention_f64(&[0.0; 4], &[1.0; 6], &v, dims(2, 3, 2), true, 1.0);
-        assert!((out[0] - 2.0).abs() < 1e-12, "{out:?}");
-        assert!((out[2] - 4.0).abs() < 1e-12, "{out:?}");
-        // seq_q = 3 > seq_k = 1: row 0 and 1 see nothing (zeros), row 2 sees key 0.
+        assert_close(&out, &[2.0, 0.0, 4.0, 0.0]);
+        // The same query without the mask sees all three keys.
+        let out = attention_f64(&[0.0; 4], &[1.0; 6], &v, dims(2, 3, 2), false, 1.0);
+        assert_close(&out, &[4.0, 0.0, 4.0, 0.0]);
+    }
+
+    /// The textbook formula, one output element at a time, with the mask written as in the
+    /// FlashAttention-2 docs (`j <= i + seq_k - seq_q` in signed arithmetic).
+    fn textbook(q: &[f32], k: &[f32], v: &[f32], d: Dims, causal: bool, scale: f64) -> Vec<f64> {
+        let group = d.heads / d.heads_kv;
+        let mut out = vec![0.0; q.len()];
+        for bh in 0..d.batch * d.heads {
+            let kvh = (bh / d.heads) * d.heads_kv + (bh % d.heads) / group;
+            for i in 0..d.seq_q {
+                let allowed = |j: usize| !causal || j as i64 <= i as i64 + d.seq_k as i64 - d.seq_q as i64;
+                let score = |j: usize| -> f64 {
+                    (0..d.head_dim)
+                        .map(|c| {
+                            q[(bh * d.seq_q + i) * d.head_dim + c] as f64
+                                * k[(kvh * d.seq_k + j) * d.head_dim + c] as f64
+                        })
+                        .sum::<f64>()
+                        * scale
+                };
+                let total: f64 = (0..d.seq_k).filter(|&j| allowed(j)).map(|j| score(j).exp()).sum();
+                for c in 0..d.head_dim {
+                    out[(bh * d.seq_q + i) * d.head_dim + c] = (0..d.seq_k)
+                        .filter(|&j| allowed(j))
+                        .map(|j| score(j).exp() / total * v[(kvh * d.seq_k + j) * d.head_dim + c] as f64)
+                        .sum();
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn matches_the_textbook_formula_on_random_problems() {
+        use rand::{rngs::StdRng, Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(7);
+        for (seq_q, seq_k, heads_kv) in [(5, 5, 2), (3, 8, 1), (8, 3, 4), (1, 6, 2), (6, 1, 4)] {
+            let d = Dims {
+                batch: 2,
+                heads: 4,
+                heads_kv,
+                seq_q,
+                seq_k,
+                head_dim: 3,
+            };
+            let mut random = |n: usize| (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect::<Vec<_>>();
+            let q = random(2 * 4 * seq_q * 3);
+            let (k, v) = (random(2 * heads_kv * seq_k * 3), random(2 * heads_kv * seq_k * 3));
+            for causal in [false, true] {
+                let ours = attention_f64(&q, &k, &v, d, causal, 0.6);
+                let theirs = textbook(&q, &k, &v, d, causal, 0.6);
+                // A fully masked row is 0/0 = NaN in the textbook formula and 0 by convention here.
+                for (a, b) in ours.iter().zip(&theirs) {
+                    assert!(
+                        if b.is_nan() {
+                            *a == 0.0
+                        } else {
+                            (a - b).abs() < 1e-12
+                        },
+                        "{d:?} {causal}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rows_that_see_no_key_are_zero() {
+        // seq_q = 3 > seq_k = 1: rows 0 and 1 see nothing (zeros), row 2 sees key 0.
         let out = attention_f64(&[1.0; 6], &[1.0; 2], &[5.0, 7.0], dims(3, 1, 2), true, 1.0);
         assert_eq!(out, vec![0.0, 0.0, 0.0, 0.0, 5.0, 7.0]);
+        // No keys at all, masked or not.
+        let out = attention_f64(&[1.0; 4], &[], &[], dims(2, 0, 2), false, 1.0);
+        assert_eq!(out, vec![0.0; 4]);
+    }
+
+    #[test]
+    fn huge_scores_do_not_overflow() {
+        // Scores of 1024 and 1023 (exact in f32): exp(1024) is inf in f64, but the
+        // max-subtracted softmax gives weights 1/(1+e^-1) and e^-1/(1+e^-1).
+        let keys = [1.0, 1.0 - 1.0 / 1024.0];
+        let out = attention_f64(&[1024.0], &keys, &[1.0, 0.0], dims(1, 2, 1), false, 1.0);
+        let expected = 1.0 / (1.0 + (-1.0f64).exp());
+        assert!((out[0] - expected).abs() < 1e-12, "{out:?}");
+        let lse = log_sum_exp_f64(&[1024.0], &keys, dims(1, 2, 1), false, 1.0);
+        assert!(
+            (lse[0] - (1024.0 + (1.0 + (-1.0f64).exp()).ln())).abs() < 1e-12,
+            "{lse:?}"
+        );
+    }
+
+    #[test]
+    fn degenerate_dims_do_not_panic() {
+        // head_dim 0: empty tensors however long the sequences are.
+        assert!(attention_f64(&[], &[], &[], dims(4, 4, 0), true, 1.0).is_empty());
+        assert!(attention_rows_f64(&[], &[], &[], dims(4, 4, 0), true, 1.0, &[(0, 3)]).is_empty());
+        // No query rows.
+        assert!(attention_f64(&[], &[1.0; 4], &[1.0; 4], dims(0, 2, 2), true, 1.0).is_empty());
+        assert!(log_sum_exp_f64(&[], &[1.0; 4], dims(0, 2, 2), true, 1.0).is_empty());
+        // head_dim 0 scores are all 0: the LSE counts the visible keys (rows see 0, 1, 2 keys).
+        let lse = log_sum_exp_f64(&[], &[], dims(3, 2, 0), true, 1.0);
+        assert_eq!(lse, vec![f64::NEG_INFINITY, 0.0, 2f64.ln()]);
+        let no_heads = Dims {
+            heads: 0,
+            ..dims(3, 3, 2)
+        };
+        assert!(attention_f64(&[], &[1.0; 6], &[1.0; 6], no_heads, false, 1.0).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "k has 3 elements")]
+    fn mismatched_lengths_panic_with_a_message() {
+        attention_f64(&[0.0; 2], &[0.0; 3], &[0.0; 4], dims(1, 2, 2), false, 1.0);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside")]
+    fn rows_outside_the_problem_panic_with_a_message() {
+        attention_rows_f64(
+            &[0.0; 2],
+            &[0.0; 4],
+            &[0.0; 4],
+            dims(1, 2, 2),
+            false,
+            1.0,
+            &[(0, 1)],
+        );
     }
 
     #[test]
@@ -298,25 +506,24 @@ mod tests {
             batch: 2,
             heads: 3,
             heads_kv: 3,
-            seq_q: 5,
-            seq_k: 7,
+            seq_q: 7,
+            seq_k: 5,
             head_dim: 4,
         };
-        let gen = |n: usize, salt: f32| {
-            (0..n)
-                .map(|i| (i as f32 * 0.37 + salt).sin())
-                .collect::<Vec<f32>>()
-        };
         let (q, k, v) = (
-            gen(2 * 3 * 5 * 4, 0.1),
-            gen(2 * 3 * 7 * 4, 0.2),
-            gen(2 * 3 * 7 * 4, 0.3),
+            wave(2 * 3 * 7 * 4, 0.1),
+            wave(2 * 3 * 5 * 4, 0.2),
+            wave(2 * 3 * 5 * 4, 0.3),
         );
-        let full = attention_f64(&q, &k, &v, d, true, 0.5);
-        let rows = [(4, 3), (0, 0), (5, 4)];
-        let some = attention_rows_f64(&q, &k, &v, d, true, 0.5, &rows);
-        for (i, &(head, row)) in rows.iter().enumerate() {
-            assert_eq!(&some[i * 4..][..4], &full[(head * 5 + row) * 4..][..4]);
+        for causal in [false, true] {
+            let full = attention_f64(&q, &k, &v, d, causal, 0.5);
+            // (4, 0) and (4, 1) are fully masked when causal (seq_q > seq_k by 2).
+            let rows = [(4, 3), (0, 0), (5, 6), (4, 1), (2, 2)];
+            let some = attention_rows_f64(&q, &k, &v, d, causal, 0.5, &rows);
+            for (i, &(head, row)) in rows.iter().enumerate() {
+                assert_eq!(&some[i * 4..][..4], &full[(head * 7 + row) * 4..][..4]);
+            }
+            assert_eq!(some[12..16] == [0.0; 4], causal);
         }
     }
 
@@ -331,12 +538,7 @@ mod tests {
             seq_k: 5,
             head_dim: 2,
         };
-        let gen = |n: usize, salt: f32| {
-            (0..n)
-                .map(|i| (i as f32 * 0.71 + salt).cos())
-                .collect::<Vec<f32>>()
-        };
-        let (q, k, v) = (gen(4 * 3 * 2, 0.3), gen(2 * 5 * 2, 0.1), gen(2 * 5 * 2, 0.9));
+        let (q, k, v) = (wave(4 * 3 * 2, 0.3), wave(2 * 5 * 2, 0.1), wave(2 * 5 * 2, 0.9));
         let out = attention_f64(&q, &k, &v, gqa, true, 0.7);
         // The same as ordinary attention with each kv head repeated for its query heads.
         let repeat = |x: &[f32]| -> Vec<f32> { [&x[..10], &x[..10], &x[10..], &x[10..]].concat() };
@@ -352,21 +554,62 @@ mod tests {
         let lse = log_sum_exp_f64(&[1.0, 0.0], &[1.0, 0.0, 0.0, 1.0], dims(1, 2, 2), false, 1.0);
         assert!((lse[0] - (std::f64::consts::E + 1.0).ln()).abs() < 1e-12);
         let masked = log_sum_exp_f64(&[1.0; 6], &[1.0; 2], dims(3, 1, 2), true, 1.0);
-        assert_eq!(masked[0], f64::NEG_INFINITY);
+        assert_eq!(masked[..2], [f64::NEG_INFINITY; 2]);
         assert!((masked[2] - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn comparison_measures_errors() {
+        let reference = vec![3.0, -4.0, 0.0];
+        let exact = compare(&[3.0, -4.0, 0.0], &reference);
+        assert_eq!(
+            exact,
+            Comparison {
+                max_abs_err: 0.0,
+                rel_l2_err: 0.0,
+                non_finite: 0,
+                elements: 3
+            }
+        );
+        // One element off by 0.5: ||diff|| = 0.5, ||reference|| = 5.
+        let off = compare(&[3.0, -4.0, 0.5], &reference);
+        assert_eq!((off.max_abs_err, off.rel_l2_err), (0.5, 0.1));
+        // An all-zero reference: exact is a pass, anything else a huge relative error.
+        assert!(compare(&[0.0; 2], &[0.0; 2]).passes(Tolerance::FP16));
+        assert!(compare(&[0.0, 1e-3], &[0.0; 2]).rel_l2_err > 1e100);
     }
 
     #[test]
     fn comparison_catches_nan_and_single_errors() {
         let reference = vec![1.0, -2.0, 0.5];
-        assert!(compare(&[1.0, -2.0, 0.5], &reference).passes(Tolerance::FP16));
-        let nan = compare(&[1.0, f32::NAN, 0.5], &reference);
-        assert_eq!(nan.non_finite, 1);
-        assert!(!nan.passes(Tolerance {
+        let anything = Tolerance {
             max_abs: f64::MAX,
-            rel_l2: f64::MAX
-        }));
-        assert!(!compare(&[1.0, -2.0, 0.6], &reference).passes(Tolerance::FP16));
-        assert!(!compare(&[1.0, -2.0], &reference).passes(Tolerance::FP16));
+            rel_l2: f64::MAX,
+        };
+        assert!(compare(&[1.0, -2.0, 0.5], &reference).passes(Tolerance::FP16));
+        assert!(compare(&[1.001, -2.0, 0.5], &reference).passes(Tolerance::FP16));
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let cmp = compare(&[1.0, bad, 0.5], &reference);
+            assert_eq!(cmp.non_finite, 1);
+            assert_eq!((cmp.max_abs_err, cmp.rel_l2_err), (f64::INFINITY, f64::INFINITY));
+            assert!(!cmp.passes(anything));
+        }
+        assert!(!compare(&[f32::NAN; 3], &reference).passes(anything));
+        assert!(!compare(&[1.0, -2.0, 0.5], &[1.0, f64::NAN, 0.5]).passes(anything));
+        // A single wrong element among many fails on max_abs even though rel_l2 is small.
+        let many = vec![1.0; 10_000];
+        let mut actual = vec![1.0f32; 10_000];
+        actual[1234] = 1.1;
+        let cmp = compare(&actual, &many);
+        assert!(cmp.rel_l2_err < Tolerance::FP16.rel_l2);
+        assert!(!cmp.passes(Tolerance::FP16));
+        assert!(!compare(&[1.0, -2.0], &reference).passes(anything));
+        assert!(!compare(&[1.0, -2.0, 0.5, 0.0], &reference).passes(anything));
+    }
+
+    #[test]
+    fn tolerances_are_ordered() {
+        let (h, b) = (Tolerance::FP16, Tolerance::BF16);
+        assert!(h.max_abs < b.max_abs && h.rel_l2 < b.rel_l2);
     }
 }
