@@ -216,29 +216,28 @@ fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
         err.err()
     );
     let mut tensors = gpu.tensors(shape, DType::F16, &full, &full, &full).unwrap();
-    let kernel_d128 = gpu.kernel(&VARIANTS[0], 128, DType::F16, false).unwrap();
-    let err = gpu.launch(
-        &kernel_d128,
-        &mut tensors,
-        Params {
-            causal: false,
-            scale: None,
-        },
-        None,
-    );
-    assert!(matches!(err, Err(Error::InvalidProblem(_))), "{:?}", err.err());
-    // A bf16 kernel on f16 tensors is refused too.
-    let kernel_bf16 = gpu.kernel(&VARIANTS[0], 64, DType::Bf16, false).unwrap();
-    let err = gpu.launch(
-        &kernel_bf16,
-        &mut tensors,
-        Params {
-            causal: false,
-            scale: None,
-        },
-        None,
-    );
-    assert!(matches!(err, Err(Error::InvalidProblem(_))), "{:?}", err.err());
+    // A kernel for another head dim, or for bf16 on f16 tensors, is refused.
+    let mismatched = [
+        gpu.kernel(&VARIANTS[0], 128, DType::F16, false).unwrap(),
+        gpu.kernel(&VARIANTS[0], 64, DType::Bf16, false).unwrap(),
+    ];
+    for kernel in &mismatched {
+        let err = gpu.launch(
+            kernel,
+            &mut tensors,
+            Params {
+                causal: false,
+                scale: None,
+            },
+            None,
+        );
+        assert!(
+            matches!(err, Err(Error::InvalidProblem(_))),
+            "{}: {:?}",
+            kernel.symbol,
+            err.err()
+        );
+    }
     let err = gpu.forward(
         &mut tensors,
         Params {
