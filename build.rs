@@ -13,8 +13,10 @@ use std::{env, fs};
 
 use serde::Deserialize;
 
-/// Architectures a PTX is built for; the library loads the newest one the device supports.
-const ARCHES: &[(&str, u32)] = &[("sm_80", 80), ("sm_90", 90)];
+/// Architectures a PTX is built for; the library loads the newest one the device supports. Hopper's
+/// is `sm_90a`, the architecture-specific target that `wgmma` needs (it loads on sm_90 devices
+/// only, which is every Hopper GPU).
+const ARCHES: &[(&str, u32)] = &[("sm_80", 80), ("sm_90a", 90)];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +61,8 @@ struct Variant {
     head_dims: Vec<u32>,
     min_blocks_per_sm: Option<u32>,
     sub_n: u32,
+    /// The oldest architecture (80, 90) whose PTX includes this variant.
+    min_arch: u32,
 }
 
 impl Variant {
@@ -79,6 +83,10 @@ impl Variant {
             "flash_scalar" => format!(
                 "flash_scalar_m{}_n{}_w{}_v{}_s{}_{}",
                 self.block_m, self.block_n, self.warps, self.vec, self.stages, self.policy
+            ),
+            "flash_wgmma" => format!(
+                "flash_wgmma_m{}_n{}_w{}_s{}_{}",
+                self.block_m, self.block_n, self.warps, self.stages, self.policy
             ),
             _ => format!(
                 "flash_mma_m{}_n{}{}_w{}_s{}{}_{}",
@@ -120,8 +128,6 @@ fn main() {
         .unwrap_or_else(|message| fail(&format!("kernels.toml: {message}")));
     check_unique(&variants);
 
-    let device_table = out_dir.join("device_kernels.rs");
-    fs::write(&device_table, device_table_source(&table, &variants)).unwrap();
     fs::write(out_dir.join("variants.rs"), host_table_source(&table, &variants)).unwrap();
 
     let (rustc, cargo) = device_toolchain();
@@ -130,10 +136,15 @@ fn main() {
         Some(dir) => PathBuf::from(dir),
         None => root.join("target"),
     };
-    for (arch, _) in ARCHES {
+    for &(arch, arch_number) in ARCHES {
+        let device_table = out_dir.join(format!("device_kernels_{arch}.rs"));
+        fs::write(&device_table, device_table_source(&table, &variants, arch_number)).unwrap();
         let target_dir = target_root.join("device").join(arch);
         let mut ptx = build_ptx(&root, &rustc, &cargo, arch, &target_dir, &device_table);
-        for v in variants.iter().filter(|v| v.min_blocks_per_sm.is_some()) {
+        for v in variants
+            .iter()
+            .filter(|v| v.min_blocks_per_sm.is_some() && v.min_arch <= arch_number)
+        {
             for d in &v.head_dims {
                 for dtype in &table.dtypes {
                     let symbol = format!("{}_d{d}_{dtype}", v.name());
@@ -187,6 +198,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             head_dims,
             min_blocks_per_sm,
             sub_n: 0,
+            min_arch: 80,
         },
         "flash_scalar" => Variant {
             family: "flash_scalar",
@@ -200,6 +212,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             head_dims,
             min_blocks_per_sm,
             sub_n: 0,
+            min_arch: 80,
         },
         "flash_mma" => Variant {
             family: "flash_mma",
@@ -213,10 +226,28 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             head_dims,
             min_blocks_per_sm,
             sub_n: 0,
+            min_arch: 80,
         },
+        "flash_wgmma" => {
+            let block_m = need(entry.block_m, "block_m")?;
+            Variant {
+                family: "flash_wgmma",
+                block_m,
+                block_n: need(entry.block_n, "block_n")?,
+                warps: block_m / 16,
+                vec: 8,
+                stages: need(entry.stages, "stages")?,
+                policy,
+                q_in_regs: false,
+                head_dims,
+                min_blocks_per_sm,
+                sub_n: 0,
+                min_arch: 90,
+            }
+        }
         other => {
             return Err(format!(
-                "unknown family `{other}` (naive, flash_scalar, flash_mma)"
+                "unknown family `{other}` (naive, flash_scalar, flash_mma, flash_wgmma)"
             ))
         }
     };
@@ -234,12 +265,24 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             v.block_m % v.warps == 0 && v.block_n % 32 == 0 && matches!(v.vec, 4 | 8) && v.stages >= 1
         }
         "flash_mma" => v.block_m % (16 * v.warps) == 0 && v.block_n % 16 == 0 && v.stages >= 1,
+        // One warpgroup per 64 rows; its wgmma shapes are n64 and n128, for S (block_n) and O (the
+        // head dim); only the light policy, whose block barriers are outside the warpgroup-uniform
+        // branch that skips a warpgroup's fully masked tiles.
+        "flash_wgmma" => {
+            v.block_m % 64 == 0
+                && matches!(v.block_n, 64 | 128)
+                && v.head_dims.iter().all(|d| matches!(d, 64 | 128))
+                && v.stages >= 1
+                && v.policy == "light"
+        }
         _ => true,
     };
     if !ok || (v.family != "naive" && v.policy == "none") {
         return Err(format!(
             "{}: inconsistent parameters (flash_scalar: warps divide block_m, block_n a multiple of \
-             32, vec 4 or 8; flash_mma: block_m a multiple of 16 * warps, block_n a multiple of 16; a policy)",
+             32, vec 4 or 8; flash_mma: block_m a multiple of 16 * warps, block_n a multiple of 16; \
+             flash_wgmma: block_m a multiple of 64, block_n and head dims 64 or 128, light policy; \
+             a policy)",
             v.name()
         ));
     }
@@ -263,10 +306,10 @@ fn dtype_type(dtype: &str) -> &'static str {
     }
 }
 
-/// `kernel!(...)` invocations for `kernels-rs/src/lib.rs`.
-fn device_table_source(table: &Table, variants: &[Variant]) -> String {
+/// `kernel!(...)` invocations for `kernels-rs/src/lib.rs`: the variants architecture `arch` has.
+fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String {
     let mut src = String::from("// Generated by build.rs from kernels.toml.\n");
-    for v in variants {
+    for v in variants.iter().filter(|v| v.min_arch <= arch) {
         for d in &v.head_dims {
             for dtype in &table.dtypes {
                 let symbol = format!("{}_d{d}_{dtype}", v.name());
@@ -279,6 +322,10 @@ fn device_table_source(table: &Table, variants: &[Variant]) -> String {
                     "flash_scalar" => format!(
                         "{ty}, {policy}, d = {d}, m = {}, n = {}, w = {}, vec = {}, stages = {}",
                         v.block_m, v.block_n, v.warps, v.vec, v.stages
+                    ),
+                    "flash_wgmma" => format!(
+                        "{ty}, {policy}, d = {d}, m = {}, n = {}, stages = {}",
+                        v.block_m, v.block_n, v.stages
                     ),
                     _ => format!(
                         "{ty}, {policy}, d = {d}, m = {}, n = {}, w = {}, stages = {}, q_in_regs = {}, \
@@ -304,6 +351,7 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
         let family = match v.family {
             "naive" => "Naive",
             "flash_scalar" => "FlashScalar",
+            "flash_wgmma" => "FlashWgmma",
             _ => "FlashMma",
         };
         let policy = match v.policy {
@@ -314,7 +362,8 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
         writeln!(
             src,
             "    VariantSpec {{ name: {:?}, family: Family::{family}, block_m: {}, block_n: {}, \
-             warps: {}, vec: {}, stages: {}, policy: {policy}, q_in_regs: {}, head_dims: &{:?} }},",
+             warps: {}, vec: {}, stages: {}, policy: {policy}, q_in_regs: {}, head_dims: &{:?}, \
+             min_arch: {} }},",
             v.name(),
             v.block_m,
             v.block_n,
@@ -322,7 +371,8 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
             v.vec,
             v.stages,
             v.q_in_regs,
-            v.head_dims
+            v.head_dims,
+            v.min_arch
         )
         .unwrap();
     }
@@ -378,7 +428,11 @@ fn build_ptx(root: &Path, rustc: &Path, cargo: &Path, arch: &str, target_dir: &P
             "RUSTFLAGS",
             // Full unrolling keeps every fragment array in registers (no local memory); the link
             // step is skipped because the PTX is taken from --emit=asm.
-            format!("-C target-cpu={arch} -C linker=/bin/true -C llvm-args=-unroll-threshold=2000"),
+            // sm_90a needs PTX ISA 8.0 (LLVM's default for sm_90 is 7.8).
+            format!(
+                "-C target-cpu={arch} -C linker=/bin/true -C llvm-args=-unroll-threshold=2000{}",
+                if arch.ends_with('a') { " -C target-feature=+ptx80" } else { "" }
+            ),
         )
         .current_dir(root.join("kernels-rs"))
         .args([

@@ -29,6 +29,12 @@ pub enum Error {
         needed: u32,
         available: u32,
     },
+    #[error("kernel {kernel} needs compute capability {needed_arch} (sm_{needed_arch}a for wgmma); this device's PTX is sm_{arch}")]
+    Architecture {
+        kernel: &'static str,
+        needed_arch: u32,
+        arch: u32,
+    },
     #[error("the embedded PTX lacks `{0}`: the build and the variant table disagree")]
     MissingSymbol(String),
     #[error("cuBLAS (libcublas) could not be loaded: the `cublas` path needs it on the library path")]

@@ -103,8 +103,9 @@ impl Gpu {
         let stream = ctx.new_stream()?;
         let compute_capability = ctx.compute_capability()?;
         let (arch, ptx_text) = match compute_capability {
-            (major, _) if major >= 9 => (90, embedded::PTX_SM90),
-            (8, _) => (80, embedded::PTX_SM80),
+            // The sm_90a PTX (wgmma) loads on Hopper only; anything newer takes the sm_80 PTX.
+            (9, 0) => (90, embedded::PTX_SM90),
+            (major, _) if major >= 8 => (80, embedded::PTX_SM80),
             (major, minor) => {
                 return Err(Error::NoDevice(format!(
                     "compute capability {major}.{minor}: the kernels need sm_80 or newer"
@@ -150,6 +151,13 @@ impl Gpu {
         } else {
             variant.symbol(head_dim, dtype.name())
         };
+        if variant.min_arch > self.arch {
+            return Err(Error::Architecture {
+                kernel: variant.name,
+                needed_arch: variant.min_arch,
+                arch: self.arch,
+            });
+        }
         if !variant.head_dims.contains(&head_dim) {
             return Err(Error::InvalidProblem(format!(
                 "{} is compiled for head dims {:?}, not {head_dim}",

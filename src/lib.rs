@@ -23,7 +23,14 @@ pub use variants::{Family, Policy, VariantSpec, VARIANTS};
 /// The PTX of every kernel, one module per architecture, embedded at build time.
 pub mod embedded {
     pub static PTX_SM80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_80.ptx"));
-    pub static PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_90.ptx"));
+    pub static PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_90a.ptx"));
+
+    /// Every embedded module: its `.target` name (as `ptxas -arch` wants it), its number, its PTX.
+    pub fn modules() -> impl Iterator<Item = (&'static str, u32, &'static str)> {
+        crate::variants::ARCHES
+            .iter()
+            .filter_map(|&(name, number)| ptx(number).map(|text| (name, number, text)))
+    }
 
     /// The PTX for architecture `arch` (80 or 90).
     pub fn ptx(arch: u32) -> Option<&'static str> {

@@ -10,8 +10,10 @@ pub enum Family {
     Naive,
     /// Tiled FlashAttention on CUDA cores.
     FlashScalar,
-    /// Tiled FlashAttention on tensor cores.
+    /// Tiled FlashAttention on tensor cores (`mma.sync`).
     FlashMma,
+    /// Tiled FlashAttention on Hopper's warpgroup tensor cores (`wgmma`, sm_90a).
+    FlashWgmma,
 }
 
 /// A barrier policy (`kernels-rs/src/policy.rs`).
@@ -41,6 +43,8 @@ pub struct VariantSpec {
     pub q_in_regs: bool,
     /// Head dims this variant is compiled for.
     pub head_dims: &'static [usize],
+    /// The oldest compute capability (x10) whose PTX has this variant: 90 for `wgmma`.
+    pub min_arch: u32,
 }
 
 impl VariantSpec {

@@ -11,7 +11,7 @@ fn every_kernel_assembles_without_spills() {
         println!("ptxas not found: gate skipped (run scripts/setup.sh to install it)");
         return;
     };
-    for (arch, text) in [("sm_80", embedded::PTX_SM80), ("sm_90", embedded::PTX_SM90)] {
+    for (arch, _, text) in embedded::modules() {
         let report = ptxas::assemble(&path, text, arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
         assert!(!report.is_empty(), "{arch}: ptxas reported no kernels");
         let entries = flashrs::ptx::entries(text).len();

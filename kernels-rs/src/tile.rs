@@ -107,6 +107,40 @@ pub trait Element {
     fn pack(lo: f32, hi: f32) -> u32;
     /// `acc += a * b` on tensor cores for this element type.
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]);
+    /// `acc (+)= A B` on Hopper's warpgroup tensor cores, A and B in shared memory
+    /// (`arch::wgmma_ss`).
+    unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(acc: &mut [f32; R], a: u64, b: u64, accumulate: bool);
+    /// `acc (+)= A B`, A in registers, B a transposed shared-memory operand (`arch::wgmma_rs`).
+    unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: [u32; 4],
+        b: u64,
+        accumulate: bool,
+    );
+}
+
+// The element type is part of the wgmma instruction's name, so each type forwards with its flag.
+macro_rules! forward_wgmma {
+    ($bf16:literal) => {
+        #[inline(always)]
+        unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(
+            acc: &mut [f32; R],
+            a: u64,
+            b: u64,
+            accumulate: bool,
+        ) {
+            arch::wgmma_ss::<$bf16, CHAIN, R>(acc, a, b, accumulate)
+        }
+        #[inline(always)]
+        unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
+            acc: &mut [f32; R],
+            a: [u32; 4],
+            b: u64,
+            accumulate: bool,
+        ) {
+            arch::wgmma_rs::<$bf16, CHAIN, R>(acc, a, b, accumulate)
+        }
+    };
 }
 
 /// IEEE binary16.
@@ -128,6 +162,7 @@ impl Element for F16 {
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
         arch::mma_f16_m16n8k16(acc, a, b)
     }
+    forward_wgmma!(false);
 }
 
 /// bfloat16: the top half of an f32, so widening is a shift.
@@ -148,5 +183,80 @@ impl Element for Bf16 {
     #[inline(always)]
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
         arch::mma_bf16_m16n8k16(acc, a, b)
+    }
+    forward_wgmma!(true);
+}
+
+/// The 128-byte swizzle layout that `wgmma` reads from shared memory.
+///
+/// A `ROWS x D` tile is stored as `D / 64` column blocks, one after the other; a column block is
+/// `ROWS` rows of 128 bytes (64 elements), and in row `r` the 16-byte chunk `c` sits at position
+/// `c ^ (r % 8)`. Eight rows read at one column then fall into eight different groups of four
+/// banks with no padding, which is what the tensor cores' own address swizzle expects. Tiles must
+/// start 1024-byte aligned (the swizzle is taken from address bits, so every 8-row atom must
+/// start on a 1024-byte boundary).
+pub mod swizzled {
+    use crate::arch::{self, SharedAddr};
+
+    /// Bytes of a 128-byte row: 64 elements of one column block.
+    pub const ROW_BYTES: u32 = 128;
+    /// Bytes of one 8-row swizzle atom: the stride between row groups in a `wgmma` descriptor.
+    pub const ATOM_BYTES: u32 = 8 * ROW_BYTES;
+
+    /// Bytes of a `rows x d` tile.
+    pub const fn tile_bytes(rows: usize, d: usize) -> u32 {
+        (rows * d * 2) as u32
+    }
+
+    /// Bytes of one 64-column block of a tile with `rows` rows.
+    pub const fn column_block_bytes(rows: u32) -> u32 {
+        rows * ROW_BYTES
+    }
+
+    /// Byte offset of the 16-byte chunk `chunk` (8 elements) of row `row` in a tile of `rows` rows.
+    #[inline(always)]
+    pub const fn chunk_offset(row: u32, chunk: u32, rows: u32) -> u32 {
+        (chunk / 8) * column_block_bytes(rows) + row * ROW_BYTES + ((chunk % 8) ^ (row % 8)) * 16
+    }
+
+    /// Issues `cp.async` copies of rows `first_row .. first_row + rows` of a `[rows_total, D]`
+    /// matrix into the swizzled tile at `dst`, 16 bytes per copy. As `super::load_async`: rows past
+    /// `rows_total` are zero-filled, and each thread keeps one source pointer. Consecutive threads
+    /// take consecutive chunks of a row, so a warp reads whole rows from global memory and each
+    /// eight threads write one 128-byte row of shared memory: coalesced and conflict-free.
+    #[inline(always)]
+    pub unsafe fn load_async<const D: usize>(
+        dst: SharedAddr,
+        matrix: *const u16,
+        rows: u32,
+        first_row: u32,
+        rows_total: u32,
+        thread: u32,
+        threads: u32,
+    ) {
+        let chunks_per_row = (D as u32) / 8;
+        let step = threads / chunks_per_row; // rows covered per pass
+        if threads % chunks_per_row != 0 || step % 8 != 0 {
+            // Every pass must keep the thread's row index mod 8, so its swizzled column is fixed.
+            arch::trap();
+        }
+        let row0 = thread / chunks_per_row;
+        let chunk = thread % chunks_per_row;
+        let src0 = matrix.add((first_row + row0) as usize * D + (chunk * 8) as usize) as *const u8;
+        let dst0 = dst + chunk_offset(row0, chunk, rows);
+        let mut pass = 0;
+        while pass * step < rows {
+            let row = row0 + pass * step;
+            if row < rows {
+                let in_bounds = first_row + row < rows_total;
+                let src = if in_bounds {
+                    src0.add((pass * step) as usize * D * 2)
+                } else {
+                    matrix as *const u8
+                };
+                arch::cp_async_16(dst0 + pass * step * ROW_BYTES, src, if in_bounds { 16 } else { 0 });
+            }
+            pass += 1;
+        }
     }
 }

@@ -10,6 +10,7 @@ pub mod memory;
 pub mod mma;
 pub mod sync;
 pub mod warp;
+pub mod wgmma;
 
 pub use index::*;
 pub use math::*;
@@ -17,3 +18,4 @@ pub use memory::*;
 pub use mma::*;
 pub use sync::*;
 pub use warp::*;
+pub use wgmma::*;

@@ -11,6 +11,7 @@ pub mod mma;
 pub mod naive;
 pub mod rows;
 pub mod scalar;
+pub mod wgmma;
 
 /// The per-launch facts every kernel needs about the problem.
 #[derive(Clone, Copy)]

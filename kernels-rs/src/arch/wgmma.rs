@@ -1,0 +1,179 @@
+//! Warpgroup tensor-core matrix multiply (`wgmma.mma_async`, sm_90a only).
+//!
+//! One `wgmma` is issued by the four warps of a warpgroup together and computes a 64 x N x 16
+//! product into fp32 accumulators spread over the warpgroup's 128 threads (N / 2 per thread, in
+//! the same per-warp layout as `mma.sync.m16n8`: warp `w` holds rows `16w .. 16w + 15`). B always
+//! comes from shared memory through a descriptor; A from shared memory too (`ss`) or from four
+//! registers per thread (`rs`, the layout of an `mma.sync` A fragment).
+//!
+//! The instruction is asynchronous. The wrappers therefore come in chains: the first product of a
+//! chain also emits `wgmma.fence` (the accumulators and A registers were last written by ordinary
+//! instructions), the last one commits the group and waits for it. Putting the fence and the wait
+//! *inside* the same `asm!` as a product is what keeps the compiler from moving a read or write of
+//! an accumulator across them: to the compiler the registers are simply that statement's operands.
+
+use core::arch::asm;
+
+use super::SharedAddr;
+
+/// Where a product sits in its chain of `wgmma`s.
+pub mod chain {
+    /// First of several: fence, then issue.
+    pub const FIRST: u8 = 0;
+    /// Neither first nor last: issue only.
+    pub const MIDDLE: u8 = 1;
+    /// Last of several: issue, commit, and wait until the whole chain has completed.
+    pub const LAST: u8 = 2;
+    /// The only one: fence, issue, commit, wait.
+    pub const ONLY: u8 = 3;
+}
+
+/// A `wgmma` shared-memory matrix descriptor for an operand stored in the 128-byte swizzle layout:
+/// 8-row atoms of 128-byte rows whose 16-byte chunks are permuted by XOR with the row index
+/// (mod 8), atoms 1024-byte aligned. `leading_bytes` and `stride_bytes` are the distances between
+/// atoms along the leading and strided dimensions (see `tile::Swizzled`).
+#[inline(always)]
+pub const fn smem_descriptor_sw128(addr: SharedAddr, leading_bytes: u32, stride_bytes: u32) -> u64 {
+    const SWIZZLE_128B: u64 = 1 << 62;
+    ((addr as u64 & 0x3_ffff) >> 4)
+        | (((leading_bytes as u64 >> 4) & 0x3fff) << 16)
+        | (((stride_bytes as u64 >> 4) & 0x3fff) << 32)
+        | SWIZZLE_128B
+}
+
+// One `asm!` for one chain position. The accumulators are the positional operands, so the template
+// lists them as `{0}, {1}, ...` from the index list; `scale-d` is a predicate made from `accumulate`
+// (false: the accumulators are overwritten, not added to).
+macro_rules! wgmma_asm {
+    (ss $pre:expr, $post:expr, $n:literal, $ty:literal, [$i0:literal $($i:literal)*],
+     $acc:ident, $a:ident, $b:ident, $accumulate:ident) => {
+        asm!(
+            concat!(
+                "{{\n.reg .pred p;\nsetp.ne.b32 p, {scale_d}, 0;\n", $pre,
+                "wgmma.mma_async.sync.aligned.m64n", stringify!($n), "k16.f32.", $ty, ".", $ty, " {{{",
+                stringify!($i0), "}" $(, ", {", stringify!($i), "}")*,
+                "}}, {a}, {b}, p, 1, 1, 0, 0;\n", $post, "}}"
+            ),
+            inout(reg32) $acc[$i0], $(inout(reg32) $acc[$i],)*
+            a = in(reg64) $a, b = in(reg64) $b, scale_d = in(reg32) $accumulate as u32,
+            options(nostack)
+        )
+    };
+    (rs $pre:expr, $post:expr, $n:literal, $ty:literal, [$i0:literal $($i:literal)*],
+     $acc:ident, $a:ident, $b:ident, $accumulate:ident) => {
+        asm!(
+            concat!(
+                "{{\n.reg .pred p;\nsetp.ne.b32 p, {scale_d}, 0;\n", $pre,
+                "wgmma.mma_async.sync.aligned.m64n", stringify!($n), "k16.f32.", $ty, ".", $ty, " {{{",
+                stringify!($i0), "}" $(, ", {", stringify!($i), "}")*,
+                "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, 1;\n", $post, "}}"
+            ),
+            inout(reg32) $acc[$i0], $(inout(reg32) $acc[$i],)*
+            a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2], a3 = in(reg32) $a[3],
+            b = in(reg64) $b, scale_d = in(reg32) $accumulate as u32,
+            options(nostack)
+        )
+    };
+}
+
+// A product at any chain position: one function per (A source, N, type).
+macro_rules! wgmma_fn {
+    ($(#[$doc:meta])* $form:ident $name:ident, $a_ty:ty, $n:literal, $ty:literal, $regs:tt) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub unsafe fn $name<const CHAIN: u8>(acc: &mut [f32; $n / 2], a: $a_ty, b: u64, accumulate: bool) {
+            match CHAIN {
+                chain::FIRST => wgmma_asm!($form "wgmma.fence.sync.aligned;\n", "", $n, $ty, $regs,
+                                           acc, a, b, accumulate),
+                chain::MIDDLE => wgmma_asm!($form "", "", $n, $ty, $regs, acc, a, b, accumulate),
+                chain::LAST => wgmma_asm!($form "", "wgmma.commit_group.sync.aligned;\n\
+                                          wgmma.wait_group.sync.aligned 0;\n",
+                                          $n, $ty, $regs, acc, a, b, accumulate),
+                _ => wgmma_asm!($form "wgmma.fence.sync.aligned;\n", "wgmma.commit_group.sync.aligned;\n\
+                                 wgmma.wait_group.sync.aligned 0;\n", $n, $ty, $regs, acc, a, b, accumulate),
+            }
+        }
+    };
+}
+
+macro_rules! wgmma_family {
+    ($n:literal, $regs:tt, $ss_f16:ident, $ss_bf16:ident, $rs_f16:ident, $rs_bf16:ident) => {
+        wgmma_fn!(
+            /// Emits `wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16` with A and B descriptors.
+            ss $ss_f16, u64, $n, "f16", $regs);
+        wgmma_fn!(
+            /// Emits `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16` with A and B descriptors.
+            ss $ss_bf16, u64, $n, "bf16", $regs);
+        wgmma_fn!(
+            /// Emits `wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16`, A in registers, B transposed.
+            rs $rs_f16, [u32; 4], $n, "f16", $regs);
+        wgmma_fn!(
+            /// Emits `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16`, A in registers, B transposed.
+            rs $rs_bf16, [u32; 4], $n, "bf16", $regs);
+    };
+}
+
+wgmma_family!(64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
+    wgmma_m64n64k16_ss_f16, wgmma_m64n64k16_ss_bf16, wgmma_m64n64k16_rs_f16, wgmma_m64n64k16_rs_bf16);
+wgmma_family!(128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
+    wgmma_m64n128k16_ss_f16, wgmma_m64n128k16_ss_bf16, wgmma_m64n128k16_rs_f16, wgmma_m64n128k16_rs_bf16);
+
+/// Reinterprets an accumulator array of `R` registers as one of `N` (the caller checked R == N).
+#[inline(always)]
+unsafe fn cast<const R: usize, const N: usize>(acc: &mut [f32; R]) -> &mut [f32; N] {
+    &mut *(acc as *mut [f32; R] as *mut [f32; N])
+}
+
+/// `acc (+)= A B` for a 64 x (2R) x 16 product, A and B from shared-memory descriptors; `BF16`
+/// picks the input type. R (accumulators per thread) is 32 or 64.
+#[inline(always)]
+pub unsafe fn wgmma_ss<const BF16: bool, const CHAIN: u8, const R: usize>(
+    acc: &mut [f32; R],
+    a: u64,
+    b: u64,
+    accumulate: bool,
+) {
+    match (R, BF16) {
+        (32, false) => wgmma_m64n64k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (32, true) => wgmma_m64n64k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (64, false) => wgmma_m64n128k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (64, true) => wgmma_m64n128k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        _ => super::trap(),
+    }
+}
+
+/// `acc (+)= A B` for a 64 x (2R) x 16 product, A from registers, B from a descriptor of an
+/// MN-major (transposed) operand.
+#[inline(always)]
+pub unsafe fn wgmma_rs<const BF16: bool, const CHAIN: u8, const R: usize>(
+    acc: &mut [f32; R],
+    a: [u32; 4],
+    b: u64,
+    accumulate: bool,
+) {
+    match (R, BF16) {
+        (32, false) => wgmma_m64n64k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (32, true) => wgmma_m64n64k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (64, false) => wgmma_m64n128k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (64, true) => wgmma_m64n128k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        _ => super::trap(),
+    }
+}
+
+/// Emits `fence.proxy.async.shared::cta`: makes this thread's ordinary (and `cp.async`) writes to
+/// shared memory visible to the async proxy that `wgmma` reads through; a barrier must follow
+/// before another thread's `wgmma` reads them.
+#[inline(always)]
+pub fn fence_proxy_async_shared() {
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
+}
+
+/// Emits nothing (a PTX comment naming the register): pins `value` in program order. The asm is
+/// not pure, so the compiler keeps it, and the computation of `value`, before any later `wgmma`;
+/// without it the compiler interleaves the packing of P with the chain of products that reads it,
+/// and ptxas has to fence (and so serialise) every one of them.
+#[inline(always)]
+pub fn fence_operand(value: &mut u32) {
+    unsafe { asm!("// fence operand {v}", v = inout(reg32) *value, options(nostack, nomem)) };
+}

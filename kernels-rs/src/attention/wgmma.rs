@@ -1,0 +1,240 @@
+//! `flash_wgmma`: FlashAttention on Hopper's warpgroup tensor cores (`wgmma.mma_async`, sm_90a).
+//!
+//! The block is `WARPGROUPS` warpgroups of four warps; each warpgroup owns 64 query rows
+//! (`BLOCK_M = 64 * WARPGROUPS`) and walks the keys in tiles of `BLOCK_N`, streamed `STAGES` deep
+//! through shared memory by `cp.async` into the 128-byte swizzle layout (`tile::swizzled`), which
+//! the tensor cores read directly: no `ldmatrix`, no padding. Per KV tile and warpgroup:
+//! - S = Q K^T: `D / 16` chained `wgmma`s, Q and K both from shared memory (both K-major: the
+//!   head dim is contiguous in each), S lands in registers, `BLOCK_N / 2` per thread.
+//! - softmax on the accumulators, whose per-warp layout is that of `mma.sync.m16n8`: lane `4g + c`
+//!   holds rows `g` and `g + 8` of its warp's 16, columns `2c, 2c + 1` of every 8 keys; row
+//!   statistics are quad shuffles, as in `flash_mma`.
+//! - O += P V: `BLOCK_N / 16` chained `wgmma`s with P packed from the accumulators into A
+//!   registers and V from shared memory as a transposed (MN-major) B operand.
+//!
+//! Both warpgroups share the K/V tiles; the two block barriers per tile of the light policy are
+//! the only synchronisation. Warpgroups interleave on the SM's schedulers by themselves, so one's
+//! softmax overlaps the other's tensor-core work.
+
+use super::{record_barriers, Problem};
+use crate::arch::{self, chain};
+use crate::policy::{sync, BarrierPolicy, SyncPoint};
+use crate::softmax::{self, RowState};
+use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
+use crate::tile::Element;
+
+/// Shared memory the kernel needs, in bytes: one Q tile, `STAGES` K and V tiles, and slack to
+/// align the first tile to 1024 bytes (the swizzle atom).
+pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize) -> u32 {
+    ATOM_BYTES + swizzled::tile_bytes(block_m, d) + 2 * stages as u32 * swizzled::tile_bytes(block_n, d)
+}
+
+/// Calls `T::$call` as product `$i` of a chain of `$n` (a compile-time choice after unrolling).
+macro_rules! chained {
+    ($i:expr, $n:expr, $t:ident::$call:ident::<$r:ident>($($arg:expr),*)) => {
+        if $n == 1 {
+            $t::$call::<{ chain::ONLY }, $r>($($arg),*)
+        } else if $i == 0 {
+            $t::$call::<{ chain::FIRST }, $r>($($arg),*)
+        } else if $i + 1 == $n {
+            $t::$call::<{ chain::LAST }, $r>($($arg),*)
+        } else {
+            $t::$call::<{ chain::MIDDLE }, $r>($($arg),*)
+        }
+    };
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn flash_wgmma<
+    T: Element,
+    P: BarrierPolicy,
+    const COUNT: bool,
+    const D: usize,
+    const BLOCK_N: usize,
+    const WARPGROUPS: usize,
+    const STAGES: usize,
+    // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
+    const S_REGS: usize,
+    const O_REGS: usize,
+    const PV_STEPS: usize,
+>(
+    q: *const u16,
+    k: *const u16,
+    v: *const u16,
+    out: *mut u16,
+    problem: Problem,
+    barrier_log: *mut u32,
+) {
+    const {
+        assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
+        assert!(D % 64 == 0 && BLOCK_N % 64 == 0 && STAGES >= 1 && WARPGROUPS >= 1);
+    };
+    let k_steps = D / 16; // S = Q K^T: one product per 16 head-dim columns
+    let block_m = 64 * WARPGROUPS as u32;
+    let threads = 128 * WARPGROUPS as u32;
+    let thread = arch::thread_idx_x();
+    let lane = arch::lane_id();
+    let warp = arch::warp_id();
+    let head = arch::block_idx_y() as usize;
+    let first_row = arch::block_idx_x() * block_m;
+
+    let q_head = q.add(head * problem.seq_q as usize * D);
+    let k_head = k.add(problem.kv_head(head) * problem.seq_k as usize * D);
+    let v_head = v.add(problem.kv_head(head) * problem.seq_k as usize * D);
+
+    // Shared memory: [Q tile][STAGES x (K tile, V tile)], the first 1024-byte aligned.
+    let q_smem = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
+    let kv_smem = q_smem + swizzled::tile_bytes(block_m as usize, D);
+    let kv_tile_bytes = swizzled::tile_bytes(BLOCK_N, D);
+    let k_tile = |stage: u32| kv_smem + stage * 2 * kv_tile_bytes;
+    let v_tile = |stage: u32| kv_smem + stage * 2 * kv_tile_bytes + kv_tile_bytes;
+
+    let tiles = problem.kv_tiles(first_row, block_m, BLOCK_N as u32);
+    let load_tile = |t: u32| {
+        if t < tiles {
+            let stage = t % STAGES as u32;
+            let first_key = t * BLOCK_N as u32;
+            let n = BLOCK_N as u32;
+            swizzled::load_async::<D>(k_tile(stage), k_head, n, first_key, problem.seq_k, thread, threads);
+            swizzled::load_async::<D>(v_tile(stage), v_head, n, first_key, problem.seq_k, thread, threads);
+        }
+        // Committing even an empty group keeps "the oldest pending group is the next tile" true.
+        arch::cp_async_commit();
+    };
+
+    swizzled::load_async::<D>(q_smem, q_head, block_m, first_row, problem.seq_q, thread, threads);
+    arch::cp_async_commit();
+    for t in 0..STAGES as u32 - 1 {
+        load_tile(t);
+    }
+
+    // This thread's rows: warp `w` of warpgroup `g` holds rows 64g + 16w + (lane / 4) (+ 8).
+    let warpgroup = warp / 4;
+    let group_row0 = 64 * warpgroup;
+    let warp_row0 = group_row0 + 16 * (warp % 4);
+    let group = lane / 4;
+    let pair = lane % 4; // columns 2 * pair, 2 * pair + 1 of every 8 keys
+    let row_of = |half: u32| first_row + warp_row0 + 8 * half + group;
+    let key_end = [problem.key_end(row_of(0)), problem.key_end(row_of(1))];
+    // key_end grows with the row: the warp's first row bounds where masking starts, the
+    // warpgroup's last row where its work ends (a causal block's later tiles are the other
+    // warpgroup's alone).
+    let warp_key_end = problem.key_end(first_row + warp_row0);
+    let group_key_end = problem.key_end(first_row + group_row0 + 63);
+
+    // Q (A operand, K-major) for k-step `ks`: 16 columns = 32 bytes inside a 128-byte row.
+    let q_desc = |ks: usize| {
+        let ks = ks as u32;
+        let addr = q_smem + (ks / 4) * swizzled::column_block_bytes(block_m) + group_row0 * ROW_BYTES;
+        arch::smem_descriptor_sw128(addr + (ks % 4) * 32, 16, ATOM_BYTES)
+    };
+    // K (B operand of S, K-major): the same walk over the head dim.
+    let k_desc = |stage: u32, ks: usize| {
+        let ks = ks as u32;
+        let addr = k_tile(stage) + (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32);
+        arch::smem_descriptor_sw128(addr + (ks % 4) * 32, 16, ATOM_BYTES)
+    };
+    // V (B operand of O, MN-major): k-step `kk` is keys 16kk .. 16kk + 15, two atoms down; the
+    // head dim runs across column blocks (the leading-dimension stride).
+    let v_desc = |stage: u32, kk: usize| {
+        let addr = v_tile(stage) + (kk as u32) * 2 * ATOM_BYTES;
+        arch::smem_descriptor_sw128(addr, swizzled::column_block_bytes(BLOCK_N as u32), ATOM_BYTES)
+    };
+
+    let mut state = [RowState::EMPTY; 2];
+    let mut o_acc = [0.0f32; O_REGS];
+    if COUNT && thread == 0 {
+        arch::barrier_counter_store(0);
+    }
+
+    for t in 0..tiles {
+        load_tile(t + STAGES as u32 - 1);
+        arch::cp_async_wait_stage::<STAGES>();
+        // The copies (Q's too, the first time) were ordinary writes; wgmma reads through the
+        // async proxy.
+        arch::fence_proxy_async_shared();
+        sync::<P, COUNT>(SyncPoint::KvLoaded);
+        let stage = t % STAGES as u32;
+        let first_key = t * BLOCK_N as u32;
+
+        // A warpgroup-uniform branch: wgmma needs all four warps.
+        if first_key < group_key_end {
+            let mut s_acc = [0.0f32; S_REGS];
+            for ks in 0..k_steps {
+                chained!(ks, k_steps, T::wgmma_ss::<S_REGS>(&mut s_acc, q_desc(ks), k_desc(stage, ks), ks > 0));
+            }
+            sync::<P, COUNT>(SyncPoint::ScoresComputed);
+
+            // Register 4j + e holds key 8j + 2 * pair + (e % 2) of row half e / 2.
+            if first_key + BLOCK_N as u32 > warp_key_end {
+                for (r, s) in s_acc.iter_mut().enumerate() {
+                    let key = first_key + (8 * (r / 4)) as u32 + 2 * pair + (r % 2) as u32;
+                    if key >= key_end[(r % 4) / 2] {
+                        *s = f32::NEG_INFINITY;
+                    }
+                }
+            }
+
+            let mut tile_max = [f32::NEG_INFINITY; 2];
+            for (r, s) in s_acc.iter().enumerate() {
+                tile_max[(r % 4) / 2] = arch::max(tile_max[(r % 4) / 2], *s);
+            }
+            for m in tile_max.iter_mut() {
+                *m = arch::quad_max(*m);
+            }
+            sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
+            let correction = [
+                state[0].rescale(tile_max[0], problem.scale_log2),
+                state[1].rescale(tile_max[1], problem.scale_log2),
+            ];
+            if arch::warp_any(correction[0] != 1.0 || correction[1] != 1.0) {
+                for (r, x) in o_acc.iter_mut().enumerate() {
+                    *x *= correction[(r % 4) / 2];
+                }
+            }
+            let offset = [state[0].offset(problem.scale_log2), state[1].offset(problem.scale_log2)];
+            for (r, s) in s_acc.iter_mut().enumerate() {
+                *s = softmax::probability(*s, problem.scale_log2, offset[(r % 4) / 2]);
+                // Each lane keeps a partial row sum; the quad adds them once, after the loop.
+                state[(r % 4) / 2].row_sum += *s;
+            }
+            sync::<P, COUNT>(SyncPoint::RowSumExchanged);
+            sync::<P, COUNT>(SyncPoint::ProbsStaged);
+
+            // Keys 16kk .. 16kk + 15 are registers 8kk .. 8kk + 7: exactly an A fragment. All of
+            // P is packed before the first product, so that the chain runs without a fence.
+            let mut p_frag = [[0u32; 4]; PV_STEPS];
+            for (kk, frag) in p_frag.iter_mut().enumerate() {
+                for (i, half2) in frag.iter_mut().enumerate() {
+                    *half2 = T::pack(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
+                    arch::fence_operand(half2);
+                }
+            }
+            for (kk, &a) in p_frag.iter().enumerate() {
+                chained!(kk, PV_STEPS, T::wgmma_rs::<O_REGS>(&mut o_acc, a, v_desc(stage, kk), true));
+            }
+        }
+        sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
+    }
+    arch::cp_async_wait::<0>();
+
+    for h in 0..2 {
+        state[h].row_sum = arch::quad_sum(state[h].row_sum);
+        let row = row_of(h as u32);
+        if row < problem.seq_q {
+            if pair == 0 {
+                problem.write_lse(head, row, &state[h]);
+            }
+            let norm = state[h].normaliser();
+            let o = out.add((head * problem.seq_q as usize + row as usize) * D) as *mut u32;
+            for j in 0..D / 8 {
+                let packed = T::pack(o_acc[4 * j + 2 * h] * norm, o_acc[4 * j + 2 * h + 1] * norm);
+                arch::st_global_u32(o.add(4 * j + pair as usize), packed);
+            }
+        }
+    }
+    if COUNT {
+        record_barriers(barrier_log, tiles);
+    }
+}
