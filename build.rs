@@ -431,7 +431,11 @@ fn build_ptx(root: &Path, rustc: &Path, cargo: &Path, arch: &str, target_dir: &P
             // sm_90a needs PTX ISA 8.0 (LLVM's default for sm_90 is 7.8).
             format!(
                 "-C target-cpu={arch} -C linker=/bin/true -C llvm-args=-unroll-threshold=2000{}",
-                if arch.ends_with('a') { " -C target-feature=+ptx80" } else { "" }
+                if arch.ends_with('a') {
+                    " -C target-feature=+ptx80"
+                } else {
+                    ""
+                }
             ),
         )
         .current_dir(root.join("kernels-rs"))

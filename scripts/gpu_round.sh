@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.gpu
 OUT=${OUT:-./gpu-out}
-PROFILE_KERNEL=${PROFILE_KERNEL:-flash_mma_m128_n32_w4_s3_qsmem_light}
+PROFILE_KERNEL=${PROFILE_KERNEL:-flash_wgmma_m128_n128_w8_s2_light}
 mkdir -p "$OUT"
 LOG="$OUT/round.log"
 : >"$LOG"
@@ -24,7 +24,7 @@ for test in "$BIN"/tests/*; do
 done
 run bash scripts/attend_check.sh || status=1
 run "$BIN/host" verify --peer torch --json "$OUT/verify_h100.json" ${VERIFY_ARGS:-} || status=1
-run "$BIN/host" verify --shapes small,odd --heads-kv 1 --lse --peer torch --json "$OUT/verify_mqa_lse_h100.json" || status=1
+run "$BIN/host" verify --shapes small,odd --heads-kv 1 --lse --layout bhsd,bshd --peer torch --json "$OUT/verify_mqa_lse_h100.json" || status=1
 [ -n "${SKIP_BENCH:-}" ] && { echo "round finished with status $status (bench skipped)" | tee -a "$LOG"; exit $status; }
 run "$BIN/host" bench --shapes std --peers torch --plot "$OUT/bench_h100.svg" --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
 run "$BIN/host" bench --shapes std --dtype bf16 --peers torch --json "$OUT/bench_bf16_h100.json" ${BENCH_ARGS:-} || status=1

@@ -71,6 +71,12 @@ impl CublasAttention {
                 tensors.dtype()
             )));
         }
+        if tensors.layout() != crate::Layout::Bhsd {
+            return Err(Error::InvalidProblem(format!(
+                "the cublas path takes [B,H,S,D] tensors, not {}",
+                tensors.layout()
+            )));
+        }
         let element = match self.dtype {
             DType::F16 => cudaDataType::CUDA_R_16F,
             DType::Bf16 => cudaDataType::CUDA_R_16BF,

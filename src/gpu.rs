@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::embedded;
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
 use crate::ptx;
 use crate::variants::{Family, VariantSpec, VARIANTS};
@@ -60,11 +61,17 @@ pub struct Tensors {
     pub lse: Option<CudaSlice<f32>>,
     shape: Shape,
     dtype: DType,
+    layout: Layout,
 }
 
 impl Tensors {
     pub fn shape(&self) -> Shape {
         self.shape
+    }
+
+    /// How Q, K, V and the output are laid out (the LSE is always `[B, H, S_q]`).
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     pub fn dtype(&self) -> DType {
@@ -226,6 +233,19 @@ impl Gpu {
     /// Uploads Q, K and V (the bits of `dtype`) for `shape`, lengths checked, and allocates an
     /// output poisoned with NaN, so that any element a kernel fails to write stays visibly wrong.
     pub fn tensors(&self, shape: Shape, dtype: DType, q: &[u16], k: &[u16], v: &[u16]) -> Result<Tensors> {
+        self.tensors_in(Layout::Bhsd, shape, dtype, q, k, v)
+    }
+
+    /// As `tensors`, for inputs laid out as `layout` (the output will be too).
+    pub fn tensors_in(
+        &self,
+        layout: Layout,
+        shape: Shape,
+        dtype: DType,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> Result<Tensors> {
         shape.validate()?;
         check_len("q", q.len(), shape.q_len(), shape)?;
         check_len("k", k.len(), shape.kv_len(), shape)?;
@@ -238,6 +258,7 @@ impl Gpu {
             lse: None,
             shape,
             dtype,
+            layout,
         })
     }
 
@@ -266,7 +287,7 @@ impl Gpu {
     ) -> Result<&'static VariantSpec> {
         let variant = match kernel {
             Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
-            None => default_variant(tensors.shape, self.sm_count),
+            None => default_variant(tensors.shape, self.sm_count, self.arch),
         };
         let kernel = self.kernel(variant, tensors.shape.head_dim, tensors.dtype, false)?;
         self.launch(&kernel, tensors, params, None)?;
@@ -305,6 +326,8 @@ impl Gpu {
         let scale_log2 = params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E;
         let causal = params.causal as u32;
         let kv_group = shape.kv_group() as u32;
+        let heads = shape.heads as u32;
+        let seq_major = (tensors.layout == Layout::Bshd) as u32;
         let null = 0u64;
         let Tensors {
             q, k, v, out, lse, ..
@@ -324,6 +347,7 @@ impl Gpu {
             Some(lse) => builder.arg(lse),
             None => builder.arg(&null),
         };
+        builder.arg(&heads).arg(&seq_major);
         match barrier_log {
             Some(log) => builder.arg(log),
             None => builder.arg(&null),
@@ -526,31 +550,84 @@ fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -
     }
 }
 
-/// The library's choice of variant: by head dim, and by whether the problem has enough query
-/// blocks of 128 rows to fill the GPU once. Measured on the H100 (evidence/bench_h100.json and
-/// docs/perf-notes.md); the ratios are to torch's flash backend in the same run.
+/// The library's choice of variant: by architecture, head dim, and whether the problem has enough
+/// query blocks of 128 rows to fill the GPU once. Measured on the H100 (evidence/bench_h100.json
+/// and docs/perf-notes.md). The first entry whose architecture the device has wins, so Hopper
+/// takes the `wgmma` kernels and everything else the `mma.sync` ones.
 ///
-/// | head dim | big (>= one wave of 128-row blocks)            | small                                |
-/// |----------|------------------------------------------------|--------------------------------------|
-/// | 64       | m128_n64_w4_s2 (1.01-1.03x)                    | m64_n64_w4_s2_b3 (1.22-1.47x)        |
-/// | 128      | m128_n32_w4_s3_qsmem (0.91-0.98x)              | m64_n64_w4_s2_b3                     |
+/// | arch | head dim | big (>= one wave of 128-row blocks) | small                    |
+/// |------|----------|-------------------------------------|--------------------------|
+/// | 90   | 64       | wgmma m128_n64_s3                   | mma m64_n64_w4_s2_b3     |
+/// | 90   | 128      | wgmma m128_n128_s2                  | wgmma m128_n128_s2       |
+/// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
+/// | 80   | 128      | mma m128_n32_w4_s3_qsmem            | mma m64_n64_w4_s2        |
 ///
 /// Small problems want more, smaller blocks: at (2,8,512,64) the 128-row tiles give 64 blocks for
 /// 132 SMs. Causal problems follow the same rule (measured the same ranking).
-pub const DISPATCH: &[(usize, bool, &str)] = &[
-    (64, true, "flash_mma_m128_n64_w4_s2_light"),
-    (64, false, "flash_mma_m64_n64_w4_s2_b3_light"),
-    (128, true, "flash_mma_m128_n32_w4_s3_qsmem_light"),
-    (128, false, "flash_mma_m64_n64_w4_s2_b3_light"),
+pub const DISPATCH: &[DispatchEntry] = &[
+    DispatchEntry {
+        arch: 90,
+        head_dim: 64,
+        big: true,
+        kernel: "flash_wgmma_m128_n64_w8_s3_light",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 128,
+        big: true,
+        kernel: "flash_wgmma_m128_n128_w8_s2_light",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 128,
+        big: false,
+        kernel: "flash_wgmma_m128_n128_w8_s2_light",
+    },
+    DispatchEntry {
+        arch: 80,
+        head_dim: 64,
+        big: true,
+        kernel: "flash_mma_m128_n64_w4_s2_light",
+    },
+    DispatchEntry {
+        arch: 80,
+        head_dim: 64,
+        big: false,
+        kernel: "flash_mma_m64_n64_w4_s2_b3_light",
+    },
+    DispatchEntry {
+        arch: 80,
+        head_dim: 128,
+        big: true,
+        kernel: "flash_mma_m128_n32_w4_s3_qsmem_light",
+    },
+    DispatchEntry {
+        arch: 80,
+        head_dim: 128,
+        big: false,
+        kernel: "flash_mma_m64_n64_w4_s2_light",
+    },
 ];
 
-/// The variant `DISPATCH` picks for `shape` on a GPU with `sms` multiprocessors.
-pub fn default_variant(shape: Shape, sms: usize) -> &'static VariantSpec {
+/// One row of `DISPATCH`.
+#[derive(Clone, Copy, Debug)]
+pub struct DispatchEntry {
+    /// The oldest architecture (x10) the entry applies to.
+    pub arch: u32,
+    pub head_dim: usize,
+    /// At least one wave of 128-row query blocks.
+    pub big: bool,
+    pub kernel: &'static str,
+}
+
+/// The variant `DISPATCH` picks for `shape` on a GPU with `sms` multiprocessors whose PTX is
+/// architecture `arch` (80 or 90).
+pub fn default_variant(shape: Shape, sms: usize, arch: u32) -> &'static VariantSpec {
     let big = shape.seq_q.div_ceil(128) * shape.batch * shape.heads >= sms;
     DISPATCH
         .iter()
-        .find(|(d, b, _)| *d == shape.head_dim && *b == big)
-        .and_then(|(_, _, name)| VariantSpec::by_name(name))
+        .find(|e| e.arch <= arch && e.head_dim == shape.head_dim && e.big == big)
+        .and_then(|e| VariantSpec::by_name(e.kernel))
         .or_else(|| {
             VARIANTS
                 .iter()
@@ -564,34 +641,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dispatch_names_compiled_variants_for_their_head_dims() {
-        for (head_dim, _, name) in DISPATCH {
-            let v = VariantSpec::by_name(name).unwrap_or_else(|| panic!("{name} is not in kernels.toml"));
-            assert!(v.head_dims.contains(head_dim), "{name} lacks head dim {head_dim}");
+    fn dispatch_names_compiled_variants_for_their_head_dims_and_arch() {
+        for e in DISPATCH {
+            let v = VariantSpec::by_name(e.kernel)
+                .unwrap_or_else(|| panic!("{} is not in kernels.toml", e.kernel));
+            assert!(
+                v.head_dims.contains(&e.head_dim),
+                "{} lacks head dim {}",
+                e.kernel,
+                e.head_dim
+            );
+            assert!(v.min_arch <= e.arch, "{} needs sm_{}", e.kernel, v.min_arch);
         }
-        for &d in crate::variants::HEAD_DIMS {
-            for big in [false, true] {
-                assert!(
-                    DISPATCH.iter().any(|e| e.0 == d && e.1 == big),
-                    "no entry for d={d} big={big}"
-                );
+        for arch in [80, 90] {
+            for &d in crate::variants::HEAD_DIMS {
+                for big in [false, true] {
+                    let v = default_variant(Shape::new(if big { 8 } else { 1 }, 16, 4096, d), 132, arch);
+                    assert!(
+                        v.min_arch <= arch && v.head_dims.contains(&d),
+                        "{} for d={d} sm_{arch}",
+                        v.name
+                    );
+                    assert!(
+                        v.family != Family::Naive,
+                        "no entry for d={d} big={big} sm_{arch}"
+                    );
+                }
             }
         }
     }
 
     #[test]
-    fn small_problems_get_small_blocks() {
+    fn hopper_takes_wgmma_for_big_problems_and_others_mma() {
+        let big = Shape::new(2, 16, 4096, 128);
+        assert_eq!(default_variant(big, 132, 90).family, Family::FlashWgmma);
         assert_eq!(
-            default_variant(Shape::new(2, 8, 512, 64), 132).name,
-            "flash_mma_m64_n64_w4_s2_b3_light"
-        );
-        assert_eq!(
-            default_variant(Shape::new(2, 16, 4096, 64), 132).name,
-            "flash_mma_m128_n64_w4_s2_light"
-        );
-        assert_eq!(
-            default_variant(Shape::new(2, 16, 4096, 128), 132).name,
+            default_variant(big, 132, 80).name,
             "flash_mma_m128_n32_w4_s3_qsmem_light"
         );
+        assert_eq!(
+            default_variant(Shape::new(2, 16, 4096, 64), 132, 90).name,
+            "flash_wgmma_m128_n64_w8_s3_light"
+        );
+    }
+
+    #[test]
+    fn small_problems_get_small_blocks() {
+        for arch in [80, 90] {
+            assert_eq!(
+                default_variant(Shape::new(2, 8, 512, 64), 132, arch).name,
+                "flash_mma_m64_n64_w4_s2_b3_light"
+            );
+        }
     }
 }

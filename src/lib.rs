@@ -7,6 +7,7 @@
 pub mod cublas;
 pub mod error;
 pub mod gpu;
+pub mod layout;
 pub mod npy;
 pub mod problem;
 pub mod ptx;
@@ -17,6 +18,7 @@ pub mod variants;
 
 pub use error::{Error, Result};
 pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};
+pub use layout::Layout;
 pub use problem::{DType, Params, Shape};
 pub use variants::{Family, Policy, VariantSpec, VARIANTS};
 

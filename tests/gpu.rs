@@ -4,7 +4,7 @@
 
 use flashrs::reference;
 use flashrs::variants::VARIANTS;
-use flashrs::{DType, Error, Gpu, Params, Shape};
+use flashrs::{DType, Error, Gpu, Layout, Params, Shape};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -57,7 +57,7 @@ fn check_dtype(gpu: &Gpu, shape: Shape, causal: bool, dtype: DType, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let params = Params { causal, scale: None };
     let (mut tensors, expected) = problem(gpu, shape, params, dtype, &mut rng);
-    for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
+    for variant in runnable(gpu, shape) {
         gpu.poison(&mut tensors).unwrap();
         gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
         let actual = widen(dtype, &gpu.download(&tensors.out).unwrap());
@@ -67,6 +67,72 @@ fn check_dtype(gpu: &Gpu, shape: Shape, causal: bool, dtype: DType, seed: u64) {
             "{} on {shape} causal={causal} {dtype} seed={seed}: {cmp:?}",
             variant.name
         );
+    }
+}
+
+/// The variants this GPU can run at `shape`'s head dim.
+fn runnable(gpu: &Gpu, shape: Shape) -> impl Iterator<Item = &'static flashrs::VariantSpec> + '_ {
+    VARIANTS
+        .iter()
+        .filter(move |v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn every_variant_reads_and_writes_the_bshd_layout() {
+    let gpu = gpu();
+    let seed: u64 = rand::rng().random();
+    let mut rng = StdRng::seed_from_u64(seed);
+    // Odd lengths, S_q != S_k, grouped heads: every stride of the [B,S,H,D] layout matters.
+    for shape in [
+        Shape::new(2, 4, 77, 64).with_heads_kv(2),
+        Shape::new(1, 6, 200, 128).with_heads_kv(3),
+    ] {
+        let shape = Shape {
+            seq_k: shape.seq_k + 35,
+            ..shape
+        };
+        for causal in [false, true] {
+            let params = Params { causal, scale: None };
+            let dtype = DType::F16;
+            let (q, k, v) = (
+                random(shape.q_len(), dtype, &mut rng),
+                random(shape.kv_len(), dtype, &mut rng),
+                random(shape.kv_len(), dtype, &mut rng),
+            );
+            let expected = reference::attention_f64(
+                &widen(dtype, &q),
+                &widen(dtype, &k),
+                &widen(dtype, &v),
+                shape.reference_dims(),
+                causal,
+                params.scale_for(shape.head_dim) as f64,
+            );
+            let (b, d) = (shape.batch, shape.head_dim);
+            let bshd = Layout::Bshd;
+            let mut tensors = gpu
+                .tensors_in(
+                    bshd,
+                    shape,
+                    dtype,
+                    &bshd.from_bhsd(&q, b, shape.heads, shape.seq_q, d),
+                    &bshd.from_bhsd(&k, b, shape.heads_kv, shape.seq_k, d),
+                    &bshd.from_bhsd(&v, b, shape.heads_kv, shape.seq_k, d),
+                )
+                .unwrap();
+            for variant in runnable(&gpu, shape) {
+                gpu.poison(&mut tensors).unwrap();
+                gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
+                let out = widen(dtype, &gpu.download(&tensors.out).unwrap());
+                let actual = bshd.to_bhsd(&out, b, shape.heads, shape.seq_q, d);
+                let cmp = reference::compare(&actual, &expected);
+                assert!(
+                    cmp.passes(dtype.tolerance()),
+                    "{} bshd on {shape} causal={causal} seed={seed}: {cmp:?}",
+                    variant.name
+                );
+            }
+        }
     }
 }
 

@@ -3,23 +3,24 @@
 use std::path::PathBuf;
 
 use flashrs::npy::{self, NpyData};
-use flashrs::{DType, Params, Shape, VariantSpec};
+use flashrs::{DType, Layout, Params, Shape, VariantSpec};
 
 use crate::inputs;
 use crate::Failure;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Queries, [B,H,S_q,D] float16 or float32.
+    /// Queries, [B,H,S_q,D] (or [B,S_q,H,D] with `--layout bshd`), float16 or float32.
     #[arg(long)]
     q: PathBuf,
-    /// Keys, [B,H_kv,S_k,D], same dtype as q; H_kv divides H (grouped-query attention).
+    /// Keys, [B,H_kv,S_k,D] (or [B,S_k,H_kv,D]), same dtype as q; H_kv divides H (grouped-query
+    /// attention).
     #[arg(long)]
     k: PathBuf,
     /// Values, shaped like k.
     #[arg(long)]
     v: PathBuf,
-    /// Output file, [B,H,S_q,D], in the input's dtype.
+    /// Output file, laid out like q, in the input's dtype.
     #[arg(long)]
     out: PathBuf,
     /// Also write each query row's log-sum-exp (natural log, [B,H,S_q] float32) to this file.
@@ -38,6 +39,10 @@ pub struct Args {
     /// inputs with bf16 are converted). The output keeps the input's dtype.
     #[arg(long, default_value = "f16")]
     dtype: DType,
+    /// How the tensors are laid out: bhsd ([B,H,S,D]) or bshd ([B,S,H,D]); the kernels read both
+    /// in place through strides.
+    #[arg(long, default_value = "bhsd")]
+    layout: Layout,
 }
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
@@ -57,7 +62,12 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let gpu = inputs::open_gpu(device)?;
     let dtype = args.dtype;
     let encode = |a: &npy::NpyArray| -> Vec<u16> { a.to_f32().iter().map(|&x| dtype.encode(x)).collect() };
-    let mut tensors = gpu.tensors(shape, dtype, &encode(&q), &encode(&k), &encode(&v))?;
+    if args.layout != Layout::Bhsd && args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
+        return Err(Failure::Usage(
+            "the cublas path takes only the bhsd layout".into(),
+        ));
+    }
+    let mut tensors = gpu.tensors_in(args.layout, shape, dtype, &encode(&q), &encode(&k), &encode(&v))?;
     if args.lse.is_some() {
         if args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
             return Err(Failure::Usage("--lse needs a fused kernel, not cublas".into()));
@@ -101,13 +111,26 @@ pub fn shape_of(
     let rank4 = |a: &npy::NpyArray, path: &PathBuf| -> Result<[usize; 4], Failure> {
         <[usize; 4]>::try_from(a.shape.as_slice()).map_err(|_| {
             Failure::Usage(format!(
-                "{}: expected a 4-D [B,H,S,D] tensor, got shape {:?}",
+                "{}: expected a 4-D {} tensor, got shape {:?}",
                 path.display(),
+                match args.layout {
+                    Layout::Bhsd => "[B,H,S,D]",
+                    Layout::Bshd => "[B,S,H,D]",
+                },
                 a.shape
             ))
         })
     };
-    let (qs, ks, vs) = (rank4(q, &args.q)?, rank4(k, &args.k)?, rank4(v, &args.v)?);
+    // Checked as [B,H,S,D] whatever the layout.
+    let as_bhsd = |dims: [usize; 4]| {
+        let (b, h, s, d) = args.layout.split(dims);
+        [b, h, s, d]
+    };
+    let (qs, ks, vs) = (
+        as_bhsd(rank4(q, &args.q)?),
+        as_bhsd(rank4(k, &args.k)?),
+        as_bhsd(rank4(v, &args.v)?),
+    );
     if q.dtype_name() != k.dtype_name() || q.dtype_name() != v.dtype_name() {
         return Err(Failure::Usage(format!(
             "q, k, v must share a dtype, got {}, {}, {}",

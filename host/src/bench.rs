@@ -276,7 +276,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     for note in &notes {
         println!("note: {note}");
     }
-    let summary = summarise(&cases, &rows, gpu.sm_count);
+    let summary = summarise(&cases, &rows, gpu.sm_count, gpu.arch);
     print_table(&rows);
     print_summary(&summary);
     let gate_failures: Vec<String> = gates
@@ -385,7 +385,7 @@ fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
 }
 
 /// Per case: our fastest kernel against the fastest peer, with a bootstrap interval.
-pub fn summarise(cases: &[(Shape, bool)], rows: &[Row], sms: usize) -> Vec<ShapeSummary> {
+pub fn summarise(cases: &[(Shape, bool)], rows: &[Row], sms: usize, arch: u32) -> Vec<ShapeSummary> {
     let fastest = |peer: bool, shape, causal| {
         rows.iter()
             .filter(|r| r.peer == peer && same_case(r, shape, causal))
@@ -401,7 +401,7 @@ pub fn summarise(cases: &[(Shape, bool)], rows: &[Row], sms: usize) -> Vec<Shape
                     .find(|r| r.backend.as_deref() == Some(name) && same_case(r, shape, causal))
             };
             let cudnn = backend("cudnn");
-            let dispatch = flashrs::gpu::default_variant(shape, sms).name;
+            let dispatch = flashrs::gpu::default_variant(shape, sms, arch).name;
             let picked = rows
                 .iter()
                 .find(|r| r.kernel == dispatch && same_case(r, shape, causal));
@@ -598,7 +598,7 @@ mod tests {
             row("torch_flash", true, 12.0),
             row("torch_cudnn", true, 9.0),
         ];
-        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows, 132);
+        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows, 132, 90);
         assert_eq!(s[0].ours, "b");
         assert_eq!(s[0].best_peer.as_deref(), Some("torch_cudnn"));
         assert!((s[0].speedup.unwrap() - 9.0 / 8.0).abs() < 1e-12);

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use flashrs::reference::{self, Tolerance};
-use flashrs::{embedded, ptx, DType, Family, Gpu, Params, Policy, Shape, VariantSpec};
+use flashrs::{embedded, ptx, DType, Family, Gpu, Layout, Params, Policy, Shape, VariantSpec};
 use serde::Serialize;
 
 use crate::inputs::{self, Inputs};
@@ -35,6 +35,9 @@ pub struct Args {
     /// Also check each row's log-sum-exp output against the float64 reference.
     #[arg(long)]
     lse: bool,
+    /// Tensor layouts to test, comma-separated: bhsd ([B,H,S,D]), bshd ([B,S,H,D]).
+    #[arg(long, value_delimiter = ',', default_value = "bhsd")]
+    layout: Vec<Layout>,
     /// Masking to test.
     #[arg(long, value_enum, default_value_t = Masks::Both)]
     masks: Masks,
@@ -64,6 +67,7 @@ struct Case {
     seq_k: usize,
     causal: bool,
     dtype: &'static str,
+    layout: Layout,
     reference: &'static str,
     max_abs_err: f64,
     rel_l2_err: f64,
@@ -184,15 +188,21 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             reference_name,
             torch: torch.as_deref(),
         };
-        for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
-            let (out, lse) = run_kernel(&gpu, variant, *shape, params, &inputs, args.lse)?;
-            let mut result = judge(variant.name, *shape, (causal, dtype), &out, &expected);
-            if let (Some(lse), Some(reference)) = (&lse, &lse_reference) {
-                let err = lse_error(lse, reference);
-                result.lse_max_abs_err = Some(err);
-                result.pass &= err <= LSE_TOLERANCE;
+        let runnable = variants
+            .iter()
+            .filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch);
+        for variant in runnable {
+            for &layout in &args.layout {
+                let (out, lse) = run_kernel(&gpu, variant, *shape, params, &inputs, args.lse, layout)?;
+                let mut result = judge(variant.name, *shape, (causal, dtype), &out, &expected);
+                result.layout = layout;
+                if let (Some(lse), Some(reference)) = (&lse, &lse_reference) {
+                    let err = lse_error(lse, reference);
+                    result.lse_max_abs_err = Some(err);
+                    result.pass &= err <= LSE_TOLERANCE;
+                }
+                cases.push(result);
             }
-            cases.push(result);
         }
         // The cuBLAS path has no grouped-query attention.
         if cublas_note.is_none() && shape.heads_kv == shape.heads {
@@ -274,6 +284,7 @@ fn judge(
         seq_k: shape.seq_k,
         causal,
         dtype: dtype.long_name(),
+        layout: Layout::Bhsd,
         reference: expected.reference_name,
         max_abs_err: cmp.max_abs_err,
         rel_l2_err: cmp.rel_l2_err,
@@ -285,7 +296,8 @@ fn judge(
     }
 }
 
-/// Runs one variant on a NaN-poisoned output buffer and returns the output as f32.
+/// Runs one variant on a NaN-poisoned output buffer, with the inputs (kept `[B,H,S,D]` on the
+/// host) laid out as `layout` on the device, and returns the output as `[B,H,S,D]` f32.
 pub fn run_kernel(
     gpu: &Gpu,
     variant: &'static VariantSpec,
@@ -293,15 +305,21 @@ pub fn run_kernel(
     params: Params,
     inputs: &Inputs,
     lse: bool,
+    layout: Layout,
 ) -> Result<(Vec<f32>, Option<Vec<f32>>), Failure> {
     let kernel = gpu.kernel(variant, shape.head_dim, inputs.dtype, false)?;
+    let (b, d) = (shape.batch, shape.head_dim);
+    let q = layout.from_bhsd(&inputs.q, b, shape.heads, shape.seq_q, d);
+    let k = layout.from_bhsd(&inputs.k, b, shape.heads_kv, shape.seq_k, d);
+    let v = layout.from_bhsd(&inputs.v, b, shape.heads_kv, shape.seq_k, d);
     // The output starts as NaN: an element the kernel fails to write stays NaN, which never passes.
-    let mut tensors = gpu.tensors(shape, inputs.dtype, &inputs.q, &inputs.k, &inputs.v)?;
+    let mut tensors = gpu.tensors_in(layout, shape, inputs.dtype, &q, &k, &v)?;
     if lse {
         gpu.request_lse(&mut tensors)?;
     }
     gpu.launch(&kernel, &mut tensors, params, None)?;
     let out = flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?);
+    let out = layout.to_bhsd(&out, b, shape.heads, shape.seq_q, d);
     let lse = tensors.lse.as_ref().map(|l| gpu.download(l)).transpose()?;
     Ok((out, lse))
 }
@@ -377,7 +395,7 @@ fn reference_output(
     }
     let naive =
         VariantSpec::by_name("naive").ok_or_else(|| Failure::Usage("no naive variant compiled".into()))?;
-    let (out, _) = run_kernel(gpu, naive, shape, params, inputs, false)?;
+    let (out, _) = run_kernel(gpu, naive, shape, params, inputs, false, Layout::Bhsd)?;
     // Spot-check naive on 64 rows spread over heads and positions.
     let bh = shape.batch * shape.heads;
     let rows: Vec<(usize, usize)> = (0..64)
@@ -406,7 +424,7 @@ pub fn check_barriers(
     dtypes: &[DType],
 ) -> Result<Vec<BarrierCheck>, Failure> {
     let mut out = Vec::new();
-    for variant in variants {
+    for variant in variants.iter().filter(|v| v.min_arch <= gpu.arch) {
         for (&head_dim, &dtype) in variant
             .head_dims
             .iter()
@@ -447,9 +465,14 @@ pub fn static_barriers(
     };
     let ptx_sm80 = (variant.min_arch <= 80).then(|| count_in(embedded::PTX_SM80));
     let ptx_sm90 = count_in(embedded::PTX_SM90);
-    let agree = [ptx_sm80.unwrap_or(ptx_sm90) as f64, ptx_sm90 as f64, runtime[0], runtime[1]]
-        .iter()
-        .all(|&n| n == declared as f64);
+    let agree = [
+        ptx_sm80.unwrap_or(ptx_sm90) as f64,
+        ptx_sm90 as f64,
+        runtime[0],
+        runtime[1],
+    ]
+    .iter()
+    .all(|&n| n == declared as f64);
     let in_range = match (variant.family, variant.policy) {
         (Family::Naive, _) => declared == 0,
         (_, Some(Policy::Light)) => (2..=4).contains(&declared),
@@ -472,8 +495,8 @@ pub fn static_barriers(
 
 fn print_cases(cases: &[Case]) {
     println!(
-        "{:<40} {:>22} {:>6} {:>10} {:>11} {:>11}  result",
-        "kernel", "shape", "causal", "reference", "max_abs", "rel_l2"
+        "{:<40} {:>22} {:>6} {:>6} {:>10} {:>11} {:>11}  result",
+        "kernel", "shape", "causal", "layout", "reference", "max_abs", "rel_l2"
     );
     for c in cases {
         let shape = if c.seq_k == c.shape[2] {
@@ -482,10 +505,11 @@ fn print_cases(cases: &[Case]) {
             format!("{:?} k={}", c.shape, c.seq_k)
         };
         println!(
-            "{:<40} {:>22} {:>6} {:>10} {:>11.3e} {:>11.3e}  {}",
+            "{:<40} {:>22} {:>6} {:>6} {:>10} {:>11.3e} {:>11.3e}  {}",
             c.kernel,
             shape,
             c.causal,
+            c.layout,
             c.reference,
             c.max_abs_err,
             c.rel_l2_err,

@@ -30,20 +30,26 @@ macro_rules! kernel {
         pub unsafe extern "ptx-kernel" fn $name(
             $q: *const u16, $k: *const u16, $v: *const u16, $o: *mut u16,
             seq_q: u32, seq_k: u32, scale_log2: f32, causal: u32, kv_group: u32, lse: *mut f32,
-            $log: *mut u32,
+            heads: u32, seq_major: u32, $log: *mut u32,
         ) {
             const $count: bool = false;
-            let $p = attention::Problem { seq_q, seq_k, scale_log2, causal: causal != 0, kv_group, lse };
+            let $p = attention::Problem {
+                seq_q, seq_k, scale_log2, causal: causal != 0, kv_group, lse, heads,
+                seq_major: seq_major != 0,
+            };
             $body
         }
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $counted(
             $q: *const u16, $k: *const u16, $v: *const u16, $o: *mut u16,
             seq_q: u32, seq_k: u32, scale_log2: f32, causal: u32, kv_group: u32, lse: *mut f32,
-            $log: *mut u32,
+            heads: u32, seq_major: u32, $log: *mut u32,
         ) {
             const $count: bool = true;
-            let $p = attention::Problem { seq_q, seq_k, scale_log2, causal: causal != 0, kv_group, lse };
+            let $p = attention::Problem {
+                seq_q, seq_k, scale_log2, causal: causal != 0, kv_group, lse, heads,
+                seq_major: seq_major != 0,
+            };
             $body
         }
         #[no_mangle]
@@ -121,6 +127,8 @@ macro_rules! softmax_rows {
                 causal: causal != 0,
                 kv_group: 1,
                 lse: core::ptr::null_mut(),
+                heads: 1,
+                seq_major: false,
             };
             attention::rows::softmax_rows::<$t>(scores, probs, problem)
         }

@@ -17,10 +17,28 @@ pub const fn tile_bytes(rows: usize, d: usize) -> u32 {
     rows as u32 * row_stride_bytes(d)
 }
 
-/// Issues `cp.async` copies of rows `first_row .. first_row + rows` of a `[rows_total, D]` matrix
-/// into the tile at `dst`, spread over `threads` threads, 16 bytes per copy. Rows at or past
-/// `rows_total` are zero-filled (and nothing is read for them), so tails need no other care:
-/// a zero key gets masked anyway and a zero value row contributes nothing.
+/// The rows of one head in global memory: `count` rows of `D` elements, `stride` elements apart
+/// (`D` in the `[B, H, S, D]` layout, `H * D` in `[B, S, H, D]`).
+#[derive(Clone, Copy)]
+pub struct Rows {
+    pub base: *const u16,
+    pub stride: u32,
+    pub count: u32,
+}
+
+impl Rows {
+    /// Bytes from row `i` to row `i + rows`, computed where it is used (see `arch::in_place`): a
+    /// run-time stride would otherwise have every row's offset hoisted out of the KV loop.
+    #[inline(always)]
+    pub(crate) fn bytes(&self, rows: u32) -> usize {
+        rows as usize * arch::in_place(self.stride) as usize * 2
+    }
+}
+
+/// Issues `cp.async` copies of rows `first_row .. first_row + rows` of `src` into the tile at
+/// `dst`, spread over `threads` threads, 16 bytes per copy. Rows at or past `src.count` are
+/// zero-filled (and nothing is read for them), so tails need no other care: a zero key gets
+/// masked anyway and a zero value row contributes nothing.
 ///
 /// Thread `t` always copies the same 16-byte column of rows `t / chunks_per_row + i * step`, so
 /// the whole tile is addressed from one pointer plus compile-time offsets: no per-chunk 64-bit
@@ -28,10 +46,9 @@ pub const fn tile_bytes(rows: usize, d: usize) -> u32 {
 #[inline(always)]
 pub unsafe fn load_async<const D: usize>(
     dst: SharedAddr,
-    matrix: *const u16,
-    rows: u32,
+    src: Rows,
     first_row: u32,
-    rows_total: u32,
+    rows: u32,
     thread: u32,
     threads: u32,
 ) {
@@ -43,22 +60,22 @@ pub unsafe fn load_async<const D: usize>(
     let step = threads / chunks_per_row; // rows covered per pass
     let row0 = thread / chunks_per_row;
     let col = (thread % chunks_per_row) * CHUNK;
-    let src0 = matrix.add((first_row + row0) as usize * D + col as usize) as *const u8;
+    let src0 = (src.base.add(col as usize) as *const u8).add(src.bytes(first_row + row0));
     let dst0 = dst + row0 * row_stride_bytes(D) + col * 2;
     // `rows` and `threads` are compile-time constants at every call site, so this loop unrolls.
     let mut pass = 0;
     while pass * step < rows {
         let row = row0 + pass * step;
         if row < rows {
-            let in_bounds = first_row + row < rows_total;
-            let src = if in_bounds {
-                src0.add((pass * step) as usize * D * 2)
+            let in_bounds = first_row + row < src.count;
+            let from = if in_bounds {
+                src0.add(src.bytes(pass * step))
             } else {
-                matrix as *const u8
+                src.base as *const u8
             };
             arch::cp_async_16(
                 dst0 + pass * step * row_stride_bytes(D),
-                src,
+                from,
                 if in_bounds { 16 } else { 0 },
             );
         }
@@ -219,18 +236,17 @@ pub mod swizzled {
         (chunk / 8) * column_block_bytes(rows) + row * ROW_BYTES + ((chunk % 8) ^ (row % 8)) * 16
     }
 
-    /// Issues `cp.async` copies of rows `first_row .. first_row + rows` of a `[rows_total, D]`
-    /// matrix into the swizzled tile at `dst`, 16 bytes per copy. As `super::load_async`: rows past
-    /// `rows_total` are zero-filled, and each thread keeps one source pointer. Consecutive threads
+    /// Issues `cp.async` copies of rows `first_row .. first_row + rows` of `src` into the swizzled
+    /// tile at `dst`, 16 bytes per copy. As `super::load_async`: rows past `src.count` are
+    /// zero-filled, and each thread keeps one source pointer. Consecutive threads
     /// take consecutive chunks of a row, so a warp reads whole rows from global memory and each
     /// eight threads write one 128-byte row of shared memory: coalesced and conflict-free.
     #[inline(always)]
     pub unsafe fn load_async<const D: usize>(
         dst: SharedAddr,
-        matrix: *const u16,
-        rows: u32,
+        src: super::Rows,
         first_row: u32,
-        rows_total: u32,
+        rows: u32,
         thread: u32,
         threads: u32,
     ) {
@@ -242,19 +258,23 @@ pub mod swizzled {
         }
         let row0 = thread / chunks_per_row;
         let chunk = thread % chunks_per_row;
-        let src0 = matrix.add((first_row + row0) as usize * D + (chunk * 8) as usize) as *const u8;
+        let src0 = (src.base.add((chunk * 8) as usize) as *const u8).add(src.bytes(first_row + row0));
         let dst0 = dst + chunk_offset(row0, chunk, rows);
         let mut pass = 0;
         while pass * step < rows {
             let row = row0 + pass * step;
             if row < rows {
-                let in_bounds = first_row + row < rows_total;
-                let src = if in_bounds {
-                    src0.add((pass * step) as usize * D * 2)
+                let in_bounds = first_row + row < src.count;
+                let from = if in_bounds {
+                    src0.add(src.bytes(pass * step))
                 } else {
-                    matrix as *const u8
+                    src.base as *const u8
                 };
-                arch::cp_async_16(dst0 + pass * step * ROW_BYTES, src, if in_bounds { 16 } else { 0 });
+                arch::cp_async_16(
+                    dst0 + pass * step * ROW_BYTES,
+                    from,
+                    if in_bounds { 16 } else { 0 },
+                );
             }
             pass += 1;
         }

@@ -54,6 +54,16 @@ pub fn grid_dim_x() -> u32 {
     r
 }
 
+/// Emits `mov.u32` that the optimiser must leave where it is (not pure): what is computed from the
+/// value stays inside the loop that calls this, rather than being hoisted out into registers that
+/// stay live across the loop (a tile's per-row source offsets, for instance).
+#[inline(always)]
+pub fn in_place(value: u32) -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, {v};", r = out(reg32) r, v = in(reg32) value, options(nomem, nostack)) };
+    r
+}
+
 /// Emits `mov.u32`: the value unchanged, but opaque to the optimiser (so a loop bounded by it
 /// stays a loop instead of being unrolled, when unrolling would cost registers).
 #[inline(always)]

@@ -175,5 +175,11 @@ pub fn fence_proxy_async_shared() {
 /// and ptxas has to fence (and so serialise) every one of them.
 #[inline(always)]
 pub fn fence_operand(value: &mut u32) {
-    unsafe { asm!("// fence operand {v}", v = inout(reg32) *value, options(nostack, nomem)) };
+    unsafe {
+        asm!(
+            "// fence operand {v}",
+            v = inout(reg32) * value,
+            options(nostack, nomem)
+        )
+    };
 }

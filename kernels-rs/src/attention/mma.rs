@@ -66,9 +66,8 @@ pub unsafe fn flash_mma<
     let first_row = arch::block_idx_x() * block_m;
     let stride = tile::row_stride_bytes(D);
 
-    let q_head = q.add(head * problem.seq_q as usize * D);
-    let k_head = k.add(problem.kv_head(head) * problem.seq_k as usize * D);
-    let v_head = v.add(problem.kv_head(head) * problem.seq_k as usize * D);
+    let q_rows = problem.q_rows::<D>(q, head);
+    let (k_rows, v_rows) = (problem.kv_rows::<D>(k, head), problem.kv_rows::<D>(v, head));
 
     // Shared memory: [Q tile][STAGES x (K tile, V tile)]
     let q_smem = arch::dynamic_smem_base();
@@ -82,32 +81,15 @@ pub unsafe fn flash_mma<
         if t < tiles {
             let stage = t % STAGES as u32;
             let first_key = t * BLOCK_N as u32;
-            let n = BLOCK_N as u32;
-            tile::load_async::<D>(
-                k_tile(stage),
-                k_head,
-                n,
-                first_key,
-                problem.seq_k,
-                thread,
-                threads,
-            );
-            tile::load_async::<D>(
-                v_tile(stage),
-                v_head,
-                n,
-                first_key,
-                problem.seq_k,
-                thread,
-                threads,
-            );
+            tile::load_async::<D>(k_tile(stage), k_rows, first_key, BLOCK_N as u32, thread, threads);
+            tile::load_async::<D>(v_tile(stage), v_rows, first_key, BLOCK_N as u32, thread, threads);
         }
         // Committing even an empty group keeps "the oldest pending group is the next tile" true.
         arch::cp_async_commit();
     };
 
     // Q is its own copy group, issued before the first K/V tiles so it lands first.
-    tile::load_async::<D>(q_smem, q_head, block_m, first_row, problem.seq_q, thread, threads);
+    tile::load_async::<D>(q_smem, q_rows, first_row, block_m, thread, threads);
     arch::cp_async_commit();
     for t in 0..STAGES as u32 - 1 {
         load_tile(t);
@@ -285,7 +267,7 @@ pub unsafe fn flash_mma<
                     problem.write_lse(head, row, &state[mt][h]);
                 }
                 let norm = state[mt][h].normaliser();
-                let o = out.add((head * problem.seq_q as usize + row as usize) * D) as *mut u32;
+                let o = problem.out_row::<D>(out, head, row) as *mut u32;
                 for (j, acc) in o_acc[mt].iter().enumerate() {
                     let packed = T::pack(acc[2 * h] * norm, acc[2 * h + 1] * norm);
                     arch::st_global_u32(o.add(4 * j + pair as usize), packed);

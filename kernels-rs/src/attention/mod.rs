@@ -3,15 +3,17 @@
 //! device layer.
 //!
 //! All kernels share one calling convention:
-//! `(q, k, v, out, seq_q, seq_k, scale_log2, causal, kv_group, lse, barrier_log)`, Q and the
-//! output `[B*H, S_q, D]`, K and V `[B*H/kv_group, S_k, D]`, contiguous 16-bit, grid
-//! `(ceil(seq_q / BLOCK_M), B*H)`.
+//! `(q, k, v, out, seq_q, seq_k, scale_log2, causal, kv_group, lse, heads, seq_major,
+//! barrier_log)`, Q and the output `[B, H, S_q, D]`, K and V `[B, H/kv_group, S_k, D]` (or all
+//! `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid `(ceil(seq_q / BLOCK_M), B*H)`.
 
 pub mod mma;
 pub mod naive;
 pub mod rows;
 pub mod scalar;
 pub mod wgmma;
+
+use crate::tile::Rows;
 
 /// The per-launch facts every kernel needs about the problem.
 #[derive(Clone, Copy)]
@@ -26,6 +28,11 @@ pub struct Problem {
     pub kv_group: u32,
     /// Where to write each row's log-sum-exp (`[B, H, S_q]` fp32), or null for none.
     pub lse: *mut f32,
+    /// Query heads per batch entry (`H`).
+    pub heads: u32,
+    /// The tensors are `[B, S, H, D]` (a head's rows interleaved with the other heads'), else
+    /// `[B, H, S, D]`.
+    pub seq_major: bool,
 }
 
 impl Problem {
@@ -45,6 +52,49 @@ impl Problem {
     #[inline(always)]
     pub fn kv_head(&self, head: usize) -> usize {
         head / self.kv_group as usize
+    }
+
+    /// Query head `head`'s rows of Q (and of the output): `(b, h)` = `(head / H, head % H)`.
+    #[inline(always)]
+    pub unsafe fn q_rows<const D: usize>(&self, q: *const u16, head: usize) -> Rows {
+        let (seq, heads) = (self.seq_q as usize, self.heads as usize);
+        let (offset, stride): (usize, usize) = if self.seq_major {
+            ((head / heads) * seq * heads * D + (head % heads) * D, heads * D)
+        } else {
+            (head * seq * D, D)
+        };
+        Rows {
+            base: q.add(offset),
+            stride: stride as u32,
+            count: self.seq_q,
+        }
+    }
+
+    /// The rows of K (or V) that query head `head` reads (see `kv_head`).
+    #[inline(always)]
+    pub unsafe fn kv_rows<const D: usize>(&self, kv: *const u16, head: usize) -> Rows {
+        let (seq, heads, group) = (self.seq_k as usize, self.heads as usize, self.kv_group as usize);
+        let kv_heads = heads / group;
+        let (offset, stride): (usize, usize) = if self.seq_major {
+            (
+                (head / heads) * seq * kv_heads * D + (head % heads) / group * D,
+                kv_heads * D,
+            )
+        } else {
+            (self.kv_head(head) * seq * D, D)
+        };
+        Rows {
+            base: kv.add(offset),
+            stride: stride as u32,
+            count: self.seq_k,
+        }
+    }
+
+    /// Where query `row` of `head` goes in the output (laid out like Q).
+    #[inline(always)]
+    pub unsafe fn out_row<const D: usize>(&self, out: *mut u16, head: usize, row: u32) -> *mut u16 {
+        let rows = self.q_rows::<D>(out, head);
+        (rows.base as *mut u16).add(row as usize * rows.stride as usize)
     }
 
     /// Writes the log-sum-exp of query `row` of `head`, when asked for.

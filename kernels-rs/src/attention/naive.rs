@@ -27,9 +27,14 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
     }
     let head = arch::block_idx_y() as usize;
     let dim0 = arch::lane_id() as usize * DIMS_PER_LANE;
-    let q_row = q.add((head * problem.seq_q as usize + row as usize) * D + dim0);
-    let k_head = k.add(problem.kv_head(head) * problem.seq_k as usize * D + dim0);
-    let v_head = v.add(problem.kv_head(head) * problem.seq_k as usize * D + dim0);
+    let q_rows = problem.q_rows::<D>(q, head);
+    let q_row = q_rows.base.add(row as usize * q_rows.stride as usize + dim0);
+    let (k_rows, v_rows) = (problem.kv_rows::<D>(k, head), problem.kv_rows::<D>(v, head));
+    let (k_head, v_head, kv_stride) = (
+        k_rows.base.add(dim0),
+        v_rows.base.add(dim0),
+        k_rows.stride as usize,
+    );
 
     let mut query = [0.0f32; DIMS_PER_LANE];
     for (i, x) in query.iter_mut().enumerate() {
@@ -40,21 +45,21 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
     for key in 0..problem.key_end(row) as usize {
         let mut partial = 0.0f32;
         for (i, x) in query.iter().enumerate() {
-            partial = arch::fma(*x, T::to_f32(*k_head.add(key * D + i)), partial);
+            partial = arch::fma(*x, T::to_f32(*k_head.add(key * kv_stride + i)), partial);
         }
         let score = arch::warp_sum(partial);
         let correction = state.rescale(score, problem.scale_log2);
         let p = softmax::probability(score, problem.scale_log2, state.offset(problem.scale_log2));
         state.row_sum += p;
         for (i, a) in acc.iter_mut().enumerate() {
-            *a = arch::fma(p, T::to_f32(*v_head.add(key * D + i)), *a * correction);
+            *a = arch::fma(p, T::to_f32(*v_head.add(key * kv_stride + i)), *a * correction);
         }
     }
     if arch::lane_id() == 0 {
         problem.write_lse(head, row, &state);
     }
     let norm = state.normaliser();
-    let o_row = out.add((head * problem.seq_q as usize + row as usize) * D + dim0);
+    let o_row = problem.out_row::<D>(out, head, row).add(dim0);
     for (i, a) in acc.iter().enumerate() {
         arch::st_global_u16(o_row.add(i), T::from_f32(*a * norm));
     }

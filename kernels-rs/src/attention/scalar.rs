@@ -62,9 +62,8 @@ pub unsafe fn flash_scalar<
     let head = arch::block_idx_y() as usize;
     let first_row = arch::block_idx_x() * BLOCK_M as u32;
 
-    let q_head = q.add(head * problem.seq_q as usize * D);
-    let k_head = k.add(problem.kv_head(head) * problem.seq_k as usize * D);
-    let v_head = v.add(problem.kv_head(head) * problem.seq_k as usize * D);
+    let q_rows = problem.q_rows::<D>(q, head);
+    let (k_rows, v_rows) = (problem.kv_rows::<D>(k, head), problem.kv_rows::<D>(v, head));
 
     // Shared memory: [Q f32: BLOCK_M x D][STAGES x (K tile, V tile)][P f32: BLOCK_M x BLOCK_N]
     let q_smem = arch::dynamic_smem_base();
@@ -79,24 +78,8 @@ pub unsafe fn flash_scalar<
         if t < tiles {
             let stage = t % STAGES as u32;
             let first_key = t * BLOCK_N as u32;
-            tile::load_async::<D>(
-                k_tile(stage),
-                k_head,
-                BLOCK_N as u32,
-                first_key,
-                problem.seq_k,
-                thread,
-                threads,
-            );
-            tile::load_async::<D>(
-                v_tile(stage),
-                v_head,
-                BLOCK_N as u32,
-                first_key,
-                problem.seq_k,
-                thread,
-                threads,
-            );
+            tile::load_async::<D>(k_tile(stage), k_rows, first_key, BLOCK_N as u32, thread, threads);
+            tile::load_async::<D>(v_tile(stage), v_rows, first_key, BLOCK_N as u32, thread, threads);
         }
         // Committing even an empty group keeps "group t is tile t" true for the waits below.
         arch::cp_async_commit();
@@ -110,7 +93,7 @@ pub unsafe fn flash_scalar<
     while i < BLOCK_M * D {
         let row = first_row + (i / D) as u32;
         let x = if row < problem.seq_q {
-            T::to_f32(*q_head.add(row as usize * D + i % D))
+            T::to_f32(*q_rows.base.add(row as usize * q_rows.stride as usize + i % D))
         } else {
             0.0
         };
@@ -228,7 +211,7 @@ pub unsafe fn flash_scalar<
                 problem.write_lse(head, row, &state[r]);
             }
             let norm = state[r].normaliser();
-            let o = out.add((head * problem.seq_q as usize + row as usize) * D) as *mut u32;
+            let o = problem.out_row::<D>(out, head, row) as *mut u32;
             for pair in 0..DIMS / 2 {
                 let packed = T::pack(acc[r][2 * pair] * norm, acc[r][2 * pair + 1] * norm);
                 arch::st_global_u32(o.add(lane as usize * DIMS / 2 + pair), packed);

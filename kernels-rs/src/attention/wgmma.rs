@@ -79,9 +79,8 @@ pub unsafe fn flash_wgmma<
     let head = arch::block_idx_y() as usize;
     let first_row = arch::block_idx_x() * block_m;
 
-    let q_head = q.add(head * problem.seq_q as usize * D);
-    let k_head = k.add(problem.kv_head(head) * problem.seq_k as usize * D);
-    let v_head = v.add(problem.kv_head(head) * problem.seq_k as usize * D);
+    let q_rows = problem.q_rows::<D>(q, head);
+    let (k_rows, v_rows) = (problem.kv_rows::<D>(k, head), problem.kv_rows::<D>(v, head));
 
     // Shared memory: [Q tile][STAGES x (K tile, V tile)], the first 1024-byte aligned.
     let q_smem = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
@@ -96,14 +95,14 @@ pub unsafe fn flash_wgmma<
             let stage = t % STAGES as u32;
             let first_key = t * BLOCK_N as u32;
             let n = BLOCK_N as u32;
-            swizzled::load_async::<D>(k_tile(stage), k_head, n, first_key, problem.seq_k, thread, threads);
-            swizzled::load_async::<D>(v_tile(stage), v_head, n, first_key, problem.seq_k, thread, threads);
+            swizzled::load_async::<D>(k_tile(stage), k_rows, first_key, n, thread, threads);
+            swizzled::load_async::<D>(v_tile(stage), v_rows, first_key, n, thread, threads);
         }
         // Committing even an empty group keeps "the oldest pending group is the next tile" true.
         arch::cp_async_commit();
     };
 
-    swizzled::load_async::<D>(q_smem, q_head, block_m, first_row, problem.seq_q, thread, threads);
+    swizzled::load_async::<D>(q_smem, q_rows, first_row, block_m, thread, threads);
     arch::cp_async_commit();
     for t in 0..STAGES as u32 - 1 {
         load_tile(t);
@@ -162,7 +161,11 @@ pub unsafe fn flash_wgmma<
         if first_key < group_key_end {
             let mut s_acc = [0.0f32; S_REGS];
             for ks in 0..k_steps {
-                chained!(ks, k_steps, T::wgmma_ss::<S_REGS>(&mut s_acc, q_desc(ks), k_desc(stage, ks), ks > 0));
+                chained!(
+                    ks,
+                    k_steps,
+                    T::wgmma_ss::<S_REGS>(&mut s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
+                );
             }
             sync::<P, COUNT>(SyncPoint::ScoresComputed);
 
@@ -193,7 +196,10 @@ pub unsafe fn flash_wgmma<
                     *x *= correction[(r % 4) / 2];
                 }
             }
-            let offset = [state[0].offset(problem.scale_log2), state[1].offset(problem.scale_log2)];
+            let offset = [
+                state[0].offset(problem.scale_log2),
+                state[1].offset(problem.scale_log2),
+            ];
             for (r, s) in s_acc.iter_mut().enumerate() {
                 *s = softmax::probability(*s, problem.scale_log2, offset[(r % 4) / 2]);
                 // Each lane keeps a partial row sum; the quad adds them once, after the loop.
@@ -212,7 +218,11 @@ pub unsafe fn flash_wgmma<
                 }
             }
             for (kk, &a) in p_frag.iter().enumerate() {
-                chained!(kk, PV_STEPS, T::wgmma_rs::<O_REGS>(&mut o_acc, a, v_desc(stage, kk), true));
+                chained!(
+                    kk,
+                    PV_STEPS,
+                    T::wgmma_rs::<O_REGS>(&mut o_acc, a, v_desc(stage, kk), true)
+                );
             }
         }
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
@@ -227,7 +237,7 @@ pub unsafe fn flash_wgmma<
                 problem.write_lse(head, row, &state[h]);
             }
             let norm = state[h].normaliser();
-            let o = out.add((head * problem.seq_q as usize + row as usize) * D) as *mut u32;
+            let o = problem.out_row::<D>(out, head, row) as *mut u32;
             for j in 0..D / 8 {
                 let packed = T::pack(o_acc[4 * j + 2 * h] * norm, o_acc[4 * j + 2 * h + 1] * norm);
                 arch::st_global_u32(o.add(4 * j + pair as usize), packed);

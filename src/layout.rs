@@ -1,0 +1,155 @@
+//! Memory layouts of the Q, K, V and output tensors.
+//!
+//! The kernels read either layout through strides (`kernels-rs/src/attention/mod.rs`); the host
+//! keeps its references in `[B, H, S, D]` and converts with `from_bhsd` / `to_bhsd`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+/// How a `B x H x S x D` tensor is ordered in memory, outermost first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// `[B, H, S, D]`: each head's rows contiguous (PyTorch's SDPA convention).
+    #[default]
+    Bhsd,
+    /// `[B, S, H, D]`: each position's heads contiguous (FlashAttention's and most models'
+    /// projection output, no transpose needed).
+    Bshd,
+}
+
+impl Layout {
+    pub const ALL: [Layout; 2] = [Layout::Bhsd, Layout::Bshd];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Bhsd => "bhsd",
+            Layout::Bshd => "bshd",
+        }
+    }
+
+    /// The dims of a tensor of `batch, heads, seq, d` in this layout's order (for `.npy` shapes).
+    pub fn dims(self, batch: usize, heads: usize, seq: usize, d: usize) -> [usize; 4] {
+        match self {
+            Layout::Bhsd => [batch, heads, seq, d],
+            Layout::Bshd => [batch, seq, heads, d],
+        }
+    }
+
+    /// `(batch, heads, seq, d)` of a tensor whose dims are `dims` in this layout.
+    pub fn split(self, dims: [usize; 4]) -> (usize, usize, usize, usize) {
+        match self {
+            Layout::Bhsd => (dims[0], dims[1], dims[2], dims[3]),
+            Layout::Bshd => (dims[0], dims[2], dims[1], dims[3]),
+        }
+    }
+
+    /// Reorders a `[B, H, S, D]` tensor into this layout.
+    pub fn from_bhsd<T: Copy>(self, data: &[T], batch: usize, heads: usize, seq: usize, d: usize) -> Vec<T> {
+        self.permute(data, batch, heads, seq, d, true)
+    }
+
+    /// Reorders a tensor in this layout into `[B, H, S, D]`.
+    pub fn to_bhsd<T: Copy>(self, data: &[T], batch: usize, heads: usize, seq: usize, d: usize) -> Vec<T> {
+        self.permute(data, batch, heads, seq, d, false)
+    }
+
+    // The two layouts differ by swapping H and S; the swap is its own inverse up to the order of
+    // the two middle dims, which `forward` picks.
+    fn permute<T: Copy>(
+        self,
+        data: &[T],
+        batch: usize,
+        heads: usize,
+        seq: usize,
+        d: usize,
+        forward: bool,
+    ) -> Vec<T> {
+        assert_eq!(
+            data.len(),
+            batch * heads * seq * d,
+            "tensor length does not match its dims"
+        );
+        if self == Layout::Bhsd {
+            return data.to_vec();
+        }
+        let (outer, inner) = if forward { (heads, seq) } else { (seq, heads) };
+        let mut out = Vec::with_capacity(data.len());
+        for b in 0..batch {
+            for i in 0..inner {
+                for o in 0..outer {
+                    let start = ((b * outer + o) * inner + i) * d;
+                    out.extend_from_slice(&data[start..start + d]);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Layout {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "bhsd" => Ok(Layout::Bhsd),
+            "bshd" => Ok(Layout::Bshd),
+            other => Err(format!(
+                "unknown layout `{other}`: bhsd ([B,H,S,D]) or bshd ([B,S,H,D])"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bshd_puts_each_positions_heads_together() {
+        // B=1, H=2, S=3, D=1: element value = 10h + s.
+        let bhsd = [0, 1, 2, 10, 11, 12];
+        assert_eq!(
+            Layout::Bshd.from_bhsd(&bhsd, 1, 2, 3, 1),
+            vec![0, 10, 1, 11, 2, 12]
+        );
+        assert_eq!(Layout::Bhsd.from_bhsd(&bhsd, 1, 2, 3, 1), bhsd.to_vec());
+    }
+
+    #[test]
+    fn conversions_round_trip() {
+        let (b, h, s, d) = (2, 3, 5, 4);
+        let data: Vec<u32> = (0..(b * h * s * d) as u32).collect();
+        for layout in Layout::ALL {
+            let there = layout.from_bhsd(&data, b, h, s, d);
+            assert_eq!(layout.to_bhsd(&there, b, h, s, d), data, "{layout}");
+        }
+        // Element (b=1, h=1, s=2, x=3) of the original sits at [b][s][h][x] of the bshd copy.
+        let bshd = Layout::Bshd.from_bhsd(&data, b, h, s, d);
+        let at = |bi: usize, hi: usize, si: usize, x: usize| ((bi * h + hi) * s + si) * d + x;
+        assert_eq!(bshd[((s + 2) * h + 1) * d + 3], data[at(1, 1, 2, 3)]);
+    }
+
+    #[test]
+    fn dims_and_split_agree() {
+        for layout in Layout::ALL {
+            assert_eq!(layout.split(layout.dims(2, 3, 5, 64)), (2, 3, 5, 64));
+        }
+        assert_eq!(Layout::Bshd.dims(2, 3, 5, 64), [2, 5, 3, 64]);
+    }
+
+    #[test]
+    fn parses_names_and_rejects_others() {
+        assert_eq!("BSHD".parse::<Layout>(), Ok(Layout::Bshd));
+        assert_eq!("bhsd".parse::<Layout>(), Ok(Layout::Bhsd));
+        assert!("bsdh".parse::<Layout>().unwrap_err().contains("bshd"));
+    }
+}
