@@ -46,6 +46,9 @@ struct VariantEntry {
     /// flash_mma: keys per compute step inside a KV tile (default block_n). Part of the name
     /// (`_c<N>`) when smaller than block_n.
     sub_n: Option<u32>,
+    /// flash_wgmma: warpgroups take turns at the tensor cores (default false). Part of the name
+    /// (`_pp`).
+    pingpong: Option<bool>,
 }
 
 /// A variant with every parameter resolved and checked.
@@ -63,6 +66,7 @@ struct Variant {
     sub_n: u32,
     /// The oldest architecture (80, 90) whose PTX includes this variant.
     min_arch: u32,
+    pingpong: bool,
 }
 
 impl Variant {
@@ -85,8 +89,13 @@ impl Variant {
                 self.block_m, self.block_n, self.warps, self.vec, self.stages, self.policy
             ),
             "flash_wgmma" => format!(
-                "flash_wgmma_m{}_n{}_w{}_s{}_{}",
-                self.block_m, self.block_n, self.warps, self.stages, self.policy
+                "flash_wgmma_m{}_n{}_w{}_s{}{}_{}",
+                self.block_m,
+                self.block_n,
+                self.warps,
+                self.stages,
+                if self.pingpong { "_pp" } else { "" },
+                self.policy
             ),
             _ => format!(
                 "flash_mma_m{}_n{}{}_w{}_s{}{}_{}",
@@ -199,6 +208,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             min_blocks_per_sm,
             sub_n: 0,
             min_arch: 80,
+            pingpong: false,
         },
         "flash_scalar" => Variant {
             family: "flash_scalar",
@@ -213,6 +223,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             min_blocks_per_sm,
             sub_n: 0,
             min_arch: 80,
+            pingpong: false,
         },
         "flash_mma" => Variant {
             family: "flash_mma",
@@ -227,6 +238,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             min_blocks_per_sm,
             sub_n: 0,
             min_arch: 80,
+            pingpong: false,
         },
         "flash_wgmma" => {
             let block_m = need(entry.block_m, "block_m")?;
@@ -243,6 +255,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
                 min_blocks_per_sm,
                 sub_n: 0,
                 min_arch: 90,
+                pingpong: false,
             }
         }
         other => {
@@ -253,6 +266,19 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
     };
     let mut variant = variant;
     variant.sub_n = entry.sub_n.unwrap_or(variant.block_n);
+    variant.pingpong = entry.pingpong.unwrap_or(false);
+    if variant.pingpong && variant.family != "flash_wgmma" {
+        return Err(format!(
+            "{}: pingpong is for flash_wgmma (warpgroups)",
+            variant.name()
+        ));
+    }
+    if variant.pingpong && variant.block_m < 128 {
+        return Err(format!(
+            "{}: pingpong needs two warpgroups or more",
+            variant.name()
+        ));
+    }
     let v = &variant;
     if v.sub_n != v.block_n && (v.family != "flash_mma" || v.policy != "light") {
         return Err(format!(
@@ -324,8 +350,8 @@ fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String
                         v.block_m, v.block_n, v.warps, v.vec, v.stages
                     ),
                     "flash_wgmma" => format!(
-                        "{ty}, {policy}, d = {d}, m = {}, n = {}, stages = {}",
-                        v.block_m, v.block_n, v.stages
+                        "{ty}, {policy}, d = {d}, m = {}, n = {}, stages = {}, pingpong = {}",
+                        v.block_m, v.block_n, v.stages, v.pingpong
                     ),
                     _ => format!(
                         "{ty}, {policy}, d = {d}, m = {}, n = {}, w = {}, stages = {}, q_in_regs = {}, \

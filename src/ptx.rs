@@ -69,15 +69,40 @@ pub fn u32_globals(ptx: &str) -> BTreeMap<&str, u32> {
 }
 
 /// True for an instruction that makes the whole block wait (`bar.sync`, `barrier.sync`,
-/// `bar.red`, `barrier.cta.*`), not for `bar.warp.sync`.
+/// `bar.red`, `barrier.cta.*`), not for `bar.warp.sync`, nor for a named barrier given a thread
+/// count (`bar.sync 1, 256`: some warps waiting for others, see `is_named_barrier`).
 pub fn is_block_barrier(line: &str) -> bool {
-    // Skip a guard predicate (`@%p1 ` or `@!%p1 `).
-    let instruction = match line.strip_prefix('@') {
+    is_barrier_op(line) && !has_thread_count(line)
+}
+
+/// True for a barrier among a given number of threads (`bar.sync 1, 256`, `bar.arrive 2, 256`):
+/// the warpgroup scheduling of `flash_wgmma`'s ping-pong.
+pub fn is_named_barrier(line: &str) -> bool {
+    (is_barrier_op(line)
+        || strip_guard(line).starts_with("bar.arrive")
+        || strip_guard(line).starts_with("barrier.arrive"))
+        && has_thread_count(line)
+}
+
+fn has_thread_count(line: &str) -> bool {
+    let operands = strip_guard(line)
+        .split_once(char::is_whitespace)
+        .map_or("", |(_, rest)| rest);
+    operands.contains(',')
+}
+
+fn strip_guard(line: &str) -> &str {
+    match line.strip_prefix('@') {
         Some(guarded) => guarded
             .split_once(char::is_whitespace)
             .map_or("", |(_, rest)| rest.trim_start()),
         None => line,
-    };
+    }
+}
+
+fn is_barrier_op(line: &str) -> bool {
+    // Skip a guard predicate (`@%p1 ` or `@!%p1 `).
+    let instruction = strip_guard(line);
     [
         "bar.sync",
         "barrier.sync",
@@ -199,6 +224,12 @@ $L__BB1_1:
         assert!(is_block_barrier("@%p1 bar.sync 0;"));
         assert!(is_block_barrier("barrier.sync 0;"));
         assert!(!is_block_barrier("bar.warp.sync -1;"));
+        // Named barriers with a thread count schedule some warps; they are not block barriers.
+        assert!(!is_block_barrier("bar.sync %r12, 256;"));
+        assert!(!is_block_barrier("bar.arrive %r13, 256;"));
+        assert!(is_named_barrier("bar.sync %r12, 256;"));
+        assert!(is_named_barrier("@%p3 bar.arrive 2, 256;"));
+        assert!(!is_named_barrier("bar.sync 0;"));
         assert!(!is_block_barrier("bra.uni $L__BB0_1;"));
     }
 }

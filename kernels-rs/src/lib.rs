@@ -90,12 +90,13 @@ macro_rules! kernel {
             >(q, k, v, o, p, log));
     };
     (flash_wgmma $name:ident $counted:ident $smem:ident $barriers:ident,
-     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal) => {
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
+     pingpong = $pp:literal) => {
         kernel!(@export $name, $counted, $smem,
             attention::wgmma::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |q, k, v, o, p, log, COUNT| attention::wgmma::flash_wgmma::<
-                $t, $policy, COUNT, $d, $bn, { $bm / 64 }, $stages, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
+                $t, $policy, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
             >(q, k, v, o, p, log));
     };
 }

@@ -27,11 +27,25 @@ pub struct Rows {
 }
 
 impl Rows {
-    /// Bytes from row `i` to row `i + rows`, computed where it is used (see `arch::in_place`): a
-    /// run-time stride would otherwise have every row's offset hoisted out of the KV loop.
+    /// Bytes from row `i` to row `i + rows`. With `PACKED` the rows are known to be `D` apart
+    /// (the `[B, H, S, D]` layout), so every offset is a constant folded into the copy
+    /// instruction; otherwise it is computed where it is used (see `arch::in_place`), since a
+    /// run-time stride would have every row's offset hoisted out of the KV loop into registers.
     #[inline(always)]
-    pub(crate) fn bytes(&self, rows: u32) -> usize {
-        rows as usize * arch::in_place(self.stride) as usize * 2
+    pub(crate) fn bytes<const D: usize, const PACKED: bool>(&self, rows: u32) -> usize {
+        let stride = if PACKED { D } else { arch::in_place(self.stride) as usize };
+        rows as usize * stride * 2
+    }
+
+    /// Runs `copy` with `PACKED` true when the rows are `D` apart: two copies of the loads, one
+    /// branch per call, and the common layout pays nothing for the other.
+    #[inline(always)]
+    pub(crate) fn dispatch<const D: usize>(&self, packed: impl FnOnce(), strided: impl FnOnce()) {
+        if self.stride as usize == D {
+            packed()
+        } else {
+            strided()
+        }
     }
 }
 
@@ -52,6 +66,21 @@ pub unsafe fn load_async<const D: usize>(
     thread: u32,
     threads: u32,
 ) {
+    src.dispatch::<D>(
+        || copy_rows::<D, true>(dst, src, first_row, rows, thread, threads),
+        || copy_rows::<D, false>(dst, src, first_row, rows, thread, threads),
+    )
+}
+
+#[inline(always)]
+unsafe fn copy_rows<const D: usize, const PACKED: bool>(
+    dst: SharedAddr,
+    src: Rows,
+    first_row: u32,
+    rows: u32,
+    thread: u32,
+    threads: u32,
+) {
     const CHUNK: u32 = 8; // 16 bytes of 16-bit elements
     let chunks_per_row = (D as u32) / CHUNK;
     if threads % chunks_per_row != 0 {
@@ -60,7 +89,7 @@ pub unsafe fn load_async<const D: usize>(
     let step = threads / chunks_per_row; // rows covered per pass
     let row0 = thread / chunks_per_row;
     let col = (thread % chunks_per_row) * CHUNK;
-    let src0 = (src.base.add(col as usize) as *const u8).add(src.bytes(first_row + row0));
+    let src0 = (src.base.add(col as usize) as *const u8).add(src.bytes::<D, PACKED>(first_row + row0));
     let dst0 = dst + row0 * row_stride_bytes(D) + col * 2;
     // `rows` and `threads` are compile-time constants at every call site, so this loop unrolls.
     let mut pass = 0;
@@ -69,7 +98,7 @@ pub unsafe fn load_async<const D: usize>(
         if row < rows {
             let in_bounds = first_row + row < src.count;
             let from = if in_bounds {
-                src0.add(src.bytes(pass * step))
+                src0.add(src.bytes::<D, PACKED>(pass * step))
             } else {
                 src.base as *const u8
             };
@@ -250,6 +279,21 @@ pub mod swizzled {
         thread: u32,
         threads: u32,
     ) {
+        src.dispatch::<D>(
+            || copy_rows::<D, true>(dst, src, first_row, rows, thread, threads),
+            || copy_rows::<D, false>(dst, src, first_row, rows, thread, threads),
+        )
+    }
+
+    #[inline(always)]
+    unsafe fn copy_rows<const D: usize, const PACKED: bool>(
+        dst: SharedAddr,
+        src: super::Rows,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+    ) {
         let chunks_per_row = (D as u32) / 8;
         let step = threads / chunks_per_row; // rows covered per pass
         if threads % chunks_per_row != 0 || step % 8 != 0 {
@@ -258,7 +302,7 @@ pub mod swizzled {
         }
         let row0 = thread / chunks_per_row;
         let chunk = thread % chunks_per_row;
-        let src0 = (src.base.add((chunk * 8) as usize) as *const u8).add(src.bytes(first_row + row0));
+        let src0 = (src.base.add((chunk * 8) as usize) as *const u8).add(src.bytes::<D, PACKED>(first_row + row0));
         let dst0 = dst + chunk_offset(row0, chunk, rows);
         let mut pass = 0;
         while pass * step < rows {
@@ -266,7 +310,7 @@ pub mod swizzled {
             if row < rows {
                 let in_bounds = first_row + row < src.count;
                 let from = if in_bounds {
-                    src0.add(src.bytes(pass * step))
+                    src0.add(src.bytes::<D, PACKED>(pass * step))
                 } else {
                     src.base as *const u8
                 };

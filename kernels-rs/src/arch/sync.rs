@@ -17,6 +17,21 @@ pub fn sync_warp() {
     unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
 }
 
+/// Emits `bar.sync id, threads`: waits at named barrier `id` (1-15) until `threads` threads, this
+/// warp's included, have arrived there by `named_barrier_sync` or `named_barrier_arrive`. A
+/// barrier among some warps only, for scheduling warpgroups rather than publishing memory.
+#[inline(always)]
+pub fn named_barrier_sync(id: u32, threads: u32) {
+    unsafe { asm!("bar.sync {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack)) };
+}
+
+/// Emits `bar.arrive id, threads`: counts this warp's arrival at named barrier `id` and goes on
+/// without waiting.
+#[inline(always)]
+pub fn named_barrier_arrive(id: u32, threads: u32) {
+    unsafe { asm!("bar.arrive {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack)) };
+}
+
 /// Emits `trap`: aborts the kernel; the host sees a launch failure.
 #[inline(always)]
 pub fn trap() -> ! {

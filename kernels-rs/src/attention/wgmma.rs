@@ -12,9 +12,12 @@
 //! - O += P V: `BLOCK_N / 16` chained `wgmma`s with P packed from the accumulators into A
 //!   registers and V from shared memory as a transposed (MN-major) B operand.
 //!
-//! Both warpgroups share the K/V tiles; the two block barriers per tile of the light policy are
-//! the only synchronisation. Warpgroups interleave on the SM's schedulers by themselves, so one's
-//! softmax overlaps the other's tensor-core work.
+//! The warpgroups share the K/V tiles; the two block barriers per tile of the light policy are
+//! the only synchronisation of memory. Those barriers also line the warpgroups up at every tile,
+//! so left alone they all multiply at once and then all compute softmax at once, the tensor
+//! cores idle meanwhile. With `PINGPONG` the warpgroups take turns at the tensor cores (named
+//! barriers in a ring, one per warpgroup): warpgroup g issues a product only after g - 1 issued
+//! its own, so each softmax runs under another warpgroup's products.
 
 use super::{record_barriers, Problem};
 use crate::arch::{self, chain};
@@ -54,6 +57,7 @@ pub unsafe fn flash_wgmma<
     const BLOCK_N: usize,
     const WARPGROUPS: usize,
     const STAGES: usize,
+    const PINGPONG: bool,
     // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
     const S_REGS: usize,
     const O_REGS: usize,
@@ -141,6 +145,23 @@ pub unsafe fn flash_wgmma<
         arch::smem_descriptor_sw128(addr, swizzled::column_block_bytes(BLOCK_N as u32), ATOM_BYTES)
     };
 
+    // Named barrier `1 + g` is warpgroup g's turn; both warpgroups of a hand-over count, 256 threads.
+    let my_turn = 1 + warpgroup;
+    let next_turn = 1 + (warpgroup + 1) % WARPGROUPS as u32;
+    let wait_turn = || {
+        if PINGPONG {
+            arch::named_barrier_sync(my_turn, 256);
+        }
+    };
+    let pass_turn = || {
+        if PINGPONG {
+            arch::named_barrier_arrive(next_turn, 256);
+        }
+    };
+    if PINGPONG && warpgroup + 1 == WARPGROUPS as u32 {
+        pass_turn(); // warpgroup 0 goes first
+    }
+
     let mut state = [RowState::EMPTY; 2];
     let mut o_acc = [0.0f32; O_REGS];
     if COUNT && thread == 0 {
@@ -157,9 +178,12 @@ pub unsafe fn flash_wgmma<
         let stage = t % STAGES as u32;
         let first_key = t * BLOCK_N as u32;
 
-        // A warpgroup-uniform branch: wgmma needs all four warps.
-        if first_key < group_key_end {
-            let mut s_acc = [0.0f32; S_REGS];
+        // A warpgroup-uniform branch: wgmma needs all four warps. The turns are taken either way,
+        // so that a warpgroup past its keys never stalls the ring.
+        let active = first_key < group_key_end;
+        let mut s_acc = [0.0f32; S_REGS];
+        wait_turn();
+        if active {
             for ks in 0..k_steps {
                 chained!(
                     ks,
@@ -167,6 +191,9 @@ pub unsafe fn flash_wgmma<
                     T::wgmma_ss::<S_REGS>(&mut s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
                 );
             }
+        }
+        pass_turn();
+        if active {
             sync::<P, COUNT>(SyncPoint::ScoresComputed);
 
             // Register 4j + e holds key 8j + 2 * pair + (e % 2) of row half e / 2.
@@ -207,16 +234,19 @@ pub unsafe fn flash_wgmma<
             }
             sync::<P, COUNT>(SyncPoint::RowSumExchanged);
             sync::<P, COUNT>(SyncPoint::ProbsStaged);
+        }
 
-            // Keys 16kk .. 16kk + 15 are registers 8kk .. 8kk + 7: exactly an A fragment. All of
-            // P is packed before the first product, so that the chain runs without a fence.
-            let mut p_frag = [[0u32; 4]; PV_STEPS];
-            for (kk, frag) in p_frag.iter_mut().enumerate() {
-                for (i, half2) in frag.iter_mut().enumerate() {
-                    *half2 = T::pack(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
-                    arch::fence_operand(half2);
-                }
+        // Keys 16kk .. 16kk + 15 are registers 8kk .. 8kk + 7: exactly an A fragment. All of P is
+        // packed before the first product, so that the chain runs without a fence.
+        let mut p_frag = [[0u32; 4]; PV_STEPS];
+        for (kk, frag) in p_frag.iter_mut().enumerate() {
+            for (i, half2) in frag.iter_mut().enumerate() {
+                *half2 = T::pack(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
+                arch::fence_operand(half2);
             }
+        }
+        wait_turn();
+        if active {
             for (kk, &a) in p_frag.iter().enumerate() {
                 chained!(
                     kk,
@@ -225,7 +255,11 @@ pub unsafe fn flash_wgmma<
                 );
             }
         }
+        pass_turn();
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
+    }
+    if PINGPONG && warpgroup == 0 {
+        wait_turn(); // the last warpgroup's final hand-over: leave no barrier half-arrived
     }
     arch::cp_async_wait::<0>();
 
