@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.gpu
 OUT=${OUT:-./gpu-out}
-PROFILE_KERNEL=${PROFILE_KERNEL:-flash_wgmma_m128_n128_w8_s2_light}
+PROFILE_KERNEL=${PROFILE_KERNEL:-flash_wgmma_m128_n128_w8_s2_pp_light}
 mkdir -p "$OUT"
 LOG="$OUT/round.log"
 : >"$LOG"

@@ -558,7 +558,7 @@ fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -
 /// | arch | head dim | big (>= one wave of 128-row blocks) | small                    |
 /// |------|----------|-------------------------------------|--------------------------|
 /// | 90   | 64       | wgmma m128_n64_s3                   | mma m64_n64_w4_s2_b3     |
-/// | 90   | 128      | wgmma m128_n128_s2                  | wgmma m128_n128_s2       |
+/// | 90   | 128      | wgmma m128_n128_s2_pp               | wgmma m128_n128_s2_pp    |
 /// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
 /// | 80   | 128      | mma m128_n32_w4_s3_qsmem            | mma m64_n64_w4_s2        |
 ///
@@ -575,13 +575,13 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 128,
         big: true,
-        kernel: "flash_wgmma_m128_n128_w8_s2_light",
+        kernel: "flash_wgmma_m128_n128_w8_s2_pp_light",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 128,
         big: false,
-        kernel: "flash_wgmma_m128_n128_w8_s2_light",
+        kernel: "flash_wgmma_m128_n128_w8_s2_pp_light",
     },
     DispatchEntry {
         arch: 80,
