@@ -33,6 +33,8 @@ pub struct Gpu {
     max_smem_optin: u32,
     /// Streaming multiprocessors, for the dispatch rule.
     pub sm_count: usize,
+    /// The SM clock the driver reports (kHz): cycles to seconds for `micro`; `None` if unknown.
+    pub clock_khz: Option<u32>,
     globals: BTreeMap<&'static str, u32>,
     functions: Mutex<HashMap<String, CudaFunction>>,
 }
@@ -86,7 +88,15 @@ pub struct BarrierCount {
     pub per_tile: f64,
     pub blocks: usize,
     pub tiles: u64,
+    /// SM clock cycles per KV tile, the median over blocks of a block's cycles (from the start of
+    /// its KV loop to its end) over its tiles.
+    pub cycles_per_tile: f64,
+    /// Distinct multiprocessors the blocks ran on.
+    pub sms_used: usize,
 }
+
+/// Words the instrumented twin records per block (see `kernels-rs/src/attention/mod.rs`).
+const RECORD_WORDS: usize = 4;
 
 impl Gpu {
     /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a
@@ -123,8 +133,14 @@ impl Gpu {
         let max_smem_optin =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
+        let clock_khz = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+            .ok()
+            .filter(|&k| k > 0)
+            .map(|k| k as u32);
         Ok(Gpu {
             sm_count,
+            clock_khz,
             stream,
             name: ctx.name()?,
             ctx,
@@ -277,6 +293,27 @@ impl Gpu {
         Ok(())
     }
 
+    /// The library's choice for a problem: the tuned table's entry for this GPU, dtype, head dim,
+    /// sequence-length bucket and mask (`tuned/h100.json`, written by `tune --save`), else the
+    /// built-in `DISPATCH` heuristic.
+    pub fn choose(&self, shape: Shape, dtype: DType, causal: bool) -> (&'static VariantSpec, Choice) {
+        let seq = shape.seq_q.max(shape.seq_k);
+        let tuned = builtin_tuned().and_then(|table| {
+            table
+                .resolve(VARIANTS, &self.name, dtype.name(), shape.head_dim, seq, causal)
+                .ok()
+                .flatten()
+                .filter(|v| v.min_arch <= self.arch)
+        });
+        match tuned {
+            Some(variant) => (variant, Choice::Tuned),
+            None => (
+                default_variant(shape, self.sm_count, self.arch),
+                Choice::Heuristic,
+            ),
+        }
+    }
+
     /// Attention forward on `tensors` with the named variant, or the library's choice when
     /// `kernel` is `None`. Returns the variant used. Asynchronous: `download` waits.
     pub fn forward(
@@ -287,7 +324,7 @@ impl Gpu {
     ) -> Result<&'static VariantSpec> {
         let variant = match kernel {
             Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
-            None => default_variant(tensors.shape, self.sm_count, self.arch),
+            None => self.choose(tensors.shape, tensors.dtype, params.causal).0,
         };
         let kernel = self.kernel(variant, tensors.shape.head_dim, tensors.dtype, false)?;
         self.launch(&kernel, tensors, params, None)?;
@@ -319,7 +356,7 @@ impl Gpu {
         }
         let config = launch_config(kernel, shape);
         if let Some(log) = &barrier_log {
-            check_len("barrier log", log.len(), 2 * blocks(&config), shape)?;
+            check_len("barrier log", log.len(), RECORD_WORDS * blocks(&config), shape)?;
         }
         let seq_q = shape.seq_q as u32;
         let seq_k = shape.seq_k as u32;
@@ -359,7 +396,18 @@ impl Gpu {
         Ok(())
     }
 
-    /// Runs `kernel` once with its counted twin and returns the block barriers per KV tile.
+    /// Blocks of `kernel` that fit on one multiprocessor at once (registers, shared memory,
+    /// threads), as the driver's occupancy calculator says.
+    pub fn resident_blocks(&self, kernel: &Kernel) -> Result<u32> {
+        Ok(kernel.function.occupancy_max_active_blocks_per_multiprocessor(
+            kernel.variant.threads(),
+            kernel.smem_bytes as usize,
+            None,
+        )?)
+    }
+
+    /// Runs `kernel` once with its counted twin and returns the block barriers and SM cycles per
+    /// KV tile.
     pub fn count_barriers(
         &self,
         variant: &'static VariantSpec,
@@ -369,17 +417,21 @@ impl Gpu {
         let shape = tensors.shape;
         let kernel = self.kernel(variant, shape.head_dim, tensors.dtype, true)?;
         let n_blocks = blocks(&launch_config(&kernel, shape));
-        let mut log = self.stream.alloc_zeros::<u32>(2 * n_blocks)?;
+        let mut log = self.stream.alloc_zeros::<u32>(RECORD_WORDS * n_blocks)?;
         self.launch(&kernel, tensors, params, Some(&mut log))?;
         let log = self.download(&log)?;
         let mut per_tile: Option<f64> = None;
         let mut tiles_total = 0u64;
-        for (block, pair) in log.chunks_exact(2).enumerate() {
-            let (barriers, tiles) = (pair[0], pair[1]);
+        let mut cycles = Vec::with_capacity(n_blocks);
+        let mut sms = std::collections::BTreeSet::new();
+        for (block, record) in log.chunks_exact(RECORD_WORDS).enumerate() {
+            let (barriers, tiles) = (record[0], record[1]);
             tiles_total += tiles as u64;
+            sms.insert(record[3]);
             if tiles == 0 {
                 continue;
             }
+            cycles.push(record[2] as f64 / tiles as f64);
             let ratio = barriers as f64 / tiles as f64;
             match per_tile {
                 None => per_tile = Some(ratio),
@@ -397,6 +449,8 @@ impl Gpu {
             per_tile: per_tile.unwrap_or(0.0),
             blocks: n_blocks,
             tiles: tiles_total,
+            cycles_per_tile: crate::stats::median(&cycles).unwrap_or(0.0),
+            sms_used: sms.len(),
         })
     }
 
@@ -608,6 +662,25 @@ pub const DISPATCH: &[DispatchEntry] = &[
         kernel: "flash_mma_m64_n64_w4_s2_light",
     },
 ];
+
+/// Where `Gpu::choose` found its variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Choice {
+    /// An entry of the tuned table for this GPU.
+    Tuned,
+    /// The built-in `DISPATCH` table (no tuned entry for this GPU, dtype, head dim, bucket, mask).
+    Heuristic,
+}
+
+/// The tuned table compiled into the library, parsed once; `None` if it does not parse (a unit
+/// test keeps that from shipping).
+fn builtin_tuned() -> Option<&'static crate::tuned::TunedTable> {
+    static TABLE: std::sync::OnceLock<Option<crate::tuned::TunedTable>> = std::sync::OnceLock::new();
+    TABLE
+        .get_or_init(|| crate::tuned::TunedTable::builtin().ok())
+        .as_ref()
+}
 
 /// One row of `DISPATCH`.
 #[derive(Clone, Copy, Debug)]

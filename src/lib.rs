@@ -14,6 +14,8 @@ pub mod ptx;
 pub mod ptxas;
 pub mod reference;
 pub mod stats;
+pub mod tune;
+pub mod tuned;
 pub mod variants;
 
 pub use error::{Error, Result};

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use flashrs::gpu::Choice;
 use flashrs::stats::{bootstrap_speedup_ci, Summary};
 use flashrs::{embedded, ptx, DType, Family, Params, Shape};
 use serde::{Deserialize, Serialize};
@@ -111,6 +112,8 @@ pub struct ShapeSummary {
     /// The variant the library's dispatch picks for this shape, and its speedup over the best peer.
     pub dispatch: String,
     pub dispatch_speedup: Option<f64>,
+    /// Whether the pick came from the tuned table or the built-in heuristic.
+    pub dispatch_source: Choice,
 }
 
 #[derive(Serialize)]
@@ -276,7 +279,11 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     for note in &notes {
         println!("note: {note}");
     }
-    let summary = summarise(&cases, &rows, gpu.sm_count, gpu.arch);
+    let pick = |shape: Shape, causal: bool| {
+        let (variant, source) = gpu.choose(shape, args.dtype, causal);
+        (variant.name, source)
+    };
+    let summary = summarise(&cases, &rows, &pick);
     print_table(&rows);
     print_summary(&summary);
     let gate_failures: Vec<String> = gates
@@ -385,7 +392,12 @@ fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
 }
 
 /// Per case: our fastest kernel against the fastest peer, with a bootstrap interval.
-pub fn summarise(cases: &[(Shape, bool)], rows: &[Row], sms: usize, arch: u32) -> Vec<ShapeSummary> {
+/// Per case: our fastest against the best peer, and what the library's choice (`pick`) scored.
+pub fn summarise(
+    cases: &[(Shape, bool)],
+    rows: &[Row],
+    pick: &dyn Fn(Shape, bool) -> (&'static str, Choice),
+) -> Vec<ShapeSummary> {
     let fastest = |peer: bool, shape, causal| {
         rows.iter()
             .filter(|r| r.peer == peer && same_case(r, shape, causal))
@@ -401,7 +413,7 @@ pub fn summarise(cases: &[(Shape, bool)], rows: &[Row], sms: usize, arch: u32) -
                     .find(|r| r.backend.as_deref() == Some(name) && same_case(r, shape, causal))
             };
             let cudnn = backend("cudnn");
-            let dispatch = flashrs::gpu::default_variant(shape, sms, arch).name;
+            let (dispatch, dispatch_source) = pick(shape, causal);
             let picked = rows
                 .iter()
                 .find(|r| r.kernel == dispatch && same_case(r, shape, causal));
@@ -420,6 +432,7 @@ pub fn summarise(cases: &[(Shape, bool)], rows: &[Row], sms: usize, arch: u32) -
                 speedup_vs_torch_flash: backend("flash").map(|c| c.p50_us / ours.p50_us),
                 dispatch: dispatch.to_string(),
                 dispatch_speedup: picked.zip(peer).map(|(d, p)| p.p50_us / d.p50_us),
+                dispatch_source,
             })
         })
         .collect()
@@ -512,8 +525,18 @@ fn print_summary(summary: &[ShapeSummary]) {
         return;
     }
     println!(
-        "\n{:>22} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}",
-        "shape", "causal", "ours (fastest)", "us", "best peer", "us", "speedup", "95% CI", "vs cuDNN"
+        "\n{:>22} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9}",
+        "shape",
+        "causal",
+        "ours (fastest)",
+        "us",
+        "best peer",
+        "us",
+        "speedup",
+        "95% CI",
+        "vs cuDNN",
+        "vs FA2",
+        "library's pick vs best peer"
     );
     for s in summary {
         println!(
@@ -530,10 +553,14 @@ fn print_summary(summary: &[ShapeSummary]) {
             s.speedup_vs_cudnn.map_or("-".into(), |x| format!("{x:.3}x")),
             s.speedup_vs_torch_flash
                 .map_or("-".into(), |x| format!("{x:.3}x")),
-            if s.ours == s.dispatch {
-                "= fastest".to_string()
-            } else {
-                s.dispatch_speedup.map_or("-".into(), |x| format!("{x:.3}x"))
+            match (s.ours == s.dispatch, s.dispatch_source) {
+                (true, Choice::Tuned) => "= fastest (tuned)".to_string(),
+                (true, Choice::Heuristic) => "= fastest".to_string(),
+                (false, source) => format!(
+                    "{} {}",
+                    s.dispatch_speedup.map_or("-".into(), |x| format!("{x:.3}x")),
+                    if source == Choice::Tuned { "(tuned)" } else { "" }
+                ),
             },
         );
     }
@@ -598,7 +625,9 @@ mod tests {
             row("torch_flash", true, 12.0),
             row("torch_cudnn", true, 9.0),
         ];
-        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows, 132, 90);
+        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows, &|_, _| {
+            ("a", Choice::Heuristic)
+        });
         assert_eq!(s[0].ours, "b");
         assert_eq!(s[0].best_peer.as_deref(), Some("torch_cudnn"));
         assert!((s[0].speedup.unwrap() - 9.0 / 8.0).abs() < 1e-12);

@@ -2,9 +2,11 @@
 //! `attend` runs attention on your own `.npy` tensors, `list` shows the compiled variants.
 
 mod attend;
+mod autotune;
 mod bench;
 mod inputs;
 mod list;
+mod micro;
 mod peers;
 mod plot;
 mod profile;
@@ -46,6 +48,12 @@ enum Command {
     /// Profile one launch with Nsight Compute (ncu): tensor pipe, DRAM, occupancy, bank
     /// conflicts, registers; writes evidence/ncu_<kernel>.json with a verdict.
     Profile(profile::Args),
+    /// Rank every compiled configuration by SM cycles per KV tile, measured in the kernel with
+    /// clock64 (one instrumented launch each); writes micro_log.csv / micro_best.json.
+    Micro(micro::Args),
+    /// Evolutionary search over the compiled configurations, seeded by `micro`: every candidate
+    /// gated (compiled, correct, then timed); `--save` records the winner for the library.
+    Tune(autotune::Args),
     /// (internal) the single launch `profile` runs under ncu.
     #[command(hide = true)]
     ProfileTarget(profile::TargetArgs),
@@ -78,6 +86,8 @@ fn main() -> ExitCode {
         Command::List(args) => list::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Profile(args) => profile::run(cli.device, args),
+        Command::Micro(args) => micro::run(cli.device, args),
+        Command::Tune(args) => autotune::run(cli.device, args),
         Command::ProfileTarget(args) => profile::run_target(cli.device, args),
     };
     match result {

@@ -54,6 +54,22 @@ pub fn grid_dim_x() -> u32 {
     r
 }
 
+/// Emits `mov.u64 %r, %clock64`: the SM's cycle counter (not pure: each read is a new value).
+#[inline(always)]
+pub fn clock64() -> u64 {
+    let r: u64;
+    unsafe { asm!("mov.u64 {r}, %clock64;", r = out(reg64) r, options(nomem, nostack)) };
+    r
+}
+
+/// Emits `mov.u32 %r, %smid`: the multiprocessor this thread runs on.
+#[inline(always)]
+pub fn sm_id() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %smid;", r = out(reg32) r, options(nomem, nostack)) };
+    r
+}
+
 /// Emits `mov.u32` that the optimiser must leave where it is (not pure): what is computed from the
 /// value stays inside the loop that calls this, rather than being hoisted out into registers that
 /// stay live across the loop (a tile's per-row source offsets, for instance).

@@ -12,7 +12,7 @@
 //! - O += P V: the probabilities are packed into A fragments in registers (the accumulator layout
 //!   of two adjacent 8-key tiles *is* the A layout of one 16-key k-step); V through `ldmatrix.trans`.
 
-use super::{record_barriers, Problem};
+use super::{record_barriers, start_counting, Problem};
 use crate::arch;
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::softmax::{self, RowState};
@@ -127,9 +127,7 @@ pub unsafe fn flash_mma<
 
     let mut state = [[RowState::EMPTY; 2]; ROW_TILES];
     let mut o_acc = [[[0.0f32; 4]; D_TILES]; ROW_TILES];
-    if COUNT && thread == 0 {
-        arch::barrier_counter_store(0);
-    }
+    let loop_start = start_counting::<COUNT>();
 
     for t in 0..tiles {
         load_tile(t + STAGES as u32 - 1);
@@ -276,6 +274,6 @@ pub unsafe fn flash_mma<
         }
     }
     if COUNT {
-        record_barriers(barrier_log, tiles);
+        record_barriers(barrier_log, tiles, loop_start);
     }
 }

@@ -113,15 +113,34 @@ impl Problem {
     }
 }
 
-/// Where a block records its barrier count and tile count in the instrumented build: two u32 per
-/// block, indexed by the block's linear index. Thread 0 kept the count (see `policy::sync`).
+/// The instrumented build's start of the KV loop: thread 0 zeroes the block's barrier counter and
+/// reads the SM clock. Returns the clock (meaningful in thread 0 only), 0 when not counting.
 #[inline(always)]
-pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32) {
+pub fn start_counting<const COUNT: bool>() -> u64 {
+    use crate::arch;
+    if COUNT && arch::thread_idx_x() == 0 {
+        arch::barrier_counter_store(0);
+        arch::clock64()
+    } else {
+        0
+    }
+}
+
+/// What the instrumented build records per block, four u32 indexed by the block's linear index:
+/// the block barriers thread 0 counted (see `policy::sync`), the KV tiles, the SM clock cycles from
+/// `start_counting` to here (the KV loop and the epilogue), and the SM the block ran on. The cycles per tile are
+/// what `micro` ranks configurations by.
+#[inline(always)]
+pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32, started: u64) {
     use crate::arch;
     if arch::thread_idx_x() == 0 {
+        let cycles = arch::clock64().wrapping_sub(started).min(u32::MAX as u64) as u32;
         let barriers = arch::barrier_counter_load();
         let block = arch::block_idx_y() as usize * arch::grid_dim_x() as usize + arch::block_idx_x() as usize;
-        arch::st_global_u32(barrier_log.add(2 * block), barriers);
-        arch::st_global_u32(barrier_log.add(2 * block + 1), tiles);
+        let record = barrier_log.add(4 * block);
+        arch::st_global_u32(record, barriers);
+        arch::st_global_u32(record.add(1), tiles);
+        arch::st_global_u32(record.add(2), cycles);
+        arch::st_global_u32(record.add(3), arch::sm_id());
     }
 }

@@ -11,7 +11,7 @@
 //!
 //! The barrier policy `P` decides what each `SyncPoint` costs; see `policy.rs`.
 
-use super::{record_barriers, Problem};
+use super::{record_barriers, start_counting, Problem};
 use crate::arch::{self, SharedAddr};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::softmax::{self, RowState};
@@ -105,9 +105,7 @@ pub unsafe fn flash_scalar<
     let my_first_row = first_row + warp * ROWS as u32;
     let mut state = [RowState::EMPTY; ROWS];
     let mut acc = [[0.0f32; DIMS]; ROWS];
-    if COUNT && thread == 0 {
-        arch::barrier_counter_store(0);
-    }
+    let loop_start = start_counting::<COUNT>();
 
     for t in 0..tiles {
         load_tile(t + STAGES as u32 - 1);
@@ -219,7 +217,7 @@ pub unsafe fn flash_scalar<
         }
     }
     if COUNT {
-        record_barriers(barrier_log, tiles);
+        record_barriers(barrier_log, tiles, loop_start);
     }
 }
 

@@ -19,7 +19,7 @@
 //! barriers in a ring, one per warpgroup): warpgroup g issues a product only after g - 1 issued
 //! its own, so each softmax runs under another warpgroup's products.
 
-use super::{record_barriers, Problem};
+use super::{record_barriers, start_counting, Problem};
 use crate::arch::{self, chain};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::softmax::{self, RowState};
@@ -164,9 +164,7 @@ pub unsafe fn flash_wgmma<
 
     let mut state = [RowState::EMPTY; 2];
     let mut o_acc = [0.0f32; O_REGS];
-    if COUNT && thread == 0 {
-        arch::barrier_counter_store(0);
-    }
+    let loop_start = start_counting::<COUNT>();
 
     for t in 0..tiles {
         load_tile(t + STAGES as u32 - 1);
@@ -279,6 +277,6 @@ pub unsafe fn flash_wgmma<
         }
     }
     if COUNT {
-        record_barriers(barrier_log, tiles);
+        record_barriers(barrier_log, tiles, loop_start);
     }
 }
