@@ -145,6 +145,7 @@ fn main() {
         Some(dir) => PathBuf::from(dir),
         None => root.join("target"),
     };
+    let started = std::time::Instant::now();
     for &(arch, arch_number) in ARCHES {
         let device_table = out_dir.join(format!("device_kernels_{arch}.rs"));
         fs::write(&device_table, device_table_source(&table, &variants, arch_number)).unwrap();
@@ -165,6 +166,10 @@ fn main() {
         }
         fs::write(out_dir.join(format!("kernels_{arch}.ptx")), ptx).unwrap();
     }
+    println!(
+        "cargo:rustc-env=FLASHRS_PTX_BUILD_MS={}",
+        started.elapsed().as_millis()
+    );
 }
 
 fn read_table(path: &Path) -> Result<Table, String> {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One full round on a GPU machine, from binaries built elsewhere (scripts/stage_gpu.sh puts them
 # in .gpu/): device facts, the GPU tests, verify (with the torch cross-check), bench of the standard
-# shapes against the peers (with plot), a gate that must fail, and an ncu profile of the best
-# kernel. JSON, SVG and one log land in $OUT (default ./gpu-out).
+# shapes against the peers (with plot), a gate that must fail, micro + tune for the two reference
+# shapes, and an ncu profile of the best kernel. JSON, CSV, SVG and one log land in $OUT
+# (default ./gpu-out); the device tool brings back 8 files, so callers pack $OUT into one archive.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.gpu
@@ -34,6 +35,15 @@ if run "$BIN/host" bench --shape 2,8,512,64 --kernel "$PROFILE_KERNEL" --peers t
 else
   echo "gate check: ok (unreachable gate exited non-zero)" | tee -a "$LOG"
 fi
+# Configuration search: micro's ranking, then tune seeded by it, for the two reference shapes;
+# the winners go into the tuned table (a copy, so the round never edits the checkout).
+cp tuned/h100.json "$OUT/tuned_h100.json"
+for shape in 2,16,4096,128 2,8,512,64; do
+  tag=$([ "$shape" = 2,16,4096,128 ] && echo "" || echo "_${shape//,/x}")
+  run "$BIN/host" micro --shape "$shape" --csv "$OUT/micro_log$tag.csv" --best "$OUT/micro_best$tag.json" || status=1
+  run "$BIN/host" tune --shape "$shape" --budget 40 --peers torch --log "$OUT/evo_log$tag.csv" \
+    --json "$OUT/evo_best$tag.json" --save --table "$OUT/tuned_h100.json" || status=1
+done
 run "$BIN/host" profile --kernel "$PROFILE_KERNEL" --shape 2,16,4096,128 --out "$OUT/ncu_$PROFILE_KERNEL.json" || status=1
 echo "round finished with status $status" | tee -a "$LOG"
 exit $status

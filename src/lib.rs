@@ -29,6 +29,13 @@ pub mod embedded {
     pub static PTX_SM80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_80.ptx"));
     pub static PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_90a.ptx"));
 
+    /// Milliseconds `build.rs` spent building the PTX of every architecture when it last ran (a
+    /// clean build when the device crate's target directory was empty).
+    pub const PTX_BUILD_MS: u64 = match u64::from_str_radix(env!("FLASHRS_PTX_BUILD_MS"), 10) {
+        Ok(ms) => ms,
+        Err(_) => 0,
+    };
+
     /// Every embedded module: its `.target` name (as `ptxas -arch` wants it), its number, its PTX.
     pub fn modules() -> impl Iterator<Item = (&'static str, u32, &'static str)> {
         crate::variants::ARCHES

@@ -346,3 +346,53 @@ fn cublas_path_matches_the_reference() {
         );
     }
 }
+
+/// NaN in the inputs propagates like torch's SDPA: a NaN in query row r makes row r NaN (its
+/// scores are all NaN) and leaves every other row exact; documented in the README.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn nan_in_a_query_row_poisons_that_row_only() {
+    let gpu = gpu();
+    let shape = Shape::new(1, 2, 150, 64);
+    let dtype = DType::F16;
+    let mut rng = StdRng::seed_from_u64(3);
+    let (mut q, k, v) = (
+        random(shape.q_len(), dtype, &mut rng),
+        random(shape.kv_len(), dtype, &mut rng),
+        random(shape.kv_len(), dtype, &mut rng),
+    );
+    let (bad_head, bad_row, d) = (1, 37, shape.head_dim);
+    let bad = (bad_head * shape.seq_q + bad_row) * d;
+    q[bad + 5] = dtype.encode(f32::NAN);
+    let params = Params {
+        causal: false,
+        scale: None,
+    };
+    let expected = reference::attention_f64(
+        &widen(dtype, &q),
+        &widen(dtype, &k),
+        &widen(dtype, &v),
+        shape.reference_dims(),
+        false,
+        params.scale_for(d) as f64,
+    );
+    let mut tensors = gpu.tensors(shape, dtype, &q, &k, &v).unwrap();
+    for variant in runnable(&gpu, shape) {
+        gpu.poison(&mut tensors).unwrap();
+        gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
+        let actual = widen(dtype, &gpu.download(&tensors.out).unwrap());
+        assert!(
+            actual[bad..bad + d].iter().all(|x| x.is_nan()),
+            "{}: the NaN row must come out NaN",
+            variant.name
+        );
+        let others = |x: &[f32]| -> Vec<f32> { [&x[..bad], &x[bad + d..]].concat() };
+        let expected_others: Vec<f64> = [&expected[..bad], &expected[bad + d..]].concat();
+        let cmp = reference::compare(&others(&actual), &expected_others);
+        assert!(
+            cmp.passes(dtype.tolerance()),
+            "{}: other rows {cmp:?}",
+            variant.name
+        );
+    }
+}

@@ -25,6 +25,28 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
             Shape::new(1, 4, 1000, 128),
         ]),
         "large" => open(vec![Shape::new(4, 16, 2048, 64), Shape::new(4, 16, 2048, 128)]),
+        // Edge cases: one query and one key; more queries than keys (causal: the first rows see
+        // no key at all and must come out as zeros); more keys than queries; lengths one past a
+        // tile.
+        "edge" => open(vec![
+            Shape {
+                seq_k: 1,
+                ..Shape::new(1, 2, 1, 64)
+            },
+            Shape {
+                seq_k: 70,
+                ..Shape::new(1, 3, 200, 128)
+            },
+            Shape {
+                seq_k: 300,
+                ..Shape::new(2, 2, 65, 64)
+            },
+            Shape {
+                seq_k: 1,
+                ..Shape::new(1, 1, 129, 128)
+            },
+            Shape::new(1, 2, 129, 128),
+        ]),
         // The standard comparison with the peers: these non-causal, then these causal.
         "std" => {
             let plain = [
@@ -47,7 +69,7 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
         }
         other => {
             return Err(Failure::Usage(format!(
-                "unknown shape set `{other}` (small, mission, long, odd, large, std)"
+                "unknown shape set `{other}` (small, mission, long, odd, edge, large, std)"
             )))
         }
     })
@@ -120,6 +142,14 @@ impl Inputs {
             q: draw(shape.q_len()),
             k: draw(shape.kv_len()),
             v: draw(shape.kv_len()),
+        }
+    }
+
+    /// Multiplies Q and K by `factor` (rounded back to the element type): larger scores.
+    pub fn scale_queries_and_keys(&mut self, factor: f32) {
+        let dtype = self.dtype;
+        for x in self.q.iter_mut().chain(self.k.iter_mut()) {
+            *x = dtype.encode(dtype.decode(*x) * factor);
         }
     }
 

@@ -10,6 +10,7 @@ mod micro;
 mod peers;
 mod plot;
 mod profile;
+mod stress;
 mod verify;
 
 use std::process::ExitCode;

@@ -17,9 +17,17 @@ pub struct Args {
     /// Seed of the random inputs (default: a fresh one, printed; pass it back to replay a run).
     #[arg(long)]
     seed: Option<u64>,
-    /// Named shape sets, comma-separated: small, mission, long, odd, large, std.
-    #[arg(long, value_delimiter = ',', default_value = "small,mission,long,odd")]
+    /// Named shape sets, comma-separated: small, mission, long, odd, edge, large, std.
+    #[arg(long, value_delimiter = ',', default_value = "small,mission,long,odd,edge")]
     shapes: Vec<String>,
+    /// A quick pass for slow tools (compute-sanitizer): the small, odd and edge shapes in fp16, our
+    /// kernels only (not the cuBLAS path).
+    #[arg(long)]
+    quick: bool,
+    /// Multiply Q and K by this factor, so that scores reach large magnitudes (40 at head dim
+    /// 128 gives scores of several thousand): softmax must stay finite and exact.
+    #[arg(long, value_name = "FACTOR")]
+    logit_scale: Option<f32>,
     /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable.
     #[arg(long)]
     shape: Vec<Shape>,
@@ -51,6 +59,15 @@ pub struct Args {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Determinism instead: run every kernel N times on the same inputs (the shape sets, both
+    /// masks) and require bit-identical outputs and log-sum-exps.
+    #[arg(long, value_name = "N", conflicts_with = "random")]
+    repeat: Option<usize>,
+    /// Random testing instead: N random valid problems (sizes, grouped heads, S_q != S_k, masks,
+    /// dtypes, layouts, scales), every kernel against the float64 reference; a failure prints the
+    /// problem's seed to replay it alone with `--random 1 --seed <seed>`.
+    #[arg(long, value_name = "N")]
+    random: Option<usize>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
@@ -118,7 +135,21 @@ struct Report {
 /// becomes the reference, itself spot-checked in float64 on a sample of rows.
 const CPU_REFERENCE_LIMIT: f64 = 2e10;
 
-pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
+    if args.quick {
+        args.shapes = vec!["small".into(), "odd".into(), "edge".into()];
+        args.dtype = vec![DType::F16];
+        if args.kernels.is_empty() {
+            args.kernels = flashrs::VARIANTS.iter().map(|v| v.name.to_string()).collect();
+        }
+    }
+    if let Some(factor) = args.logit_scale {
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(Failure::Usage(format!(
+                "--logit-scale must be a positive number, got {factor}"
+            )));
+        }
+    }
     let masks: &[bool] = match args.masks {
         Masks::None => &[false],
         Masks::Causal => &[true],
@@ -146,6 +177,39 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         "verify on {} (sm_{}), seed {seed} (replay with --seed {seed})",
         gpu.name, gpu.arch
     );
+    if let Some(count) = args.random {
+        let results = crate::stress::random(&gpu, &variants, count, seed)?;
+        let failed = results.iter().filter(|r| !r.pass).count();
+        let runs: usize = results.iter().map(|r| r.kernels).sum();
+        return stress_verdict(
+            &args.json,
+            serde_json::json!({ "gpu": gpu.name, "seed": seed, "problems": count, "kernel_runs": runs,
+                                "all_pass": failed == 0, "random": results }),
+            failed,
+            &format!("{count} random problems, {runs} kernel runs against float64"),
+        );
+    }
+    if let Some(runs) = args.repeat {
+        let results = crate::stress::repeat(&gpu, &variants, &problems, runs.max(2), seed)?;
+        let failed = results.iter().filter(|r| !r.pass).count();
+        for r in results.iter().filter(|r| !r.pass) {
+            println!(
+                "FAIL {} on {} causal={} {}: {} of {} runs differ",
+                r.kernel, r.shape, r.causal, r.dtype, r.differing_runs, r.runs
+            );
+        }
+        return stress_verdict(
+            &args.json,
+            serde_json::json!({ "gpu": gpu.name, "seed": seed, "runs": runs.max(2), "all_pass": failed == 0,
+                                "repeat": results }),
+            failed,
+            &format!(
+                "{} kernel/problem pairs bit-identical over {} runs",
+                results.len(),
+                runs.max(2)
+            ),
+        );
+    }
 
     let mut cases = Vec::new();
     let mut torch_unavailable = match args.peer.as_deref() {
@@ -164,7 +228,10 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             scale: args.scale,
         };
         let case_seed = seed.wrapping_add(index as u64);
-        let inputs = Inputs::random(*shape, dtype, case_seed);
+        let mut inputs = Inputs::random(*shape, dtype, case_seed);
+        if let Some(factor) = args.logit_scale {
+            inputs.scale_queries_and_keys(factor);
+        }
         let (reference, reference_name) = reference_output(&gpu, *shape, params, &inputs, tolerance)?;
         let torch = match &torch_unavailable {
             Some(_) => None,
@@ -255,6 +322,25 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         Ok(())
     } else {
         println!("FAIL: {failed} check(s) failed (seed {seed}; replay with --seed {seed})");
+        Err(Failure::Check)
+    }
+}
+
+/// Writes a stress mode's JSON and turns its failure count into the exit status.
+fn stress_verdict(
+    json: &Option<PathBuf>,
+    report: serde_json::Value,
+    failed: usize,
+    what: &str,
+) -> Result<(), Failure> {
+    if let Some(path) = json {
+        inputs::write_json(path, &report)?;
+    }
+    if failed == 0 {
+        println!("PASS: {what}");
+        Ok(())
+    } else {
+        println!("FAIL: {failed} failed ({what})");
         Err(Failure::Check)
     }
 }
