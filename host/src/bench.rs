@@ -109,6 +109,8 @@ pub struct ShapeSummary {
     pub speedup_vs_cudnn: Option<f64>,
     /// Ratio to torch's flash backend (FlashAttention-2) when it ran.
     pub speedup_vs_torch_flash: Option<f64>,
+    /// 95% bootstrap interval of that ratio.
+    pub ci95_vs_torch_flash: Option<(f64, f64)>,
     /// The variant the library's dispatch picks for this shape, and its speedup over the best peer.
     pub dispatch: String,
     pub dispatch_speedup: Option<f64>,
@@ -430,6 +432,8 @@ pub fn summarise(
                     .and_then(|p| bootstrap_speedup_ci(&p.samples_us, &ours.samples_us, 10_000, 0x5eed)),
                 speedup_vs_cudnn: cudnn.map(|c| c.p50_us / ours.p50_us),
                 speedup_vs_torch_flash: backend("flash").map(|c| c.p50_us / ours.p50_us),
+                ci95_vs_torch_flash: backend("flash")
+                    .and_then(|f| bootstrap_speedup_ci(&f.samples_us, &ours.samples_us, 10_000, 0x5eed)),
                 dispatch: dispatch.to_string(),
                 dispatch_speedup: picked.zip(peer).map(|(d, p)| p.p50_us / d.p50_us),
                 dispatch_source,
