@@ -33,7 +33,11 @@ impl Rows {
     /// run-time stride would have every row's offset hoisted out of the KV loop into registers.
     #[inline(always)]
     pub(crate) fn bytes<const D: usize, const PACKED: bool>(&self, rows: u32) -> usize {
-        let stride = if PACKED { D } else { arch::in_place(self.stride) as usize };
+        let stride = if PACKED {
+            D
+        } else {
+            arch::in_place(self.stride) as usize
+        };
         rows as usize * stride * 2
     }
 
@@ -302,7 +306,8 @@ pub mod swizzled {
         }
         let row0 = thread / chunks_per_row;
         let chunk = thread % chunks_per_row;
-        let src0 = (src.base.add((chunk * 8) as usize) as *const u8).add(src.bytes::<D, PACKED>(first_row + row0));
+        let src0 =
+            (src.base.add((chunk * 8) as usize) as *const u8).add(src.bytes::<D, PACKED>(first_row + row0));
         let dst0 = dst + chunk_offset(row0, chunk, rows);
         let mut pass = 0;
         while pass * step < rows {
