@@ -934,3 +934,56 @@ mod tests {
         assert!(err.to_string().contains("out.npy"));
     }
 }
+
+/// Property tests: the reader on arbitrary and damaged bytes, and write/read round trips.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_bytes_read_or_err_without_panicking(bytes in vec(any::<u8>(), 0..600)) {
+            let _ = parse_npy(&bytes);
+        }
+
+        #[test]
+        fn damaged_files_read_or_err_without_panicking(
+            flips in vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut bytes = encode_npy(&[2, 3, 4], &NpyData::F32((0..24).map(|i| i as f32).collect())).unwrap();
+            for (at, byte) in flips {
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+            }
+            let keep = cut.index(bytes.len() + 1);
+            bytes.truncate(keep);
+            let _ = parse_npy(&bytes);
+        }
+
+        #[test]
+        fn f32_arrays_round_trip(shape in vec(0usize..6, 0..4), seed in any::<u32>()) {
+            let n: usize = shape.iter().product();
+            let data: Vec<f32> = (0..n).map(|i| (i as f32 + seed as f32) * 0.5 - 3.0).collect();
+            let bytes = encode_npy(&shape, &NpyData::F32(data.clone())).unwrap();
+            let array = parse_npy(&bytes).unwrap();
+            prop_assert_eq!(array.shape, shape);
+            prop_assert_eq!(array.data, NpyData::F32(data));
+        }
+
+        #[test]
+        fn f16_arrays_round_trip(shape in vec(1usize..6, 1..4), bits in any::<u16>()) {
+            let n: usize = shape.iter().product();
+            let data: Vec<f16> = (0..n).map(|i| f16::from_bits(bits.wrapping_add(i as u16))).collect();
+            let bytes = encode_npy(&shape, &NpyData::F16(data.clone())).unwrap();
+            let array = parse_npy(&bytes).unwrap();
+            prop_assert_eq!(array.shape, shape);
+            // Compare bits: NaN payloads must survive too.
+            let NpyData::F16(back) = array.data else { panic!("dtype changed") };
+            prop_assert_eq!(back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                            data.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        }
+    }
+}

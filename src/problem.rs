@@ -91,11 +91,14 @@ impl Shape {
             return Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS));
         }
         // The grid's y dimension holds batch * heads.
-        if self.batch * self.heads > 65_535 {
-            return invalid(format!(
-                "batch * heads = {} exceeds 65535",
-                self.batch * self.heads
-            ));
+        match self.batch.checked_mul(self.heads) {
+            Some(blocks) if blocks <= 65_535 => {}
+            _ => {
+                return invalid(format!(
+                    "batch * heads = {} * {} exceeds 65535",
+                    self.batch, self.heads
+                ))
+            }
         }
         // Kernels index with 32-bit sequence positions and 64-bit element offsets.
         if self.seq_q > u32::MAX as usize / 2 || self.seq_k > u32::MAX as usize / 2 {
@@ -313,5 +316,51 @@ mod tests {
         let s = Shape::new(2, 16, 4096, 128);
         assert_eq!(s.flops(false), 4.0 * 32.0 * 4096.0 * 4096.0 * 128.0);
         assert_eq!(s.flops(true), s.flops(false) / 2.0);
+    }
+}
+
+/// Property tests: the parser and the validator on arbitrary input.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_text_parses_or_errs_without_panicking(text in "\\PC{0,40}") {
+            let _ = text.parse::<Shape>();
+        }
+
+        #[test]
+        fn number_lists_parse_to_exactly_those_numbers(
+            b in 0usize..100_000, h in 0usize..100_000, sq in 0usize..1 << 40,
+            sk in 0usize..1 << 40, d in 0usize..1000,
+        ) {
+            let four: Shape = format!("{b},{h},{sq},{d}").parse().unwrap();
+            prop_assert_eq!(four, Shape::new(b, h, sq, d));
+            let five: Shape = format!(" {b}, {h},{sq} ,{sk},{d}").parse().unwrap();
+            prop_assert_eq!((five.batch, five.heads, five.heads_kv, five.seq_q, five.seq_k, five.head_dim),
+                            (b, h, h, sq, sk, d));
+        }
+
+        #[test]
+        fn validate_accepts_exactly_the_documented_set(
+            b in 0usize..70_000, h in 0usize..70_000, kv in 0usize..70, sq in 0usize..5000,
+            sk in 0usize..5000, d in prop_oneof![Just(64usize), Just(128), 0usize..300],
+        ) {
+            let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d };
+            let expected = b >= 1 && h >= 1 && sq >= 1 && sk >= 1 && kv >= 1 && h % kv == 0
+                && HEAD_DIMS.contains(&d) && b * h <= 65_535;
+            prop_assert_eq!(shape.validate().is_ok(), expected, "{:?}", shape);
+        }
+
+        #[test]
+        fn validate_never_panics_on_any_numbers(
+            b in any::<usize>(), h in any::<usize>(), kv in any::<usize>(), sq in any::<usize>(),
+            sk in any::<usize>(), d in any::<usize>(),
+        ) {
+            let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d };
+            let _ = shape.validate();
+        }
     }
 }

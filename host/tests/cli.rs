@@ -36,7 +36,9 @@ fn write(dir: &Path, name: &str, shape: &[usize], data: NpyData) -> String {
 
 #[test]
 fn help_explains_every_subcommand() {
-    for sub in ["verify", "bench", "attend", "list"] {
+    for sub in [
+        "verify", "bench", "attend", "list", "micro", "tune", "profile", "plot",
+    ] {
         let out = host(&[sub, "--help"]);
         assert!(out.status.success(), "{sub} --help failed");
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"));
@@ -112,6 +114,38 @@ fn attend_rejects_bad_files_before_touching_a_gpu() {
     assert_clean_failure(&attend(&good, &as_f16, &good), 2, "must share a dtype");
     assert_clean_failure(&attend(&cut.display().to_string(), &good, &good), 2, "truncated");
     assert_clean_failure(&attend(&f64_file.display().to_string(), &good, &good), 2, "<f8");
+    // A header declaring ~10^20 elements over a few bytes of data: refused, nothing allocated.
+    let mut huge = encode_npy(&[1, 2, 8, 64], &NpyData::F32(vec![0.5; 1024])).unwrap();
+    let at = huge.windows(13).position(|w| w == b"(1, 2, 8, 64)").unwrap();
+    huge.splice(at..at + 13, b"(100000, 100000, 100000, 99999)".iter().copied());
+    let huge_file = d.join("huge.npy");
+    std::fs::write(&huge_file, huge).unwrap();
+    let out_err = attend(&huge_file.display().to_string(), &good, &good);
+    assert_eq!(out_err.status.code(), Some(2), "{}", stderr(&out_err));
+    assert!(!stderr(&out_err).contains("panicked") && stderr(&out_err).lines().count() == 1);
+    // A zero-sized dimension is not a problem to run.
+    let empty = write(d, "empty.npy", &[1, 0, 8, 64], NpyData::F32(vec![]));
+    let out_err = attend(&empty, &empty, &empty);
+    assert_eq!(out_err.status.code(), Some(2), "{}", stderr(&out_err));
+    assert!(!stderr(&out_err).contains("panicked"), "{}", stderr(&out_err));
+    // [B,S,H,D] files read as such: q [1,8,2,64] with k [1,8,2,64] is fine shape-wise, but a
+    // layout that makes k's heads not divide q's is refused.
+    let k_bshd = write(d, "kb.npy", &[1, 8, 3, 64], NpyData::F32(vec![0.5; 1536]));
+    let q_bshd = write(d, "qb.npy", &[1, 8, 2, 64], NpyData::F32(vec![0.5; 1024]));
+    assert_clean_failure(
+        &host(&[
+            "attend", "--q", &q_bshd, "--k", &k_bshd, "--v", &k_bshd, "--out", &out, "--layout", "bshd",
+        ]),
+        2,
+        "heads must divide",
+    );
+    assert_clean_failure(
+        &host(&[
+            "attend", "--q", &good, "--k", &good, "--v", &good, "--out", &out, "--layout", "bsdh",
+        ]),
+        2,
+        "unknown layout",
+    );
     let unknown = host(&[
         "attend", "--q", &good, "--k", &good, "--v", &good, "--out", &out, "--kernel", "x",
     ]);
