@@ -32,6 +32,12 @@ impl CublasAttention {
     /// probability buffers for `shape`.
     pub fn new(gpu: &Gpu, shape: Shape, dtype: DType) -> Result<CublasAttention> {
         shape.validate()?;
+        if shape.batch * shape.heads > 65_535 {
+            return Err(Error::InvalidProblem(format!(
+                "the cublas path's row softmax takes at most 65535 heads (B*H), not {}",
+                shape.batch * shape.heads
+            )));
+        }
         if shape.heads_kv != shape.heads {
             return Err(Error::InvalidProblem(
                 "the cublas path has no grouped-query attention: K and V need as many heads as Q".into(),

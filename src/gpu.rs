@@ -95,6 +95,9 @@ pub struct BarrierCount {
     pub sms_used: usize,
 }
 
+/// The grid's y dimension limit: query heads beyond it go to z.
+const MAX_GRID_Y: u32 = 65_535;
+
 /// Words the instrumented twin records per block (see `kernels-rs/src/attention/mod.rs`).
 const RECORD_WORDS: usize = 4;
 
@@ -384,7 +387,8 @@ impl Gpu {
             Some(lse) => builder.arg(lse),
             None => builder.arg(&null),
         };
-        builder.arg(&heads).arg(&seq_major);
+        let batch_heads = (shape.batch * shape.heads) as u32;
+        builder.arg(&heads).arg(&seq_major).arg(&batch_heads);
         match barrier_log {
             Some(log) => builder.arg(log),
             None => builder.arg(&null),
@@ -576,12 +580,11 @@ pub fn decode(dtype: DType, bits: &[u16]) -> Vec<f32> {
 /// The grid for `kernel` on `shape`: `(query blocks, batch * heads)`.
 pub fn launch_config(kernel: &Kernel, shape: Shape) -> LaunchConfig {
     let v = kernel.variant;
+    // Heads on y, spilling into z past the 65,535 that y allows; blocks past B*H return at once.
+    let heads = (shape.batch * shape.heads) as u32;
+    let y = heads.min(MAX_GRID_Y);
     LaunchConfig {
-        grid_dim: (
-            (shape.seq_q as u32).div_ceil(v.block_m),
-            (shape.batch * shape.heads) as u32,
-            1,
-        ),
+        grid_dim: ((shape.seq_q as u32).div_ceil(v.block_m), y, heads.div_ceil(y)),
         block_dim: (v.threads(), 1, 1),
         shared_mem_bytes: kernel.smem_bytes,
     }

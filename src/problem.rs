@@ -18,6 +18,9 @@ pub struct Shape {
     pub head_dim: usize,
 }
 
+/// Most query heads (`B * H`) one launch takes: the grid's y and z dimensions, 65,535 each.
+pub const MAX_BATCH_HEADS: usize = 65_535 * 65_535;
+
 impl Shape {
     /// Self-attention shape: `seq_q = seq_k = seq`.
     pub fn new(batch: usize, heads: usize, seq: usize, head_dim: usize) -> Shape {
@@ -90,12 +93,12 @@ impl Shape {
         if !HEAD_DIMS.contains(&self.head_dim) {
             return Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS));
         }
-        // The grid's y dimension holds batch * heads.
+        // The grid's y and z dimensions (65,535 each) hold batch * heads.
         match self.batch.checked_mul(self.heads) {
-            Some(blocks) if blocks <= 65_535 => {}
+            Some(heads) if heads <= MAX_BATCH_HEADS => {}
             _ => {
                 return invalid(format!(
-                    "batch * heads = {} * {} exceeds 65535",
+                    "batch * heads = {} * {} exceeds {MAX_BATCH_HEADS}",
                     self.batch, self.heads
                 ))
             }
@@ -268,7 +271,13 @@ mod tests {
         assert!(err.contains("head dim 96"), "{err}");
         let err = Shape::new(0, 8, 128, 64).validate().unwrap_err().to_string();
         assert!(err.contains("at least 1"), "{err}");
-        assert!(Shape::new(65_536, 1, 1, 64).validate().is_err());
+        // More heads than the grid's y holds are fine (they spill into z); past y * z is not.
+        assert!(Shape::new(65_536, 1, 1, 64).validate().is_ok());
+        let err = Shape::new(65_536, 65_536, 1, 64)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("batch * heads"), "{err}");
         assert!(Params {
             causal: false,
             scale: Some(-1.0)
@@ -345,12 +354,12 @@ mod properties {
 
         #[test]
         fn validate_accepts_exactly_the_documented_set(
-            b in 0usize..70_000, h in 0usize..70_000, kv in 0usize..70, sq in 0usize..5000,
+            b in 0usize..1 << 17, h in 0usize..1 << 17, kv in 0usize..70, sq in 0usize..5000,
             sk in 0usize..5000, d in prop_oneof![Just(64usize), Just(128), 0usize..300],
         ) {
             let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d };
             let expected = b >= 1 && h >= 1 && sq >= 1 && sk >= 1 && kv >= 1 && h % kv == 0
-                && HEAD_DIMS.contains(&d) && b * h <= 65_535;
+                && HEAD_DIMS.contains(&d) && b * h <= MAX_BATCH_HEADS;
             prop_assert_eq!(shape.validate().is_ok(), expected, "{:?}", shape);
         }
 

@@ -271,8 +271,8 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
                 cases.push(result);
             }
         }
-        // The cuBLAS path has no grouped-query attention.
-        if cublas_note.is_none() && shape.heads_kv == shape.heads {
+        // The cuBLAS path has no grouped-query attention and a 65,535-head grid.
+        if cublas_note.is_none() && shape.heads_kv == shape.heads && shape.batch * shape.heads <= 65_535 {
             match run_cublas(&gpu, *shape, params, &inputs) {
                 Ok(out) => cases.push(judge(
                     flashrs::cublas::NAME,

@@ -30,12 +30,12 @@ macro_rules! kernel {
         pub unsafe extern "ptx-kernel" fn $name(
             $q: *const u16, $k: *const u16, $v: *const u16, $o: *mut u16,
             seq_q: u32, seq_k: u32, scale_log2: f32, causal: u32, kv_group: u32, lse: *mut f32,
-            heads: u32, seq_major: u32, $log: *mut u32,
+            heads: u32, seq_major: u32, batch_heads: u32, $log: *mut u32,
         ) {
             const $count: bool = false;
             let $p = attention::Problem {
                 seq_q, seq_k, scale_log2, causal: causal != 0, kv_group, lse, heads,
-                seq_major: seq_major != 0,
+                seq_major: seq_major != 0, batch_heads,
             };
             $body
         }
@@ -43,12 +43,12 @@ macro_rules! kernel {
         pub unsafe extern "ptx-kernel" fn $counted(
             $q: *const u16, $k: *const u16, $v: *const u16, $o: *mut u16,
             seq_q: u32, seq_k: u32, scale_log2: f32, causal: u32, kv_group: u32, lse: *mut f32,
-            heads: u32, seq_major: u32, $log: *mut u32,
+            heads: u32, seq_major: u32, batch_heads: u32, $log: *mut u32,
         ) {
             const $count: bool = true;
             let $p = attention::Problem {
                 seq_q, seq_k, scale_log2, causal: causal != 0, kv_group, lse, heads,
-                seq_major: seq_major != 0,
+                seq_major: seq_major != 0, batch_heads,
             };
             $body
         }
@@ -130,6 +130,7 @@ macro_rules! softmax_rows {
                 lse: core::ptr::null_mut(),
                 heads: 1,
                 seq_major: false,
+                batch_heads: 0, // unused: the row softmax has its own grid
             };
             attention::rows::softmax_rows::<$t>(scores, probs, problem)
         }

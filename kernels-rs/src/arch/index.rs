@@ -26,6 +26,22 @@ pub fn block_idx_y() -> u32 {
     r
 }
 
+/// Emits `mov.u32 %r, %ctaid.z`.
+#[inline(always)]
+pub fn block_idx_z() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %ctaid.z;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Emits `mov.u32 %r, %nctaid.y`.
+#[inline(always)]
+pub fn grid_dim_y() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %nctaid.y;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
 /// Emits `mov.u32 %r, %ntid.x`.
 #[inline(always)]
 pub fn block_dim_x() -> u32 {

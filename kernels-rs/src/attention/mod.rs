@@ -4,8 +4,9 @@
 //!
 //! All kernels share one calling convention:
 //! `(q, k, v, out, seq_q, seq_k, scale_log2, causal, kv_group, lse, heads, seq_major,
-//! barrier_log)`, Q and the output `[B, H, S_q, D]`, K and V `[B, H/kv_group, S_k, D]` (or all
-//! `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid `(ceil(seq_q / BLOCK_M), B*H)`.
+//! batch_heads, barrier_log)`, Q and the output `[B, H, S_q, D]`, K and V
+//! `[B, H/kv_group, S_k, D]` (or all `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid
+//! `(ceil(seq_q / BLOCK_M), min(B*H, 65535), ceil(B*H / 65535))`.
 
 pub mod mma;
 pub mod naive;
@@ -33,6 +34,9 @@ pub struct Problem {
     /// The tensors are `[B, S, H, D]` (a head's rows interleaved with the other heads'), else
     /// `[B, H, S, D]`.
     pub seq_major: bool,
+    /// `B * H`: the heads are spread over the grid's y and z (y is limited to 65,535), so the
+    /// last z slice may have blocks past the end.
+    pub batch_heads: u32,
 }
 
 impl Problem {
@@ -52,6 +56,14 @@ impl Problem {
     #[inline(always)]
     pub fn kv_head(&self, head: usize) -> usize {
         head / self.kv_group as usize
+    }
+
+    /// This block's query head (= b * H + h), `None` for a block past the last one.
+    #[inline(always)]
+    pub fn head(&self) -> Option<usize> {
+        use crate::arch;
+        let head = arch::block_idx_y() as usize + arch::block_idx_z() as usize * arch::grid_dim_y() as usize;
+        (head < self.batch_heads as usize).then_some(head)
     }
 
     /// Query head `head`'s rows of Q (and of the output): `(b, h)` = `(head / H, head % H)`.
@@ -136,7 +148,8 @@ pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32, started: u64) {
     if arch::thread_idx_x() == 0 {
         let cycles = arch::clock64().wrapping_sub(started).min(u32::MAX as u64) as u32;
         let barriers = arch::barrier_counter_load();
-        let block = arch::block_idx_y() as usize * arch::grid_dim_x() as usize + arch::block_idx_x() as usize;
+        let y = arch::block_idx_y() as usize + arch::block_idx_z() as usize * arch::grid_dim_y() as usize;
+        let block = y * arch::grid_dim_x() as usize + arch::block_idx_x() as usize;
         let record = barrier_log.add(4 * block);
         arch::st_global_u32(record, barriers);
         arch::st_global_u32(record.add(1), tiles);

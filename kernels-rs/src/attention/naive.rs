@@ -25,7 +25,9 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
     if row >= problem.seq_q {
         return;
     }
-    let head = arch::block_idx_y() as usize;
+    let Some(head) = problem.head() else {
+        return; // past the last head (the grid's z slices round B*H up): before any barrier
+    };
     let dim0 = arch::lane_id() as usize * DIMS_PER_LANE;
     let q_rows = problem.q_rows::<D>(q, head);
     let q_row = q_rows.base.add(row as usize * q_rows.stride as usize + dim0);

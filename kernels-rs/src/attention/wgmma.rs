@@ -80,7 +80,9 @@ pub unsafe fn flash_wgmma<
     let thread = arch::thread_idx_x();
     let lane = arch::lane_id();
     let warp = arch::warp_id();
-    let head = arch::block_idx_y() as usize;
+    let Some(head) = problem.head() else {
+        return; // past the last head (the grid's z slices round B*H up): before any barrier
+    };
     let first_row = arch::block_idx_x() * block_m;
 
     let q_rows = problem.q_rows::<D>(q, head);
