@@ -90,8 +90,8 @@ impl NpyDtype {
             "<f2" => Ok(NpyDtype::F16),
             "<f4" => Ok(NpyDtype::F32),
             // Big-endian gets its own message since the fix (`astype('<f4')`) is easy.
-            _ if descr.starts_with('>') && descr.len() > 1 => Err(NpyError::BigEndian(descr.to_string())),
-            _ => Err(NpyError::UnsupportedDtype(descr.to_string())),
+            _ if descr.starts_with('>') && descr.len() > 1 => Err(NpyError::BigEndian(abbreviate(descr))),
+            _ => Err(NpyError::UnsupportedDtype(abbreviate(descr))),
         }
     }
 
@@ -123,20 +123,28 @@ impl fmt::Display for NpyDtype {
     }
 }
 
-/// A shape as people write it in messages: `2x8x512x64`, `5`, or `scalar`.
+/// A shape as people write it in messages: `2x8x512x64`, `5`, or `scalar`; past 8 dimensions,
+/// the first 8 and the rank (`1x1x1x1x1x1x1x1x... (30000 dims)`), so that messages stay short.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NpyShape(pub Vec<usize>);
+
+impl NpyShape {
+    const SHOWN: usize = 8;
+}
 
 impl fmt::Display for NpyShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0.is_empty() {
             return f.write_str("scalar");
         }
-        for (i, d) in self.0.iter().enumerate() {
+        for (i, d) in self.0.iter().take(Self::SHOWN).enumerate() {
             if i > 0 {
                 f.write_str("x")?;
             }
             write!(f, "{d}")?;
+        }
+        if self.0.len() > Self::SHOWN {
+            write!(f, "x... ({} dims)", self.0.len())?;
         }
         Ok(())
     }
@@ -292,6 +300,17 @@ fn split_preamble(bytes: &[u8]) -> Result<(&str, &[u8]), NpyError> {
     Ok((header, data))
 }
 
+/// Text from a file, made fit for a message: cut short (a hostile header can be megabytes long)
+/// and with newlines and other control characters escaped, so that every error stays one short
+/// line.
+fn abbreviate(text: &str) -> String {
+    const SHOWN: usize = 40;
+    match text.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}...", text[..cut].escape_debug()),
+        None => text.escape_debug().to_string(),
+    }
+}
+
 /// The product of the dimensions, `None` on overflow. The empty shape (a scalar) has one element.
 fn element_count(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
@@ -335,7 +354,7 @@ fn parse_header(text: &str) -> Result<Header, NpyError> {
                 .is_none(),
             "fortran_order" => fortran_order.replace(p.boolean().map_err(malformed)?).is_none(),
             "shape" => shape.replace(p.tuple().map_err(malformed)?).is_none(),
-            other => return Err(malformed(format!("unexpected key '{other}'"))),
+            other => return Err(malformed(format!("unexpected key '{}'", abbreviate(other)))),
         };
         if !fresh {
             return Err(malformed(format!("key '{key}' appears twice")));
@@ -349,7 +368,7 @@ fn parse_header(text: &str) -> Result<Header, NpyError> {
     if !p.rest.trim().is_empty() {
         return Err(malformed(format!(
             "unexpected {:?} after the dict",
-            p.rest.trim()
+            abbreviate(p.rest.trim())
         )));
     }
     let missing = |key: &str| malformed(format!("no '{key}' key"));
@@ -439,9 +458,13 @@ impl<'a> Parser<'a> {
             return Err(format!("expected a non-negative integer at {}", self.here()));
         }
         let (number, rest) = self.rest.split_at(digits);
-        let value = number
-            .parse()
-            .map_err(|_| format!("dimension {number} does not fit in {} bits", usize::BITS))?;
+        let value = number.parse().map_err(|_| {
+            format!(
+                "dimension {} does not fit in {} bits",
+                abbreviate(number),
+                usize::BITS
+            )
+        })?;
         self.rest = rest;
         Ok(value)
     }
@@ -880,6 +903,54 @@ mod tests {
     }
 
     #[test]
+    fn messages_stay_short_whatever_the_file_holds() {
+        // Each of these once quoted its whole offending text, however long.
+        let long = "x".repeat(100_000);
+        let cases = [
+            format!("{{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }} {long}"),
+            format!("{{'descr': '<f4', '{long}': 1}}"),
+            format!("{{'descr': '<{long}', 'fortran_order': False, 'shape': (4,), }}"),
+            format!("{{'descr': '>{long}', 'fortran_order': False, 'shape': (4,), }}"),
+            format!(
+                "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
+                "9".repeat(100_000)
+            ),
+            format!(
+                "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
+                "1, ".repeat(15_000)
+            ),
+        ];
+        for header in &cases {
+            let message = header_err(header).to_string();
+            assert_eq!(message.lines().count(), 1);
+            assert!(
+                message.len() < 400,
+                "{} bytes: {}",
+                message.len(),
+                &message[..400]
+            );
+        }
+        assert_eq!(NpyShape(vec![1; 10]).to_string(), "1x1x1x1x1x1x1x1x... (10 dims)");
+        assert_eq!(NpyShape(vec![2, 8, 512, 64]).to_string(), "2x8x512x64");
+        assert_eq!(NpyShape(vec![]).to_string(), "scalar");
+        assert_eq!(abbreviate("short"), "short");
+        // Newlines in a descr or a key once made the one-line error two lines.
+        for header in [
+            "{'descr': '<f\n4', 'fortran_order': False, 'shape': (4,), }",
+            "{'descr': '>f\r\n4', 'fortran_order': False, 'shape': (4,), }",
+            "{'descr': '<f4', 'sha\npe': (4,), }",
+        ] {
+            let message = header_err(header).to_string();
+            assert_eq!(message.lines().count(), 1, "{message}");
+        }
+        assert!(
+            header_err("{'descr': '<f\n4', 'fortran_order': False, 'shape': (4,), }")
+                .to_string()
+                .contains("`<f\\n4`")
+        );
+    }
+
+    #[test]
     fn encode_checks_the_shape() {
         assert!(matches!(
             encode_npy(&[3], &NpyData::F32(vec![0.0; 2])),
@@ -942,10 +1013,133 @@ mod properties {
     use proptest::collection::vec;
     use proptest::prelude::*;
 
+    /// A preamble of either header-length width, in front of `header` and `payload`.
+    fn framed(version: u8, header: &str, payload: &[u8]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&[version, 0]);
+        if version == 1 {
+            out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        } else {
+            out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        }
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// Header-like text: the pieces a `.npy` header is made of, in any order and number.
+    fn header_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("{".to_string()),
+            Just("}".to_string()),
+            Just("(".to_string()),
+            Just(")".to_string()),
+            Just(",".to_string()),
+            Just(":".to_string()),
+            Just(" ".to_string()),
+            Just("'descr'".to_string()),
+            Just("'fortran_order'".to_string()),
+            Just("'shape'".to_string()),
+            Just("'<f2'".to_string()),
+            Just("'<f4'".to_string()),
+            Just("'<f8'".to_string()),
+            Just("'>f4'".to_string()),
+            Just("'<i4'".to_string()),
+            Just("\"".to_string()),
+            Just("'".to_string()),
+            Just("True".to_string()),
+            Just("False".to_string()),
+            Just("\n".to_string()),
+            (0usize..10).prop_map(|n| n.to_string()),
+            any::<usize>().prop_map(|n| n.to_string()),
+            "[0-9]{18,30}",
+            "\\PC{0,3}",
+            // Long runs, for the length of messages.
+            (0usize..5000).prop_map(|n| "x".repeat(n)),
+            (0usize..2000).prop_map(|n| "1, ".repeat(n)),
+        ];
+        vec(piece, 0..24).prop_map(|pieces| pieces.concat())
+    }
+
+    /// A well-formed header for `shape` (as numpy writes it), with pieces of it possibly
+    /// replaced; the data that follows may be short, long or exact.
+    fn shaped_header() -> impl Strategy<Value = (String, Vec<u8>)> {
+        (
+            vec(prop_oneof![0usize..5, any::<usize>()], 0..5),
+            prop::sample::select(vec!["<f2", "<f4", "<f8", ">f2", "|u1", ""]),
+            any::<bool>(),
+            0usize..200,
+        )
+            .prop_map(|(shape, descr, fortran, data_len)| {
+                let dims = match shape.as_slice() {
+                    [one] => format!("({one},)"),
+                    _ => format!(
+                        "({})",
+                        shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                let fortran = if fortran { "True" } else { "False" };
+                let header =
+                    format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {dims}, }}\n");
+                (header, vec![0x3c; data_len])
+            })
+    }
+
+    /// What a successful parse must satisfy: the element count is the shape's product.
+    fn consistent(array: &NpyArray) -> bool {
+        element_count(&array.shape) == Some(array.len())
+    }
+
     proptest! {
         #[test]
         fn any_bytes_read_or_err_without_panicking(bytes in vec(any::<u8>(), 0..600)) {
-            let _ = parse_npy(&bytes);
+            if let Ok(array) = parse_npy(&bytes) {
+                prop_assert!(consistent(&array));
+            }
+        }
+
+        #[test]
+        fn any_bytes_after_the_magic_read_or_err_without_panicking(
+            version in prop_oneof![Just(1u8), Just(2), Just(3), any::<u8>()],
+            minor in prop_oneof![Just(0u8), any::<u8>()],
+            rest in vec(any::<u8>(), 0..300),
+        ) {
+            // Past the magic, where random bytes almost never get.
+            let bytes = [MAGIC, &[version, minor], &rest].concat();
+            if let Ok(array) = parse_npy(&bytes) {
+                prop_assert!(consistent(&array));
+            }
+        }
+
+        #[test]
+        fn any_header_text_reads_or_errs_without_panicking(
+            version in prop_oneof![Just(1u8), Just(2), Just(3)],
+            header in header_text(),
+            payload in vec(any::<u8>(), 0..64),
+        ) {
+            let bytes = framed(version, &header, &payload);
+            match parse_npy(&bytes) {
+                Ok(array) => prop_assert!(consistent(&array)),
+                // Every error, however hostile the header, is one line of bounded length.
+                Err(e) => {
+                    let message = e.to_string();
+                    prop_assert_eq!(message.lines().count(), 1, "{}", message);
+                    prop_assert!(message.chars().count() < 2000, "{}", message);
+                }
+            }
+        }
+
+        #[test]
+        fn declared_sizes_are_checked_against_the_data(
+            version in prop_oneof![Just(1u8), Just(2), Just(3)],
+            (header, payload) in shaped_header(),
+        ) {
+            let bytes = framed(version, &header, &payload);
+            if let Ok(array) = parse_npy(&bytes) {
+                prop_assert!(consistent(&array));
+                let size = match array.data { NpyData::F16(_) => 2, NpyData::F32(_) => 4 };
+                prop_assert_eq!(array.len() * size, payload.len());
+            }
         }
 
         #[test]
@@ -960,30 +1154,78 @@ mod properties {
             }
             let keep = cut.index(bytes.len() + 1);
             bytes.truncate(keep);
-            let _ = parse_npy(&bytes);
+            if let Ok(array) = parse_npy(&bytes) {
+                prop_assert!(consistent(&array));
+            }
         }
 
         #[test]
-        fn f32_arrays_round_trip(shape in vec(0usize..6, 0..4), seed in any::<u32>()) {
+        fn truncated_files_are_errors(
+            shape in vec(1usize..5, 0..4), f16_data in any::<bool>(), cut in any::<prop::sample::Index>(),
+        ) {
             let n: usize = shape.iter().product();
-            let data: Vec<f32> = (0..n).map(|i| (i as f32 + seed as f32) * 0.5 - 3.0).collect();
+            let data = if f16_data {
+                NpyData::F16(vec![f16::ONE; n])
+            } else {
+                NpyData::F32(vec![1.0; n])
+            };
+            let bytes = encode_npy(&shape, &data).unwrap();
+            // Any proper prefix, down to nothing, is refused (every array here has data).
+            let keep = cut.index(bytes.len());
+            prop_assert!(parse_npy(&bytes[..keep]).is_err());
+        }
+
+        #[test]
+        fn f32_arrays_round_trip(shape in vec(0usize..6, 0..5), bits in vec(any::<u32>(), 1..8)) {
+            let n: usize = shape.iter().product();
+            let data: Vec<f32> = (0..n).map(|i| f32::from_bits(bits[i % bits.len()].rotate_left(i as u32))).collect();
             let bytes = encode_npy(&shape, &NpyData::F32(data.clone())).unwrap();
+            prop_assert_eq!(bytes.len() % ALIGN, (n * 4) % ALIGN);
             let array = parse_npy(&bytes).unwrap();
-            prop_assert_eq!(array.shape, shape);
-            prop_assert_eq!(array.data, NpyData::F32(data));
+            prop_assert_eq!(&array.shape, &shape);
+            // Compare bits: NaN payloads and signed zeros must survive too.
+            let NpyData::F32(back) = array.data else { panic!("dtype changed") };
+            prop_assert_eq!(back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                            data.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
         }
 
         #[test]
-        fn f16_arrays_round_trip(shape in vec(1usize..6, 1..4), bits in any::<u16>()) {
+        fn f16_arrays_round_trip(shape in vec(0usize..6, 0..5), bits in any::<u16>()) {
             let n: usize = shape.iter().product();
-            let data: Vec<f16> = (0..n).map(|i| f16::from_bits(bits.wrapping_add(i as u16))).collect();
+            let data: Vec<f16> = (0..n).map(|i| f16::from_bits(bits.wrapping_mul(i as u16 + 1))).collect();
             let bytes = encode_npy(&shape, &NpyData::F16(data.clone())).unwrap();
+            prop_assert_eq!(bytes.len() % ALIGN, (n * 2) % ALIGN);
             let array = parse_npy(&bytes).unwrap();
-            prop_assert_eq!(array.shape, shape);
-            // Compare bits: NaN payloads must survive too.
+            prop_assert_eq!(&array.shape, &shape);
             let NpyData::F16(back) = array.data else { panic!("dtype changed") };
             prop_assert_eq!(back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                             data.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn the_writer_refuses_data_that_does_not_match_the_shape(
+            shape in vec(prop_oneof![0usize..6, any::<usize>()], 0..4), len in 0usize..40,
+        ) {
+            let result = encode_npy(&shape, &NpyData::F32(vec![0.0; len]));
+            prop_assert_eq!(result.is_ok(), element_count(&shape) == Some(len));
+        }
+    }
+
+    proptest! {
+        // Through real files (fewer cases: each touches the disk).
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn files_round_trip(shape in vec(1usize..9, 1..5), f16_data in any::<bool>(), seed in any::<u16>()) {
+            let n: usize = shape.iter().product();
+            let data = if f16_data {
+                NpyData::F16((0..n).map(|i| f16::from_f32(i as f32 * 0.5 - f32::from(seed % 100))).collect())
+            } else {
+                NpyData::F32((0..n).map(|i| i as f32 * 0.25 - seed as f32).collect())
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("a.npy");
+            write_npy(&path, &shape, &data).unwrap();
+            prop_assert_eq!(read_npy(&path).unwrap(), NpyArray { shape, data });
         }
     }
 }

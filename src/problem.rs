@@ -139,10 +139,10 @@ impl std::str::FromStr for Shape {
             .map(|p| {
                 p.trim()
                     .parse::<usize>()
-                    .map_err(|_| format!("`{p}` is not a non-negative integer"))
+                    .map_err(|_| format!("`{}` is not a non-negative integer", p.escape_debug()))
             })
             .collect::<std::result::Result<_, _>>()
-            .map_err(|e| format!("shape `{text}`: {e} (expected B,H,S,D)"))?;
+            .map_err(|e| format!("shape `{}`: {e} (expected B,H,S,D)", text.escape_debug()))?;
         match parts[..] {
             [b, h, s, d] => Ok(Shape::new(b, h, s, d)),
             [b, h, sq, sk, d] => Ok(Shape {
@@ -154,7 +154,8 @@ impl std::str::FromStr for Shape {
                 head_dim: d,
             }),
             _ => Err(format!(
-                "shape `{text}`: expected 4 numbers B,H,S,D (or 5: B,H,S_Q,S_K,D)"
+                "shape `{}`: expected 4 numbers B,H,S,D (or 5: B,H,S_Q,S_K,D)",
+                text.escape_debug()
             )),
         }
     }
@@ -265,6 +266,16 @@ mod tests {
     }
 
     #[test]
+    fn parse_errors_are_one_line_whatever_the_text() {
+        // A newline inside a field once came back verbatim, making a two-line error.
+        for text in ["1,2\nx,3,64", "1,2,3\n", "\n,\r", "1,2,3,4,5,6\n7"] {
+            let message = text.parse::<Shape>().unwrap_err();
+            assert_eq!(message.lines().count(), 1, "{message}");
+        }
+        assert!("1,2\nx,3,64".parse::<Shape>().unwrap_err().contains("`2\\nx`"));
+    }
+
+    #[test]
     fn validation_names_the_problem() {
         assert!(Shape::new(1, 8, 128, 64).validate().is_ok());
         let err = Shape::new(1, 8, 128, 96).validate().unwrap_err().to_string();
@@ -334,10 +345,92 @@ mod properties {
     use super::*;
     use proptest::prelude::*;
 
+    /// The longest sequence `validate` accepts (32-bit positions, with headroom).
+    const MAX_SEQ: usize = u32::MAX as usize / 2;
+
+    /// The set the docs describe: every dimension at least 1, `heads_kv` dividing `heads`, a
+    /// supported head dim, `B * H` within the grid, sequences within 32-bit positions.
+    fn documented_valid(s: &Shape) -> bool {
+        s.batch >= 1
+            && s.heads >= 1
+            && s.seq_q >= 1
+            && s.seq_k >= 1
+            && s.heads_kv >= 1
+            && s.heads.is_multiple_of(s.heads_kv)
+            && HEAD_DIMS.contains(&s.head_dim)
+            && s.batch
+                .checked_mul(s.heads)
+                .is_some_and(|bh| bh <= MAX_BATCH_HEADS)
+            && s.seq_q <= MAX_SEQ
+            && s.seq_k <= MAX_SEQ
+    }
+
+    /// Sizes with the edges of every bound over-represented.
+    fn size() -> impl Strategy<Value = usize> {
+        prop_oneof![
+            0usize..5000,
+            Just(MAX_SEQ),
+            Just(MAX_SEQ + 1),
+            Just(65_535),
+            Just(65_536),
+            Just(usize::MAX),
+            any::<usize>(),
+        ]
+    }
+
+    /// Shapes `validate` accepts, with as many key/value heads as query heads (the text form
+    /// carries no `heads_kv`).
+    fn valid_shape() -> impl Strategy<Value = Shape> {
+        (
+            1usize..1024,
+            1usize..1024,
+            1..=MAX_SEQ,
+            1..=MAX_SEQ,
+            prop::sample::select(HEAD_DIMS.to_vec()),
+        )
+            .prop_map(|(batch, heads, seq_q, seq_k, head_dim)| Shape {
+                batch,
+                heads,
+                heads_kv: heads,
+                seq_q,
+                seq_k,
+                head_dim,
+            })
+    }
+
     proptest! {
         #[test]
-        fn any_text_parses_or_errs_without_panicking(text in "\\PC{0,40}") {
-            let _ = text.parse::<Shape>();
+        fn any_text_parses_or_errs_without_panicking(text in "\\PC{0,40}|[0-9,\\s]{0,20}") {
+            // Errors are one line, whatever the text holds (newlines included).
+            if let Err(message) = text.parse::<Shape>() {
+                prop_assert_eq!(message.lines().count(), 1, "{}", message);
+            }
+        }
+
+        #[test]
+        fn shape_like_text_parses_or_errs_without_panicking(
+            text in "[0-9 ,+\\-]{0,40}|[0-9]{15,30}(,[0-9]{0,30}){3,4}",
+        ) {
+            // Digits, separators and signs hit the parser's own paths (empty fields, overflow,
+            // signs, counts of fields) far more often than arbitrary text does.
+            if let Ok(shape) = text.parse::<Shape>() {
+                let _ = shape.validate();
+                prop_assert_eq!(shape.heads_kv, shape.heads);
+            }
+        }
+
+        #[test]
+        fn valid_shapes_round_trip_through_their_text_form(shape in valid_shape()) {
+            prop_assert!(shape.validate().is_ok(), "{:?}", shape);
+            let text = if shape.seq_q == shape.seq_k {
+                format!("{},{},{},{}", shape.batch, shape.heads, shape.seq_q, shape.head_dim)
+            } else {
+                format!("{},{},{},{},{}", shape.batch, shape.heads, shape.seq_q, shape.seq_k, shape.head_dim)
+            };
+            prop_assert_eq!(text.parse::<Shape>(), Ok(shape));
+            // The five-number form always works, with spaces around the numbers too.
+            let five = format!(" {} ,{}, {},{} , {} ", shape.batch, shape.heads, shape.seq_q, shape.seq_k, shape.head_dim);
+            prop_assert_eq!(five.parse::<Shape>(), Ok(shape));
         }
 
         #[test]
@@ -353,23 +446,68 @@ mod properties {
         }
 
         #[test]
-        fn validate_accepts_exactly_the_documented_set(
-            b in 0usize..1 << 17, h in 0usize..1 << 17, kv in 0usize..70, sq in 0usize..5000,
-            sk in 0usize..5000, d in prop_oneof![Just(64usize), Just(128), 0usize..300],
-        ) {
-            let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d };
-            let expected = b >= 1 && h >= 1 && sq >= 1 && sk >= 1 && kv >= 1 && h % kv == 0
-                && HEAD_DIMS.contains(&d) && b * h <= MAX_BATCH_HEADS;
-            prop_assert_eq!(shape.validate().is_ok(), expected, "{:?}", shape);
+        fn wrong_numbers_of_fields_are_refused(fields in prop::collection::vec(0usize..1000, 0..10)) {
+            let text = fields.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(",");
+            let parsed = text.parse::<Shape>();
+            prop_assert_eq!(parsed.is_ok(), matches!(fields.len(), 4 | 5), "{}", text);
         }
 
         #[test]
-        fn validate_never_panics_on_any_numbers(
-            b in any::<usize>(), h in any::<usize>(), kv in any::<usize>(), sq in any::<usize>(),
-            sk in any::<usize>(), d in any::<usize>(),
+        fn validate_accepts_exactly_the_documented_set(
+            b in 0usize..1 << 17, h in 0usize..1 << 17, kv in 0usize..70,
+            sq in prop_oneof![0usize..5000, MAX_SEQ - 1..MAX_SEQ + 2],
+            sk in prop_oneof![0usize..5000, MAX_SEQ - 1..MAX_SEQ + 2],
+            d in prop_oneof![Just(64usize), Just(128), 0usize..300],
         ) {
             let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d };
-            let _ = shape.validate();
+            prop_assert_eq!(shape.validate().is_ok(), documented_valid(&shape), "{:?}", shape);
+        }
+
+        #[test]
+        fn validate_never_panics_and_agrees_on_any_numbers(
+            b in size(), h in size(), kv in size(), sq in size(), sk in size(),
+            d in prop_oneof![Just(64usize), Just(128), any::<usize>()],
+        ) {
+            let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d };
+            let verdict = shape.validate();
+            prop_assert_eq!(verdict.is_ok(), documented_valid(&shape), "{:?}", shape);
+            // Refusals are one line, and so is the shape's own text.
+            if let Err(e) = verdict {
+                prop_assert_eq!(e.to_string().lines().count(), 1);
+            }
+            prop_assert_eq!(shape.to_string().lines().count(), 1);
+        }
+
+        #[test]
+        fn grouped_heads_divide_and_shrink_only_k_and_v(
+            b in 1usize..64, kv in 1usize..64, group in 1usize..16, s in 1usize..4096,
+            d in prop::sample::select(HEAD_DIMS.to_vec()),
+        ) {
+            let full = Shape::new(b, kv * group, s, d);
+            let grouped = full.with_heads_kv(kv);
+            prop_assert!(grouped.validate().is_ok(), "{:?}", grouped);
+            prop_assert_eq!(grouped.kv_group(), group);
+            prop_assert_eq!(grouped.kv_group() * grouped.heads_kv, grouped.heads);
+            prop_assert_eq!(grouped.q_len(), full.q_len());
+            prop_assert_eq!(grouped.kv_len() * group, full.kv_len());
+            // Only heads_kv changes.
+            prop_assert_eq!(Shape { heads_kv: full.heads, ..grouped }, full);
+            prop_assert_eq!(grouped.with_heads_kv(grouped.heads), full);
+        }
+
+        #[test]
+        fn key_value_heads_that_do_not_divide_are_refused(
+            h in 1usize..256, kv in 0usize..300, d in prop::sample::select(HEAD_DIMS.to_vec()),
+        ) {
+            let shape = Shape::new(1, h, 16, d).with_heads_kv(kv);
+            let divides = kv >= 1 && h.is_multiple_of(kv);
+            prop_assert_eq!(shape.validate().is_ok(), divides);
+            if !divides {
+                let message = shape.validate().unwrap_err().to_string();
+                prop_assert!(message.contains("must divide"), "{}", message);
+            }
+            // kv_group never divides by zero.
+            prop_assert_eq!(shape.kv_group(), h / kv.max(1));
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `attend`: attention on the user's own `.npy` tensors.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use flashrs::npy::{self, NpyData};
 use flashrs::{DType, Layout, Params, Shape, VariantSpec};
@@ -46,35 +46,42 @@ pub struct Args {
 }
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
-    let q = npy::read_npy(&args.q)?;
-    let k = npy::read_npy(&args.k)?;
-    let v = npy::read_npy(&args.v)?;
-    let shape = shape_of(&q, &k, &v, &args)?;
-    let params = Params {
-        causal: args.causal,
-        scale: args.scale,
-    };
-    shape.validate()?;
-    params.validate()?;
-    if let Some(name) = args.kernel.as_ref().filter(|n| *n != flashrs::cublas::NAME) {
+    // Everything about the inputs and options is checked here, before the GPU is opened: bad
+    // input gets its own one-line error on any machine, with or without a GPU.
+    let cublas = args.kernel.as_deref() == Some(flashrs::cublas::NAME);
+    if let Some(name) = args.kernel.as_ref().filter(|_| !cublas) {
         VariantSpec::by_name(name).ok_or_else(|| flashrs::Error::UnknownKernel(name.clone()))?;
     }
-    let gpu = inputs::open_gpu(device)?;
-    let dtype = args.dtype;
-    let encode = |a: &npy::NpyArray| -> Vec<u16> { a.to_f32().iter().map(|&x| dtype.encode(x)).collect() };
-    if args.layout != Layout::Bhsd && args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
+    if cublas && args.layout != Layout::Bhsd {
         return Err(Failure::Usage(
             "the cublas path takes only the bhsd layout".into(),
         ));
     }
+    if cublas && args.lse.is_some() {
+        return Err(Failure::Usage("--lse needs a fused kernel, not cublas".into()));
+    }
+    let params = Params {
+        causal: args.causal,
+        scale: args.scale,
+    };
+    params.validate()?;
+    for out in std::iter::once(&args.out).chain(&args.lse) {
+        check_writable_dir(out)?;
+    }
+    let q = npy::read_npy(&args.q)?;
+    let k = npy::read_npy(&args.k)?;
+    let v = npy::read_npy(&args.v)?;
+    let shape = shape_of(&q, &k, &v, &args)?;
+    shape.validate()?;
+
+    let gpu = inputs::open_gpu(device)?;
+    let dtype = args.dtype;
+    let encode = |a: &npy::NpyArray| -> Vec<u16> { a.to_f32().iter().map(|&x| dtype.encode(x)).collect() };
     let mut tensors = gpu.tensors_in(args.layout, shape, dtype, &encode(&q), &encode(&k), &encode(&v))?;
     if args.lse.is_some() {
-        if args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
-            return Err(Failure::Usage("--lse needs a fused kernel, not cublas".into()));
-        }
         gpu.request_lse(&mut tensors)?;
     }
-    let used = if args.kernel.as_deref() == Some(flashrs::cublas::NAME) {
+    let used = if cublas {
         flashrs::cublas::CublasAttention::new(&gpu, shape, dtype)?.launch(&gpu, &mut tensors, params)?;
         flashrs::cublas::NAME
     } else {
@@ -99,6 +106,24 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         args.causal
     );
     Ok(())
+}
+
+/// Refuses an output path whose directory does not exist (or is not a directory), so that a
+/// typo fails before the GPU work rather than after it.
+fn check_writable_dir(path: &Path) -> Result<(), Failure> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(Failure::Usage(format!(
+            "{}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        )))
+    }
 }
 
 /// Checks ranks, agreement between q, k and v, and dtypes; returns the problem's shape.

@@ -40,30 +40,19 @@ pub fn repeat(
         let inputs = Inputs::random(shape, dtype, seed.wrapping_add(index as u64));
         let params = Params { causal, scale: None };
         for &variant in runnable(gpu, variants, shape) {
-            let bits = |(o, l): (Vec<f32>, Option<Vec<f32>>)| -> Vec<u32> {
-                o.iter().chain(l.iter().flatten()).map(|x| x.to_bits()).collect()
+            // One run's output and log-sum-exp, as bits.
+            let run_bits = || -> Result<Vec<u32>, Failure> {
+                let (out, lse) = run_kernel(gpu, variant, shape, params, &inputs, true, Layout::Bhsd)?;
+                Ok(out
+                    .iter()
+                    .chain(lse.iter().flatten())
+                    .map(|x| x.to_bits())
+                    .collect())
             };
-            let first = bits(run_kernel(
-                gpu,
-                variant,
-                shape,
-                params,
-                &inputs,
-                true,
-                Layout::Bhsd,
-            )?);
+            let first = run_bits()?;
             let mut differing = 0;
             for _ in 1..runs {
-                let again = bits(run_kernel(
-                    gpu,
-                    variant,
-                    shape,
-                    params,
-                    &inputs,
-                    true,
-                    Layout::Bhsd,
-                )?);
-                differing += (again != first) as usize;
+                differing += (run_bits()? != first) as usize;
             }
             out.push(RepeatCase {
                 kernel: variant.name,

@@ -162,3 +162,438 @@ fn without_a_gpu_the_gpu_commands_say_so() {
         assert_clean_failure(&host(args), 2, "no CUDA driver found");
     }
 }
+
+/// Exit code 2 and exactly one line on stderr, `error: ...`, naming `needle`; no panic. clap's
+/// own errors add a blank line and a `--help` hint, which do not count as lines of the error.
+fn assert_one_line_failure(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("For more information, try '--help'"))
+        .collect();
+    assert_eq!(lines.len(), 1, "expected one error line, got: {err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(needle), "expected `{needle}` in: {err}");
+    assert!(
+        lines[0].len() < 400,
+        "an error line of {} bytes: {err}",
+        lines[0].len()
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// A `.npy` file with this header dict (padded as numpy pads it) and these data bytes, written
+/// by hand so that it can say anything.
+fn npy_bytes(dict: &str, payload: &[u8]) -> Vec<u8> {
+    let padded = (10 + dict.len() + 1).div_ceil(64) * 64 - 10;
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&u16::try_from(padded).unwrap().to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(10 + padded - 1, b' ');
+    out.push(b'\n');
+    out.extend_from_slice(payload);
+    out
+}
+
+fn dict(descr: &str, shape: &str) -> String {
+    format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}")
+}
+
+/// Files in a temporary directory, and `attend` on them.
+struct Files {
+    dir: tempfile::TempDir,
+}
+
+impl Files {
+    fn new() -> Files {
+        Files {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn bytes(&self, name: &str, bytes: &[u8]) -> String {
+        std::fs::write(self.dir.path().join(name), bytes).unwrap();
+        self.path(name)
+    }
+
+    /// A float32 (or float16) array of this shape.
+    fn f32(&self, name: &str, shape: &[usize]) -> String {
+        let n = shape.iter().product();
+        write(self.dir.path(), name, shape, NpyData::F32(vec![0.25; n]))
+    }
+
+    fn f16(&self, name: &str, shape: &[usize]) -> String {
+        let n = shape.iter().product();
+        write(
+            self.dir.path(),
+            name,
+            shape,
+            NpyData::F16(vec![half::f16::ONE; n]),
+        )
+    }
+
+    fn attend(&self, q: &str, k: &str, v: &str, extra: &[&str]) -> Output {
+        let out = self.path("out.npy");
+        let mut args = vec!["attend", "--q", q, "--k", k, "--v", v, "--out", &out];
+        args.extend_from_slice(extra);
+        let output = host(&args);
+        assert!(!self.dir.path().join("out.npy").exists(), "an output was written");
+        output
+    }
+}
+
+#[test]
+fn attend_refuses_wrong_ranks() {
+    let f = Files::new();
+    let good = f.f32("q.npy", &[1, 2, 8, 64]);
+    let cases = [
+        (f.f32("r3.npy", &[2, 8, 64]), "q"),
+        (f.f32("r5.npy", &[1, 1, 2, 8, 64]), "k"),
+        (f.f32("r1.npy", &[64]), "v"),
+        (f.f32("r0.npy", &[]), "q"),
+    ];
+    for (bad, role) in &cases {
+        let (q, k, v) = match *role {
+            "q" => (bad, &good, &good),
+            "k" => (&good, bad, &good),
+            _ => (&good, &good, bad),
+        };
+        let out = f.attend(q, k, v, &[]);
+        assert_one_line_failure(&out, "expected a 4-D [B,H,S,D] tensor");
+        assert_one_line_failure(&out, bad);
+    }
+    // With --layout bshd the message names that layout.
+    let out = f.attend(&cases[0].0, &good, &good, &["--layout", "bshd"]);
+    assert_one_line_failure(&out, "expected a 4-D [B,S,H,D] tensor");
+}
+
+#[test]
+fn attend_refuses_shapes_that_disagree() {
+    let f = Files::new();
+    let q = f.f32("q.npy", &[1, 4, 8, 64]);
+    let b2 = f.f32("b2.npy", &[2, 4, 8, 64]);
+    let d128 = f.f32("d128.npy", &[1, 4, 8, 128]);
+    let h3 = f.f32("h3.npy", &[1, 3, 8, 64]);
+    let s16 = f.f32("s16.npy", &[1, 4, 16, 64]);
+    let q16 = f.f16("q16.npy", &[1, 4, 8, 64]);
+    let cases = [
+        (&q, &b2, &b2, "must agree in B and D"),
+        (&q, &d128, &d128, "must agree in B and D"),
+        (&q, &h3, &h3, "k's heads must divide q's"),
+        (&q, &q, &s16, "must have the same shape"),
+        (&q, &b2, &q, "must have the same shape"),
+        (&q, &q, &q16, "must share a dtype, got float32, float32, float16"),
+        (&q16, &q, &q, "must share a dtype"),
+    ];
+    for (q, k, v, needle) in cases {
+        assert_one_line_failure(&f.attend(q, k, v, &[]), needle);
+    }
+    // Different sequence lengths for q and k/v are fine: such a call gets as far as the GPU.
+    if !gpu_present() {
+        assert_one_line_failure(&f.attend(&q, &s16, &s16, &[]), "no CUDA driver found");
+    }
+}
+
+#[test]
+fn attend_refuses_unsupported_dtypes() {
+    let f = Files::new();
+    let good = f.f32("q.npy", &[1, 2, 8, 64]);
+    let n = 2 * 8 * 64;
+    let cases = [
+        ("<i4", 4, "unsupported dtype `<i4`"),
+        ("<f8", 8, "unsupported dtype `<f8`"),
+        ("<i8", 8, "unsupported dtype `<i8`"),
+        ("|u1", 1, "unsupported dtype `|u1`"),
+        ("|b1", 1, "unsupported dtype `|b1`"),
+        ("<c8", 8, "unsupported dtype `<c8`"),
+        (">f4", 4, "big-endian data (`>f4`)"),
+        (">f2", 2, "big-endian data (`>f2`)"),
+    ];
+    for (descr, size, needle) in cases {
+        let file = f.bytes(
+            &format!("{}.npy", descr.replace(['<', '>', '|'], "_")),
+            &npy_bytes(&dict(descr, "(1, 2, 8, 64)"), &vec![0; n * size]),
+        );
+        assert_one_line_failure(&f.attend(&file, &good, &good, &[]), needle);
+        assert_one_line_failure(&f.attend(&good, &good, &file, &[]), needle);
+    }
+    let fortran = f.bytes(
+        "fortran.npy",
+        &npy_bytes(
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2, 8, 64), }",
+            &vec![0; n * 4],
+        ),
+    );
+    assert_one_line_failure(&f.attend(&good, &fortran, &good, &[]), "Fortran-ordered");
+    // --dtype names the compute precision, f16 or bf16 only.
+    assert_one_line_failure(
+        &f.attend(&good, &good, &good, &["--dtype", "f32"]),
+        "unknown dtype `f32`",
+    );
+}
+
+#[test]
+fn attend_refuses_damaged_files() {
+    let f = Files::new();
+    let good = f.f32("q.npy", &[1, 2, 8, 64]);
+    let whole = std::fs::read(&good).unwrap();
+    let header_end = whole.len() - 2 * 8 * 64 * 4;
+    let cases = [
+        (f.bytes("empty.npy", &[]), "too short for a .npy preamble"),
+        (f.bytes("magic.npy", &whole[..5]), "too short for a .npy preamble"),
+        (f.bytes("pre.npy", &whole[..9]), "too short for a .npy preamble"),
+        (f.bytes("head.npy", &whole[..40]), "the header length field says"),
+        (
+            f.bytes("data.npy", &whole[..header_end + 100]),
+            "but the file holds 100",
+        ),
+        (
+            f.bytes("last.npy", &whole[..whole.len() - 1]),
+            "truncated: header declares",
+        ),
+        (
+            f.bytes("trail.npy", &[whole.as_slice(), &[0; 8]].concat()),
+            "8 bytes after the declared",
+        ),
+        (f.bytes("text.npy", b"1,2,3\n4,5,6\n"), "not a .npy file"),
+        (
+            f.bytes("zip.npy", b"PK\x03\x04\x14\x00\x00\x00"),
+            "not a .npy file",
+        ),
+        (
+            f.bytes("version.npy", &[&whole[..6], &[9, 0], &whole[8..]].concat()),
+            "unsupported .npy format version 9.0",
+        ),
+        (
+            f.bytes(
+                "dict.npy",
+                &npy_bytes("{'descr': '<f4', 'shape': (1, 2, 8, 64)}", &[]),
+            ),
+            "malformed header",
+        ),
+        (
+            f.bytes("tuple.npy", &npy_bytes(&dict("<f4", "(1, 2, 8, 64"), &[])),
+            "malformed header",
+        ),
+        (
+            f.bytes("latin1.npy", &[&whole[..8], &[2, 0, 0xe9, b'\n']].concat()),
+            "not ASCII/UTF-8",
+        ),
+    ];
+    for (file, needle) in &cases {
+        assert_one_line_failure(&f.attend(file, &good, &good, &[]), needle);
+        assert_one_line_failure(&f.attend(&good, file, &good, &[]), file);
+    }
+}
+
+#[test]
+fn attend_refuses_huge_declared_sizes_without_allocating() {
+    let f = Files::new();
+    let good = f.f32("q.npy", &[1, 2, 8, 64]);
+    let started = std::time::Instant::now();
+    let cases = [
+        // ~10^20 elements: the product itself overflows.
+        (
+            dict("<f4", "(100000, 100000, 100000, 99999)"),
+            "more bytes than this machine can address",
+        ),
+        // The element count fits, the byte count does not.
+        (
+            dict("<f4", &format!("(1, 1, {}, 64)", usize::MAX / 64)),
+            "more bytes than",
+        ),
+        // 256 GB declared over 16 bytes of data: refused before anything is allocated.
+        (
+            dict("<f4", "(1000, 1000, 1000, 64)"),
+            "256000000000 bytes of data",
+        ),
+        (dict("<f2", "(1, 65536, 65536, 64)"), "truncated: header declares"),
+        (
+            dict("<f4", "(99999999999999999999999, 1, 1, 64)"),
+            "does not fit in 64 bits",
+        ),
+        // Tens of thousands of dimensions: the message stays one short line.
+        (
+            dict("<f4", &format!("({})", "1, ".repeat(20_000))),
+            "(20000 dims)",
+        ),
+    ];
+    for (i, (header, needle)) in cases.iter().enumerate() {
+        let file = f.bytes(&format!("huge{i}.npy"), &npy_bytes(header, &[0; 16]));
+        assert_one_line_failure(&f.attend(&file, &good, &good, &[]), needle);
+    }
+    // A header length field far beyond the file.
+    let mut lying = std::fs::read(&good).unwrap();
+    lying[8..10].copy_from_slice(&[0xff, 0xff]);
+    let lying = f.bytes("lying.npy", &lying);
+    assert_one_line_failure(&f.attend(&good, &good, &lying, &[]), "says 65535 bytes");
+    let mut lying = npy_bytes(&dict("<f4", "(1,)"), &[0; 4]);
+    lying[6] = 2;
+    lying.splice(8..10, u32::MAX.to_le_bytes());
+    let lying = f.bytes("lying2.npy", &lying);
+    assert_one_line_failure(&f.attend(&lying, &good, &good, &[]), "says 4294967295 bytes");
+    assert!(started.elapsed().as_secs() < 20, "took {:?}", started.elapsed());
+}
+
+#[test]
+fn attend_refuses_zero_sized_dimensions() {
+    let f = Files::new();
+    let good = f.f32("q.npy", &[1, 2, 8, 64]);
+    let b0 = f.f32("b0.npy", &[0, 2, 8, 64]);
+    let s0 = f.f32("s0.npy", &[1, 2, 0, 64]);
+    let h0 = f.f32("h0.npy", &[1, 0, 8, 64]);
+    let d0 = f.f32("d0.npy", &[1, 2, 8, 0]);
+    assert_one_line_failure(
+        &f.attend(&b0, &b0, &b0, &[]),
+        "every dimension must be at least 1",
+    );
+    assert_one_line_failure(
+        &f.attend(&s0, &good, &good, &[]),
+        "every dimension must be at least 1",
+    );
+    assert_one_line_failure(
+        &f.attend(&good, &s0, &s0, &[]),
+        "every dimension must be at least 1",
+    );
+    assert_one_line_failure(&f.attend(&h0, &h0, &h0, &[]), "k's heads must divide q's");
+    assert_one_line_failure(
+        &f.attend(&h0, &good, &good, &[]),
+        "every dimension must be at least 1",
+    );
+    assert_one_line_failure(&f.attend(&d0, &d0, &d0, &[]), "unsupported head dim 0");
+    assert_one_line_failure(&f.attend(&good, &b0, &b0, &[]), "must agree in B and D");
+}
+
+#[test]
+fn attend_refuses_missing_files_and_directories() {
+    let f = Files::new();
+    let good = f.f32("q.npy", &[1, 2, 8, 64]);
+    let missing = f.path("missing.npy");
+    for (q, k, v) in [
+        (&missing, &good, &good),
+        (&good, &missing, &good),
+        (&good, &good, &missing),
+    ] {
+        let out = f.attend(q, k, v, &[]);
+        assert_one_line_failure(&out, &format!("{missing}: No such file"));
+    }
+    let dir = f.dir.path().display().to_string();
+    assert_one_line_failure(&f.attend(&dir, &good, &good, &[]), &dir);
+    // An output (or log-sum-exp) path in a directory that does not exist is refused up front.
+    let nowhere = f.path("no/such/dir/out.npy");
+    let args = [
+        "attend", "--q", &good, "--k", &good, "--v", &good, "--out", &nowhere,
+    ];
+    assert_one_line_failure(&host(&args), "does not exist");
+    let lse = f.path("no/lse.npy");
+    assert_one_line_failure(&f.attend(&good, &good, &good, &["--lse", &lse]), "does not exist");
+}
+
+#[test]
+fn attend_refuses_bad_options_before_touching_a_gpu() {
+    let f = Files::new();
+    let good = f.f32("q.npy", &[1, 2, 8, 64]);
+    let lse = f.path("lse.npy");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--scale=-1"], "scale must be a positive finite number"),
+        (&["--scale", "NaN"], "scale must be a positive finite number"),
+        (&["--scale", "inf"], "scale must be a positive finite number"),
+        (
+            &["--kernel", "cublas", "--layout", "bshd"],
+            "the cublas path takes only the bhsd layout",
+        ),
+        (
+            &["--kernel", "cublas", "--lse", &lse],
+            "--lse needs a fused kernel",
+        ),
+        (&["--kernel", "flash_nope"], "unknown kernel `flash_nope`"),
+    ];
+    for (extra, needle) in cases {
+        assert_one_line_failure(&f.attend(&good, &good, &good, extra), needle);
+    }
+    // Bad options are named even when the files are bad too.
+    assert_one_line_failure(
+        &f.attend(&f.path("missing.npy"), &good, &good, &["--scale=0"]),
+        "scale must be",
+    );
+}
+
+#[test]
+fn attend_on_good_inputs_fails_only_for_want_of_a_gpu() {
+    if gpu_present() {
+        println!("a CUDA driver is present: this check is for machines without one");
+        return;
+    }
+    // Every check above passes on these, so the GPU is the only thing missing.
+    let f = Files::new();
+    let q = f.f32("q.npy", &[2, 8, 5, 64]);
+    let kv = f.f32("kv.npy", &[2, 2, 7, 64]);
+    let q16 = f.f16("q16.npy", &[1, 3, 4, 128]);
+    assert_one_line_failure(&f.attend(&q, &kv, &kv, &["--causal"]), "no CUDA driver found");
+    assert_one_line_failure(
+        &f.attend(&q16, &q16, &q16, &["--dtype", "bf16"]),
+        "no CUDA driver found",
+    );
+    let lse = f.path("lse.npy");
+    assert_one_line_failure(
+        &f.attend(&q, &q, &q, &["--lse", &lse, "--layout", "bshd"]),
+        "no CUDA driver found",
+    );
+}
+
+#[test]
+fn shape_strings_are_refused_before_touching_a_gpu() {
+    let cases = [
+        ("", "not a non-negative integer"),
+        ("1,2,3", "expected 4 numbers"),
+        ("1,2,3,4,5,6", "expected 4 numbers"),
+        ("1,2,,64", "not a non-negative integer"),
+        ("1,-2,3,64", "`-2` is not a non-negative integer"),
+        ("1,2,3,64.0", "not a non-negative integer"),
+        ("1;2;3;64", "not a non-negative integer"),
+        ("99999999999999999999999,1,1,64", "not a non-negative integer"),
+        ("0,8,128,64", "every dimension must be at least 1"),
+        ("1,8,0,64", "every dimension must be at least 1"),
+        ("1,8,128,0,64", "every dimension must be at least 1"),
+        ("1,8,128,96", "unsupported head dim 96"),
+        ("1,8,128,0", "unsupported head dim 0"),
+        ("65536,65536,1,64", "batch * heads"),
+        ("1,1,4294967295,64", "sequence length too large"),
+        ("18446744073709551615,18446744073709551615,1,64", "batch * heads"),
+    ];
+    for sub in ["verify", "bench"] {
+        for (shape, needle) in cases {
+            let out = host(&[sub, "--shape", shape]);
+            assert_one_line_failure(&out, needle);
+        }
+        assert_one_line_failure(
+            &host(&[sub, "--shapes", "small,huge"]),
+            "unknown shape set `huge`",
+        );
+        assert_one_line_failure(&host(&[sub, "--shapes", "small,,odd"]), "unknown shape set");
+    }
+    // Grouped-query heads must divide every shape's heads.
+    assert_one_line_failure(
+        &host(&["verify", "--shapes", "small", "--heads-kv", "3"]),
+        "must divide query heads",
+    );
+    assert_one_line_failure(
+        &host(&["verify", "--shape", "1,8,128,64", "--heads-kv", "0"]),
+        "must divide",
+    );
+    assert_one_line_failure(
+        &host(&["verify", "--logit-scale", "0"]),
+        "--logit-scale must be a positive",
+    );
+    assert_one_line_failure(&host(&["verify", "--dtype", "f16,int8"]), "unknown dtype `int8`");
+}
