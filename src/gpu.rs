@@ -676,12 +676,17 @@ pub enum Choice {
     Heuristic,
 }
 
-/// The tuned table compiled into the library, parsed once; `None` if it does not parse (a unit
-/// test keeps that from shipping).
+/// The tuned table, parsed once: the file `FLASHRS_TUNED` names when set (so a fresh
+/// `tune --save --table FILE` takes effect without a rebuild), else the one compiled into the
+/// library (`tuned/h100.json`; a unit test keeps an unparsable one from shipping). `None` when
+/// the named file cannot be read: the heuristic then decides, as for an untuned GPU.
 fn builtin_tuned() -> Option<&'static crate::tuned::TunedTable> {
     static TABLE: std::sync::OnceLock<Option<crate::tuned::TunedTable>> = std::sync::OnceLock::new();
     TABLE
-        .get_or_init(|| crate::tuned::TunedTable::builtin().ok())
+        .get_or_init(|| match std::env::var_os("FLASHRS_TUNED") {
+            Some(path) => crate::tuned::TunedTable::load(std::path::Path::new(&path)).ok(),
+            None => crate::tuned::TunedTable::builtin().ok(),
+        })
         .as_ref()
 }
 
