@@ -396,3 +396,86 @@ fn nan_in_a_query_row_poisons_that_row_only() {
         );
     }
 }
+
+/// Tensors of more than 2^31 elements: offsets are 64-bit all the way. One launch of the
+/// library's choice on Q, K, V of 2.16e9 elements each (17 GB on the GPU), checked in float64 on
+/// rows sampled across the whole tensor, the last head (past element 2^31) included.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn tensors_over_2_pow_31_elements_index_in_64_bits() {
+    let gpu = gpu();
+    let shape = Shape::new(1, 16_512, 1024, 128);
+    assert!(shape.q_len() > 1 << 31);
+    let dtype = DType::F16;
+    // A cheap deterministic fill (xorshift), values in [-2, 2): fast enough for 6.5e9 elements.
+    let fill = |n: usize, mut state: u64| -> Vec<u16> {
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                dtype.encode(((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0)
+            })
+            .collect()
+    };
+    let (q, k, v) = (
+        fill(shape.q_len(), 1),
+        fill(shape.kv_len(), 2),
+        fill(shape.kv_len(), 3),
+    );
+    let mut tensors = gpu.tensors(shape, dtype, &q, &k, &v).unwrap();
+    let params = Params {
+        causal: true,
+        scale: None,
+    };
+    let used = gpu.forward(&mut tensors, params, None).unwrap();
+    let out = gpu.download(&tensors.out).unwrap();
+    let (s, d) = (shape.seq_q, shape.head_dim);
+    let scale = params.scale_for(d) as f64;
+    let x = |t: &[u16], i: usize| dtype.decode(t[i]) as f64;
+    let mut worst = 0.0f64;
+    for i in 0..64usize {
+        let head = if i == 0 {
+            shape.heads - 1
+        } else {
+            (i * 7919) % shape.heads
+        };
+        let row = (i * 104_729) % s;
+        // Causal, S_q = S_k: keys 0..=row, in float64.
+        let scores: Vec<f64> = (0..=row)
+            .map(|j| {
+                (0..d)
+                    .map(|c| x(&q, (head * s + row) * d + c) * x(&k, (head * s + j) * d + c))
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|z| (z - max).exp()).collect();
+        let total: f64 = weights.iter().sum();
+        for c in 0..d {
+            let expected: f64 = weights
+                .iter()
+                .enumerate()
+                .map(|(j, w)| w * x(&v, (head * s + j) * d + c))
+                .sum::<f64>()
+                / total;
+            let actual = x(&out, (head * s + row) * d + c);
+            assert!(
+                actual.is_finite(),
+                "{}: non-finite output at head {head} row {row}",
+                used.name
+            );
+            worst = worst.max((actual - expected).abs());
+        }
+    }
+    println!(
+        "{} on {shape}: 64 sampled rows, max abs error {worst:.2e}",
+        used.name
+    );
+    assert!(
+        worst <= dtype.tolerance().max_abs,
+        "{}: max abs error {worst}",
+        used.name
+    );
+}
