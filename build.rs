@@ -146,11 +146,27 @@ fn main() {
         None => root.join("target"),
     };
     let started = std::time::Instant::now();
-    for &(arch, arch_number) in ARCHES {
-        let device_table = out_dir.join(format!("device_kernels_{arch}.rs"));
-        fs::write(&device_table, device_table_source(&table, &variants, arch_number)).unwrap();
-        let target_dir = target_root.join("device").join(arch);
-        let mut ptx = build_ptx(&root, &rustc, &cargo, arch, &target_dir, &device_table);
+    // The architectures build concurrently: each nested build is one LTO'd crate, mostly one
+    // core, so on a 2-core machine this halves the clean build.
+    let built: Vec<(&str, u32, String)> = std::thread::scope(|scope| {
+        let jobs: Vec<_> = ARCHES
+            .iter()
+            .map(|&(arch, arch_number)| {
+                let device_table = out_dir.join(format!("device_kernels_{arch}.rs"));
+                fs::write(&device_table, device_table_source(&table, &variants, arch_number)).unwrap();
+                let target_dir = target_root.join("device").join(arch);
+                let (root, rustc, cargo) = (&root, &rustc, &cargo);
+                scope.spawn(move || {
+                    let ptx = build_ptx(root, rustc, cargo, arch, &target_dir, &device_table);
+                    (arch, arch_number, ptx)
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|job| job.join().expect("PTX build thread"))
+            .collect()
+    });
+    for (arch, arch_number, mut ptx) in built {
         for v in variants
             .iter()
             .filter(|v| v.min_blocks_per_sm.is_some() && v.min_arch <= arch_number)
