@@ -41,14 +41,67 @@ impl Rows {
         rows as usize * stride * 2
     }
 
-    /// Runs `copy` with `PACKED` true when the rows are `D` apart: two copies of the loads, one
-    /// branch per call, and the common layout pays nothing for the other.
+    /// Issues `cp.async` copies of rows `first_row .. first_row + rows` into a shared tile,
+    /// 16 bytes per copy spread over `threads` threads (a multiple of `D / 8`); rows at or past
+    /// `count` are zero-filled and read nothing. The tile layout enters through two numbers:
+    /// `first_chunk(row, chunk)`, where this thread's first 16-byte chunk goes, and `row_bytes`,
+    /// the distance between tile rows at the same chunk. Thread `t` always copies chunk
+    /// `t % (D / 8)` of rows `t / (D / 8) + i * step`, so the whole tile is addressed from one
+    /// pointer plus offsets: no per-chunk 64-bit address stays live across the KV loop (that cost
+    /// 32 registers at head dim 128). Rows `D` apart (`[B, H, S, D]`) take a copy of the loop
+    /// whose offsets are constants; one branch per call, and that layout pays nothing for the other.
     #[inline(always)]
-    pub(crate) fn dispatch<const D: usize>(&self, packed: impl FnOnce(), strided: impl FnOnce()) {
+    pub(crate) unsafe fn copy_async<const D: usize>(
+        &self,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+        first_chunk: impl Fn(u32, u32) -> SharedAddr,
+        row_bytes: u32,
+    ) {
         if self.stride as usize == D {
-            packed()
+            self.copy_rows::<D, true>(first_row, rows, thread, threads, first_chunk, row_bytes)
         } else {
-            strided()
+            self.copy_rows::<D, false>(first_row, rows, thread, threads, first_chunk, row_bytes)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn copy_rows<const D: usize, const PACKED: bool>(
+        &self,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+        first_chunk: impl Fn(u32, u32) -> SharedAddr,
+        row_bytes: u32,
+    ) {
+        let chunks_per_row = D as u32 / 8;
+        let step = threads / chunks_per_row; // rows covered per pass
+        let row0 = thread / chunks_per_row;
+        let chunk = thread % chunks_per_row;
+        let src0 =
+            (self.base.add((chunk * 8) as usize) as *const u8).add(self.bytes::<D, PACKED>(first_row + row0));
+        let dst0 = first_chunk(row0, chunk);
+        // `rows` and `threads` are compile-time constants at every call site, so this loop unrolls.
+        let mut pass = 0;
+        while pass * step < rows {
+            let row = row0 + pass * step;
+            if row < rows {
+                let in_bounds = first_row + row < self.count;
+                let from = if in_bounds {
+                    src0.add(self.bytes::<D, PACKED>(pass * step))
+                } else {
+                    self.base as *const u8
+                };
+                arch::cp_async_16(
+                    dst0 + pass * step * row_bytes,
+                    from,
+                    if in_bounds { 16 } else { 0 },
+                );
+            }
+            pass += 1;
         }
     }
 }
@@ -70,50 +123,12 @@ pub unsafe fn load_async<const D: usize>(
     thread: u32,
     threads: u32,
 ) {
-    src.dispatch::<D>(
-        || copy_rows::<D, true>(dst, src, first_row, rows, thread, threads),
-        || copy_rows::<D, false>(dst, src, first_row, rows, thread, threads),
-    )
-}
-
-#[inline(always)]
-unsafe fn copy_rows<const D: usize, const PACKED: bool>(
-    dst: SharedAddr,
-    src: Rows,
-    first_row: u32,
-    rows: u32,
-    thread: u32,
-    threads: u32,
-) {
-    const CHUNK: u32 = 8; // 16 bytes of 16-bit elements
-    let chunks_per_row = (D as u32) / CHUNK;
-    if threads % chunks_per_row != 0 {
+    if threads % (D as u32 / 8) != 0 {
         arch::trap(); // every compiled variant has a multiple of 8 or 16 threads
     }
-    let step = threads / chunks_per_row; // rows covered per pass
-    let row0 = thread / chunks_per_row;
-    let col = (thread % chunks_per_row) * CHUNK;
-    let src0 = (src.base.add(col as usize) as *const u8).add(src.bytes::<D, PACKED>(first_row + row0));
-    let dst0 = dst + row0 * row_stride_bytes(D) + col * 2;
-    // `rows` and `threads` are compile-time constants at every call site, so this loop unrolls.
-    let mut pass = 0;
-    while pass * step < rows {
-        let row = row0 + pass * step;
-        if row < rows {
-            let in_bounds = first_row + row < src.count;
-            let from = if in_bounds {
-                src0.add(src.bytes::<D, PACKED>(pass * step))
-            } else {
-                src.base as *const u8
-            };
-            arch::cp_async_16(
-                dst0 + pass * step * row_stride_bytes(D),
-                from,
-                if in_bounds { 16 } else { 0 },
-            );
-        }
-        pass += 1;
-    }
+    let stride = row_stride_bytes(D);
+    let first_chunk = |row: u32, chunk: u32| dst + row * stride + chunk * 16;
+    src.copy_async::<D>(first_row, rows, thread, threads, first_chunk, stride);
 }
 
 /// Reads `VEC` consecutive 16-bit floats (f16 or bf16 as `T` decides) at `addr` as f32, with one
@@ -283,49 +298,12 @@ pub mod swizzled {
         thread: u32,
         threads: u32,
     ) {
-        src.dispatch::<D>(
-            || copy_rows::<D, true>(dst, src, first_row, rows, thread, threads),
-            || copy_rows::<D, false>(dst, src, first_row, rows, thread, threads),
-        )
-    }
-
-    #[inline(always)]
-    unsafe fn copy_rows<const D: usize, const PACKED: bool>(
-        dst: SharedAddr,
-        src: super::Rows,
-        first_row: u32,
-        rows: u32,
-        thread: u32,
-        threads: u32,
-    ) {
-        let chunks_per_row = (D as u32) / 8;
-        let step = threads / chunks_per_row; // rows covered per pass
-        if threads % chunks_per_row != 0 || step % 8 != 0 {
+        let step = threads / (D as u32 / 8);
+        if threads % (D as u32 / 8) != 0 || step % 8 != 0 {
             // Every pass must keep the thread's row index mod 8, so its swizzled column is fixed.
             arch::trap();
         }
-        let row0 = thread / chunks_per_row;
-        let chunk = thread % chunks_per_row;
-        let src0 =
-            (src.base.add((chunk * 8) as usize) as *const u8).add(src.bytes::<D, PACKED>(first_row + row0));
-        let dst0 = dst + chunk_offset(row0, chunk, rows);
-        let mut pass = 0;
-        while pass * step < rows {
-            let row = row0 + pass * step;
-            if row < rows {
-                let in_bounds = first_row + row < src.count;
-                let from = if in_bounds {
-                    src0.add(src.bytes::<D, PACKED>(pass * step))
-                } else {
-                    src.base as *const u8
-                };
-                arch::cp_async_16(
-                    dst0 + pass * step * ROW_BYTES,
-                    from,
-                    if in_bounds { 16 } else { 0 },
-                );
-            }
-            pass += 1;
-        }
+        let first_chunk = |row: u32, chunk: u32| dst + chunk_offset(row, chunk, rows);
+        src.copy_async::<D>(first_row, rows, thread, threads, first_chunk, ROW_BYTES);
     }
 }
