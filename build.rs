@@ -49,6 +49,9 @@ struct VariantEntry {
     /// flash_wgmma: warpgroups take turns at the tensor cores (default false). Part of the name
     /// (`_pp`).
     pingpong: Option<bool>,
+    /// flash_ws: the next tile's S = Q K^T issued with this tile's P V, both left running
+    /// (default false). Part of the name (`_ov`).
+    overlap: Option<bool>,
 }
 
 /// A variant with every parameter resolved and checked.
@@ -67,6 +70,7 @@ struct Variant {
     /// The oldest architecture (80, 90) whose PTX includes this variant.
     min_arch: u32,
     pingpong: bool,
+    overlap: bool,
 }
 
 impl Variant {
@@ -87,6 +91,15 @@ impl Variant {
             "flash_scalar" => format!(
                 "flash_scalar_m{}_n{}_w{}_v{}_s{}_{}",
                 self.block_m, self.block_n, self.warps, self.vec, self.stages, self.policy
+            ),
+            "flash_ws" => format!(
+                "flash_ws_m{}_n{}_s{}{}{}_{}",
+                self.block_m,
+                self.block_n,
+                self.stages,
+                if self.pingpong { "_pp" } else { "" },
+                if self.overlap { "_ov" } else { "" },
+                self.policy
             ),
             "flash_wgmma" => format!(
                 "flash_wgmma_m{}_n{}_w{}_s{}{}_{}",
@@ -169,7 +182,10 @@ fn main() {
     for (arch, arch_number, mut ptx) in built {
         for v in variants
             .iter()
-            .filter(|v| v.min_blocks_per_sm.is_some() && v.min_arch <= arch_number)
+            // flash_ws always: setmaxnreg needs a register cap at entry.
+            .filter(|v| {
+                (v.min_blocks_per_sm.is_some() || v.family == "flash_ws") && v.min_arch <= arch_number
+            })
         {
             for d in &v.head_dims {
                 for dtype in &table.dtypes {
@@ -213,7 +229,8 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
         None | Some("none") => "none",
         Some("legacy") => "legacy",
         Some("light") => "light",
-        Some(other) => return Err(format!("unknown policy `{other}` (legacy, light)")),
+        Some("mbarrier") => "mbarrier",
+        Some(other) => return Err(format!("unknown policy `{other}` (legacy, light, mbarrier)")),
     };
     let variant = match entry.family.as_str() {
         "naive" => Variant {
@@ -230,6 +247,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             sub_n: 0,
             min_arch: 80,
             pingpong: false,
+            overlap: false,
         },
         "flash_scalar" => Variant {
             family: "flash_scalar",
@@ -245,6 +263,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             sub_n: 0,
             min_arch: 80,
             pingpong: false,
+            overlap: false,
         },
         "flash_mma" => Variant {
             family: "flash_mma",
@@ -260,6 +279,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             sub_n: 0,
             min_arch: 80,
             pingpong: false,
+            overlap: false,
         },
         "flash_wgmma" => {
             let block_m = need(entry.block_m, "block_m")?;
@@ -277,18 +297,43 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
                 sub_n: 0,
                 min_arch: 90,
                 pingpong: false,
+                overlap: false,
+            }
+        }
+        "flash_ws" => {
+            let block_m = need(entry.block_m, "block_m")?;
+            Variant {
+                family: "flash_ws",
+                block_m,
+                block_n: need(entry.block_n, "block_n")?,
+                // One producer warpgroup and one consumer warpgroup per 64 rows.
+                warps: block_m / 16 + 4,
+                vec: 8,
+                stages: need(entry.stages, "stages")?,
+                policy,
+                q_in_regs: false,
+                head_dims,
+                min_blocks_per_sm,
+                sub_n: 0,
+                min_arch: 90,
+                pingpong: false,
+                overlap: false,
             }
         }
         other => {
             return Err(format!(
-                "unknown family `{other}` (naive, flash_scalar, flash_mma, flash_wgmma)"
+                "unknown family `{other}` (naive, flash_scalar, flash_mma, flash_wgmma, flash_ws)"
             ))
         }
     };
     let mut variant = variant;
     variant.sub_n = entry.sub_n.unwrap_or(variant.block_n);
     variant.pingpong = entry.pingpong.unwrap_or(false);
-    if variant.pingpong && variant.family != "flash_wgmma" {
+    variant.overlap = entry.overlap.unwrap_or(false);
+    if variant.overlap && variant.family != "flash_ws" {
+        return Err(format!("{}: overlap is for flash_ws", variant.name()));
+    }
+    if variant.pingpong && !matches!(variant.family, "flash_wgmma" | "flash_ws") {
         return Err(format!(
             "{}: pingpong is for flash_wgmma (warpgroups)",
             variant.name()
@@ -322,6 +367,15 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
                 && v.stages >= 1
                 && v.policy == "light"
         }
+        // Two consumer warpgroups (the register split assumes 384 threads); mbarriers only.
+        "flash_ws" => {
+            v.block_m == 128
+                && matches!(v.block_n, 64 | 128)
+                && v.head_dims.iter().all(|d| matches!(d, 64 | 128))
+                && v.stages >= 1
+                && v.policy == "mbarrier"
+                && v.min_blocks_per_sm.is_none()
+        }
         _ => true,
     };
     if !ok || (v.family != "naive" && v.policy == "none") {
@@ -329,7 +383,7 @@ fn resolve(entry: &VariantEntry, default_head_dims: &[u32]) -> Result<Variant, S
             "{}: inconsistent parameters (flash_scalar: warps divide block_m, block_n a multiple of \
              32, vec 4 or 8; flash_mma: block_m a multiple of 16 * warps, block_n a multiple of 16; \
              flash_wgmma: block_m a multiple of 64, block_n and head dims 64 or 128, light policy; \
-             a policy)",
+             flash_ws: block_m 128, block_n and head dims 64 or 128, mbarrier policy; a policy)",
             v.name()
         ));
     }
@@ -363,7 +417,11 @@ fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String
                 let names =
                     format!("{symbol} {symbol}_counted {symbol}_smem_bytes {symbol}_barriers_per_tile");
                 let ty = dtype_type(dtype);
-                let policy = if v.policy == "legacy" { "Legacy" } else { "Light" };
+                let policy = match v.policy {
+                    "legacy" => "Legacy",
+                    "mbarrier" => "Mbarrier",
+                    _ => "Light",
+                };
                 let args = match v.family {
                     "naive" => format!("{ty}, d = {d}"),
                     "flash_scalar" => format!(
@@ -373,6 +431,10 @@ fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String
                     "flash_wgmma" => format!(
                         "{ty}, {policy}, d = {d}, m = {}, n = {}, stages = {}, pingpong = {}",
                         v.block_m, v.block_n, v.stages, v.pingpong
+                    ),
+                    "flash_ws" => format!(
+                        "{ty}, {policy}, d = {d}, m = {}, n = {}, stages = {}, pingpong = {}, overlap = {}",
+                        v.block_m, v.block_n, v.stages, v.pingpong, v.overlap
                     ),
                     _ => format!(
                         "{ty}, {policy}, d = {d}, m = {}, n = {}, w = {}, stages = {}, q_in_regs = {}, \
@@ -399,11 +461,13 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
             "naive" => "Naive",
             "flash_scalar" => "FlashScalar",
             "flash_wgmma" => "FlashWgmma",
+            "flash_ws" => "FlashWs",
             _ => "FlashMma",
         };
         let policy = match v.policy {
             "legacy" => "Some(Policy::Legacy)",
             "light" => "Some(Policy::Light)",
+            "mbarrier" => "Some(Policy::Mbarrier)",
             _ => "None",
         };
         writeln!(

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
 use crate::ptx;
+use crate::tma;
 use crate::variants::{Family, VariantSpec, VARIANTS};
 
 /// An open GPU: one context, its default stream, and the module of kernels for its architecture.
@@ -64,6 +65,9 @@ pub struct Tensors {
     shape: Shape,
     dtype: DType,
     layout: Layout,
+    /// The tensor maps of the last `flash_ws` launch (host bytes and their device copy), reused
+    /// while the buffers and tile sizes stay the same.
+    maps: Option<(Vec<u8>, CudaSlice<u8>)>,
 }
 
 impl Tensors {
@@ -108,6 +112,7 @@ impl Gpu {
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(Error::NoDriver);
         }
+        eager_module_loading();
         let count = CudaContext::device_count().map_err(|e| Error::NoDevice(e.to_string()))?;
         if ordinal >= count.max(0) as usize {
             return Err(Error::NoDevice(format!(
@@ -278,6 +283,7 @@ impl Gpu {
             shape,
             dtype,
             layout,
+            maps: None,
         })
     }
 
@@ -369,8 +375,17 @@ impl Gpu {
         let heads = shape.heads as u32;
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
         let null = 0u64;
+        if kernel.variant.family == Family::FlashWs {
+            self.prepare_maps(kernel.variant, tensors)?;
+        }
         let Tensors {
-            q, k, v, out, lse, ..
+            q,
+            k,
+            v,
+            out,
+            lse,
+            maps,
+            ..
         } = tensors;
         let mut builder = self.stream.launch_builder(&kernel.function);
         builder
@@ -393,10 +408,41 @@ impl Gpu {
             Some(log) => builder.arg(log),
             None => builder.arg(&null),
         };
+        match maps {
+            Some((_, buffer)) if kernel.variant.family == Family::FlashWs => builder.arg(&*buffer),
+            _ => builder.arg(&null),
+        };
         // Safety: the argument list matches the kernels' common signature (kernels-rs/src/lib.rs),
         // every buffer holds the elements the shape implies (checked in `tensors`), and the grid
         // covers exactly the blocks the kernel expects for this shape.
         unsafe { builder.launch(config) }?;
+        Ok(())
+    }
+
+    /// Encodes the tensor maps of Q, K and V for `variant`'s tiles and copies them to the GPU,
+    /// unless the copy from the last launch still holds the same bytes (same buffers, shape,
+    /// layout, tiles). The copy is ordered on the stream before the launch that reads it.
+    fn prepare_maps(&self, variant: &VariantSpec, tensors: &mut Tensors) -> Result<()> {
+        use cudarc::driver::DevicePtr;
+        let (shape, layout, dtype) = (tensors.shape, tensors.layout, tensors.dtype);
+        let q_map = tma::MapGeometry::q(layout, shape, variant.block_m);
+        let kv_map = tma::MapGeometry::kv(layout, shape, variant.block_n);
+        let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
+        for (geometry, buffer) in [(q_map, &tensors.q), (kv_map, &tensors.k), (kv_map, &tensors.v)] {
+            let (address, _sync) = buffer.device_ptr(&self.stream);
+            bytes.extend_from_slice(&geometry.encode(dtype, address)?);
+        }
+        match &mut tensors.maps {
+            Some((cached, _)) if *cached == bytes => {}
+            Some((cached, buffer)) => {
+                self.stream.memcpy_htod(&bytes, buffer)?;
+                *cached = bytes;
+            }
+            None => {
+                let buffer = self.upload(&bytes)?;
+                tensors.maps = Some((bytes, buffer));
+            }
+        }
         Ok(())
     }
 
@@ -562,6 +608,21 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         Ok(self.stream.synchronize()?)
     }
+}
+
+/// Asks the driver to compile the whole PTX module when it is loaded (`CUDA_MODULE_LOADING=EAGER`)
+/// unless the caller chose a mode. With the driver's default lazy loading, measured on the H100
+/// (driver 580): every first use of a kernel took tens of seconds (the module is large: every
+/// variant, head dim and dtype), so a `verify` of one variant ran past a minute; eagerly, the whole
+/// module compiles once in about 30 s. Read by the driver at its initialisation, so it is set
+/// before the first context, once.
+fn eager_module_loading() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
+            std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
+        }
+    });
 }
 
 /// The NaN bit pattern of `dtype`, for poisoning outputs.

@@ -14,6 +14,7 @@ pub mod ptx;
 pub mod ptxas;
 pub mod reference;
 pub mod stats;
+pub mod tma;
 pub mod tune;
 pub mod tuned;
 pub mod variants;

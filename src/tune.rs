@@ -124,6 +124,7 @@ fn family_name(family: Family) -> &'static str {
         Family::FlashScalar => "flash_scalar",
         Family::FlashMma => "flash_mma",
         Family::FlashWgmma => "flash_wgmma",
+        Family::FlashWs => "flash_ws",
     }
 }
 
@@ -132,6 +133,7 @@ fn policy_name(policy: Option<Policy>) -> &'static str {
         None => "",
         Some(Policy::Legacy) => "legacy",
         Some(Policy::Light) => "light",
+        Some(Policy::Mbarrier) => "mbarrier",
     }
 }
 
@@ -163,6 +165,7 @@ impl Genome {
                 Family::FlashScalar => 1,
                 Family::FlashMma => 2,
                 Family::FlashWgmma => 3,
+                Family::FlashWs => 4,
             },
             Param::BlockM => self.block_m,
             Param::BlockN => self.block_n,
@@ -174,6 +177,7 @@ impl Genome {
                 None => 0,
                 Some(Policy::Legacy) => 1,
                 Some(Policy::Light) => 2,
+                Some(Policy::Mbarrier) => 3,
             },
             Param::QInRegs => u32::from(self.q_in_regs),
             Param::Pingpong => u32::from(self.pingpong),

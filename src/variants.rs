@@ -14,6 +14,9 @@ pub enum Family {
     FlashMma,
     /// Tiled FlashAttention on Hopper's warpgroup tensor cores (`wgmma`, sm_90a).
     FlashWgmma,
+    /// Warp-specialised FlashAttention on Hopper: TMA copies by a producer warpgroup, mbarriers,
+    /// consumer warpgroups on `wgmma` (sm_90a).
+    FlashWs,
 }
 
 /// A barrier policy (`kernels-rs/src/policy.rs`).
@@ -22,6 +25,8 @@ pub enum Family {
 pub enum Policy {
     Legacy,
     Light,
+    /// No block barrier in the KV loop: mbarriers hand tiles between producer and consumers.
+    Mbarrier,
 }
 
 /// One line of `kernels.toml`: a family and its compile-time parameters.

@@ -65,6 +65,7 @@ fn declared_barriers_match_the_ptx_loop() {
                         assert!((2..=4).contains(&declared), "{symbol}: Light declares {declared}")
                     }
                     (_, Some(Policy::Legacy)) => assert_eq!(declared, 6, "{symbol}"),
+                    (_, Some(Policy::Mbarrier)) => assert_eq!(declared, 0, "{symbol}"),
                     (_, None) => panic!("{symbol}: a tiled kernel without a policy"),
                 }
             }

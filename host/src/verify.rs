@@ -563,6 +563,7 @@ pub fn static_barriers(
         (Family::Naive, _) => declared == 0,
         (_, Some(Policy::Light)) => (2..=4).contains(&declared),
         (_, Some(Policy::Legacy)) => declared == 6,
+        (_, Some(Policy::Mbarrier)) => declared == 0,
         (_, None) => false,
     };
     BarrierCheck {

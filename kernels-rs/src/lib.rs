@@ -25,12 +25,13 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 /// shared memory it needs and the block barriers its policy declares per KV tile.
 macro_rules! kernel {
     (@export $name:ident, $counted:ident, $smem_name:ident, $smem:expr, $barriers_name:ident,
-     $barriers:expr, |$q:ident, $k:ident, $v:ident, $o:ident, $p:ident, $log:ident, $count:ident| $body:expr) => {
+     $barriers:expr, |$q:ident, $k:ident, $v:ident, $o:ident, $p:ident, $log:ident, $maps:ident, $count:ident|
+     $body:expr) => {
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(
             $q: *const u16, $k: *const u16, $v: *const u16, $o: *mut u16,
             seq_q: u32, seq_k: u32, scale_log2: f32, causal: u32, kv_group: u32, lse: *mut f32,
-            heads: u32, seq_major: u32, batch_heads: u32, $log: *mut u32,
+            heads: u32, seq_major: u32, batch_heads: u32, $log: *mut u32, $maps: *const u8,
         ) {
             const $count: bool = false;
             let $p = attention::Problem {
@@ -43,7 +44,7 @@ macro_rules! kernel {
         pub unsafe extern "ptx-kernel" fn $counted(
             $q: *const u16, $k: *const u16, $v: *const u16, $o: *mut u16,
             seq_q: u32, seq_k: u32, scale_log2: f32, causal: u32, kv_group: u32, lse: *mut f32,
-            heads: u32, seq_major: u32, batch_heads: u32, $log: *mut u32,
+            heads: u32, seq_major: u32, batch_heads: u32, $log: *mut u32, $maps: *const u8,
         ) {
             const $count: bool = true;
             let $p = attention::Problem {
@@ -62,8 +63,8 @@ macro_rules! kernel {
     (naive $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, d = $d:literal) => {
         kernel!(@export $name, $counted, $smem, 0, $barriers, 0,
-            |q, k, v, o, p, log, COUNT| {
-                let _ = (log, COUNT);
+            |q, k, v, o, p, log, maps, COUNT| {
+                let _ = (log, maps, COUNT);
                 attention::naive::naive::<$t, $d, { $d / 32 }>(q, k, v, o, p)
             });
     };
@@ -73,7 +74,7 @@ macro_rules! kernel {
         kernel!(@export $name, $counted, $smem,
             attention::scalar::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |q, k, v, o, p, log, COUNT| attention::scalar::flash_scalar::<
+            |q, k, v, o, p, log, _maps, COUNT| attention::scalar::flash_scalar::<
                 $t, $policy, COUNT, $d, $bm, $bn, $w, $vec, $stages,
                 { $bm / $w }, { $bn / 32 }, { $d / 32 },
             >(q, k, v, o, p, log));
@@ -84,10 +85,20 @@ macro_rules! kernel {
         kernel!(@export $name, $counted, $smem,
             attention::mma::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |q, k, v, o, p, log, COUNT| attention::mma::flash_mma::<
+            |q, k, v, o, p, log, _maps, COUNT| attention::mma::flash_mma::<
                 $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr, $sub,
                 { $sub / 8 }, { $d / 8 }, { $d / 16 },
             >(q, k, v, o, p, log));
+    };
+    (flash_ws $name:ident $counted:ident $smem:ident $barriers:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
+     pingpong = $pp:literal, overlap = $ov:literal) => {
+        kernel!(@export $name, $counted, $smem,
+            attention::ws::smem_bytes($d, $bm, $bn, $stages), $barriers,
+            <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            |q, k, v, o, p, log, maps, COUNT| attention::ws::flash_ws::<
+                $t, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
+            >(q, k, v, o, p, log, maps));
     };
     (flash_wgmma $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
@@ -95,14 +106,14 @@ macro_rules! kernel {
         kernel!(@export $name, $counted, $smem,
             attention::wgmma::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |q, k, v, o, p, log, COUNT| attention::wgmma::flash_wgmma::<
+            |q, k, v, o, p, log, _maps, COUNT| attention::wgmma::flash_wgmma::<
                 $t, $policy, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
             >(q, k, v, o, p, log));
     };
 }
 
 #[allow(unused_imports)]
-use policy::{Legacy, Light};
+use policy::{Legacy, Light, Mbarrier};
 #[allow(unused_imports)]
 use tile::{Bf16, F16};
 

@@ -78,6 +78,14 @@ impl BarrierPolicy for Light {
     ];
 }
 
+/// The warp-specialised kernels' policy: no block barrier at all inside the KV loop. Tiles are
+/// handed between the copy-issuing producer and the consumers by mbarriers (full / empty per
+/// pipeline slot), which wait for exactly the data they guard instead of for the whole block.
+pub struct Mbarrier;
+impl BarrierPolicy for Mbarrier {
+    const SCOPES: [Scope; 6] = [Scope::None; 6];
+}
+
 /// Synchronises as policy `P` says for `point`. With `COUNT` (the instrumented build that checks
 /// `BARRIERS_PER_TILE` at run time), thread 0 also counts the block barrier in shared memory.
 #[inline(always)]

@@ -6,16 +6,22 @@
 
 pub mod index;
 pub mod math;
+pub mod mbarrier;
 pub mod memory;
 pub mod mma;
 pub mod sync;
+pub mod tma;
 pub mod warp;
+pub mod warpgroup;
 pub mod wgmma;
 
 pub use index::*;
 pub use math::*;
+pub use mbarrier::*;
 pub use memory::*;
 pub use mma::*;
 pub use sync::*;
+pub use tma::*;
 pub use warp::*;
+pub use warpgroup::*;
 pub use wgmma::*;

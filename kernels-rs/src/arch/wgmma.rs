@@ -26,6 +26,10 @@ pub mod chain {
     pub const LAST: u8 = 2;
     /// The only one: fence, issue, commit, wait.
     pub const ONLY: u8 = 3;
+    /// Last of several, left running: issue and commit; `wgmma_wait` collects it later.
+    pub const LAST_ASYNC: u8 = 4;
+    /// The only one, left running: fence, issue, commit.
+    pub const ONLY_ASYNC: u8 = 5;
 }
 
 /// A `wgmma` shared-memory matrix descriptor for an operand stored in the 128-byte swizzle layout:
@@ -89,6 +93,11 @@ macro_rules! wgmma_fn {
                 chain::LAST => wgmma_asm!($form "", "wgmma.commit_group.sync.aligned;\n\
                                           wgmma.wait_group.sync.aligned 0;\n",
                                           $n, $ty, $regs, acc, a, b, accumulate),
+                chain::LAST_ASYNC => wgmma_asm!($form "", "wgmma.commit_group.sync.aligned;\n",
+                                                $n, $ty, $regs, acc, a, b, accumulate),
+                chain::ONLY_ASYNC => wgmma_asm!($form "wgmma.fence.sync.aligned;\n",
+                                                "wgmma.commit_group.sync.aligned;\n",
+                                                $n, $ty, $regs, acc, a, b, accumulate),
                 _ => wgmma_asm!($form "wgmma.fence.sync.aligned;\n", "wgmma.commit_group.sync.aligned;\n\
                                  wgmma.wait_group.sync.aligned 0;\n", $n, $ty, $regs, acc, a, b, accumulate),
             }
@@ -182,4 +191,18 @@ pub fn fence_operand(value: &mut u32) {
             options(nostack, nomem)
         )
     };
+}
+
+/// Emits `wgmma.wait_group.sync.aligned N`, then pins every accumulator of the chain it collects:
+/// waits until at most `N` committed chains of this warpgroup are still running. The pins (one
+/// empty `asm!` per register, ordered after the wait like every other `asm!`) are what keep the
+/// compiler from reading an accumulator of a chain left running before this point.
+#[inline(always)]
+pub fn wgmma_wait<const N: u32, const R: usize>(acc: &mut [f32; R]) {
+    unsafe { asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack)) };
+    for x in acc.iter_mut() {
+        let mut bits = x.to_bits();
+        fence_operand(&mut bits);
+        *x = f32::from_bits(bits);
+    }
 }

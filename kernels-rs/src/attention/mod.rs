@@ -4,7 +4,7 @@
 //!
 //! All kernels share one calling convention:
 //! `(q, k, v, out, seq_q, seq_k, scale_log2, causal, kv_group, lse, heads, seq_major,
-//! batch_heads, barrier_log)`, Q and the output `[B, H, S_q, D]`, K and V
+//! batch_heads, barrier_log, tensor_maps)`, Q and the output `[B, H, S_q, D]`, K and V
 //! `[B, H/kv_group, S_k, D]` (or all `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid
 //! `(ceil(seq_q / BLOCK_M), min(B*H, 65535), ceil(B*H / 65535))`.
 
@@ -13,6 +13,7 @@ pub mod naive;
 pub mod rows;
 pub mod scalar;
 pub mod wgmma;
+pub mod ws;
 
 use crate::tile::Rows;
 

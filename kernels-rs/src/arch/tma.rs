@@ -1,0 +1,35 @@
+//! The tensor memory accelerator (TMA, sm_90): whole tiles copied between global and shared
+//! memory by one thread's instruction, described by a tensor map the host encoded
+//! (`cuTensorMapEncodeTiled`): shape, strides, box, 128-byte swizzle, zero fill out of bounds.
+//!
+//! The maps live in global memory (a small buffer the host fills before the launch). They cannot
+//! be kernel parameters here: rustc's NVPTX calling convention rejects the 64-byte alignment a map
+//! needs in the parameter space (an internal compiler error in rustc 1.96), and the address of a
+//! by-value parameter would be a local copy the copy engine cannot read.
+
+use core::arch::asm;
+
+use super::SharedAddr;
+
+/// Emits `prefetch.tensormap [map]`: brings a tensor map into the copy engine's descriptor cache
+/// ahead of its first use.
+#[inline(always)]
+pub unsafe fn prefetch_tensormap(map: *const u8) {
+    asm!("prefetch.tensormap [{m}];", m = in(reg64) map, options(nostack));
+}
+
+/// Emits `cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`: copies
+/// the box at coordinates `coords` (innermost first) of the tensor `map` describes into shared
+/// memory at `dst` (1024-byte aligned for the 128-byte swizzle), and counts its bytes on the
+/// barrier `bar` as they land. Elements outside the tensor arrive as zeros.
+#[inline(always)]
+pub unsafe fn tma_load_4d(dst: SharedAddr, map: *const u8, bar: SharedAddr, coords: [i32; 4]) {
+    asm!(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \
+         [{dst}], [{map}, {{{c0}, {c1}, {c2}, {c3}}}], [{bar}];",
+        dst = in(reg32) dst, map = in(reg64) map, bar = in(reg32) bar,
+        c0 = in(reg32) coords[0], c1 = in(reg32) coords[1], c2 = in(reg32) coords[2],
+        c3 = in(reg32) coords[3],
+        options(nostack)
+    );
+}

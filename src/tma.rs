@@ -1,0 +1,180 @@
+//! Tensor maps for the warp-specialised kernels (`flash_ws`): what the copy engine needs to know
+//! to move a tile of Q, K or V into shared memory by itself.
+//!
+//! Each tensor is described as 4-d, innermost first: (head dim, sequence, head, batch). The two
+//! memory layouts differ only in the strides, so the kernel reads `[B, H, S, D]` and `[B, S, H, D]`
+//! through the same coordinates. A box is 64 columns (128 bytes: the span of the 128-byte swizzle,
+//! which is the layout `wgmma` reads) by a tile's rows; rows past the sequence's end arrive as
+//! zeros, so the kernels need no tail handling.
+//!
+//! The maps go to the GPU in a small buffer (see `kernels-rs/src/arch/tma.rs` for why not as
+//! kernel parameters): `MAPS` of them, Q, K, V, `MAP_BYTES` apart.
+
+use cudarc::driver::sys;
+
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::problem::{DType, Shape};
+
+/// Bytes of one encoded tensor map (`CUtensorMap`).
+pub const MAP_BYTES: usize = 128;
+/// Maps per launch: Q, K, V, in this order (the device crate's `MAP_Q`, `MAP_K`, `MAP_V`).
+pub const MAPS: usize = 3;
+/// Columns per box: 128 bytes of 16-bit elements.
+pub const BOX_COLUMNS: u32 = 64;
+
+/// The geometry of one tensor map, before encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapGeometry {
+    /// Elements per dimension, innermost first: head dim, sequence, heads, batch.
+    pub dims: [u64; 4],
+    /// Bytes between consecutive indices of dimensions 1..4 (dimension 0 is contiguous).
+    pub strides: [u64; 3],
+    /// The box one copy moves: `BOX_COLUMNS` x rows x 1 x 1.
+    pub box_dims: [u32; 4],
+}
+
+impl MapGeometry {
+    /// The geometry of a `batch x heads x seq x d` tensor of 16-bit elements in `layout`, copied
+    /// in boxes of `rows` rows.
+    pub fn new(layout: Layout, batch: usize, heads: usize, seq: usize, d: usize, rows: u32) -> MapGeometry {
+        let (seq_stride, head_stride) = match layout {
+            Layout::Bhsd => (d, seq * d),
+            Layout::Bshd => (heads * d, d),
+        };
+        let bytes = |elements: usize| 2 * elements as u64;
+        MapGeometry {
+            dims: [d as u64, seq as u64, heads as u64, batch as u64],
+            strides: [bytes(seq_stride), bytes(head_stride), bytes(heads * seq * d)],
+            box_dims: [BOX_COLUMNS, rows, 1, 1],
+        }
+    }
+
+    /// Q's (and the output's) map for query tiles of `block_m` rows.
+    pub fn q(layout: Layout, shape: Shape, block_m: u32) -> MapGeometry {
+        MapGeometry::new(
+            layout,
+            shape.batch,
+            shape.heads,
+            shape.seq_q,
+            shape.head_dim,
+            block_m,
+        )
+    }
+
+    /// K's or V's map for key tiles of `block_n` rows (`H_kv` heads).
+    pub fn kv(layout: Layout, shape: Shape, block_n: u32) -> MapGeometry {
+        let heads_kv = shape.heads / shape.kv_group();
+        MapGeometry::new(
+            layout,
+            shape.batch,
+            heads_kv,
+            shape.seq_k,
+            shape.head_dim,
+            block_n,
+        )
+    }
+
+    /// The copy engine's limits, as `cuTensorMapEncodeTiled` documents them: at most 2^32
+    /// elements per dimension, strides multiples of 16 bytes below 2^40, box sides 1..=256.
+    pub fn check(&self) -> Result<()> {
+        let fits = self.dims.iter().all(|&n| (1..=1 << 32).contains(&n))
+            && self.strides.iter().all(|&s| s % 16 == 0 && s < 1 << 40)
+            && self.box_dims.iter().all(|&b| (1..=256).contains(&b));
+        if fits {
+            Ok(())
+        } else {
+            Err(Error::InvalidProblem(format!(
+                "the tensor (dims {:?}, byte strides {:?}) is beyond what the copy engine can address \
+                 in boxes of {:?}",
+                self.dims, self.strides, self.box_dims
+            )))
+        }
+    }
+
+    /// Encodes the map of the tensor at device address `address`: 128-byte swizzle, zero fill.
+    pub fn encode(&self, dtype: DType, address: u64) -> Result<[u8; MAP_BYTES]> {
+        self.check()?;
+        let data_type = match dtype {
+            DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        };
+        let element_strides = [1u32; 4];
+        let mut map = sys::CUtensorMap { opaque: [0; 16] };
+        // Safety: every pointer names a live array of the length the rank (4) implies (strides:
+        // rank - 1), and `map` is a properly aligned CUtensorMap the call writes.
+        let result = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                &mut map,
+                data_type,
+                4,
+                address as *mut std::ffi::c_void,
+                self.dims.as_ptr(),
+                self.strides.as_ptr(),
+                self.box_dims.as_ptr(),
+                element_strides.as_ptr(),
+                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        result.result()?;
+        let mut bytes = [0u8; MAP_BYTES];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(map.opaque) {
+            chunk.copy_from_slice(&word.to_ne_bytes());
+        }
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_layouts_describe_the_same_elements() {
+        // Element (b, h, s, d) must sit at the same byte offset the layout's own formula gives.
+        let (batch, heads, seq, d) = (2, 3, 5, 64);
+        for layout in Layout::ALL {
+            let g = MapGeometry::new(layout, batch, heads, seq, d, 64);
+            for (b, h, s, c) in [(0, 0, 0, 0), (1, 2, 4, 63), (1, 0, 3, 7), (0, 2, 1, 32)] {
+                let offset = 2 * c as u64
+                    + s as u64 * g.strides[0]
+                    + h as u64 * g.strides[1]
+                    + b as u64 * g.strides[2];
+                let dims = layout.dims(batch, heads, seq, d);
+                let index = match layout {
+                    Layout::Bhsd => ((b * dims[1] + h) * dims[2] + s) * dims[3] + c,
+                    Layout::Bshd => ((b * dims[1] + s) * dims[2] + h) * dims[3] + c,
+                };
+                assert_eq!(offset, 2 * index as u64, "{layout:?} ({b},{h},{s},{c})");
+            }
+        }
+    }
+
+    #[test]
+    fn kv_maps_have_the_kv_heads() {
+        let shape = Shape::new(2, 8, 100, 128).with_heads_kv(2);
+        let g = MapGeometry::kv(Layout::Bshd, shape, 128);
+        assert_eq!(g.dims, [128, 100, 2, 2]);
+        assert_eq!(
+            g.strides[0],
+            2 * 2 * 128,
+            "a key row is H_kv * D elements from the next"
+        );
+        assert_eq!(g.box_dims, [64, 128, 1, 1]);
+        assert!(g.check().is_ok());
+    }
+
+    #[test]
+    fn limits_are_checked_before_the_driver() {
+        let mut g = MapGeometry::q(Layout::Bhsd, Shape::new(1, 1, 16, 64), 128);
+        assert!(g.check().is_ok());
+        g.box_dims[1] = 512;
+        assert!(g.check().is_err(), "box side over 256");
+        let mut g = MapGeometry::q(Layout::Bhsd, Shape::new(1, 1, 16, 64), 128);
+        g.strides[0] = 24;
+        assert!(g.check().is_err(), "stride not a multiple of 16");
+    }
+}
