@@ -18,8 +18,7 @@ use serde::Deserialize;
 /// only, which is every Hopper GPU).
 const ARCHES: &[(&str, u32)] = &[("sm_80", 80), ("sm_90a", 90)];
 
-// The typed variant description, shared with the library; this build script only reads part of it.
-#[allow(dead_code)]
+// The typed variant description, shared with the library.
 #[path = "src/spec.rs"]
 mod spec;
 

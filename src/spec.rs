@@ -151,18 +151,34 @@ impl Spec {
         let need = |field: Option<u32>, name: &str| {
             field.ok_or_else(|| format!("{} variant needs `{name}`", family.name()))
         };
-        let given: [(&str, bool); 11] = [
-            ("block_m", entry.block_m.is_some()),
-            ("block_n", entry.block_n.is_some()),
-            ("warps", entry.warps.is_some()),
-            ("vec", entry.vec.is_some()),
-            ("stages", entry.stages.is_some()),
-            ("policy", entry.policy.is_some()),
-            ("q_in_regs", entry.q_in_regs.is_some()),
-            ("min_blocks_per_sm", entry.min_blocks_per_sm.is_some()),
-            ("sub_n", entry.sub_n.is_some()),
-            ("pingpong", entry.pingpong.is_some()),
-            ("overlap", entry.overlap.is_some()),
+        // Destructured in full, so that a new field of `Entry` cannot be left out of the check.
+        let Entry {
+            family: _,
+            block_m,
+            block_n,
+            warps,
+            vec,
+            stages,
+            policy,
+            q_in_regs,
+            head_dims: _,
+            min_blocks_per_sm,
+            sub_n,
+            pingpong,
+            overlap,
+        } = entry;
+        let given = [
+            ("block_m", block_m.is_some()),
+            ("block_n", block_n.is_some()),
+            ("warps", warps.is_some()),
+            ("vec", vec.is_some()),
+            ("stages", stages.is_some()),
+            ("policy", policy.is_some()),
+            ("q_in_regs", q_in_regs.is_some()),
+            ("min_blocks_per_sm", min_blocks_per_sm.is_some()),
+            ("sub_n", sub_n.is_some()),
+            ("pingpong", pingpong.is_some()),
+            ("overlap", overlap.is_some()),
         ];
         let takes: &[&str] = match family {
             Family::Naive => &[],
