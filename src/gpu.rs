@@ -379,6 +379,17 @@ impl Gpu {
             },
             blocks(&config),
         )?;
+        // Device pointers to per-call TMA descriptors: only the warp-specialised family reads
+        // them, and launching it without would fault, so until the host builds them it is refused.
+        let tensor_maps = match kernel.variant.family {
+            Family::Naive | Family::FlashScalar | Family::FlashMma | Family::FlashWgmma => 0,
+            Family::FlashWs => {
+                return Err(Error::InvalidProblem(format!(
+                    "kernel {} needs tensor maps, which this build does not make yet",
+                    kernel.symbol
+                )))
+            }
+        };
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
         let stream = &self.stream;
         let Tensors {
@@ -411,7 +422,7 @@ impl Gpu {
             out: out_ptr,
             lse: lse_ptr,
             barrier_log: log_ptr,
-            tensor_maps: 0,
+            tensor_maps,
             seq_q: shape.seq_q as u32,
             seq_k: shape.seq_k as u32,
             scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,

@@ -3,13 +3,14 @@
 //! device's entry points take the same list as their parameters (`kernel!` in `lib.rs`). A new
 //! parameter is one new line in `with_launch_params!`.
 //!
-//! Why a generated parameter list rather than the struct passed by value: rustc passes a
-//! `ptx-kernel` struct argument as one array of integers as wide as the struct's alignment, so
-//! (1) the pointers in it reach LLVM as integers, which it cannot mark as pointers to global
-//! memory (the kernels' loads and stores of Q, K, V, O and the LSE became generic `ld`/`st`), and
-//! (2) at alignment 8 pairs of `u32` arrive in one 64-bit word that the kernel shifts apart. Either
-//! way ptxas gave some kernels up to 33 more registers than separate parameters do. Separate
-//! parameters, generated from one list, keep the PTX as it was.
+//! Why a generated parameter list rather than the struct passed by value (tried first): rustc
+//! passes a `ptx-kernel` struct argument as one array of integers as wide as the struct's
+//! alignment, so (1) the pointers in it reach LLVM as integers, which it cannot mark as pointers
+//! to global memory (the sm_90a PTX got 96 generic `ld` and 432 generic `st` in place of `.global`
+//! ones), and (2) at alignment 8 pairs of `u32` arrive in one 64-bit word that the kernel shifts
+//! apart (`packed(4)` instead splits each pointer in two). Either way ptxas's register counts moved
+//! by up to 32 per thread (the `flash_wgmma` d128 kernels up by 4 to 6). Separate parameters,
+//! generated from one list, keep the PTX as it was.
 
 /// Calls `$callback!` with the launch parameters appended to its tokens, in the order every
 /// kernel declares them: `name: host type [as device type]`, each after its doc comment. The host
