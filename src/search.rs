@@ -89,8 +89,8 @@ impl Param {
 /// "neighbouring value" and "differs in one parameter" mean something for every parameter.
 impl Spec {
     /// The value of `p` as an ordinal: numbers as themselves, families in hardware order (their
-    /// declaration order: CUDA cores < `mma.sync` < `wgmma` < warp-specialised), policies as none <
-    /// legacy < light, booleans as 0/1, an unsplit tile and no launch bounds as 0. The tile split
+    /// declaration order: CUDA cores < `mma.sync` < `wgmma` < warp-specialised), policies as none
+    /// and then their declaration order (legacy < light), booleans as 0/1, an unsplit tile and no launch bounds as 0. The tile split
     /// is an option rather than defaulting to `block_n`, or no two variants would differ in
     /// `block_n` alone and mutation could never move it.
     pub fn key(&self, p: Param) -> u32 {
@@ -102,11 +102,7 @@ impl Spec {
             Param::Warps => self.warps,
             Param::Vec => self.vec,
             Param::Stages => self.stages,
-            Param::Policy => match self.policy {
-                None => 0,
-                Some(Policy::Legacy) => 1,
-                Some(Policy::Light) => 2,
-            },
+            Param::Policy => self.policy.map_or(0, |policy| policy as u32 + 1),
             Param::QInRegs => u32::from(self.q_in_regs),
             Param::Pingpong => u32::from(self.pingpong),
             Param::MinBlocksPerSm => self.min_blocks_per_sm.unwrap_or(0),
