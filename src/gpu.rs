@@ -9,13 +9,15 @@ use cudarc::driver::sys::{
     CUstreamCaptureMode,
 };
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
+    PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use serde::Serialize;
 
 use crate::embedded;
 use crate::error::{Error, Result};
+use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
 use crate::ptx;
@@ -97,6 +99,13 @@ pub struct BarrierCount {
     pub cycles_per_tile: f64,
     /// Distinct multiprocessors the blocks ran on.
     pub sms_used: usize,
+}
+
+/// Pushes every field of a `LaunchArgs` as one kernel argument, in parameter order.
+macro_rules! push_launch_args {
+    ($builder:ident, $args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
+        $($builder.arg(&$args.$field);)*
+    };
 }
 
 /// The grid's y dimension limit: query heads beyond it go to z.
@@ -341,7 +350,7 @@ impl Gpu {
     }
 
     /// Launches `kernel` on the stream (asynchronously). `barrier_log`, for counted kernels, gets
-    /// two u32 per block.
+    /// `RECORD_WORDS` (four) u32 per block.
     pub fn launch(
         &self,
         kernel: &Kernel,
@@ -364,20 +373,24 @@ impl Gpu {
             )));
         }
         let config = launch_config(kernel, shape);
-        if let Some(log) = &barrier_log {
-            check_len("barrier log", log.len(), RECORD_WORDS * blocks(&config), shape)?;
-        }
-        let seq_q = shape.seq_q as u32;
-        let seq_k = shape.seq_k as u32;
-        let scale_log2 = params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E;
-        let causal = params.causal as u32;
-        let kv_group = shape.kv_group() as u32;
-        let heads = shape.heads as u32;
-        let seq_major = (tensors.layout == Layout::Bshd) as u32;
-        let null = 0u64;
+        check_buffers(
+            shape,
+            BufferLens {
+                q: tensors.q.len(),
+                k: tensors.k.len(),
+                v: tensors.v.len(),
+                out: tensors.out.len(),
+                lse: tensors.lse.as_ref().map(CudaSlice::len),
+                barrier_log: barrier_log.as_ref().map(|log| log.len()),
+            },
+            blocks(&config),
+        )?;
+        // The warp-specialised family reads its tiles through tensor maps built here per call.
         if kernel.variant.family == Family::FlashWs {
             self.prepare_maps(kernel.variant, tensors)?;
         }
+        let seq_major = (tensors.layout == Layout::Bshd) as u32;
+        let stream = &self.stream;
         let Tensors {
             q,
             k,
@@ -387,34 +400,56 @@ impl Gpu {
             maps,
             ..
         } = tensors;
-        let mut builder = self.stream.launch_builder(&kernel.function);
-        builder
-            .arg(&*q)
-            .arg(&*k)
-            .arg(&*v)
-            .arg(out)
-            .arg(&seq_q)
-            .arg(&seq_k)
-            .arg(&scale_log2)
-            .arg(&causal)
-            .arg(&kv_group);
-        match lse {
-            Some(lse) => builder.arg(lse),
-            None => builder.arg(&null),
+        // The pointers stay valid while these guards live, which is until the launch is enqueued;
+        // recording the accesses is cudarc's event tracking, off on this context (`open`).
+        let (q_ptr, _q_guard) = q.device_ptr(stream);
+        let (k_ptr, _k_guard) = k.device_ptr(stream);
+        let (v_ptr, _v_guard) = v.device_ptr(stream);
+        let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+        let (lse_ptr, _lse_guard) = match lse {
+            Some(lse) => {
+                let (ptr, guard) = lse.device_ptr_mut(stream);
+                (ptr, Some(guard))
+            }
+            None => (0, None),
         };
-        let batch_heads = (shape.batch * shape.heads) as u32;
-        builder.arg(&heads).arg(&seq_major).arg(&batch_heads);
-        match barrier_log {
-            Some(log) => builder.arg(log),
-            None => builder.arg(&null),
+        let (log_ptr, _log_guard) = match barrier_log {
+            Some(log) => {
+                let (ptr, guard) = log.device_ptr_mut(stream);
+                (ptr, Some(guard))
+            }
+            None => (0, None),
         };
-        match maps {
-            Some((_, buffer)) if kernel.variant.family == Family::FlashWs => builder.arg(&*buffer),
-            _ => builder.arg(&null),
+        let (tensor_maps, _maps_guard) = match maps {
+            Some((_, buffer)) if kernel.variant.family == Family::FlashWs => {
+                let (ptr, guard) = buffer.device_ptr(stream);
+                (ptr, Some(guard))
+            }
+            _ => (0, None),
         };
-        // Safety: the argument list matches the kernels' common signature (kernels-rs/src/lib.rs),
-        // every buffer holds the elements the shape implies (checked in `tensors`), and the grid
-        // covers exactly the blocks the kernel expects for this shape.
+        let args = LaunchArgs {
+            q: q_ptr,
+            k: k_ptr,
+            v: v_ptr,
+            out: out_ptr,
+            lse: lse_ptr,
+            barrier_log: log_ptr,
+            tensor_maps,
+            seq_q: shape.seq_q as u32,
+            seq_k: shape.seq_k as u32,
+            scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
+            causal: params.causal as u32,
+            kv_group: shape.kv_group() as u32,
+            heads: shape.heads as u32,
+            seq_major,
+            batch_heads: (shape.batch * shape.heads) as u32,
+        };
+        let mut builder = stream.launch_builder(&kernel.function);
+        with_launch_params!(push_launch_args!(builder, args;));
+        // Safety: the arguments are the kernels' parameter list (kernels-rs/src/launch.rs, the
+        // same list the entry points are generated from), every buffer holds the elements the
+        // shape implies (checked just above), and the grid covers exactly the blocks the kernel
+        // expects for this shape.
         unsafe { builder.launch(config) }?;
         Ok(())
     }
@@ -655,6 +690,34 @@ fn blocks(config: &LaunchConfig) -> usize {
     config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize
 }
 
+/// The lengths of one launch's buffers, as allocated.
+#[derive(Clone, Copy, Debug)]
+struct BufferLens {
+    q: usize,
+    k: usize,
+    v: usize,
+    out: usize,
+    lse: Option<usize>,
+    barrier_log: Option<usize>,
+}
+
+/// Every buffer a launch on `shape` over `blocks` blocks touches holds at least what the kernels
+/// read or write, so that the unsafe launch cannot go past one. Checked at every launch, not only
+/// when `Tensors` is made: its buffers are public fields and may have been replaced since.
+fn check_buffers(shape: Shape, lens: BufferLens, blocks: usize) -> Result<()> {
+    check_len("q", lens.q, shape.q_len(), shape)?;
+    check_len("k", lens.k, shape.kv_len(), shape)?;
+    check_len("v", lens.v, shape.kv_len(), shape)?;
+    check_len("out", lens.out, shape.q_len(), shape)?;
+    if let Some(lse) = lens.lse {
+        check_len("lse", lse, shape.batch * shape.heads * shape.seq_q, shape)?;
+    }
+    if let Some(log) = lens.barrier_log {
+        check_len("barrier log", log, RECORD_WORDS * blocks, shape)?;
+    }
+    Ok(())
+}
+
 fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -> Result<()> {
     if actual == expected {
         Ok(())
@@ -741,12 +804,12 @@ pub enum Choice {
 /// `tune --save --table FILE` takes effect without a rebuild), else the one compiled into the
 /// library (`tuned/h100.json`; a unit test keeps an unparsable one from shipping). `None` when
 /// the named file cannot be read: the heuristic then decides, as for an untuned GPU.
-fn builtin_tuned() -> Option<&'static crate::tuned::TunedTable> {
-    static TABLE: std::sync::OnceLock<Option<crate::tuned::TunedTable>> = std::sync::OnceLock::new();
+fn builtin_tuned() -> Option<&'static crate::tuned_table::TunedTable> {
+    static TABLE: std::sync::OnceLock<Option<crate::tuned_table::TunedTable>> = std::sync::OnceLock::new();
     TABLE
         .get_or_init(|| match std::env::var_os("FLASHRS_TUNED") {
-            Some(path) => crate::tuned::TunedTable::load(std::path::Path::new(&path)).ok(),
-            None => crate::tuned::TunedTable::builtin().ok(),
+            Some(path) => crate::tuned_table::TunedTable::load(std::path::Path::new(&path)).ok(),
+            None => crate::tuned_table::TunedTable::builtin().ok(),
         })
         .as_ref()
 }
@@ -825,6 +888,142 @@ mod tests {
             default_variant(Shape::new(2, 16, 4096, 64), 132, 90).name,
             "flash_wgmma_m128_n64_w8_s3_light"
         );
+    }
+
+    /// The sizes of the parameters PTX entry `name` declares, in order.
+    fn declared_param_bytes(ptx: &str, name: &str) -> Vec<usize> {
+        let header = format!(".visible .entry {name}(");
+        let start = ptx.find(&header).unwrap_or_else(|| panic!("no entry {name}")) + header.len();
+        let list = &ptx[start..start + ptx[start..].find(')').expect("parameter list closes")];
+        list.split(',')
+            .map(|param| {
+                let ty = param
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_else(|| panic!("{name}: {param}"));
+                match ty {
+                    ".u64" | ".b64" | ".s64" => 8,
+                    ".u32" | ".b32" | ".s32" | ".f32" => 4,
+                    other => panic!("{name}: unexpected parameter type {other}"),
+                }
+            })
+            .collect()
+    }
+
+    /// Host and device build the argument list from the same declaration, but the device's is
+    /// what the PTX says: every entry point of every variant (and its counted twin) must declare
+    /// exactly the parameters `launch` pushes.
+    #[test]
+    fn every_kernel_declares_the_launch_parameters() {
+        let mut checked = 0;
+        for (_, arch, ptx) in embedded::modules() {
+            for v in VARIANTS.iter().filter(|v| v.min_arch <= arch) {
+                for &d in v.head_dims {
+                    for dtype in crate::variants::DTYPES {
+                        for symbol in [v.symbol(d, dtype), v.counted_symbol(d, dtype)] {
+                            assert_eq!(
+                                declared_param_bytes(ptx, &symbol),
+                                LaunchArgs::PARAM_BYTES,
+                                "{symbol} on sm_{arch}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 100, "only {checked} entry points checked");
+    }
+
+    #[test]
+    fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
+        // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps), the scalars
+        // as 32 bits: a field's type changing silently would change every kernel's signature.
+        let bytes = LaunchArgs::PARAM_BYTES;
+        assert_eq!(bytes.len(), 15);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 7);
+        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 8);
+    }
+
+    fn lens_for(shape: Shape) -> BufferLens {
+        BufferLens {
+            q: shape.q_len(),
+            k: shape.kv_len(),
+            v: shape.kv_len(),
+            out: shape.q_len(),
+            lse: Some(shape.batch * shape.heads * shape.seq_q),
+            barrier_log: Some(RECORD_WORDS * 6),
+        }
+    }
+
+    #[test]
+    fn buffers_are_checked_against_the_shape_before_a_launch() {
+        let shape = Shape {
+            seq_k: 80,
+            ..Shape::new(2, 4, 100, 64).with_heads_kv(2)
+        };
+        let exact = lens_for(shape);
+        assert!(check_buffers(shape, exact, 6).is_ok());
+        assert!(check_buffers(
+            shape,
+            BufferLens {
+                lse: None,
+                barrier_log: None,
+                ..exact
+            },
+            6
+        )
+        .is_ok());
+        let short: [(&str, BufferLens); 6] = [
+            (
+                "q",
+                BufferLens {
+                    q: exact.q - 1,
+                    ..exact
+                },
+            ),
+            (
+                "k",
+                BufferLens {
+                    k: exact.k - 1,
+                    ..exact
+                },
+            ),
+            (
+                "v",
+                BufferLens {
+                    v: exact.v - 1,
+                    ..exact
+                },
+            ),
+            (
+                "out",
+                BufferLens {
+                    out: exact.out - 1,
+                    ..exact
+                },
+            ),
+            (
+                "lse",
+                BufferLens {
+                    lse: exact.lse.map(|n| n - 1),
+                    ..exact
+                },
+            ),
+            (
+                "barrier log",
+                BufferLens {
+                    barrier_log: Some(RECORD_WORDS * 5),
+                    ..exact
+                },
+            ),
+        ];
+        for (what, lens) in short {
+            match check_buffers(shape, lens, 6) {
+                Err(Error::Length { what: named, .. }) => assert_eq!(named, what),
+                other => panic!("{what} one short: {other:?}"),
+            }
+        }
     }
 
     #[test]

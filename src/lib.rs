@@ -4,6 +4,12 @@
 //! Data flows one way: a [`Shape`] and [`Params`] are validated, a variant is chosen (or named),
 //! [`Gpu::launch`] runs it; [`reference`] and [`stats`] turn outputs and timings into verdicts.
 
+// First: its macros (the launch parameter list) are used by `gpu`.
+/// The kernels' launch parameters: the device crate's own list, so both sides agree.
+#[macro_use]
+#[path = "../kernels-rs/src/launch.rs"]
+pub mod launch;
+
 pub mod cublas;
 pub mod error;
 pub mod gpu;
@@ -13,17 +19,18 @@ pub mod problem;
 pub mod ptx;
 pub mod ptxas;
 pub mod reference;
+pub mod search;
+pub mod spec;
 pub mod stats;
 pub mod tma;
-pub mod tune;
-pub mod tuned;
+pub mod tuned_table;
 pub mod variants;
 
 pub use error::{Error, Result};
 pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};
 pub use layout::Layout;
 pub use problem::{DType, Params, Shape};
-pub use variants::{Family, Policy, VariantSpec, VARIANTS};
+pub use variants::{Family, Policy, Spec, VariantSpec, VARIANTS};
 
 /// The PTX of every kernel, one module per architecture, embedded at build time.
 pub mod embedded {

@@ -2,7 +2,6 @@
 //! `attend` runs attention on your own `.npy` tensors, `list` shows the compiled variants.
 
 mod attend;
-mod autotune;
 mod bench;
 mod inputs;
 mod list;
@@ -11,6 +10,7 @@ mod peers;
 mod plot;
 mod profile;
 mod stress;
+mod tune;
 mod verify;
 
 use std::process::ExitCode;
@@ -54,7 +54,7 @@ enum Command {
     Micro(micro::Args),
     /// Evolutionary search over the compiled configurations, seeded by `micro`: every candidate
     /// gated (compiled, correct, then timed); `--save` records the winner for the library.
-    Tune(autotune::Args),
+    Tune(tune::Args),
     /// (internal) the single launch `profile` runs under ncu.
     #[command(hide = true)]
     ProfileTarget(profile::TargetArgs),
@@ -88,7 +88,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot::run(args),
         Command::Profile(args) => profile::run(cli.device, args),
         Command::Micro(args) => micro::run(cli.device, args),
-        Command::Tune(args) => autotune::run(cli.device, args),
+        Command::Tune(args) => tune::run(cli.device, args),
         Command::ProfileTarget(args) => profile::run_target(cli.device, args),
     };
     match result {

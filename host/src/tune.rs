@@ -1,4 +1,4 @@
-//! `tune`: evolutionary search over the compiled configurations (`flashrs::tune`), seeded by
+//! `tune`: evolutionary search over the compiled configurations (`flashrs::search`), seeded by
 //! `micro`'s ranking. Every candidate passes three gates in order: it exists for this GPU and head
 //! dim, it is correct on fresh random inputs against the float64 reference, and only then is it
 //! timed (median of at least 100 graph-replayed calls). `--save` records the winner in the tuned
@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use flashrs::reference;
-use flashrs::tune::{self, Outcome, SearchConfig, Space};
-use flashrs::tuned::{Entry, SeqBucket, TunedTable};
+use flashrs::search::{self, Outcome, SearchConfig, Space};
+use flashrs::tuned_table::{Entry, SeqBucket, TunedTable};
 use flashrs::{DType, Gpu, Params, Shape, VariantSpec};
 use serde::Serialize;
 
@@ -73,7 +73,7 @@ struct Report<'a> {
     best_peer: Option<String>,
     best_peer_p50_us: Option<f64>,
     speedup_vs_best_peer: Option<f64>,
-    search: &'a tune::SearchResult,
+    search: &'a search::SearchResult,
 }
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
@@ -110,7 +110,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         ..SearchConfig::default()
     };
     let bar = inputs::progress(args.budget.min(space.len()), "tune");
-    let result = tune::search(
+    let result = search::search(
         &space,
         &seeds,
         &config,
@@ -212,7 +212,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
                 kernel: best.variant.to_string(),
                 p50_us: best.p50_us,
                 speedup_vs_default: speedup_vs_default.unwrap_or(1.0),
-                measured: flashrs::tuned::today_utc(),
+                measured: flashrs::tuned_table::today_utc(),
             },
         );
         table.save(&args.table)?;

@@ -1,4 +1,5 @@
-//! The GPU-independent half of `tune`: an evolutionary search over the compiled variants.
+//! The GPU-independent half of the `tune` subcommand: an evolutionary search over the compiled
+//! variants.
 //!
 //! Only variants listed in `kernels.toml` exist as PTX, so the search space is not a product of
 //! parameter ranges but the set of compiled configurations ([`Space`]). Every genetic operator
@@ -28,6 +29,7 @@
 
 use serde::Serialize;
 
+use crate::spec::Spec;
 use crate::variants::{Family, Policy, VariantSpec};
 
 /// One tunable parameter of a compiled variant.
@@ -45,10 +47,11 @@ pub enum Param {
     QInRegs,
     Pingpong,
     MinBlocksPerSm,
+    Overlap,
 }
 
 impl Param {
-    pub const ALL: [Param; 11] = [
+    pub const ALL: [Param; 12] = [
         Param::Family,
         Param::BlockM,
         Param::BlockN,
@@ -60,6 +63,7 @@ impl Param {
         Param::QInRegs,
         Param::Pingpong,
         Param::MinBlocksPerSm,
+        Param::Overlap,
     ];
 
     /// The column name in the evaluation log.
@@ -76,117 +80,38 @@ impl Param {
             Param::QInRegs => "q_in_regs",
             Param::Pingpong => "pingpong",
             Param::MinBlocksPerSm => "min_blocks_per_sm",
+            Param::Overlap => "overlap",
         }
     }
 }
 
-/// The tunable parameters of one compiled variant.
-///
-/// `sub_n`, `pingpong` and `min_blocks_per_sm` are not fields of [`VariantSpec`]; they are read
-/// from the variant's derived name (`_c<sub_n>`, `_pp`, `_b<min_blocks_per_sm>`, see
-/// `kernels.toml`), which `build.rs` always writes. Without them compiled variants (`..._s2_light`
-/// and `..._s2_b3_light`) would share one genome and the search could not tell them apart. A test
-/// checks that every token of every compiled name is understood, so a new name-only parameter
-/// fails it instead of silently merging genomes.
-///
-/// Both are `None` when absent rather than defaulted (`sub_n = block_n` as `build.rs` does):
-/// otherwise every change of `block_n` would also change `sub_n`, and no two variants would
-/// differ in `block_n` alone, so mutation could never move it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Genome {
-    pub family: Family,
-    pub block_m: u32,
-    pub block_n: u32,
-    /// Keys consumed per step inside a KV tile; `None` when the tile is consumed whole.
-    pub sub_n: Option<u32>,
-    pub warps: u32,
-    pub vec: u32,
-    pub stages: u32,
-    pub policy: Option<Policy>,
-    pub q_in_regs: bool,
-    /// flash_wgmma: warpgroups take turns at the tensor cores.
-    pub pingpong: bool,
-    /// The launch-bounds request, if any.
-    pub min_blocks_per_sm: Option<u32>,
-}
-
-/// The number in the first `_<prefix><digits>_` token of a variant name.
-fn name_number(name: &str, prefix: char) -> Option<u32> {
-    name.split('_')
-        .filter_map(|token| token.strip_prefix(prefix))
-        .find(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|digits| digits.parse().ok())
-}
-
-fn family_name(family: Family) -> &'static str {
-    match family {
-        Family::Naive => "naive",
-        Family::FlashScalar => "flash_scalar",
-        Family::FlashMma => "flash_mma",
-        Family::FlashWgmma => "flash_wgmma",
-        Family::FlashWs => "flash_ws",
-    }
-}
-
-fn policy_name(policy: Option<Policy>) -> &'static str {
-    match policy {
-        None => "",
-        Some(Policy::Legacy) => "legacy",
-        Some(Policy::Light) => "light",
-        Some(Policy::Mbarrier) => "mbarrier",
-    }
-}
-
-impl Genome {
-    pub fn of(v: &VariantSpec) -> Genome {
-        Genome {
-            family: v.family,
-            block_m: v.block_m,
-            block_n: v.block_n,
-            sub_n: name_number(v.name, 'c'),
-            warps: v.warps,
-            vec: v.vec,
-            stages: v.stages,
-            policy: v.policy,
-            q_in_regs: v.q_in_regs,
-            pingpong: v.name.split('_').any(|token| token == "pp"),
-            min_blocks_per_sm: name_number(v.name, 'b'),
-        }
-    }
-
-    /// The value of `p` as an ordinal, so that "neighbouring value" means something for every
-    /// parameter: numbers as themselves, families in hardware order (CUDA cores < `mma.sync` <
-    /// `wgmma`), policies as none < legacy < light, booleans as 0/1, an unsplit tile and no launch
-    /// bounds as 0.
+/// The search's view of a variant's parameters: each as an ordinal ([`Spec::key`]), so that
+/// "neighbouring value" and "differs in one parameter" mean something for every parameter.
+impl Spec {
+    /// The value of `p` as an ordinal: numbers as themselves, families in hardware order (their
+    /// declaration order: CUDA cores < `mma.sync` < `wgmma` < warp-specialised), policies as none
+    /// and then their declaration order (legacy < light), booleans as 0/1, an unsplit tile and no launch bounds as 0. The tile split
+    /// is an option rather than defaulting to `block_n`, or no two variants would differ in
+    /// `block_n` alone and mutation could never move it.
     pub fn key(&self, p: Param) -> u32 {
         match p {
-            Param::Family => match self.family {
-                Family::Naive => 0,
-                Family::FlashScalar => 1,
-                Family::FlashMma => 2,
-                Family::FlashWgmma => 3,
-                Family::FlashWs => 4,
-            },
+            Param::Family => self.family as u32,
             Param::BlockM => self.block_m,
             Param::BlockN => self.block_n,
             Param::SubN => self.sub_n.unwrap_or(0),
             Param::Warps => self.warps,
             Param::Vec => self.vec,
             Param::Stages => self.stages,
-            Param::Policy => match self.policy {
-                None => 0,
-                Some(Policy::Legacy) => 1,
-                Some(Policy::Light) => 2,
-                Some(Policy::Mbarrier) => 3,
-            },
+            Param::Policy => self.policy.map_or(0, |policy| policy as u32 + 1),
             Param::QInRegs => u32::from(self.q_in_regs),
             Param::Pingpong => u32::from(self.pingpong),
             Param::MinBlocksPerSm => self.min_blocks_per_sm.unwrap_or(0),
+            Param::Overlap => u32::from(self.overlap),
         }
     }
 
-    /// This genome with parameter `p` taken from `other`.
-    pub fn with(mut self, p: Param, other: &Genome) -> Genome {
+    /// This spec with parameter `p` taken from `other`.
+    pub fn with(mut self, p: Param, other: &Spec) -> Spec {
         match p {
             Param::Family => self.family = other.family,
             Param::BlockM => self.block_m = other.block_m,
@@ -199,12 +124,13 @@ impl Genome {
             Param::QInRegs => self.q_in_regs = other.q_in_regs,
             Param::Pingpong => self.pingpong = other.pingpong,
             Param::MinBlocksPerSm => self.min_blocks_per_sm = other.min_blocks_per_sm,
+            Param::Overlap => self.overlap = other.overlap,
         }
         self
     }
 
     /// The parameters whose values differ.
-    pub fn differences(&self, other: &Genome) -> Vec<Param> {
+    pub fn differences(&self, other: &Spec) -> Vec<Param> {
         Param::ALL
             .into_iter()
             .filter(|&p| self.key(p) != other.key(p))
@@ -214,10 +140,11 @@ impl Genome {
     /// The value of `p` as the log writes it.
     pub fn value_string(&self, p: Param) -> String {
         match p {
-            Param::Family => family_name(self.family).to_string(),
-            Param::Policy => policy_name(self.policy).to_string(),
+            Param::Family => self.family.name().to_string(),
+            Param::Policy => self.policy.map_or("", Policy::name).to_string(),
             Param::QInRegs => self.q_in_regs.to_string(),
             Param::Pingpong => self.pingpong.to_string(),
+            Param::Overlap => self.overlap.to_string(),
             Param::SubN => self.sub_n.map(|n| n.to_string()).unwrap_or_default(),
             Param::MinBlocksPerSm => self.min_blocks_per_sm.map(|n| n.to_string()).unwrap_or_default(),
             _ => self.key(p).to_string(),
@@ -271,7 +198,7 @@ impl SplitMix64 {
 pub struct Space {
     head_dim: usize,
     variants: Vec<&'static VariantSpec>,
-    genomes: Vec<Genome>,
+    specs: Vec<Spec>,
     /// Per parameter (in `Param::ALL` order), the sorted distinct keys present in the space.
     values: Vec<Vec<u32>>,
 }
@@ -290,11 +217,11 @@ impl Space {
     }
 
     fn from_refs(variants: Vec<&'static VariantSpec>, head_dim: usize) -> Space {
-        let genomes: Vec<Genome> = variants.iter().map(|v| Genome::of(v)).collect();
+        let specs: Vec<Spec> = variants.iter().map(|v| v.spec).collect();
         let values = Param::ALL
             .iter()
             .map(|&p| {
-                let mut keys: Vec<u32> = genomes.iter().map(|g| g.key(p)).collect();
+                let mut keys: Vec<u32> = specs.iter().map(|g| g.key(p)).collect();
                 keys.sort_unstable();
                 keys.dedup();
                 keys
@@ -303,7 +230,7 @@ impl Space {
         Space {
             head_dim,
             variants,
-            genomes,
+            specs,
             values,
         }
     }
@@ -335,8 +262,8 @@ impl Space {
         self.variants[index]
     }
 
-    pub fn genome(&self, index: usize) -> &Genome {
-        &self.genomes[index]
+    pub fn spec(&self, index: usize) -> &Spec {
+        &self.specs[index]
     }
 
     pub fn index_of(&self, name: &str) -> Option<usize> {
@@ -361,11 +288,11 @@ impl Space {
             .sum::<u32>()
     }
 
-    /// The distance used to snap a genome to a compiled variant: the family weight (above) if the
+    /// The distance used to snap a spec to a compiled variant: the family weight (above) if the
     /// families differ, plus, for every other parameter, how many distinct compiled values of that
     /// parameter lie between the two (rank difference among the space's sorted values). Ranks
     /// rather than raw values, so that stages 2 -> 3 and block 64 -> 128 both count as one step.
-    pub fn distance(&self, a: &Genome, b: &Genome) -> u32 {
+    pub fn distance(&self, a: &Spec, b: &Spec) -> u32 {
         Param::ALL
             .iter()
             .map(|&p| {
@@ -384,10 +311,10 @@ impl Space {
 
     /// The compiled variant nearest to `target` by [`Space::distance`], skipping those `skip`
     /// rejects; ties go to the earlier variant in table order.
-    pub fn nearest(&self, target: &Genome, skip: impl Fn(usize) -> bool) -> Option<usize> {
+    pub fn nearest(&self, target: &Spec, skip: impl Fn(usize) -> bool) -> Option<usize> {
         (0..self.len())
             .filter(|&i| !skip(i))
-            .min_by_key(|&i| (self.distance(target, &self.genomes[i]), i))
+            .min_by_key(|&i| (self.distance(target, &self.specs[i]), i))
     }
 
     /// A mutation of the variant at `parent`: parameters are tried in random order, and the first
@@ -400,14 +327,14 @@ impl Space {
         if self.len() <= 1 {
             return None;
         }
-        let pg = self.genomes[parent];
+        let pg = self.specs[parent];
         let mut params = Param::ALL;
         rng.shuffle(&mut params);
         for &p in &params {
             let key = pg.key(p);
             let mut below: Option<(u32, usize)> = None;
             let mut above: Option<(u32, usize)> = None;
-            for (i, g) in self.genomes.iter().enumerate() {
+            for (i, g) in self.specs.iter().enumerate() {
                 if i == parent || g.differences(&pg) != [p] {
                     continue;
                 }
@@ -444,10 +371,10 @@ impl Space {
                 at + 1
             };
             let donor = self
-                .genomes
+                .specs
                 .iter()
                 .find(|g| g.key(p) == keys[to])
-                .expect("every key comes from a genome");
+                .expect("every key comes from a spec");
             pg.with(p, donor)
         };
         self.nearest(&target, |i| i == parent)
@@ -456,7 +383,7 @@ impl Space {
     /// A recombination: every parameter from one of the two parents (each with probability 1/2),
     /// then snapped to the nearest compiled variant, which may be a parent.
     pub fn recombine(&self, a: usize, b: usize, rng: &mut SplitMix64) -> usize {
-        let (ga, gb) = (self.genomes[a], self.genomes[b]);
+        let (ga, gb) = (self.specs[a], self.specs[b]);
         let mut child = ga;
         for p in Param::ALL {
             if rng.chance(0.5) {
@@ -566,7 +493,7 @@ pub struct EvalRecord {
     pub generation: usize,
     pub variant: &'static str,
     #[serde(flatten)]
-    pub genome: Genome,
+    pub spec: Spec,
     pub origin: Origin,
     pub outcome: OutcomeKind,
     pub max_err: Option<f64>,
@@ -594,7 +521,7 @@ impl EvalRecord {
         EvalRecord {
             generation,
             variant: v.name,
-            genome: Genome::of(v),
+            spec: v.spec,
             origin,
             outcome: outcome.kind(),
             max_err,
@@ -614,7 +541,7 @@ impl EvalRecord {
     /// One CSV line (no line break); empty fields where a value does not apply.
     pub fn to_csv_row(&self) -> String {
         let mut cols = vec![self.generation.to_string(), csv_field(self.variant)];
-        cols.extend(Param::ALL.iter().map(|&p| self.genome.value_string(p)));
+        cols.extend(Param::ALL.iter().map(|&p| self.spec.value_string(p)));
         cols.push(self.origin.name().to_string());
         cols.push(self.outcome.name().to_string());
         cols.push(self.max_err.map(|e| e.to_string()).unwrap_or_default());
@@ -895,8 +822,18 @@ mod tests {
         Box::leak(s.into_boxed_str())
     }
 
-    /// A synthetic flash_mma grid; field values not listed are copied from a real flash_mma
-    /// variant, so the test keeps compiling when `VariantSpec` grows fields.
+    /// A table entry for `spec`, named as `build.rs` names it.
+    fn compiled(spec: Spec, head_dims: &'static [usize]) -> VariantSpec {
+        VariantSpec {
+            name: leak_str(spec.name()),
+            spec,
+            head_dims,
+            min_arch: spec.family.min_arch(),
+        }
+    }
+
+    /// A synthetic flash_mma grid; parameters not listed are copied from a real flash_mma
+    /// variant, so the test keeps compiling when `Spec` grows fields.
     fn grid(block_ms: &[u32], block_ns: &[u32], stages: &[u32]) -> &'static [VariantSpec] {
         let base = *VARIANTS
             .iter()
@@ -907,16 +844,14 @@ mod tests {
             for &n in block_ns {
                 for &s in stages {
                     for policy in [Policy::Legacy, Policy::Light] {
-                        let p = policy_name(Some(policy));
-                        out.push(VariantSpec {
-                            name: leak_str(format!("flash_mma_m{m}_n{n}_w4_s{s}_{p}")),
+                        let spec = Spec {
                             block_m: m,
                             block_n: n,
                             stages: s,
                             policy: Some(policy),
-                            head_dims: &[64, 128],
-                            ..base
-                        });
+                            ..base.spec
+                        };
+                        out.push(compiled(spec, &[64, 128]));
                     }
                 }
             }
@@ -964,37 +899,17 @@ mod tests {
         assert!(sm80.variants().iter().all(|v| v.min_arch <= 80));
     }
 
-    /// Every token of a compiled name is one `Genome::of` reads (or the family's own words): a
-    /// parameter that exists only in names must be added to `Genome`, or the search would merge
-    /// variants.
+    /// Every field of `Spec` is a `Param`: else two variants differing only in that field would
+    /// look identical to the search, which could then never move between them.
     #[test]
-    fn every_name_token_is_understood() {
-        let numbered = |t: &str, prefix: char| {
-            t.strip_prefix(prefix)
-                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-        };
-        for v in VARIANTS.iter().filter(|v| v.family != Family::Naive) {
-            let rest = v
-                .name
-                .strip_prefix(family_name(v.family))
-                .unwrap_or_else(|| panic!("{} does not start with its family", v.name));
-            for t in rest.split('_').filter(|t| !t.is_empty()) {
-                let known = "mncwvsb".chars().any(|p| numbered(t, p))
-                    || ["qsmem", "pp", "legacy", "light"].contains(&t);
-                assert!(known, "{}: token `{t}` is not a Genome parameter", v.name);
-            }
-        }
-    }
-
-    #[test]
-    fn every_compiled_variant_has_its_own_genome() {
+    fn every_compiled_variant_differs_in_some_parameter() {
         for d in [64, 128] {
             let space = Space::from_variants(VARIANTS, d);
             for i in 0..space.len() {
                 for j in 0..i {
                     assert_ne!(
-                        space.genome(i),
-                        space.genome(j),
+                        space.spec(i).differences(space.spec(j)),
+                        [],
                         "{} and {}",
                         space.variant(i).name,
                         space.variant(j).name
@@ -1002,25 +917,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn genome_reads_sub_n_and_launch_bounds_from_the_name() {
-        let base = VARIANTS[1];
-        let g = |name: &'static str| {
-            Genome::of(&VariantSpec {
-                name,
-                block_n: 64,
-                ..base
-            })
-        };
-        assert_eq!(g("flash_mma_m128_n64_c32_w4_s2_qsmem_light").sub_n, Some(32));
-        assert_eq!(g("flash_mma_m128_n64_w4_s2_light").sub_n, None);
-        assert_eq!(g("flash_mma_m64_n64_w4_s2_b3_light").min_blocks_per_sm, Some(3));
-        assert_eq!(g("flash_mma_m64_n64_w4_s2_light").min_blocks_per_sm, None);
-        assert!(g("flash_wgmma_m128_n128_w8_s2_pp_light").pingpong);
-        assert!(!g("flash_wgmma_m128_n128_w8_s2_light").pingpong);
-        assert_eq!(name_number("flash_mma_m64_bx_b_light", 'b'), None);
     }
 
     #[test]
@@ -1032,14 +928,14 @@ mod tests {
             Space::from_variants(big_grid(), 64),
         ] {
             for parent in 0..space.len() {
-                let pg = *space.genome(parent);
+                let pg = *space.spec(parent);
                 let has_neighbour =
-                    (0..space.len()).any(|i| i != parent && space.genome(i).differences(&pg).len() == 1);
+                    (0..space.len()).any(|i| i != parent && space.spec(i).differences(&pg).len() == 1);
                 for _ in 0..20 {
                     let child = space.mutate(parent, &mut rng).expect("space > 1");
                     assert_ne!(child, parent);
                     if has_neighbour {
-                        assert_eq!(space.genome(child).differences(&pg).len(), 1);
+                        assert_eq!(space.spec(child).differences(&pg).len(), 1);
                     }
                 }
             }
@@ -1053,11 +949,14 @@ mod tests {
         let table: &'static [VariantSpec] = Box::leak(
             [2u32, 3, 5]
                 .iter()
-                .map(|&s| VariantSpec {
-                    name: leak_str(format!("flash_mma_m64_n64_w4_s{s}_light")),
-                    stages: s,
-                    head_dims: &[64],
-                    ..base
+                .map(|&s| {
+                    compiled(
+                        Spec {
+                            stages: s,
+                            ..base.spec
+                        },
+                        &[64],
+                    )
                 })
                 .collect::<Vec<_>>()
                 .into_boxed_slice(),
@@ -1080,20 +979,21 @@ mod tests {
         let table: &'static [VariantSpec] = Box::leak(
             [(64u32, 32u32, 2u32), (128, 64, 3), (192, 128, 4)]
                 .iter()
-                .map(|&(m, n, s)| VariantSpec {
-                    name: leak_str(format!("flash_mma_m{m}_n{n}_w4_s{s}_light")),
-                    block_m: m,
-                    block_n: n,
-                    stages: s,
-                    head_dims: &[64],
-                    ..base
+                .map(|&(m, n, s)| {
+                    let spec = Spec {
+                        block_m: m,
+                        block_n: n,
+                        stages: s,
+                        ..base.spec
+                    };
+                    compiled(spec, &[64])
                 })
                 .collect::<Vec<_>>()
                 .into_boxed_slice(),
         );
         let space = Space::from_variants(table, 64);
-        assert_eq!(space.distance(space.genome(0), space.genome(1)), 3);
-        assert_eq!(space.distance(space.genome(0), space.genome(2)), 6);
+        assert_eq!(space.distance(space.spec(0), space.spec(1)), 3);
+        assert_eq!(space.distance(space.spec(0), space.spec(2)), 6);
         let mut rng = SplitMix64::new(3);
         for _ in 0..32 {
             assert_eq!(space.mutate(0, &mut rng), Some(1));
@@ -1106,8 +1006,8 @@ mod tests {
         let w = space.family_weight();
         for i in 0..space.len() {
             for j in 0..space.len() {
-                let d = space.distance(space.genome(i), space.genome(j));
-                assert_eq!(d, space.distance(space.genome(j), space.genome(i)));
+                let d = space.distance(space.spec(i), space.spec(j));
+                assert_eq!(d, space.distance(space.spec(j), space.spec(i)));
                 assert_eq!(d == 0, i == j);
                 let same = space.variant(i).family == space.variant(j).family;
                 assert_eq!(d >= w, !same);
@@ -1124,8 +1024,8 @@ mod tests {
             let b = rng.below(space.len());
             let c = space.recombine(a, b, &mut rng);
             assert!(c < space.len());
-            // The grid is a full product, so the mixed genome is compiled and taken exactly.
-            let (ga, gb, gc) = (space.genome(a), space.genome(b), space.genome(c));
+            // The grid is a full product, so the mixed spec is compiled and taken exactly.
+            let (ga, gb, gc) = (space.spec(a), space.spec(b), space.spec(c));
             for p in Param::ALL {
                 assert!(gc.key(p) == ga.key(p) || gc.key(p) == gb.key(p), "{p:?}");
             }
@@ -1420,7 +1320,7 @@ mod tests {
         }
         assert_eq!(
             rows[0].to_csv_row(),
-            "2,flash_mma_m64_n64_w4_s2_b3_light,flash_mma,64,64,,4,8,2,light,true,false,3,\
+            "2,flash_mma_m64_n64_w4_s2_b3_light,flash_mma,64,64,,4,8,2,light,true,false,3,false,\
              mutation,timed,,8.5,"
         );
         assert!(rows[1].to_csv_row().contains(",seed,incorrect,0.25,,"));
@@ -1454,7 +1354,7 @@ mod tests {
         assert!(json["best"]["variant"].is_string());
         assert!(json["best"]["p50_us"].is_number());
         let record = &json["history"][0];
-        assert!(record["block_m"].is_number(), "genome flattened: {record}");
+        assert!(record["block_m"].is_number(), "spec flattened: {record}");
         assert_eq!(record["outcome"], "timed");
         let outcome = serde_json::to_value(Outcome::Incorrect { max_err: 0.5 }).unwrap();
         assert_eq!(outcome["kind"], "incorrect");

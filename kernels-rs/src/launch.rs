@@ -1,0 +1,84 @@
+//! The launch parameters of every attention kernel, declared once. The host library includes this
+//! file too (`#[path]` in `src/lib.rs`): [`LaunchArgs`] is what the host fills in, and the
+//! device's entry points take the same list as their parameters (`kernel!` in `lib.rs`). A new
+//! parameter is one new line in `with_launch_params!`.
+//!
+//! Why a generated parameter list rather than the struct passed by value (tried first): rustc
+//! passes a `ptx-kernel` struct argument as one array of integers as wide as the struct's
+//! alignment, so (1) the pointers in it reach LLVM as integers, which it cannot mark as pointers
+//! to global memory (the sm_90a PTX got 96 generic `ld` and 432 generic `st` in place of `.global`
+//! ones), and (2) at alignment 8 pairs of `u32` arrive in one 64-bit word that the kernel shifts
+//! apart (`packed(4)` instead splits each pointer in two). Either way ptxas's register counts moved
+//! by up to 32 per thread (the `flash_wgmma` d128 kernels up by 4 to 6). Separate parameters,
+//! generated from one list, keep the PTX as it was.
+
+/// Calls `$callback!` with the launch parameters appended to its tokens, in the order every
+/// kernel declares them: `name: host type [as device type]`, each after its doc comment. The host
+/// type is what [`LaunchArgs`] holds (device pointers as `u64`); the device type, when given, is
+/// the entry point's parameter type.
+macro_rules! with_launch_params {
+    ($callback:ident!($($prefix:tt)*)) => {
+        $callback! { $($prefix)*
+            /// Q, `[B, H, S_q, D]` (or `[B, S_q, H, D]` with `seq_major`), the dtype's bits.
+            q: u64 as *const u16,
+            /// K, `[B, H / kv_group, S_k, D]` (or `[B, S_k, H / kv_group, D]`).
+            k: u64 as *const u16,
+            /// V, laid out as K.
+            v: u64 as *const u16,
+            /// The output, laid out as Q.
+            out: u64 as *mut u16,
+            seq_q: u32,
+            seq_k: u32,
+            /// `scale * log2(e)`: scores become base-2 exponents with one multiply.
+            scale_log2: f32,
+            /// 1 for the bottom-right-aligned causal mask, else 0.
+            causal: u32,
+            /// Query heads per key/value head (1 for ordinary attention).
+            kv_group: u32,
+            /// Where each row's log-sum-exp goes (`[B, H, S_q]` fp32), or 0 for none.
+            lse: u64 as *mut f32,
+            /// Query heads per batch entry (`H`).
+            heads: u32,
+            /// 1 when the tensors are `[B, S, H, D]`, 0 for `[B, H, S, D]`.
+            seq_major: u32,
+            /// `B * H`, spread over the grid's y and z.
+            batch_heads: u32,
+            /// Four `u32` per block written by a `_counted` twin, or 0 (the plain kernels ignore it).
+            barrier_log: u64 as *mut u32,
+            /// flash_ws: the TMA descriptors the host builds for this call; 0 for every other family.
+            tensor_maps: u64,
+        }
+    };
+}
+
+/// The parameter type of a `with_launch_params!` entry on the device: its device type if it has
+/// one, else its host type.
+#[allow(unused_macros)]
+macro_rules! launch_param_type {
+    ($host:ty as $device:ty) => {
+        $device
+    };
+    ($host:ty) => {
+        $host
+    };
+}
+
+macro_rules! define_launch_args {
+    ($($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
+        /// One kernel call's parameters as the host fills them in (device pointers as `u64`), in
+        /// kernel parameter order. Grid: `(ceil(seq_q / BLOCK_M), min(B*H, 65535),
+        /// ceil(B*H / 65535))`.
+        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        pub struct LaunchArgs {
+            $($(#[$doc])* pub $field: $host,)*
+        }
+
+        impl LaunchArgs {
+            /// Each kernel parameter's size in bytes, in order: what every entry point's PTX
+            /// declares.
+            pub const PARAM_BYTES: &'static [usize] = &[$(core::mem::size_of::<$host>()),*];
+        }
+    };
+}
+
+with_launch_params!(define_launch_args!());

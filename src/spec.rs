@@ -1,0 +1,626 @@
+//! One typed description of a kernel variant: the family and policy enums, every compile-time
+//! parameter, the derived name and the consistency rules.
+//!
+//! `build.rs` includes this file too (`#[path]`): it reads each `[[variant]]` of `kernels.toml`
+//! into an [`Entry`], resolves it into a [`Spec`] ([`Spec::from_entry`]), and writes both the
+//! device's `kernel!` invocations ([`Spec::kernel_args`]) and the library's variant table from it.
+//! The search (`search.rs`) moves between `Spec`s. Names are only ever derived ([`Spec::name`]),
+//! never parsed back, and every `match` over [`Family`] is exhaustive: a new family does not
+//! compile until each of them says what it means for it.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+/// A kernel family: one generic kernel body in `kernels-rs/src/attention/`. Declared in hardware
+/// order (CUDA cores, `mma.sync`, `wgmma`, warp-specialised `wgmma`), which the search uses as the
+/// family's ordinal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// One warp per query row: the GPU reference.
+    Naive,
+    /// Tiled FlashAttention on CUDA cores.
+    FlashScalar,
+    /// Tiled FlashAttention on tensor cores (`mma.sync`).
+    FlashMma,
+    /// Tiled FlashAttention on Hopper's warpgroup tensor cores (`wgmma`, sm_90a).
+    FlashWgmma,
+    /// Hopper warp-specialised: a producer warpgroup feeding consumer warpgroups through TMA and
+    /// mbarriers (sm_90a).
+    FlashWs,
+}
+
+impl Family {
+    /// The name in `kernels.toml`, in variant names and in the device's `kernel!` arms.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Naive => "naive",
+            Family::FlashScalar => "flash_scalar",
+            Family::FlashMma => "flash_mma",
+            Family::FlashWgmma => "flash_wgmma",
+            Family::FlashWs => "flash_ws",
+        }
+    }
+
+    /// The oldest architecture (x10) whose PTX includes the family: 90 for what needs `wgmma`.
+    pub fn min_arch(self) -> u32 {
+        match self {
+            Family::Naive | Family::FlashScalar | Family::FlashMma => 80,
+            Family::FlashWgmma | Family::FlashWs => 90,
+        }
+    }
+
+    /// Whether the family's body is written for head dim `d`.
+    pub fn supports_head_dim(self, d: u32) -> bool {
+        match self {
+            Family::Naive | Family::FlashScalar | Family::FlashMma | Family::FlashWgmma => {
+                matches!(d, 64 | 128)
+            }
+            // Head dim 256 needs a 64 x 256 output product (wgmma n256): not written yet.
+            Family::FlashWs => matches!(d, 64 | 128),
+        }
+    }
+}
+
+/// A barrier policy (`kernels-rs/src/policy.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// A block barrier after every phase of the KV-tile loop.
+    Legacy,
+    /// Only the barriers that shared-memory dependencies between warps need.
+    Light,
+    /// No block barrier in the KV loop: mbarriers hand tiles between a producer and consumers.
+    Mbarrier,
+}
+
+impl Policy {
+    /// The name in `kernels.toml` and at the end of variant names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Legacy => "legacy",
+            Policy::Light => "light",
+            Policy::Mbarrier => "mbarrier",
+        }
+    }
+
+    /// The policy's type in `kernels-rs/src/policy.rs`.
+    pub fn device_type(self) -> &'static str {
+        match self {
+            Policy::Legacy => "Legacy",
+            Policy::Light => "Light",
+            Policy::Mbarrier => "Mbarrier",
+        }
+    }
+}
+
+/// One `[[variant]]` of `kernels.toml` as written: parameters a family derives or defaults are
+/// optional here, and [`Spec::from_entry`] says which a family takes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub family: Family,
+    pub block_m: Option<u32>,
+    pub block_n: Option<u32>,
+    pub warps: Option<u32>,
+    pub vec: Option<u32>,
+    pub stages: Option<u32>,
+    pub policy: Option<Policy>,
+    pub q_in_regs: Option<bool>,
+    /// Head dims to compile this variant for (default: the table's `head_dims`).
+    pub head_dims: Option<Vec<u32>>,
+    pub min_blocks_per_sm: Option<u32>,
+    pub sub_n: Option<u32>,
+    pub pingpong: Option<bool>,
+    pub overlap: Option<bool>,
+    /// Compiled (and so checked by ptxas) but not yet trusted: outside the variant list that
+    /// `verify`, `bench`, the search and the dispatch walk; reachable by name only. Not a kernel
+    /// parameter, so not part of the name.
+    pub experimental: Option<bool>,
+}
+
+/// A variant's compile-time parameters, every one resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Spec {
+    pub family: Family,
+    /// Query rows per block.
+    pub block_m: u32,
+    /// Keys per KV tile.
+    pub block_n: u32,
+    /// flash_mma: keys per compute step inside a KV tile (`_c<N>` in the name); `None` when the
+    /// tile is consumed whole. An option rather than `block_n` by default, so that two variants
+    /// can differ in `block_n` alone.
+    pub sub_n: Option<u32>,
+    /// Warps per block, producer warps included.
+    pub warps: u32,
+    /// Elements per shared-memory vector load (flash_scalar; 8 for the tensor-core families).
+    pub vec: u32,
+    /// Depth of the K/V copy pipeline.
+    pub stages: u32,
+    /// `None` for `naive` only.
+    pub policy: Option<Policy>,
+    /// flash_mma: Q's fragments stay in registers for the whole KV loop (else re-read per tile,
+    /// `_qsmem`).
+    pub q_in_regs: bool,
+    /// flash_wgmma, flash_ws: consumer warpgroups take turns at the tensor cores (`_pp`).
+    pub pingpong: bool,
+    /// flash_ws: the next tile's QK^T overlaps this tile's softmax inside a warpgroup (`_ov`).
+    pub overlap: bool,
+    /// Launch bounds: ptxas fits this many blocks per SM (`.minnctapersm`, `_b<N>`), which caps
+    /// registers per thread.
+    pub min_blocks_per_sm: Option<u32>,
+}
+
+impl Spec {
+    /// Resolves an entry of `kernels.toml`: the parameters its family needs, derived or fixed
+    /// values for the others; a parameter the family does not take is an error, not ignored.
+    pub fn from_entry(entry: &Entry) -> Result<Spec, String> {
+        let family = entry.family;
+        let need = |field: Option<u32>, name: &str| {
+            field.ok_or_else(|| format!("{} variant needs `{name}`", family.name()))
+        };
+        // Destructured in full, so that a new field of `Entry` cannot be left out of the check.
+        let Entry {
+            family: _,
+            block_m,
+            block_n,
+            warps,
+            vec,
+            stages,
+            policy,
+            q_in_regs,
+            head_dims: _,
+            experimental: _,
+            min_blocks_per_sm,
+            sub_n,
+            pingpong,
+            overlap,
+        } = entry;
+        let given = [
+            ("block_m", block_m.is_some()),
+            ("block_n", block_n.is_some()),
+            ("warps", warps.is_some()),
+            ("vec", vec.is_some()),
+            ("stages", stages.is_some()),
+            ("policy", policy.is_some()),
+            ("q_in_regs", q_in_regs.is_some()),
+            ("min_blocks_per_sm", min_blocks_per_sm.is_some()),
+            ("sub_n", sub_n.is_some()),
+            ("pingpong", pingpong.is_some()),
+            ("overlap", overlap.is_some()),
+        ];
+        let takes: &[&str] = match family {
+            Family::Naive => &[],
+            Family::FlashScalar => &[
+                "block_m",
+                "block_n",
+                "warps",
+                "vec",
+                "stages",
+                "policy",
+                "min_blocks_per_sm",
+            ],
+            Family::FlashMma => &[
+                "block_m",
+                "block_n",
+                "warps",
+                "stages",
+                "policy",
+                "q_in_regs",
+                "min_blocks_per_sm",
+                "sub_n",
+            ],
+            Family::FlashWgmma => &[
+                "block_m",
+                "block_n",
+                "stages",
+                "policy",
+                "min_blocks_per_sm",
+                "pingpong",
+            ],
+            Family::FlashWs => &[
+                "block_m",
+                "block_n",
+                "stages",
+                "policy",
+                "min_blocks_per_sm",
+                "pingpong",
+                "overlap",
+            ],
+        };
+        if let Some((name, _)) = given.iter().find(|(name, set)| *set && !takes.contains(name)) {
+            return Err(format!("`{name}` is not a {} parameter", family.name()));
+        }
+        let policy = if family == Family::Naive {
+            None
+        } else {
+            Some(
+                entry
+                    .policy
+                    .ok_or_else(|| format!("{} variant needs `policy`", family.name()))?,
+            )
+        };
+        let mut spec = Spec {
+            family,
+            block_m: 0,
+            block_n: 0,
+            sub_n: None,
+            warps: 0,
+            vec: 8,
+            stages: 1,
+            policy,
+            q_in_regs: false,
+            pingpong: entry.pingpong.unwrap_or(false),
+            overlap: entry.overlap.unwrap_or(false),
+            min_blocks_per_sm: entry.min_blocks_per_sm,
+        };
+        match family {
+            Family::Naive => {
+                // One warp per query row, four rows per block, one key at a time.
+                spec.block_m = 4;
+                spec.block_n = 1;
+                spec.warps = 4;
+                spec.vec = 1;
+                spec.q_in_regs = true;
+            }
+            Family::FlashScalar => {
+                spec.block_m = need(entry.block_m, "block_m")?;
+                spec.block_n = need(entry.block_n, "block_n")?;
+                spec.warps = need(entry.warps, "warps")?;
+                spec.vec = need(entry.vec, "vec")?;
+                spec.stages = need(entry.stages, "stages")?;
+                // Q is always staged in registers; the flag only varies for flash_mma.
+                spec.q_in_regs = true;
+            }
+            Family::FlashMma => {
+                spec.block_m = need(entry.block_m, "block_m")?;
+                spec.block_n = need(entry.block_n, "block_n")?;
+                spec.warps = need(entry.warps, "warps")?;
+                spec.stages = need(entry.stages, "stages")?;
+                spec.q_in_regs = entry.q_in_regs.unwrap_or(true);
+                spec.sub_n = entry.sub_n.filter(|&n| n != spec.block_n);
+            }
+            Family::FlashWgmma => {
+                spec.block_m = need(entry.block_m, "block_m")?;
+                spec.block_n = need(entry.block_n, "block_n")?;
+                spec.stages = need(entry.stages, "stages")?;
+                // One warpgroup (4 warps) per 64 rows.
+                spec.warps = spec.block_m / 16;
+            }
+            Family::FlashWs => {
+                spec.block_m = need(entry.block_m, "block_m")?;
+                spec.block_n = need(entry.block_n, "block_n")?;
+                spec.stages = need(entry.stages, "stages")?;
+                // One consumer warpgroup per 64 rows and the producer warpgroup.
+                spec.warps = 4 * (spec.block_m / 64 + 1);
+            }
+        }
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The variant's name: `<family>_m<block_m>_n<block_n>[_c<sub_n>][_w<warps>][_v<vec>]
+    /// _s<stages>[_qsmem][_pp][_ov][_b<min_blocks_per_sm>]_<policy>`, each family writing the
+    /// parameters it takes. Tuned tables and evidence refer to variants by these names.
+    pub fn name(&self) -> String {
+        let mut name = String::from(self.family.name());
+        let (m, n, w, s) = (self.block_m, self.block_n, self.warps, self.stages);
+        match self.family {
+            Family::Naive => return name,
+            Family::FlashScalar => write!(name, "_m{m}_n{n}_w{w}_v{}_s{s}", self.vec),
+            Family::FlashMma => {
+                write!(name, "_m{m}_n{n}").unwrap();
+                if let Some(sub_n) = self.sub_n {
+                    write!(name, "_c{sub_n}").unwrap();
+                }
+                write!(name, "_w{w}_s{s}{}", if self.q_in_regs { "" } else { "_qsmem" })
+            }
+            Family::FlashWgmma => write!(name, "_m{m}_n{n}_w{w}_s{s}{}", flag(self.pingpong, "_pp")),
+            Family::FlashWs => write!(
+                name,
+                "_m{m}_n{n}_s{s}{}{}",
+                flag(self.pingpong, "_pp"),
+                flag(self.overlap, "_ov")
+            ),
+        }
+        .unwrap();
+        if let Some(blocks) = self.min_blocks_per_sm {
+            write!(name, "_b{blocks}").unwrap();
+        }
+        if let Some(policy) = self.policy {
+            write!(name, "_{}", policy.name()).unwrap();
+        }
+        name
+    }
+
+    /// The consistency rules: what each family's body asserts at compile time, checked here first
+    /// so that a bad table entry is a message naming the variant, not a const-evaluation error in
+    /// the nested device build.
+    pub fn validate(&self) -> Result<(), String> {
+        let problem = |why: &str| Err(format!("{}: {why}", self.name()));
+        if (self.family == Family::Naive) != self.policy.is_none() {
+            return problem("every family but naive needs a barrier policy");
+        }
+        if self.min_blocks_per_sm == Some(0) {
+            return problem("min_blocks_per_sm must be at least 1");
+        }
+        if self.pingpong && !matches!(self.family, Family::FlashWgmma | Family::FlashWs) {
+            return problem("pingpong is for the warpgroup families (flash_wgmma, flash_ws)");
+        }
+        if self.overlap && self.family != Family::FlashWs {
+            return problem("overlap is for flash_ws");
+        }
+        if self.sub_n.is_some() && self.family != Family::FlashMma {
+            return problem("sub_n is for flash_mma");
+        }
+        let light = self.policy == Some(Policy::Light);
+        let (m, n, w) = (self.block_m, self.block_n, self.warps);
+        match self.family {
+            Family::Naive => Ok(()),
+            Family::FlashScalar => {
+                if m % w == 0 && n % 32 == 0 && matches!(self.vec, 4 | 8) && self.stages >= 1 {
+                    Ok(())
+                } else {
+                    problem("warps divide block_m, block_n a multiple of 32, vec 4 or 8, stages >= 1")
+                }
+            }
+            Family::FlashMma => {
+                if !(w >= 1 && m % (16 * w) == 0 && n % 16 == 0 && self.stages >= 1) {
+                    return problem(
+                        "block_m a multiple of 16 * warps, block_n a multiple of 16, stages >= 1",
+                    );
+                }
+                match self.sub_n {
+                    // Its middle sync points repeat per step, which only the light policy allows.
+                    Some(sub) if !(light && sub % 16 == 0 && sub < n && n % sub == 0) => {
+                        problem("sub_n needs the light policy and must be a multiple of 16 dividing block_n")
+                    }
+                    _ => Ok(()),
+                }
+            }
+            // One warpgroup per 64 rows; its wgmma shapes are n64 and n128, for S (block_n) and O
+            // (the head dim); only the light policy, whose block barriers are outside the
+            // warpgroup-uniform branch that skips a warpgroup's fully masked tiles.
+            Family::FlashWgmma => {
+                if m % 64 == 0 && matches!(n, 64 | 128) && self.stages >= 1 && light {
+                    if self.pingpong && m < 128 {
+                        problem("pingpong needs two warpgroups or more")
+                    } else {
+                        Ok(())
+                    }
+                } else {
+                    problem("block_m a multiple of 64, block_n 64 or 128, stages >= 1, light policy")
+                }
+            }
+            // 64 rows per consumer warpgroup, two of them (the register split of `setmaxnreg`
+            // assumes 384 threads); wgmma shapes n64 and n128; mbarriers, no block barriers.
+            Family::FlashWs => {
+                let mbarrier = self.policy == Some(Policy::Mbarrier);
+                if m == 128
+                    && matches!(n, 64 | 128)
+                    && self.stages >= 1
+                    && mbarrier
+                    && self.min_blocks_per_sm.is_none()
+                {
+                    Ok(())
+                } else {
+                    problem(
+                        "block_m 128, block_n 64 or 128, stages >= 1, mbarrier policy, no min_blocks_per_sm",
+                    )
+                }
+            }
+        }
+    }
+
+    /// Launch bounds (`.maxntid` with `.minnctapersm`) for the entry, if any: what
+    /// `min_blocks_per_sm` asks for, and always one block for `flash_ws`, whose `setmaxnreg` takes
+    /// effect only under a register cap at entry.
+    pub fn launch_bounds(&self) -> Option<u32> {
+        match self.family {
+            Family::FlashWs => Some(1),
+            Family::Naive | Family::FlashScalar | Family::FlashMma | Family::FlashWgmma => {
+                self.min_blocks_per_sm
+            }
+        }
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> u32 {
+        self.warps * 32
+    }
+
+    /// The arguments of this variant's `kernel!` invocation in `kernels-rs/src/lib.rs` after the
+    /// symbol names, for element type `element` (`F16`, `Bf16`) and head dim `d`: the const
+    /// parameters the family's macro arm takes.
+    pub fn kernel_args(&self, element: &str, d: u32) -> String {
+        let policy = self.policy.map_or("", Policy::device_type);
+        let (m, n, w, s) = (self.block_m, self.block_n, self.warps, self.stages);
+        match self.family {
+            Family::Naive => format!("{element}, d = {d}"),
+            Family::FlashScalar => {
+                format!("{element}, {policy}, d = {d}, m = {m}, n = {n}, w = {w}, vec = {}, stages = {s}", self.vec)
+            }
+            Family::FlashMma => format!(
+                "{element}, {policy}, d = {d}, m = {m}, n = {n}, w = {w}, stages = {s}, q_in_regs = {}, sub_n = {}",
+                self.q_in_regs,
+                self.sub_n.unwrap_or(n)
+            ),
+            Family::FlashWgmma => {
+                format!("{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}", self.pingpong)
+            }
+            Family::FlashWs => format!(
+                "{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}, overlap = {}",
+                self.pingpong, self.overlap
+            ),
+        }
+    }
+}
+
+fn flag(on: bool, text: &'static str) -> &'static str {
+    if on {
+        text
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(family: Family) -> Entry {
+        Entry {
+            family,
+            block_m: None,
+            block_n: None,
+            warps: None,
+            vec: None,
+            stages: None,
+            policy: None,
+            q_in_regs: None,
+            head_dims: None,
+            min_blocks_per_sm: None,
+            sub_n: None,
+            pingpong: None,
+            overlap: None,
+            experimental: None,
+        }
+    }
+
+    fn ws(block_m: u32, block_n: u32, pingpong: bool, overlap: bool) -> Entry {
+        Entry {
+            block_m: Some(block_m),
+            block_n: Some(block_n),
+            stages: Some(2),
+            policy: Some(Policy::Mbarrier),
+            pingpong: Some(pingpong),
+            overlap: Some(overlap),
+            ..entry(Family::FlashWs)
+        }
+    }
+
+    fn mma() -> Entry {
+        Entry {
+            block_m: Some(128),
+            block_n: Some(64),
+            warps: Some(4),
+            stages: Some(2),
+            policy: Some(Policy::Light),
+            ..entry(Family::FlashMma)
+        }
+    }
+
+    #[test]
+    fn flash_ws_names_its_parameters() {
+        let spec = Spec::from_entry(&ws(128, 128, true, true)).unwrap();
+        assert_eq!(spec.name(), "flash_ws_m128_n128_s2_pp_ov_mbarrier");
+        // Two consumer warpgroups and the producer, always under launch bounds (setmaxnreg).
+        assert_eq!(spec.threads(), 384);
+        assert_eq!(spec.launch_bounds(), Some(1));
+        assert_eq!(spec.family.min_arch(), 90);
+        assert_eq!(
+            Spec::from_entry(&ws(128, 64, false, false)).unwrap().name(),
+            "flash_ws_m128_n64_s2_mbarrier"
+        );
+        let light = Entry {
+            policy: Some(Policy::Light),
+            ..ws(128, 64, false, true)
+        };
+        assert!(
+            Spec::from_entry(&light).is_err(),
+            "flash_ws synchronises by mbarriers only"
+        );
+        assert!(
+            Spec::from_entry(&ws(192, 64, false, false)).is_err(),
+            "two consumer warpgroups"
+        );
+        assert!(!Family::FlashWs.supports_head_dim(256));
+    }
+
+    #[test]
+    fn a_parameter_the_family_does_not_take_is_an_error() {
+        let err = Spec::from_entry(&Entry {
+            overlap: Some(true),
+            ..mma()
+        })
+        .unwrap_err();
+        assert!(err.contains("`overlap` is not a flash_mma parameter"), "{err}");
+        let err = Spec::from_entry(&Entry {
+            warps: Some(8),
+            ..ws(128, 64, false, false)
+        })
+        .unwrap_err();
+        assert!(err.contains("`warps`"), "{err}");
+        assert!(Spec::from_entry(&Entry {
+            block_m: Some(64),
+            ..entry(Family::Naive)
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn missing_parameters_are_named() {
+        let err = Spec::from_entry(&Entry {
+            stages: None,
+            ..mma()
+        })
+        .unwrap_err();
+        assert!(err.contains("needs `stages`"), "{err}");
+        let err = Spec::from_entry(&Entry {
+            policy: None,
+            ..mma()
+        })
+        .unwrap_err();
+        assert!(err.contains("needs `policy`"), "{err}");
+    }
+
+    #[test]
+    fn validation_rejects_what_the_bodies_cannot_compile() {
+        let sub = |sub_n, policy| Entry {
+            sub_n: Some(sub_n),
+            policy: Some(policy),
+            ..mma()
+        };
+        assert_eq!(Spec::from_entry(&sub(32, Policy::Light)).unwrap().sub_n, Some(32));
+        assert!(Spec::from_entry(&sub(32, Policy::Legacy)).is_err());
+        assert!(Spec::from_entry(&sub(24, Policy::Light)).is_err());
+        // A sub-tile of the whole tile is no sub-tile: the name and the spec say so.
+        assert_eq!(Spec::from_entry(&sub(64, Policy::Light)).unwrap().sub_n, None);
+        assert!(Spec::from_entry(&ws(256, 64, false, false)).is_err());
+        assert!(Spec::from_entry(&ws(128, 96, false, false)).is_err());
+        let one_warpgroup_pingpong = Entry {
+            block_m: Some(64),
+            block_n: Some(64),
+            stages: Some(2),
+            policy: Some(Policy::Light),
+            pingpong: Some(true),
+            ..entry(Family::FlashWgmma)
+        };
+        assert!(Spec::from_entry(&one_warpgroup_pingpong).is_err());
+        assert!(Spec::from_entry(&Entry {
+            min_blocks_per_sm: Some(0),
+            ..mma()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn device_arguments_follow_the_family() {
+        let spec = Spec::from_entry(&Entry {
+            sub_n: Some(32),
+            q_in_regs: Some(false),
+            ..mma()
+        })
+        .unwrap();
+        assert_eq!(
+            spec.kernel_args("F16", 64),
+            "F16, Light, d = 64, m = 128, n = 64, w = 4, stages = 2, q_in_regs = false, sub_n = 32"
+        );
+        let spec = Spec::from_entry(&ws(128, 128, true, false)).unwrap();
+        assert_eq!(
+            spec.kernel_args("Bf16", 128),
+            "Bf16, Mbarrier, d = 128, m = 128, n = 128, stages = 2, pingpong = true, overlap = false"
+        );
+    }
+}
