@@ -131,6 +131,70 @@ pub unsafe fn load_async<const D: usize>(
     src.copy_async::<D>(first_row, rows, thread, threads, first_chunk, stride);
 }
 
+/// How a tile sits in shared memory, for the code that stages K and V tiles whatever their
+/// layout (`attention::pipeline`).
+pub trait TileLayout {
+    /// Bytes of a `rows x D` tile.
+    fn tile_bytes<const D: usize>(rows: u32) -> u32;
+
+    /// Issues the `cp.async` copies of rows `first_row .. first_row + rows` of `src` into the tile
+    /// at `dst`, spread over `threads` threads; rows past `src.count` are zero-filled.
+    ///
+    /// # Safety
+    /// As the layout's `load_async`: `src` must be readable for its `count` rows, and `dst` must
+    /// be a tile of `rows` rows that no other thread reads until the copies have landed.
+    unsafe fn load_async<const D: usize>(
+        dst: SharedAddr,
+        src: Rows,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+    );
+}
+
+/// The padded layout of this module: rows `row_stride_bytes(D)` apart, read through `ldmatrix`.
+pub struct Padded;
+impl TileLayout for Padded {
+    #[inline(always)]
+    fn tile_bytes<const D: usize>(rows: u32) -> u32 {
+        rows * row_stride_bytes(D)
+    }
+
+    #[inline(always)]
+    unsafe fn load_async<const D: usize>(
+        dst: SharedAddr,
+        src: Rows,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+    ) {
+        load_async::<D>(dst, src, first_row, rows, thread, threads)
+    }
+}
+
+/// The 128-byte swizzle layout of `swizzled`, read by `wgmma` through descriptors.
+pub struct Swizzled128;
+impl TileLayout for Swizzled128 {
+    #[inline(always)]
+    fn tile_bytes<const D: usize>(rows: u32) -> u32 {
+        swizzled::tile_bytes(rows as usize, D)
+    }
+
+    #[inline(always)]
+    unsafe fn load_async<const D: usize>(
+        dst: SharedAddr,
+        src: Rows,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+    ) {
+        swizzled::load_async::<D>(dst, src, first_row, rows, thread, threads)
+    }
+}
+
 /// Reads `VEC` consecutive 16-bit floats (f16 or bf16 as `T` decides) at `addr` as f32, with one
 /// vector load (`VEC` = 2, 4 or 8: 4, 8 or 16 bytes).
 #[inline(always)]

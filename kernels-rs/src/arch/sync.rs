@@ -17,7 +17,34 @@ pub fn sync_warp() {
     unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
 }
 
-/// Emits `bar.sync id, threads`: waits at named barrier `id` (1-15) until `threads` threads, this
+/// Named-barrier ids. PTX has 16 per block; id 0 is the block barrier of `sync_threads` (and of
+/// `policy::sync`), so the kernel families share 1..=15 out in fixed ranges, which keeps two
+/// families' barriers apart even in one block:
+/// - 1..=4 (`PINGPONG_RING ..`): `flash_wgmma`'s ping-pong ring, id `PINGPONG_RING + g` being
+///   warpgroup `g`'s turn at the tensor cores;
+/// - 5..=15 (`WARP_SPECIALISED_FIRST ..= WARP_SPECIALISED_LAST`): reserved for the
+///   warp-specialised Hopper family (`attention/ws*.rs`).
+pub mod barrier_id {
+    /// The block barrier, `bar.sync 0`.
+    pub const BLOCK: u32 = 0;
+    /// The first id of `flash_wgmma`'s ping-pong ring.
+    pub const PINGPONG_RING: u32 = 1;
+    /// The ring's ids, one per warpgroup: at most this many warpgroups take turns.
+    pub const PINGPONG_RING_LEN: u32 = 4;
+    /// The first id reserved for the warp-specialised Hopper family.
+    pub const WARP_SPECIALISED_FIRST: u32 = 5;
+    /// The last id reserved for the warp-specialised Hopper family (the last id PTX has).
+    pub const WARP_SPECIALISED_LAST: u32 = 15;
+
+    const _: () = assert!(
+        BLOCK < PINGPONG_RING
+            && PINGPONG_RING + PINGPONG_RING_LEN <= WARP_SPECIALISED_FIRST
+            && WARP_SPECIALISED_FIRST <= WARP_SPECIALISED_LAST
+            && WARP_SPECIALISED_LAST <= 15
+    );
+}
+
+/// Emits `bar.sync id, threads`: waits at named barrier `id` (1-15, see `barrier_id`) until `threads` threads, this
 /// warp's included, have arrived there by `named_barrier_sync` or `named_barrier_arrive`. A
 /// barrier among some warps only, for scheduling warpgroups rather than publishing memory.
 #[inline(always)]

@@ -8,12 +8,15 @@
 //! `[B, H/kv_group, S_k, D]` (or all `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid
 //! `(ceil(seq_q / BLOCK_M), min(B*H, 65535), ceil(B*H / 65535))`.
 
+pub mod fragment;
 pub mod mma;
 pub mod naive;
+pub mod pipeline;
 pub mod rows;
 pub mod scalar;
 pub mod wgmma;
 
+use crate::softmax::RowState;
 use crate::tile::Rows;
 
 /// The per-launch facts every kernel needs about the problem.
@@ -111,7 +114,7 @@ impl Problem {
 
     /// Writes the log-sum-exp of query `row` of `head`, when asked for.
     #[inline(always)]
-    pub unsafe fn write_lse(&self, head: usize, row: u32, state: &crate::softmax::RowState) {
+    pub unsafe fn write_lse(&self, head: usize, row: u32, state: &RowState) {
         if !self.lse.is_null() {
             *self.lse.add(head * self.seq_q as usize + row as usize) = state.log_sum_exp(self.scale_log2);
         }
@@ -123,6 +126,31 @@ impl Problem {
         let last_row = (first_row + block_m).min(self.seq_q).max(first_row + 1) - 1;
         self.key_end(last_row).div_ceil(block_n)
     }
+}
+
+/// The epilogue of one query row: when `row` is inside the problem, the one thread per row that
+/// `writes_lse` stores its log-sum-exp, and this thread gets where the row's output goes (in pairs
+/// of elements) and the factor that normalises its accumulators; `None` for a row past the end.
+///
+/// # Safety
+/// `out` must be the problem's output tensor and `head` a query head inside it.
+#[inline(always)]
+pub unsafe fn finish_row<const D: usize>(
+    problem: &Problem,
+    out: *mut u16,
+    head: usize,
+    row: u32,
+    state: &RowState,
+    writes_lse: bool,
+) -> Option<(*mut u32, f32)> {
+    if row >= problem.seq_q {
+        return None;
+    }
+    if writes_lse {
+        problem.write_lse(head, row, state);
+    }
+    let norm = state.normaliser();
+    Some((problem.out_row::<D>(out, head, row) as *mut u32, norm))
 }
 
 /// The instrumented build's start of the KV loop: thread 0 zeroes the block's barrier counter and
