@@ -7,7 +7,8 @@
 
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch)]
-#![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
+#![allow(clippy::needless_range_loop)]
+#![deny(clippy::missing_safety_doc, clippy::undocumented_unsafe_blocks)]
 
 pub mod arch;
 pub mod attention;
@@ -26,6 +27,8 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 macro_rules! kernel {
     (@export $name:ident, $counted:ident, $smem_name:ident, $smem:expr, $barriers_name:ident,
      $barriers:expr, |$q:ident, $k:ident, $v:ident, $o:ident, $p:ident, $log:ident, $count:ident| $body:expr) => {
+        /// # Safety
+        /// Launched by the host as `attention`'s calling convention says for this family.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(
             $q: *const u16, $k: *const u16, $v: *const u16, $o: *mut u16,
@@ -39,6 +42,8 @@ macro_rules! kernel {
             };
             $body
         }
+        /// # Safety
+        /// Launched by the host as `attention`'s calling convention says for this family.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $counted(
             $q: *const u16, $k: *const u16, $v: *const u16, $o: *mut u16,
@@ -112,6 +117,10 @@ include!(env!("FLASHRS_KERNEL_TABLE"));
 /// probabilities, scaled, causal-aware. Grid `(ceil(S_q / 4), B*H)`, 128 threads.
 macro_rules! softmax_rows {
     ($name:ident, $t:ty) => {
+        /// # Safety
+        /// Launched by the host as `attention`'s calling convention says for this family.
+        /// # Safety
+        /// As `attention::rows::softmax_rows`.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(
             scores: *const f32,

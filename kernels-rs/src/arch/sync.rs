@@ -7,6 +7,8 @@ use core::arch::asm;
 /// counting `bar.sync` in the PTX counts the kernels' barriers.
 #[inline(always)]
 pub fn sync_threads() {
+    // Safety: touches no memory; the kernels reach it in block-uniform control flow, so every
+    // thread of the block arrives.
     unsafe { asm!("bar.sync 0;", options(nostack)) };
 }
 
@@ -14,6 +16,7 @@ pub fn sync_threads() {
 /// shared-memory accesses; other warps are not involved.
 #[inline(always)]
 pub fn sync_warp() {
+    // Safety: touches no memory; the kernels reach it with every lane of the warp.
     unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
 }
 
@@ -49,6 +52,8 @@ pub mod barrier_id {
 /// barrier among some warps only, for scheduling warpgroups rather than publishing memory.
 #[inline(always)]
 pub fn named_barrier_sync(id: u32, threads: u32) {
+    // Safety: touches no memory; the id is one of `barrier_id`'s, and the `threads` named arrive
+    // there (the caller's protocol, e.g. `flash_wgmma`'s ring).
     unsafe { asm!("bar.sync {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack)) };
 }
 
@@ -56,11 +61,14 @@ pub fn named_barrier_sync(id: u32, threads: u32) {
 /// without waiting.
 #[inline(always)]
 pub fn named_barrier_arrive(id: u32, threads: u32) {
+    // Safety: touches no memory; the id is one of `barrier_id`'s, and the `threads` named arrive
+    // there (the caller's protocol, e.g. `flash_wgmma`'s ring).
     unsafe { asm!("bar.arrive {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack)) };
 }
 
 /// Emits `trap`: aborts the kernel; the host sees a launch failure.
 #[inline(always)]
 pub fn trap() -> ! {
+    // Safety: aborts the kernel; there is nothing to uphold.
     unsafe { asm!("trap;", options(noreturn, nostack)) }
 }

@@ -174,9 +174,8 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                 let row = self.warp_first_row + (16 * mt + 8 * half) as u32 + arch::lane_id() / 4;
                 let registers = fragment.registers();
                 // Safety: the caller's contract.
-                if let Some((o, norm)) =
-                    unsafe { super::finish_row::<D>(problem, out, head, row, state, pair == 0) }
-                {
+                let finished = unsafe { super::finish_row::<D>(problem, out, head, row, state, pair == 0) };
+                if let Some((o, norm)) = finished {
                     for j in 0..registers.len() / 4 {
                         let (lo, hi) = (registers[4 * j + 2 * half], registers[4 * j + 2 * half + 1]);
                         // Safety: column pair `4j + pair` of a row of `D` elements.

@@ -24,6 +24,11 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize)
     tile::tile_bytes(block_m, d) + 2 * stages as u32 * tile::tile_bytes(block_n, d)
 }
 
+/// # Safety
+/// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
+/// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
+/// `problem`, the block has `32 * NUM_WARPS` threads and the `smem_bytes` of dynamic shared memory, and with
+/// `COUNT` `barrier_log` holds four `u32` per block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_mma<
@@ -53,7 +58,7 @@ pub unsafe fn flash_mma<
     barrier_log: *mut u32,
 ) {
     const {
-        assert!(N_TILES * 8 == SUB_N && SUB_N % 16 == 0 && BLOCK_N % SUB_N == 0);
+        assert!(N_TILES * 8 == SUB_N && SUB_N.is_multiple_of(16) && BLOCK_N.is_multiple_of(SUB_N));
         assert!(D_TILES * 8 == D && K_STEPS * 16 == D);
         assert!(STAGES >= 1 && ROW_TILES >= 1);
     };

@@ -70,6 +70,9 @@ impl Problem {
     }
 
     /// Query head `head`'s rows of Q (and of the output): `(b, h)` = `(head / H, head % H)`.
+    ///
+    /// # Safety
+    /// `q` must point to a tensor laid out as `self` says for Q (or the output), `head < batch_heads`.
     #[inline(always)]
     pub unsafe fn q_rows<const D: usize>(&self, q: *const u16, head: usize) -> Rows {
         let (seq, heads) = (self.seq_q as usize, self.heads as usize);
@@ -86,6 +89,9 @@ impl Problem {
     }
 
     /// The rows of K (or V) that query head `head` reads (see `kv_head`).
+    ///
+    /// # Safety
+    /// `kv` must point to a K or V tensor laid out as `self` says, `head < batch_heads`.
     #[inline(always)]
     pub unsafe fn kv_rows<const D: usize>(&self, kv: *const u16, head: usize) -> Rows {
         let (seq, heads, group) = (self.seq_k as usize, self.heads as usize, self.kv_group as usize);
@@ -106,6 +112,9 @@ impl Problem {
     }
 
     /// Where query `row` of `head` goes in the output (laid out like Q).
+    ///
+    /// # Safety
+    /// As `q_rows`, for the output; `row < seq_q`.
     #[inline(always)]
     pub unsafe fn out_row<const D: usize>(&self, out: *mut u16, head: usize, row: u32) -> *mut u16 {
         let rows = self.q_rows::<D>(out, head);
@@ -113,6 +122,9 @@ impl Problem {
     }
 
     /// Writes the log-sum-exp of query `row` of `head`, when asked for.
+    ///
+    /// # Safety
+    /// `lse`, when not null, must hold `[B, H, S_q]` fp32; `head < batch_heads`, `row < seq_q`.
     #[inline(always)]
     pub unsafe fn write_lse(&self, head: usize, row: u32, state: &RowState) {
         if !self.lse.is_null() {
@@ -170,6 +182,9 @@ pub fn start_counting<const COUNT: bool>() -> u64 {
 /// the block barriers thread 0 counted (see `policy::sync`), the KV tiles, the SM clock cycles from
 /// `start_counting` to here (the KV loop and the epilogue), and the SM the block ran on. The cycles per tile are
 /// what `micro` ranks configurations by.
+///
+/// # Safety
+/// `barrier_log` must hold four `u32` per block of the grid.
 #[inline(always)]
 pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32, started: u64) {
     use crate::arch;

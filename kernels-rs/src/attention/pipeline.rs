@@ -95,6 +95,8 @@ impl<L: TileLayout, const D: usize, const BLOCK_N: usize, const STAGES: usize>
         arch::cp_async_wait::<0>();
     }
 
+    /// # Safety
+    /// As `advance`.
     #[inline]
     unsafe fn issue(&self, t: u32) {
         if t < self.tiles {

@@ -25,6 +25,11 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize)
         + (block_m * block_n * 4) as u32
 }
 
+/// # Safety
+/// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
+/// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
+/// `problem`, the block has `32 * NUM_WARPS` threads and the `smem_bytes` of dynamic shared memory, and with
+/// `COUNT` `barrier_log` holds four `u32` per block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_scalar<
@@ -53,7 +58,7 @@ pub unsafe fn flash_scalar<
         assert!(ROWS * NUM_WARPS == BLOCK_M);
         assert!(KEYS * 32 == BLOCK_N);
         assert!(DIMS * 32 == D);
-        assert!(D % VEC == 0 && (VEC == 4 || VEC == 8));
+        assert!(D.is_multiple_of(VEC) && (VEC == 4 || VEC == 8));
         assert!(STAGES >= 1);
     };
     let threads = (NUM_WARPS * 32) as u32;
@@ -167,8 +172,11 @@ pub unsafe fn flash_scalar<
 
 /// S = Q K^T for warp `warp`'s `ROWS` query rows (f32, in the Q buffer at `q`) and this lane's
 /// keys `lane, lane + 32, ..` of the K tile at `k_tile`.
+///
+/// # Safety
+/// `q` and `k_tile` must be the block's Q buffer and a landed K tile.
 #[inline(always)]
-fn tile_scores<T: Element, const D: usize, const VEC: usize, const ROWS: usize, const KEYS: usize>(
+unsafe fn tile_scores<T: Element, const D: usize, const VEC: usize, const ROWS: usize, const KEYS: usize>(
     q: SharedAddr,
     warp: u32,
     k_tile: SharedAddr,
@@ -197,8 +205,17 @@ fn tile_scores<T: Element, const D: usize, const VEC: usize, const ROWS: usize, 
 
 /// O += P V for one warp's `ROWS` rows: the warp's probabilities (f32 rows of `BLOCK_N`, staged at
 /// `p_rows`) times this lane's `DIMS` output dims of the V tile at `v_tile`.
+///
+/// # Safety
+/// `p_rows` must be the warp's staged probabilities and `v_tile` a landed V tile.
 #[inline(always)]
-fn accumulate_pv<T: Element, const D: usize, const BLOCK_N: usize, const ROWS: usize, const DIMS: usize>(
+unsafe fn accumulate_pv<
+    T: Element,
+    const D: usize,
+    const BLOCK_N: usize,
+    const ROWS: usize,
+    const DIMS: usize,
+>(
     acc: &mut [[f32; DIMS]; ROWS],
     p_rows: SharedAddr,
     v_tile: SharedAddr,
@@ -224,8 +241,11 @@ fn accumulate_pv<T: Element, const D: usize, const BLOCK_N: usize, const ROWS: u
 }
 
 /// `VEC` f32 of Q at `addr` (broadcast to the warp), as one or two 16-byte loads.
+///
+/// # Safety
+/// `addr` must be `4 * VEC` bytes of the Q buffer, 16-byte aligned.
 #[inline(always)]
-fn read_q<const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
+unsafe fn read_q<const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
     let mut out = [0.0f32; VEC];
     let mut i = 0;
     while i < VEC {
@@ -239,8 +259,11 @@ fn read_q<const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
 }
 
 /// This lane's `DIMS` (2 or 4) elements of one V row, widened.
+///
+/// # Safety
+/// `addr` must be `2 * DIMS` bytes of a landed V tile, aligned to them.
 #[inline(always)]
-fn read_v<T: Element, const DIMS: usize>(addr: SharedAddr) -> [f32; DIMS] {
+unsafe fn read_v<T: Element, const DIMS: usize>(addr: SharedAddr) -> [f32; DIMS] {
     let mut out = [0.0f32; DIMS];
     let (w0, w1) = if DIMS == 4 {
         let w = arch::ld_shared_v2_u32(addr);

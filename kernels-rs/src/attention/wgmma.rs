@@ -48,6 +48,11 @@ macro_rules! chained {
     };
 }
 
+/// # Safety
+/// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
+/// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
+/// `problem`, the block has `128 * WARPGROUPS` threads and the `smem_bytes` of dynamic shared memory, and with
+/// `COUNT` `barrier_log` holds four `u32` per block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_wgmma<
@@ -73,7 +78,7 @@ pub unsafe fn flash_wgmma<
 ) {
     const {
         assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
-        assert!(D % 64 == 0 && BLOCK_N % 64 == 0 && STAGES >= 1 && WARPGROUPS >= 1);
+        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(64) && STAGES >= 1 && WARPGROUPS >= 1);
     };
     let k_steps = D / 16; // S = Q K^T: one product per 16 head-dim columns
     let block_m = 64 * WARPGROUPS as u32;
