@@ -52,7 +52,7 @@ impl<L: TileLayout, const D: usize, const BLOCK_N: usize, const STAGES: usize>
     /// Where slot `stage`'s K tile starts.
     #[inline]
     pub fn k_tile(&self, stage: u32) -> SharedAddr {
-        self.base + stage * 2 * L::tile_bytes::<D>(BLOCK_N as u32)
+        self.base + stage * (2 * L::tile_bytes::<D>(BLOCK_N as u32))
     }
 
     /// Where slot `stage`'s V tile starts.
