@@ -7,6 +7,11 @@
 //! batch_heads, barrier_log)`, Q and the output `[B, H, S_q, D]`, K and V
 //! `[B, H/kv_group, S_k, D]` (or all `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid
 //! `(ceil(seq_q / BLOCK_M), min(B*H, 65535), ceil(B*H / 65535))`.
+//!
+//! The tiled families are built from shared pieces, so that a new family adds its own products
+//! and scheduling only: `pipeline::KvPipeline` (the staged K/V copies), `fragment` (masking, online
+//! softmax and the epilogue on `mma.sync.m16n8`-layout register fragments, which `wgmma` shares)
+//! and `finish_row` (one row's log-sum-exp and output address, for any register layout).
 
 pub mod fragment;
 pub mod mma;
