@@ -8,7 +8,8 @@
 
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch)]
-#![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
+#![allow(clippy::needless_range_loop)]
+#![deny(clippy::missing_safety_doc, clippy::undocumented_unsafe_blocks)]
 
 pub mod arch;
 pub mod attention;
@@ -52,6 +53,9 @@ macro_rules! kernel {
      |$q:ident, $k:ident, $v:ident, $o:ident, $p:ident, $log:ident, $maps:ident, $count:ident|
      $body:expr;
      $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
+        /// # Safety
+        /// Launched by the host with the parameter list of `launch.rs` for this family's
+        /// variant: buffers as long as the shape says, the grid of `attention`'s convention.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name($($field: launch_param_type!($host $(as $device)?)),*) {
             const $count: bool = $counting;
@@ -138,6 +142,8 @@ include!(env!("FLASHRS_KERNEL_TABLE"));
 /// probabilities, scaled, causal-aware. Grid `(ceil(S_q / 4), B*H)`, 128 threads.
 macro_rules! softmax_rows {
     ($name:ident, $t:ty) => {
+        /// # Safety
+        /// As `attention::rows::softmax_rows`.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(
             scores: *const f32,

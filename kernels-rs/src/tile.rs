@@ -50,6 +50,11 @@ impl Rows {
     /// pointer plus offsets: no per-chunk 64-bit address stays live across the KV loop (that cost
     /// 32 registers at head dim 128). Rows `D` apart (`[B, H, S, D]`) take a copy of the loop
     /// whose offsets are constants; one branch per call, and that layout pays nothing for the other.
+    ///
+    /// # Safety
+    /// `self` must be readable for its `count` rows; `first_chunk` and `row_bytes` must place every
+    /// chunk of the `rows` rows inside one shared tile that nobody reads or writes until the copies have
+    /// landed (`cp.async.wait_group`, then a barrier).
     #[inline(always)]
     pub(crate) unsafe fn copy_async<const D: usize>(
         &self,
@@ -67,6 +72,8 @@ impl Rows {
         }
     }
 
+    /// # Safety
+    /// As `copy_async`; `PACKED` only when the rows are `D` apart.
     #[inline(always)]
     unsafe fn copy_rows<const D: usize, const PACKED: bool>(
         &self,
@@ -114,6 +121,10 @@ impl Rows {
 /// Thread `t` always copies the same 16-byte column of rows `t / chunks_per_row + i * step`, so
 /// the whole tile is addressed from one pointer plus compile-time offsets: no per-chunk 64-bit
 /// address stays live across the KV loop (that cost 32 registers at head dim 128).
+///
+/// # Safety
+/// `src` must be readable for its `count` rows, and `dst` a padded tile of `rows` rows in this
+/// block's shared memory that nobody reads or writes until the copies have landed.
 #[inline(always)]
 pub unsafe fn load_async<const D: usize>(
     dst: SharedAddr,
@@ -123,7 +134,7 @@ pub unsafe fn load_async<const D: usize>(
     thread: u32,
     threads: u32,
 ) {
-    if threads % (D as u32 / 8) != 0 {
+    if !threads.is_multiple_of(D as u32 / 8) {
         arch::trap(); // every compiled variant has a multiple of 8 or 16 threads
     }
     let stride = row_stride_bytes(D);
@@ -131,10 +142,81 @@ pub unsafe fn load_async<const D: usize>(
     src.copy_async::<D>(first_row, rows, thread, threads, first_chunk, stride);
 }
 
+/// How a tile sits in shared memory, for the code that stages K and V tiles whatever their
+/// layout (`attention::pipeline`).
+pub trait TileLayout {
+    /// Bytes of a `rows x D` tile.
+    fn tile_bytes<const D: usize>(rows: u32) -> u32;
+
+    /// Issues the `cp.async` copies of rows `first_row .. first_row + rows` of `src` into the tile
+    /// at `dst`, spread over `threads` threads; rows past `src.count` are zero-filled.
+    ///
+    /// # Safety
+    /// As the layout's `load_async`: `src` must be readable for its `count` rows, and `dst` must
+    /// be a tile of `rows` rows that no other thread reads until the copies have landed.
+    unsafe fn load_async<const D: usize>(
+        dst: SharedAddr,
+        src: Rows,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+    );
+}
+
+/// The padded layout of this module: rows `row_stride_bytes(D)` apart, read through `ldmatrix`.
+pub struct Padded;
+impl TileLayout for Padded {
+    #[inline(always)]
+    fn tile_bytes<const D: usize>(rows: u32) -> u32 {
+        rows * row_stride_bytes(D)
+    }
+
+    /// # Safety
+    /// As `tile::load_async`.
+    #[inline(always)]
+    unsafe fn load_async<const D: usize>(
+        dst: SharedAddr,
+        src: Rows,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+    ) {
+        load_async::<D>(dst, src, first_row, rows, thread, threads)
+    }
+}
+
+/// The 128-byte swizzle layout of `swizzled`, read by `wgmma` through descriptors.
+pub struct Swizzled128;
+impl TileLayout for Swizzled128 {
+    #[inline(always)]
+    fn tile_bytes<const D: usize>(rows: u32) -> u32 {
+        swizzled::tile_bytes(rows as usize, D)
+    }
+
+    /// # Safety
+    /// As `swizzled::load_async`.
+    #[inline(always)]
+    unsafe fn load_async<const D: usize>(
+        dst: SharedAddr,
+        src: Rows,
+        first_row: u32,
+        rows: u32,
+        thread: u32,
+        threads: u32,
+    ) {
+        swizzled::load_async::<D>(dst, src, first_row, rows, thread, threads)
+    }
+}
+
 /// Reads `VEC` consecutive 16-bit floats (f16 or bf16 as `T` decides) at `addr` as f32, with one
 /// vector load (`VEC` = 2, 4 or 8: 4, 8 or 16 bytes).
+///
+/// # Safety
+/// As `arch::ld_shared_f32`, for `2 * VEC` bytes at an `addr` aligned to them.
 #[inline(always)]
-pub fn read_f32<T: Element, const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
+pub unsafe fn read_f32<T: Element, const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
     let mut out = [0.0f32; VEC];
     let mut words = [0u32; 4];
     match VEC {
@@ -174,8 +256,14 @@ pub trait Element {
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]);
     /// `acc (+)= A B` on Hopper's warpgroup tensor cores, A and B in shared memory
     /// (`arch::wgmma_ss`).
+    ///
+    /// # Safety
+    /// As `arch::wgmma_ss`.
     unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(acc: &mut [f32; R], a: u64, b: u64, accumulate: bool);
     /// `acc (+)= A B`, A in registers, B a transposed shared-memory operand (`arch::wgmma_rs`).
+    ///
+    /// # Safety
+    /// As `arch::wgmma_rs`.
     unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
         acc: &mut [f32; R],
         a: [u32; 4],
@@ -187,6 +275,8 @@ pub trait Element {
 // The element type is part of the wgmma instruction's name, so each type forwards with its flag.
 macro_rules! forward_wgmma {
     ($bf16:literal) => {
+        /// # Safety
+        /// As `arch::wgmma_ss`.
         #[inline(always)]
         unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(
             acc: &mut [f32; R],
@@ -196,6 +286,8 @@ macro_rules! forward_wgmma {
         ) {
             arch::wgmma_ss::<$bf16, CHAIN, R>(acc, a, b, accumulate)
         }
+        /// # Safety
+        /// As `arch::wgmma_rs`.
         #[inline(always)]
         unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
             acc: &mut [f32; R],
@@ -289,6 +381,11 @@ pub mod swizzled {
     /// zero-filled, and each thread keeps one source pointer. Consecutive threads
     /// take consecutive chunks of a row, so a warp reads whole rows from global memory and each
     /// eight threads write one 128-byte row of shared memory: coalesced and conflict-free.
+    ///
+    /// # Safety
+    /// `src` must be readable for its `count` rows, and `dst` a swizzled tile of `rows` rows,
+    /// 1024-byte aligned, in this block's shared memory that nobody reads or writes until the copies
+    /// have landed.
     #[inline(always)]
     pub unsafe fn load_async<const D: usize>(
         dst: SharedAddr,
@@ -299,7 +396,7 @@ pub mod swizzled {
         threads: u32,
     ) {
         let step = threads / (D as u32 / 8);
-        if threads % (D as u32 / 8) != 0 || step % 8 != 0 {
+        if !threads.is_multiple_of(D as u32 / 8) || !step.is_multiple_of(8) {
             // Every pass must keep the thread's row index mod 8, so its swizzled column is fixed.
             arch::trap();
         }

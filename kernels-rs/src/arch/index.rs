@@ -6,6 +6,7 @@ use core::arch::asm;
 #[inline(always)]
 pub fn thread_idx_x() -> u32 {
     let r: u32;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u32 {r}, %tid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
@@ -14,6 +15,7 @@ pub fn thread_idx_x() -> u32 {
 #[inline(always)]
 pub fn block_idx_x() -> u32 {
     let r: u32;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u32 {r}, %ctaid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
@@ -22,6 +24,7 @@ pub fn block_idx_x() -> u32 {
 #[inline(always)]
 pub fn block_idx_y() -> u32 {
     let r: u32;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u32 {r}, %ctaid.y;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
@@ -30,6 +33,7 @@ pub fn block_idx_y() -> u32 {
 #[inline(always)]
 pub fn block_idx_z() -> u32 {
     let r: u32;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u32 {r}, %ctaid.z;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
@@ -38,6 +42,7 @@ pub fn block_idx_z() -> u32 {
 #[inline(always)]
 pub fn grid_dim_y() -> u32 {
     let r: u32;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u32 {r}, %nctaid.y;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
@@ -46,6 +51,7 @@ pub fn grid_dim_y() -> u32 {
 #[inline(always)]
 pub fn block_dim_x() -> u32 {
     let r: u32;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u32 {r}, %ntid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
@@ -66,6 +72,7 @@ pub fn warp_id() -> u32 {
 #[inline(always)]
 pub fn grid_dim_x() -> u32 {
     let r: u32;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u32 {r}, %nctaid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
@@ -74,6 +81,7 @@ pub fn grid_dim_x() -> u32 {
 #[inline(always)]
 pub fn clock64() -> u64 {
     let r: u64;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u64 {r}, %clock64;", r = out(reg64) r, options(nomem, nostack)) };
     r
 }
@@ -82,6 +90,7 @@ pub fn clock64() -> u64 {
 #[inline(always)]
 pub fn sm_id() -> u32 {
     let r: u32;
+    // Safety: reads a special register; touches no memory.
     unsafe { asm!("mov.u32 {r}, %smid;", r = out(reg32) r, options(nomem, nostack)) };
     r
 }
@@ -92,6 +101,7 @@ pub fn sm_id() -> u32 {
 #[inline(always)]
 pub fn in_place(value: u32) -> u32 {
     let r: u32;
+    // Safety: a register move; touches no memory.
     unsafe { asm!("mov.u32 {r}, {v};", r = out(reg32) r, v = in(reg32) value, options(nomem, nostack)) };
     r
 }
@@ -101,6 +111,7 @@ pub fn in_place(value: u32) -> u32 {
 #[inline(always)]
 pub fn opaque(value: u32) -> u32 {
     let r: u32;
+    // Safety: a register move; touches no memory.
     unsafe {
         asm!("mov.u32 {r}, {v};", r = out(reg32) r, v = in(reg32) value, options(pure, nomem, nostack))
     };

@@ -7,6 +7,7 @@ use core::arch::asm;
 #[inline(always)]
 pub fn exp2(x: f32) -> f32 {
     let r: f32;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("ex2.approx.ftz.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
              options(pure, nomem, nostack))
@@ -18,6 +19,7 @@ pub fn exp2(x: f32) -> f32 {
 #[inline(always)]
 pub fn log2(x: f32) -> f32 {
     let r: f32;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("lg2.approx.ftz.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
     };
@@ -28,6 +30,7 @@ pub fn log2(x: f32) -> f32 {
 #[inline(always)]
 pub fn recip(x: f32) -> f32 {
     let r: f32;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("rcp.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
              options(pure, nomem, nostack))
@@ -39,6 +42,7 @@ pub fn recip(x: f32) -> f32 {
 #[inline(always)]
 pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     let r: f32;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a,
              b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack))
@@ -50,6 +54,7 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
 #[inline(always)]
 pub fn f16_to_f32(h: u16) -> f32 {
     let r: f32;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h,
              options(pure, nomem, nostack))
@@ -61,6 +66,7 @@ pub fn f16_to_f32(h: u16) -> f32 {
 #[inline(always)]
 pub fn f32_to_f16(x: f32) -> u16 {
     let r: u16;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("cvt.rn.f16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x,
              options(pure, nomem, nostack))
@@ -73,6 +79,7 @@ pub fn f32_to_f16(x: f32) -> u16 {
 #[inline(always)]
 pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
     let r: u32;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("cvt.rn.f16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi,
              lo = in(reg32) lo, options(pure, nomem, nostack))
@@ -84,6 +91,7 @@ pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
 #[inline(always)]
 pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
     let r: u32;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("cvt.rn.bf16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi,
              lo = in(reg32) lo, options(pure, nomem, nostack))

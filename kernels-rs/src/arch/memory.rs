@@ -5,6 +5,7 @@
 //! kernel arguments.
 
 use core::arch::{asm, global_asm};
+use core::ops::{Add, BitAnd, Sub};
 
 // The block's dynamic shared memory; its size is set at launch.
 global_asm!(".extern .shared .align 128 .b8 DYNAMIC_SMEM[];");
@@ -14,82 +15,139 @@ global_asm!(".extern .shared .align 128 .b8 DYNAMIC_SMEM[];");
 global_asm!(".shared .align 4 .u32 BARRIER_COUNTER;");
 
 /// A byte address in the shared-memory window.
-pub type SharedAddr = u32;
+///
+/// A newtype, so that a shared address is made only from `dynamic_smem_base` (and offsets added
+/// to it), never from a bare `u32` such as an offset, an index or a count; the raw wrappers below
+/// still trust the caller that it lies inside the block's shared memory and is aligned.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(transparent)]
+pub struct SharedAddr(pub(in crate::arch) u32);
+
+impl SharedAddr {
+    /// The address as the 32-bit number PTX takes.
+    #[inline(always)]
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl Add<u32> for SharedAddr {
+    type Output = SharedAddr;
+    #[inline(always)]
+    fn add(self, bytes: u32) -> SharedAddr {
+        SharedAddr(self.0 + bytes)
+    }
+}
+
+impl Sub<u32> for SharedAddr {
+    type Output = SharedAddr;
+    #[inline(always)]
+    fn sub(self, bytes: u32) -> SharedAddr {
+        SharedAddr(self.0 - bytes)
+    }
+}
+
+/// Clears address bits, to align down (`addr & !(align - 1)`).
+impl BitAnd<u32> for SharedAddr {
+    type Output = SharedAddr;
+    #[inline(always)]
+    fn bitand(self, mask: u32) -> SharedAddr {
+        SharedAddr(self.0 & mask)
+    }
+}
 
 /// Emits `mov.u32 %r, DYNAMIC_SMEM`: the shared-window address of the dynamic shared memory.
 #[inline(always)]
 pub fn dynamic_smem_base() -> SharedAddr {
     let r: u32;
+    // Safety: reads the address of a symbol; touches no memory.
     unsafe { asm!("mov.u32 {r}, DYNAMIC_SMEM;", r = out(reg32) r, options(pure, nomem, nostack)) };
-    r
+    SharedAddr(r)
 }
 
 /// Emits `ld.shared.f32`.
+///
+/// # Safety
+/// `addr` must lie in this block's shared memory, 4-byte aligned, and no other thread may write
+/// it concurrently (the kernel's barriers order the accesses).
 #[inline(always)]
-pub fn ld_shared_f32(addr: SharedAddr) -> f32 {
+pub unsafe fn ld_shared_f32(addr: SharedAddr) -> f32 {
     let r: f32;
-    unsafe {
-        asm!("ld.shared.f32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr,
-             options(pure, readonly, nostack))
-    };
+    asm!("ld.shared.f32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr.0,
+         options(pure, readonly, nostack));
     r
 }
 
 /// Emits `st.shared.f32`.
+///
+/// # Safety
+/// `addr` must lie in this block's shared memory, 4-byte aligned, and no other thread may read
+/// or write it concurrently.
 #[inline(always)]
-pub fn st_shared_f32(addr: SharedAddr, value: f32) {
-    unsafe { asm!("st.shared.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) value, options(nostack)) };
+pub unsafe fn st_shared_f32(addr: SharedAddr, value: f32) {
+    asm!("st.shared.f32 [{a}], {v};", a = in(reg32) addr.0, v = in(reg32) value, options(nostack));
 }
 
 /// Emits `ld.shared.b32`.
+///
+/// # Safety
+/// As `ld_shared_f32`.
 #[inline(always)]
-pub fn ld_shared_u32(addr: SharedAddr) -> u32 {
+pub unsafe fn ld_shared_u32(addr: SharedAddr) -> u32 {
     let r: u32;
-    unsafe {
-        asm!("ld.shared.b32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr,
-             options(pure, readonly, nostack))
-    };
+    asm!("ld.shared.b32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr.0,
+         options(pure, readonly, nostack));
     r
 }
 
-/// Emits `ld.shared.v2.b32` (8 bytes, `addr` 8-byte aligned).
+/// Emits `ld.shared.v2.b32` (8 bytes).
+///
+/// # Safety
+/// As `ld_shared_f32`, for 8 bytes at an 8-byte aligned `addr`.
 #[inline(always)]
-pub fn ld_shared_v2_u32(addr: SharedAddr) -> [u32; 2] {
+pub unsafe fn ld_shared_v2_u32(addr: SharedAddr) -> [u32; 2] {
     let (a, b): (u32, u32);
-    unsafe {
-        asm!("ld.shared.v2.b32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
-             p = in(reg32) addr, options(pure, readonly, nostack))
-    };
+    asm!("ld.shared.v2.b32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+         p = in(reg32) addr.0, options(pure, readonly, nostack));
     [a, b]
 }
 
-/// Emits `ld.shared.v4.b32` (16 bytes, `addr` 16-byte aligned).
+/// Emits `ld.shared.v4.b32` (16 bytes).
+///
+/// # Safety
+/// As `ld_shared_f32`, for 16 bytes at a 16-byte aligned `addr`.
 #[inline(always)]
-pub fn ld_shared_v4_u32(addr: SharedAddr) -> [u32; 4] {
+pub unsafe fn ld_shared_v4_u32(addr: SharedAddr) -> [u32; 4] {
     let (a, b, c, d): (u32, u32, u32, u32);
-    unsafe {
-        asm!("ld.shared.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
-             c = out(reg32) c, d = out(reg32) d, p = in(reg32) addr, options(pure, readonly, nostack))
-    };
+    asm!("ld.shared.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+         c = out(reg32) c, d = out(reg32) d, p = in(reg32) addr.0, options(pure, readonly, nostack));
     [a, b, c, d]
 }
 
-/// Emits `st.shared.v4.b32` (16 bytes, `addr` 16-byte aligned).
+/// Emits `st.shared.v4.b32` (16 bytes).
+///
+/// # Safety
+/// As `st_shared_f32`, for 16 bytes at a 16-byte aligned `addr`.
 #[inline(always)]
-pub fn st_shared_v4_u32(addr: SharedAddr, v: [u32; 4]) {
-    unsafe {
-        asm!("st.shared.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg32) addr, a = in(reg32) v[0],
-             b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
-    };
+pub unsafe fn st_shared_v4_u32(addr: SharedAddr, v: [u32; 4]) {
+    asm!("st.shared.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg32) addr.0, a = in(reg32) v[0],
+         b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack));
 }
 
 /// Emits `st.global.b32`.
+///
+/// # Safety
+/// `ptr` must be valid for a 4-byte aligned write of global memory that no other thread accesses
+/// concurrently.
 #[inline(always)]
 pub unsafe fn st_global_u32(ptr: *mut u32, value: u32) {
     asm!("st.global.b32 [{p}], {v};", p = in(reg64) ptr, v = in(reg32) value, options(nostack));
 }
 
 /// Emits `st.global.b16`.
+///
+/// # Safety
+/// As `st_global_u32`, for 2 bytes at a 2-byte aligned `ptr`.
 #[inline(always)]
 pub unsafe fn st_global_u16(ptr: *mut u16, value: u16) {
     asm!("st.global.b16 [{p}], {v};", p = in(reg64) ptr, v = in(reg16) value, options(nostack));
@@ -98,15 +156,22 @@ pub unsafe fn st_global_u16(ptr: *mut u16, value: u16) {
 /// Emits `cp.async.cg.shared.global [dst], [src], 16, src_bytes`: copies `src_bytes` (0 or 16)
 /// bytes and zero-fills the rest of the 16, without passing through registers. `src_bytes = 0`
 /// reads nothing, which is how tiles past the end of a sequence become zeros.
+///
+/// # Safety
+/// `dst` must be 16 bytes of this block's shared memory, 16-byte aligned, that nobody reads or
+/// writes until this thread has waited for the copy (`cp_async_wait*`) and a barrier has
+/// published it; `src` must be 16 readable, 16-byte aligned bytes of global memory when
+/// `src_bytes` is 16.
 #[inline(always)]
 pub unsafe fn cp_async_16(dst: SharedAddr, src: *const u8, src_bytes: u32) {
-    asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src,
+    asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst.0, s = in(reg64) src,
          n = in(reg32) src_bytes, options(nostack));
 }
 
 /// Emits `cp.async.commit_group`: closes the group of copies issued since the last commit.
 #[inline(always)]
 pub fn cp_async_commit() {
+    // Safety: orders this thread's own asynchronous copies; touches no memory itself.
     unsafe { asm!("cp.async.commit_group;", options(nostack)) };
 }
 
@@ -114,6 +179,7 @@ pub fn cp_async_commit() {
 /// (for this thread; a barrier is still needed before other threads read the data).
 #[inline(always)]
 pub fn cp_async_wait<const N: u32>() {
+    // Safety: orders this thread's own asynchronous copies; touches no memory itself.
     unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
 }
 
@@ -121,12 +187,14 @@ pub fn cp_async_wait<const N: u32>() {
 /// oldest outstanding one (the tile about to be used) has landed, for this thread's copies.
 #[inline(always)]
 pub fn cp_async_wait_stage<const STAGES: usize>() {
+    // Safety: orders this thread's own asynchronous copies; touches no memory itself.
     unsafe { asm!("cp.async.wait_group {n};", n = const STAGES - 1, options(nostack)) };
 }
 
 /// Emits `st.shared.u32 [BARRIER_COUNTER], value`.
 #[inline(always)]
 pub fn barrier_counter_store(value: u32) {
+    // Safety: the counter is this module's own shared variable, accessed by thread 0 only.
     unsafe { asm!("st.shared.u32 [BARRIER_COUNTER], {v};", v = in(reg32) value, options(nostack)) };
 }
 
@@ -134,6 +202,7 @@ pub fn barrier_counter_store(value: u32) {
 #[inline(always)]
 pub fn barrier_counter_load() -> u32 {
     let r: u32;
+    // Safety: the counter is this module's own shared variable, accessed by thread 0 only.
     unsafe { asm!("ld.shared.u32 {r}, [BARRIER_COUNTER];", r = out(reg32) r, options(nostack)) };
     r
 }

@@ -7,6 +7,8 @@ use core::arch::asm;
 /// counting `bar.sync` in the PTX counts the kernels' barriers.
 #[inline(always)]
 pub fn sync_threads() {
+    // Safety: touches no memory; the kernels reach it in block-uniform control flow, so every
+    // thread of the block arrives.
     unsafe { asm!("bar.sync 0;", options(nostack)) };
 }
 
@@ -14,14 +16,44 @@ pub fn sync_threads() {
 /// shared-memory accesses; other warps are not involved.
 #[inline(always)]
 pub fn sync_warp() {
+    // Safety: touches no memory; the kernels reach it with every lane of the warp.
     unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
 }
 
-/// Emits `bar.sync id, threads`: waits at named barrier `id` (1-15) until `threads` threads, this
+/// Named-barrier ids. PTX has 16 per block; id 0 is the block barrier of `sync_threads` (and of
+/// `policy::sync`), so the kernel families share 1..=15 out in fixed ranges, which keeps two
+/// families' barriers apart even in one block:
+/// - 1..=4 (`PINGPONG_RING ..`): `flash_wgmma`'s ping-pong ring, id `PINGPONG_RING + g` being
+///   warpgroup `g`'s turn at the tensor cores;
+/// - 5..=15 (`WARP_SPECIALISED_FIRST ..= WARP_SPECIALISED_LAST`): reserved for the
+///   warp-specialised Hopper family (`attention/ws*.rs`).
+pub mod barrier_id {
+    /// The block barrier, `bar.sync 0`.
+    pub const BLOCK: u32 = 0;
+    /// The first id of `flash_wgmma`'s ping-pong ring.
+    pub const PINGPONG_RING: u32 = 1;
+    /// The ring's ids, one per warpgroup: at most this many warpgroups take turns.
+    pub const PINGPONG_RING_LEN: u32 = 4;
+    /// The first id reserved for the warp-specialised Hopper family.
+    pub const WARP_SPECIALISED_FIRST: u32 = 5;
+    /// The last id reserved for the warp-specialised Hopper family (the last id PTX has).
+    pub const WARP_SPECIALISED_LAST: u32 = 15;
+
+    const _: () = assert!(
+        BLOCK < PINGPONG_RING
+            && PINGPONG_RING + PINGPONG_RING_LEN <= WARP_SPECIALISED_FIRST
+            && WARP_SPECIALISED_FIRST <= WARP_SPECIALISED_LAST
+            && WARP_SPECIALISED_LAST <= 15
+    );
+}
+
+/// Emits `bar.sync id, threads`: waits at named barrier `id` (1-15, see `barrier_id`) until `threads` threads, this
 /// warp's included, have arrived there by `named_barrier_sync` or `named_barrier_arrive`. A
 /// barrier among some warps only, for scheduling warpgroups rather than publishing memory.
 #[inline(always)]
 pub fn named_barrier_sync(id: u32, threads: u32) {
+    // Safety: touches no memory; the id is one of `barrier_id`'s, and the `threads` named arrive
+    // there (the caller's protocol, e.g. `flash_wgmma`'s ring).
     unsafe { asm!("bar.sync {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack)) };
 }
 
@@ -29,11 +61,14 @@ pub fn named_barrier_sync(id: u32, threads: u32) {
 /// without waiting.
 #[inline(always)]
 pub fn named_barrier_arrive(id: u32, threads: u32) {
+    // Safety: touches no memory; the id is one of `barrier_id`'s, and the `threads` named arrive
+    // there (the caller's protocol, e.g. `flash_wgmma`'s ring).
     unsafe { asm!("bar.arrive {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack)) };
 }
 
 /// Emits `trap`: aborts the kernel; the host sees a launch failure.
 #[inline(always)]
 pub fn trap() -> ! {
+    // Safety: aborts the kernel; there is nothing to uphold.
     unsafe { asm!("trap;", options(noreturn, nostack)) }
 }

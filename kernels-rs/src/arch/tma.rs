@@ -13,6 +13,9 @@ use super::SharedAddr;
 
 /// Emits `prefetch.tensormap [map]`: brings a tensor map into the copy engine's descriptor cache
 /// ahead of its first use.
+///
+/// # Safety
+/// `map` is the generic address of a 64-byte aligned, encoded tensor map in global memory.
 #[inline(always)]
 pub unsafe fn prefetch_tensormap(map: *const u8) {
     asm!("prefetch.tensormap [{m}];", m = in(reg64) map, options(nostack));
@@ -22,12 +25,17 @@ pub unsafe fn prefetch_tensormap(map: *const u8) {
 /// the box at coordinates `coords` (innermost first) of the tensor `map` describes into shared
 /// memory at `dst` (1024-byte aligned for the 128-byte swizzle), and counts its bytes on the
 /// barrier `bar` as they land. Elements outside the tensor arrive as zeros.
+///
+/// # Safety
+/// `map` as for `prefetch_tensormap`, describing memory that stays allocated until the copy lands;
+/// `dst` has room for the box, which nothing else reads or writes until `bar` says it landed;
+/// `bar` is an initialised mbarrier whose phase expects these bytes (`mbarrier_arrive_expect_tx`).
 #[inline(always)]
 pub unsafe fn tma_load_4d(dst: SharedAddr, map: *const u8, bar: SharedAddr, coords: [i32; 4]) {
     asm!(
         "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \
          [{dst}], [{map}, {{{c0}, {c1}, {c2}, {c3}}}], [{bar}];",
-        dst = in(reg32) dst, map = in(reg64) map, bar = in(reg32) bar,
+        dst = in(reg32) dst.0, map = in(reg64) map, bar = in(reg32) bar.0,
         c0 = in(reg32) coords[0], c1 = in(reg32) coords[1], c2 = in(reg32) coords[2],
         c3 = in(reg32) coords[3],
         options(nostack)

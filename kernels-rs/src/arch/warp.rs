@@ -6,6 +6,8 @@ use core::arch::asm;
 #[inline(always)]
 pub fn shfl_xor_f32(value: f32, mask: u32) -> f32 {
     let r: f32;
+    // Safety: registers only; the kernels reach it with the whole warp converged, as `.sync` with
+    // a full mask requires.
     unsafe {
         asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 0x1f, -1;",
              r = out(reg32) r, v = in(reg32) value, m = in(reg32) mask,
@@ -18,6 +20,8 @@ pub fn shfl_xor_f32(value: f32, mask: u32) -> f32 {
 #[inline(always)]
 pub fn shfl_idx_f32(value: f32, src_lane: u32) -> f32 {
     let r: f32;
+    // Safety: registers only; the kernels reach it with the whole warp converged, as `.sync` with
+    // a full mask requires.
     unsafe {
         asm!("shfl.sync.idx.b32 {r}, {v}, {l}, 0x1f, -1;",
              r = out(reg32) r, v = in(reg32) value, l = in(reg32) src_lane,
@@ -67,6 +71,7 @@ pub fn quad_sum(value: f32) -> f32 {
 #[inline(always)]
 pub fn max(a: f32, b: f32) -> f32 {
     let r: f32;
+    // Safety: arithmetic on registers; touches no memory.
     unsafe {
         asm!("max.f32 {r}, {a}, {b};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b,
              options(pure, nomem, nostack))
@@ -78,6 +83,8 @@ pub fn max(a: f32, b: f32) -> f32 {
 #[inline(always)]
 pub fn warp_any(predicate: bool) -> bool {
     let r: u32;
+    // Safety: registers only; the kernels reach it with the whole warp converged, as `.sync` with
+    // a full mask requires.
     unsafe {
         asm!("{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; vote.sync.any.pred q, p, -1; selp.u32 {r}, 1, 0, q; }}",
              r = out(reg32) r, x = in(reg32) predicate as u32, options(nomem, nostack))

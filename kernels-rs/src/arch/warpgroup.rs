@@ -8,6 +8,7 @@ use core::arch::asm;
 /// to `N` per thread (all four warps execute it together; `N` a multiple of 8 in 24..=256).
 #[inline(always)]
 pub fn setmaxnreg_dec<const N: u32>() {
+    // Safety: changes no memory; the compiler keeps every value in the registers it allows.
     unsafe { asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack)) };
 }
 
@@ -15,5 +16,6 @@ pub fn setmaxnreg_dec<const N: u32>() {
 /// `N` per thread; waits until the pool has them.
 #[inline(always)]
 pub fn setmaxnreg_inc<const N: u32>() {
+    // Safety: changes no memory; waits only for the pool to hold the registers.
     unsafe { asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack)) };
 }

@@ -35,11 +35,11 @@ pub mod chain {
 /// A `wgmma` shared-memory matrix descriptor for an operand stored in the 128-byte swizzle layout:
 /// 8-row atoms of 128-byte rows whose 16-byte chunks are permuted by XOR with the row index
 /// (mod 8), atoms 1024-byte aligned. `leading_bytes` and `stride_bytes` are the distances between
-/// atoms along the leading and strided dimensions (see `tile::Swizzled`).
+/// atoms along the leading and strided dimensions (see `tile::swizzled`).
 #[inline(always)]
 pub const fn smem_descriptor_sw128(addr: SharedAddr, leading_bytes: u32, stride_bytes: u32) -> u64 {
     const SWIZZLE_128B: u64 = 1 << 62;
-    ((addr as u64 & 0x3_ffff) >> 4)
+    ((addr.get() as u64 & 0x3_ffff) >> 4)
         | (((leading_bytes as u64 >> 4) & 0x3fff) << 16)
         | (((stride_bytes as u64 >> 4) & 0x3fff) << 32)
         | SWIZZLE_128B
@@ -84,6 +84,12 @@ macro_rules! wgmma_asm {
 macro_rules! wgmma_fn {
     ($(#[$doc:meta])* $form:ident $name:ident, $a_ty:ty, $n:literal, $ty:literal, $regs:tt) => {
         $(#[$doc])*
+        ///
+        /// # Safety
+        /// The 128 threads of a warpgroup must issue it together, at the same chain position `CHAIN`
+        /// (a chain starts with `FIRST` or `ONLY`); the descriptors must describe operands in this
+        /// block's shared memory, made visible to the async proxy (`fence_proxy_async_shared`, then
+        /// a barrier) and not written until the chain has completed; sm_90a only.
         #[inline(always)]
         pub unsafe fn $name<const CHAIN: u8>(acc: &mut [f32; $n / 2], a: $a_ty, b: u64, accumulate: bool) {
             match CHAIN {
@@ -129,6 +135,9 @@ wgmma_family!(128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 2
     wgmma_m64n128k16_ss_f16, wgmma_m64n128k16_ss_bf16, wgmma_m64n128k16_rs_f16, wgmma_m64n128k16_rs_bf16);
 
 /// Reinterprets an accumulator array of `R` registers as one of `N` (the caller checked R == N).
+///
+/// # Safety
+/// `R` must equal `N`.
 #[inline(always)]
 unsafe fn cast<const R: usize, const N: usize>(acc: &mut [f32; R]) -> &mut [f32; N] {
     &mut *(acc as *mut [f32; R] as *mut [f32; N])
@@ -136,6 +145,9 @@ unsafe fn cast<const R: usize, const N: usize>(acc: &mut [f32; R]) -> &mut [f32;
 
 /// `acc (+)= A B` for a 64 x (2R) x 16 product, A and B from shared-memory descriptors; `BF16`
 /// picks the input type. R (accumulators per thread) is 32 or 64.
+///
+/// # Safety
+/// As the products it dispatches to (`wgmma_m64n64k16_ss_f16` and its kin).
 #[inline(always)]
 pub unsafe fn wgmma_ss<const BF16: bool, const CHAIN: u8, const R: usize>(
     acc: &mut [f32; R],
@@ -154,6 +166,9 @@ pub unsafe fn wgmma_ss<const BF16: bool, const CHAIN: u8, const R: usize>(
 
 /// `acc (+)= A B` for a 64 x (2R) x 16 product, A from registers, B from a descriptor of an
 /// MN-major (transposed) operand.
+///
+/// # Safety
+/// As `wgmma_ss`.
 #[inline(always)]
 pub unsafe fn wgmma_rs<const BF16: bool, const CHAIN: u8, const R: usize>(
     acc: &mut [f32; R],
@@ -175,6 +190,7 @@ pub unsafe fn wgmma_rs<const BF16: bool, const CHAIN: u8, const R: usize>(
 /// before another thread's `wgmma` reads them.
 #[inline(always)]
 pub fn fence_proxy_async_shared() {
+    // Safety: a fence; touches no memory itself.
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
 }
 
@@ -184,6 +200,7 @@ pub fn fence_proxy_async_shared() {
 /// and ptxas has to fence (and so serialise) every one of them.
 #[inline(always)]
 pub fn fence_operand(value: &mut u32) {
+    // Safety: emits nothing; only ties `value` to program order.
     unsafe {
         asm!(
             "// fence operand {v}",
@@ -199,6 +216,7 @@ pub fn fence_operand(value: &mut u32) {
 /// compiler from reading an accumulator of a chain left running before this point.
 #[inline(always)]
 pub fn wgmma_wait<const N: u32, const R: usize>(acc: &mut [f32; R]) {
+    // Safety: waiting touches no memory.
     unsafe { asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack)) };
     for x in acc.iter_mut() {
         let mut bits = x.to_bits();

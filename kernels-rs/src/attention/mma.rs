@@ -12,17 +12,23 @@
 //! - O += P V: the probabilities are packed into A fragments in registers (the accumulator layout
 //!   of two adjacent 8-key tiles *is* the A layout of one 16-key k-step); V through `ldmatrix.trans`.
 
+use super::fragment::FragmentSoftmax;
+use super::pipeline::KvPipeline;
 use super::{record_barriers, start_counting, Problem};
 use crate::arch;
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
-use crate::softmax::{self, RowState};
-use crate::tile::{self, Element};
+use crate::tile::{self, Element, Padded};
 
 /// Shared memory the kernel needs, in bytes: one Q tile and `STAGES` K and V tiles.
 pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize) -> u32 {
     tile::tile_bytes(block_m, d) + 2 * stages as u32 * tile::tile_bytes(block_n, d)
 }
 
+/// # Safety
+/// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
+/// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
+/// `problem`, the block has `32 * NUM_WARPS` threads and the `smem_bytes` of dynamic shared memory, and with
+/// `COUNT` `barrier_log` holds four `u32` per block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_mma<
@@ -52,7 +58,7 @@ pub unsafe fn flash_mma<
     barrier_log: *mut u32,
 ) {
     const {
-        assert!(N_TILES * 8 == SUB_N && SUB_N % 16 == 0 && BLOCK_N % SUB_N == 0);
+        assert!(N_TILES * 8 == SUB_N && SUB_N.is_multiple_of(16) && BLOCK_N.is_multiple_of(SUB_N));
         assert!(D_TILES * 8 == D && K_STEPS * 16 == D);
         assert!(STAGES >= 1 && ROW_TILES >= 1);
     };
@@ -74,28 +80,13 @@ pub unsafe fn flash_mma<
     // Shared memory: [Q tile][STAGES x (K tile, V tile)]
     let q_smem = arch::dynamic_smem_base();
     let kv_smem = q_smem + block_m * stride;
-    let kv_stage_bytes = 2 * tile::tile_bytes(BLOCK_N, D);
-    let k_tile = |stage: u32| kv_smem + stage * kv_stage_bytes;
-    let v_tile = |stage: u32| kv_smem + stage * kv_stage_bytes + tile::tile_bytes(BLOCK_N, D);
-
     let tiles = problem.kv_tiles(first_row, block_m, BLOCK_N as u32);
-    let load_tile = |t: u32| {
-        if t < tiles {
-            let stage = t % STAGES as u32;
-            let first_key = t * BLOCK_N as u32;
-            tile::load_async::<D>(k_tile(stage), k_rows, first_key, BLOCK_N as u32, thread, threads);
-            tile::load_async::<D>(v_tile(stage), v_rows, first_key, BLOCK_N as u32, thread, threads);
-        }
-        // Committing even an empty group keeps "the oldest pending group is the next tile" true.
-        arch::cp_async_commit();
-    };
+    let kv = KvPipeline::<Padded, D, BLOCK_N, STAGES>::new(kv_smem, k_rows, v_rows, tiles, thread, threads);
 
     // Q is its own copy group, issued before the first K/V tiles so it lands first.
     tile::load_async::<D>(q_smem, q_rows, first_row, block_m, thread, threads);
     arch::cp_async_commit();
-    for t in 0..STAGES as u32 - 1 {
-        load_tile(t);
-    }
+    kv.start();
     arch::cp_async_wait_stage::<STAGES>();
     arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
 
@@ -115,27 +106,13 @@ pub unsafe fn flash_mma<
         }
     }
 
-    let group = lane / 4; // accumulator rows `group` and `group + 8` of each row tile
-    let pair = lane % 4; // accumulator columns `2 * pair`, `2 * pair + 1` of each 8-key tile
-    let row_of = |mt: usize, half: usize| first_row + warp_row0 + (16 * mt + 8 * half) as u32 + group;
-    let mut key_end = [[0u32; 2]; ROW_TILES];
-    for (mt, ends) in key_end.iter_mut().enumerate() {
-        for (half, end) in ends.iter_mut().enumerate() {
-            *end = problem.key_end(row_of(mt, half));
-        }
-    }
-    // key_end grows with the row, so the warp's first row bounds where masking can start.
-    let warp_key_end = problem.key_end(first_row + warp_row0);
-
-    let mut state = [[RowState::EMPTY; 2]; ROW_TILES];
+    let mut softmax = FragmentSoftmax::<ROW_TILES>::new(&problem, first_row + warp_row0);
     let mut o_acc = [[[0.0f32; 4]; D_TILES]; ROW_TILES];
     let loop_start = start_counting::<COUNT>();
 
     for t in 0..tiles {
-        load_tile(t + STAGES as u32 - 1);
-        arch::cp_async_wait_stage::<STAGES>();
+        let stage = kv.advance(t);
         sync::<P, COUNT>(SyncPoint::KvLoaded);
-        let stage = t % STAGES as u32;
         // A rolled loop when there are several steps: unrolled, their live ranges overlap.
         let steps = if BLOCK_N == SUB_N {
             1
@@ -144,7 +121,6 @@ pub unsafe fn flash_mma<
         };
         for sub in 0..steps {
             let sub_row = sub * SUB_N as u32; // first key of this step inside the tile
-            let first_key = t * BLOCK_N as u32 + sub_row;
 
             // S = Q K^T. One ldmatrix.x4 gives the B fragments of two adjacent 8-key tiles, used by
             // every row tile.
@@ -161,74 +137,14 @@ pub unsafe fn flash_mma<
                 for jp in 0..N_TILES / 2 {
                     let key_row = sub_row + (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
                     let col = (16 * ks) as u32 + ((lane / 8) % 2) * 8;
-                    let b = arch::ldmatrix_x4(k_tile(stage) + key_row * stride + col * 2);
+                    let b = arch::ldmatrix_x4(kv.k_tile(stage) + key_row * stride + col * 2);
                     for mt in 0..ROW_TILES {
                         T::mma(&mut s_acc[mt][2 * jp], a[mt], [b[0], b[1]]);
                         T::mma(&mut s_acc[mt][2 * jp + 1], a[mt], [b[2], b[3]]);
                     }
                 }
             }
-            sync::<P, COUNT>(SyncPoint::ScoresComputed);
-
-            // Mask only tiles that reach past the sequence end or the causal diagonal (warp-uniform).
-            if first_key + SUB_N as u32 > warp_key_end {
-                for mt in 0..ROW_TILES {
-                    for (j, acc) in s_acc[mt].iter_mut().enumerate() {
-                        for (e, s) in acc.iter_mut().enumerate() {
-                            let key = first_key + (8 * j) as u32 + 2 * pair + (e % 2) as u32;
-                            if key >= key_end[mt][e / 2] {
-                                *s = f32::NEG_INFINITY;
-                            }
-                        }
-                    }
-                }
-            }
-
-            // Online softmax over the rows this lane holds.
-            let mut tile_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
-            for mt in 0..ROW_TILES {
-                for acc in s_acc[mt].iter() {
-                    for (e, s) in acc.iter().enumerate() {
-                        tile_max[mt][e / 2] = arch::max(tile_max[mt][e / 2], *s);
-                    }
-                }
-                for m in tile_max[mt].iter_mut() {
-                    *m = arch::quad_max(*m);
-                }
-            }
-            sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
-            let mut correction = [[1.0f32; 2]; ROW_TILES];
-            for mt in 0..ROW_TILES {
-                for h in 0..2 {
-                    correction[mt][h] = state[mt][h].rescale(tile_max[mt][h], problem.scale_log2);
-                }
-            }
-            // Once the running maxima settle, most tiles raise none of them: skip the D-wide rescale
-            // of the output accumulators unless some row of the warp needs it (a warp-uniform branch).
-            if arch::warp_any(correction.iter().flatten().any(|&c| c != 1.0)) {
-                for mt in 0..ROW_TILES {
-                    for acc in o_acc[mt].iter_mut() {
-                        for (e, x) in acc.iter_mut().enumerate() {
-                            *x *= correction[mt][e / 2];
-                        }
-                    }
-                }
-            }
-            for mt in 0..ROW_TILES {
-                let offset = [
-                    state[mt][0].offset(problem.scale_log2),
-                    state[mt][1].offset(problem.scale_log2),
-                ];
-                for acc in s_acc[mt].iter_mut() {
-                    for (e, s) in acc.iter_mut().enumerate() {
-                        *s = softmax::probability(*s, problem.scale_log2, offset[e / 2]);
-                        // Each lane keeps a partial row sum; the quad adds them once, after the loop.
-                        state[mt][e / 2].row_sum += *s;
-                    }
-                }
-            }
-            sync::<P, COUNT>(SyncPoint::RowSumExchanged);
-            sync::<P, COUNT>(SyncPoint::ProbsStaged);
+            softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, t * BLOCK_N as u32 + sub_row);
 
             // O += P V, P straight from the accumulators: tiles 2kk and 2kk+1 form k-step kk's A.
             for kk in 0..N_TILES / 2 {
@@ -246,7 +162,7 @@ pub unsafe fn flash_mma<
                 for dp in 0..D_TILES / 2 {
                     let key_row = sub_row + (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;
                     let col = (16 * dp) as u32 + (lane / 16) * 8;
-                    let b = arch::ldmatrix_x4_trans(v_tile(stage) + key_row * stride + col * 2);
+                    let b = arch::ldmatrix_x4_trans(kv.v_tile(stage) + key_row * stride + col * 2);
                     for mt in 0..ROW_TILES {
                         T::mma(&mut o_acc[mt][2 * dp], a[mt], [b[0], b[1]]);
                         T::mma(&mut o_acc[mt][2 * dp + 1], a[mt], [b[2], b[3]]);
@@ -256,25 +172,8 @@ pub unsafe fn flash_mma<
         }
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }
-    arch::cp_async_wait::<0>();
-
-    for mt in 0..ROW_TILES {
-        for h in 0..2 {
-            state[mt][h].row_sum = arch::quad_sum(state[mt][h].row_sum);
-            let row = row_of(mt, h);
-            if row < problem.seq_q {
-                if pair == 0 {
-                    problem.write_lse(head, row, &state[mt][h]);
-                }
-                let norm = state[mt][h].normaliser();
-                let o = problem.out_row::<D>(out, head, row) as *mut u32;
-                for (j, acc) in o_acc[mt].iter().enumerate() {
-                    let packed = T::pack(acc[2 * h] * norm, acc[2 * h + 1] * norm);
-                    arch::st_global_u32(o.add(4 * j + pair as usize), packed);
-                }
-            }
-        }
-    }
+    kv.finish();
+    softmax.finish::<T, D, _>(&o_acc, &problem, out, head);
     if COUNT {
         record_barriers(barrier_log, tiles, loop_start);
     }

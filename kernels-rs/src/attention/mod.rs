@@ -7,14 +7,22 @@
 //! batch_heads, barrier_log, tensor_maps)`, Q and the output `[B, H, S_q, D]`, K and V
 //! `[B, H/kv_group, S_k, D]` (or all `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid
 //! `(ceil(seq_q / BLOCK_M), min(B*H, 65535), ceil(B*H / 65535))`.
+//!
+//! The tiled families are built from shared pieces, so that a new family adds its own products
+//! and scheduling only: `pipeline::KvPipeline` (the staged K/V copies), `fragment` (masking, online
+//! softmax and the epilogue on `mma.sync.m16n8`-layout register fragments, which `wgmma` shares)
+//! and `finish_row` (one row's log-sum-exp and output address, for any register layout).
 
+pub mod fragment;
 pub mod mma;
 pub mod naive;
+pub mod pipeline;
 pub mod rows;
 pub mod scalar;
 pub mod wgmma;
 pub mod ws;
 
+use crate::softmax::RowState;
 use crate::tile::Rows;
 
 /// The per-launch facts every kernel needs about the problem.
@@ -68,6 +76,9 @@ impl Problem {
     }
 
     /// Query head `head`'s rows of Q (and of the output): `(b, h)` = `(head / H, head % H)`.
+    ///
+    /// # Safety
+    /// `q` must point to a tensor laid out as `self` says for Q (or the output), `head < batch_heads`.
     #[inline(always)]
     pub unsafe fn q_rows<const D: usize>(&self, q: *const u16, head: usize) -> Rows {
         let (seq, heads) = (self.seq_q as usize, self.heads as usize);
@@ -84,6 +95,9 @@ impl Problem {
     }
 
     /// The rows of K (or V) that query head `head` reads (see `kv_head`).
+    ///
+    /// # Safety
+    /// `kv` must point to a K or V tensor laid out as `self` says, `head < batch_heads`.
     #[inline(always)]
     pub unsafe fn kv_rows<const D: usize>(&self, kv: *const u16, head: usize) -> Rows {
         let (seq, heads, group) = (self.seq_k as usize, self.heads as usize, self.kv_group as usize);
@@ -104,6 +118,9 @@ impl Problem {
     }
 
     /// Where query `row` of `head` goes in the output (laid out like Q).
+    ///
+    /// # Safety
+    /// As `q_rows`, for the output; `row < seq_q`.
     #[inline(always)]
     pub unsafe fn out_row<const D: usize>(&self, out: *mut u16, head: usize, row: u32) -> *mut u16 {
         let rows = self.q_rows::<D>(out, head);
@@ -111,8 +128,11 @@ impl Problem {
     }
 
     /// Writes the log-sum-exp of query `row` of `head`, when asked for.
+    ///
+    /// # Safety
+    /// `lse`, when not null, must hold `[B, H, S_q]` fp32; `head < batch_heads`, `row < seq_q`.
     #[inline(always)]
-    pub unsafe fn write_lse(&self, head: usize, row: u32, state: &crate::softmax::RowState) {
+    pub unsafe fn write_lse(&self, head: usize, row: u32, state: &RowState) {
         if !self.lse.is_null() {
             *self.lse.add(head * self.seq_q as usize + row as usize) = state.log_sum_exp(self.scale_log2);
         }
@@ -124,6 +144,31 @@ impl Problem {
         let last_row = (first_row + block_m).min(self.seq_q).max(first_row + 1) - 1;
         self.key_end(last_row).div_ceil(block_n)
     }
+}
+
+/// The epilogue of one query row: when `row` is inside the problem, the one thread per row that
+/// `writes_lse` stores its log-sum-exp, and this thread gets where the row's output goes (in pairs
+/// of elements) and the factor that normalises its accumulators; `None` for a row past the end.
+///
+/// # Safety
+/// `out` must be the problem's output tensor and `head` a query head inside it.
+#[inline(always)]
+pub unsafe fn finish_row<const D: usize>(
+    problem: &Problem,
+    out: *mut u16,
+    head: usize,
+    row: u32,
+    state: &RowState,
+    writes_lse: bool,
+) -> Option<(*mut u32, f32)> {
+    if row >= problem.seq_q {
+        return None;
+    }
+    if writes_lse {
+        problem.write_lse(head, row, state);
+    }
+    let norm = state.normaliser();
+    Some((problem.out_row::<D>(out, head, row) as *mut u32, norm))
 }
 
 /// The instrumented build's start of the KV loop: thread 0 zeroes the block's barrier counter and
@@ -143,6 +188,9 @@ pub fn start_counting<const COUNT: bool>() -> u64 {
 /// the block barriers thread 0 counted (see `policy::sync`), the KV tiles, the SM clock cycles from
 /// `start_counting` to here (the KV loop and the epilogue), and the SM the block ran on. The cycles per tile are
 /// what `micro` ranks configurations by.
+///
+/// # Safety
+/// `barrier_log` must hold four `u32` per block of the grid.
 #[inline(always)]
 pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32, started: u64) {
     use crate::arch;

@@ -12,6 +12,10 @@ use crate::tile::Element;
 /// Warps per block; each block covers this many query rows.
 pub const WARPS: usize = 4;
 
+/// # Safety
+/// Launched as `attention`'s calling convention says, with `WARPS` warps per block: `q`, `k`,
+/// `v` and `out` hold the tensors `problem` describes (and `problem.lse`, when not null, its
+/// log-sum-exp rows).
 #[inline(always)]
 pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
     q: *const u16,

@@ -10,6 +10,9 @@ use crate::tile::Element;
 /// Warps per block; each block covers this many query rows.
 pub const WARPS: u32 = 4;
 
+/// # Safety
+/// `scores` (fp32) and `probs` must hold `[B*H, S_q, S_k]` for the grid `(ceil(S_q / WARPS), B*H)`
+/// of `WARPS` warps per block.
 #[inline(always)]
 pub unsafe fn softmax_rows<T: Element>(scores: *const f32, probs: *mut u16, problem: Problem) {
     let row = arch::block_idx_x() * WARPS + arch::warp_id();

@@ -11,11 +11,12 @@
 //!
 //! The barrier policy `P` decides what each `SyncPoint` costs; see `policy.rs`.
 
-use super::{record_barriers, start_counting, Problem};
+use super::pipeline::KvPipeline;
+use super::{finish_row, record_barriers, start_counting, Problem};
 use crate::arch::{self, SharedAddr};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::softmax::{self, RowState};
-use crate::tile::{self, Element};
+use crate::tile::{self, Element, Padded};
 
 /// Shared memory the kernel needs, in bytes: Q as f32, `STAGES` K and V tiles, and P as f32.
 pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize) -> u32 {
@@ -24,6 +25,11 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize)
         + (block_m * block_n * 4) as u32
 }
 
+/// # Safety
+/// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
+/// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
+/// `problem`, the block has `32 * NUM_WARPS` threads and the `smem_bytes` of dynamic shared memory, and with
+/// `COUNT` `barrier_log` holds four `u32` per block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_scalar<
@@ -52,7 +58,7 @@ pub unsafe fn flash_scalar<
         assert!(ROWS * NUM_WARPS == BLOCK_M);
         assert!(KEYS * 32 == BLOCK_N);
         assert!(DIMS * 32 == D);
-        assert!(D % VEC == 0 && (VEC == 4 || VEC == 8));
+        assert!(D.is_multiple_of(VEC) && (VEC == 4 || VEC == 8));
         assert!(STAGES >= 1);
     };
     let threads = (NUM_WARPS * 32) as u32;
@@ -70,27 +76,12 @@ pub unsafe fn flash_scalar<
     // Shared memory: [Q f32: BLOCK_M x D][STAGES x (K tile, V tile)][P f32: BLOCK_M x BLOCK_N]
     let q_smem = arch::dynamic_smem_base();
     let kv_smem = q_smem + (BLOCK_M * D * 4) as u32;
-    let kv_stage_bytes = 2 * tile::tile_bytes(BLOCK_N, D);
-    let p_smem = kv_smem + STAGES as u32 * kv_stage_bytes;
-    let k_tile = |stage: u32| kv_smem + stage * kv_stage_bytes;
-    let v_tile = |stage: u32| kv_smem + stage * kv_stage_bytes + tile::tile_bytes(BLOCK_N, D);
-
+    let p_smem = kv_smem + 2 * STAGES as u32 * tile::tile_bytes(BLOCK_N, D);
     let tiles = problem.kv_tiles(first_row, BLOCK_M as u32, BLOCK_N as u32);
-    let load_tile = |t: u32| {
-        if t < tiles {
-            let stage = t % STAGES as u32;
-            let first_key = t * BLOCK_N as u32;
-            tile::load_async::<D>(k_tile(stage), k_rows, first_key, BLOCK_N as u32, thread, threads);
-            tile::load_async::<D>(v_tile(stage), v_rows, first_key, BLOCK_N as u32, thread, threads);
-        }
-        // Committing even an empty group keeps "group t is tile t" true for the waits below.
-        arch::cp_async_commit();
-    };
+    let kv = KvPipeline::<Padded, D, BLOCK_N, STAGES>::new(kv_smem, k_rows, v_rows, tiles, thread, threads);
 
     // Start the K/V pipeline, then widen Q to f32 in shared memory while the copies fly.
-    for t in 0..STAGES as u32 - 1 {
-        load_tile(t);
-    }
+    kv.start();
     let mut i = thread as usize;
     while i < BLOCK_M * D {
         let row = first_row + (i / D) as u32;
@@ -110,33 +101,11 @@ pub unsafe fn flash_scalar<
     let loop_start = start_counting::<COUNT>();
 
     for t in 0..tiles {
-        load_tile(t + STAGES as u32 - 1);
-        arch::cp_async_wait_stage::<STAGES>();
+        let stage = kv.advance(t);
         sync::<P, COUNT>(SyncPoint::KvLoaded);
-        let stage = t % STAGES as u32;
         let first_key = t * BLOCK_N as u32;
 
-        // S = Q K^T for this warp's rows and this lane's keys.
-        let mut scores = [[0.0f32; KEYS]; ROWS];
-        let mut d = 0;
-        while d < D {
-            let mut keys = [[0.0f32; VEC]; KEYS];
-            for (j, key) in keys.iter_mut().enumerate() {
-                let row = lane + 32 * j as u32;
-                *key = tile::read_f32::<T, VEC>(
-                    k_tile(stage) + row * tile::row_stride_bytes(D) + (d * 2) as u32,
-                );
-            }
-            for (r, row_scores) in scores.iter_mut().enumerate() {
-                let query = read_q::<VEC>(q_smem + (((warp as usize * ROWS + r) * D + d) * 4) as u32);
-                for (s, key) in row_scores.iter_mut().zip(keys.iter()) {
-                    for e in 0..VEC {
-                        *s = arch::fma(query[e], key[e], *s);
-                    }
-                }
-            }
-            d += VEC;
-        }
+        let mut scores = tile_scores::<T, D, VEC, ROWS, KEYS>(q_smem, warp, kv.k_tile(stage));
         for (r, row_scores) in scores.iter_mut().enumerate() {
             let key_end = problem.key_end(my_first_row + r as u32);
             for (j, s) in row_scores.iter_mut().enumerate() {
@@ -182,38 +151,16 @@ pub unsafe fn flash_scalar<
             }
         }
         sync::<P, COUNT>(SyncPoint::ProbsStaged);
-        let v_lane = v_tile(stage) + lane * (DIMS * 2) as u32;
-        let mut key = 0;
-        while key < BLOCK_N {
-            let mut values = [[0.0f32; DIMS]; 4];
-            for (i, value) in values.iter_mut().enumerate() {
-                *value = read_v::<T, DIMS>(v_lane + (key + i) as u32 * tile::row_stride_bytes(D));
-            }
-            for (r, row_acc) in acc.iter_mut().enumerate() {
-                let p4 = arch::ld_shared_v4_u32(p_rows + ((r * BLOCK_N + key) * 4) as u32);
-                for (i, value) in values.iter().enumerate() {
-                    let p = f32::from_bits(p4[i]);
-                    for (a, x) in row_acc.iter_mut().zip(value.iter()) {
-                        *a = arch::fma(p, *x, *a);
-                    }
-                }
-            }
-            key += 4;
-        }
+        accumulate_pv::<T, D, BLOCK_N, ROWS, DIMS>(&mut acc, p_rows, kv.v_tile(stage));
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }
-    arch::cp_async_wait::<0>();
+    kv.finish();
 
-    for r in 0..ROWS {
+    for (r, (row_state, row_acc)) in state.iter().zip(acc.iter()).enumerate() {
         let row = my_first_row + r as u32;
-        if row < problem.seq_q {
-            if lane == 0 {
-                problem.write_lse(head, row, &state[r]);
-            }
-            let norm = state[r].normaliser();
-            let o = problem.out_row::<D>(out, head, row) as *mut u32;
+        if let Some((o, norm)) = finish_row::<D>(&problem, out, head, row, row_state, lane == 0) {
             for pair in 0..DIMS / 2 {
-                let packed = T::pack(acc[r][2 * pair] * norm, acc[r][2 * pair + 1] * norm);
+                let packed = T::pack(row_acc[2 * pair] * norm, row_acc[2 * pair + 1] * norm);
                 arch::st_global_u32(o.add(lane as usize * DIMS / 2 + pair), packed);
             }
         }
@@ -223,9 +170,82 @@ pub unsafe fn flash_scalar<
     }
 }
 
-/// `VEC` f32 of Q at `addr` (broadcast to the warp), as one or two 16-byte loads.
+/// S = Q K^T for warp `warp`'s `ROWS` query rows (f32, in the Q buffer at `q`) and this lane's
+/// keys `lane, lane + 32, ..` of the K tile at `k_tile`.
+///
+/// # Safety
+/// `q` and `k_tile` must be the block's Q buffer and a landed K tile.
 #[inline(always)]
-fn read_q<const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
+unsafe fn tile_scores<T: Element, const D: usize, const VEC: usize, const ROWS: usize, const KEYS: usize>(
+    q: SharedAddr,
+    warp: u32,
+    k_tile: SharedAddr,
+) -> [[f32; KEYS]; ROWS] {
+    let lane = arch::lane_id();
+    let mut scores = [[0.0f32; KEYS]; ROWS];
+    let mut d = 0;
+    while d < D {
+        let mut keys = [[0.0f32; VEC]; KEYS];
+        for (j, key) in keys.iter_mut().enumerate() {
+            let row = lane + 32 * j as u32;
+            *key = tile::read_f32::<T, VEC>(k_tile + row * tile::row_stride_bytes(D) + (d * 2) as u32);
+        }
+        for (r, row_scores) in scores.iter_mut().enumerate() {
+            let query = read_q::<VEC>(q + (((warp as usize * ROWS + r) * D + d) * 4) as u32);
+            for (s, key) in row_scores.iter_mut().zip(keys.iter()) {
+                for e in 0..VEC {
+                    *s = arch::fma(query[e], key[e], *s);
+                }
+            }
+        }
+        d += VEC;
+    }
+    scores
+}
+
+/// O += P V for one warp's `ROWS` rows: the warp's probabilities (f32 rows of `BLOCK_N`, staged at
+/// `p_rows`) times this lane's `DIMS` output dims of the V tile at `v_tile`.
+///
+/// # Safety
+/// `p_rows` must be the warp's staged probabilities and `v_tile` a landed V tile.
+#[inline(always)]
+unsafe fn accumulate_pv<
+    T: Element,
+    const D: usize,
+    const BLOCK_N: usize,
+    const ROWS: usize,
+    const DIMS: usize,
+>(
+    acc: &mut [[f32; DIMS]; ROWS],
+    p_rows: SharedAddr,
+    v_tile: SharedAddr,
+) {
+    let v_lane = v_tile + arch::lane_id() * (DIMS * 2) as u32;
+    let mut key = 0;
+    while key < BLOCK_N {
+        let mut values = [[0.0f32; DIMS]; 4];
+        for (i, value) in values.iter_mut().enumerate() {
+            *value = read_v::<T, DIMS>(v_lane + (key + i) as u32 * tile::row_stride_bytes(D));
+        }
+        for (r, row_acc) in acc.iter_mut().enumerate() {
+            let p4 = arch::ld_shared_v4_u32(p_rows + ((r * BLOCK_N + key) * 4) as u32);
+            for (i, value) in values.iter().enumerate() {
+                let p = f32::from_bits(p4[i]);
+                for (a, x) in row_acc.iter_mut().zip(value.iter()) {
+                    *a = arch::fma(p, *x, *a);
+                }
+            }
+        }
+        key += 4;
+    }
+}
+
+/// `VEC` f32 of Q at `addr` (broadcast to the warp), as one or two 16-byte loads.
+///
+/// # Safety
+/// `addr` must be `4 * VEC` bytes of the Q buffer, 16-byte aligned.
+#[inline(always)]
+unsafe fn read_q<const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
     let mut out = [0.0f32; VEC];
     let mut i = 0;
     while i < VEC {
@@ -239,8 +259,11 @@ fn read_q<const VEC: usize>(addr: SharedAddr) -> [f32; VEC] {
 }
 
 /// This lane's `DIMS` (2 or 4) elements of one V row, widened.
+///
+/// # Safety
+/// `addr` must be `2 * DIMS` bytes of a landed V tile, aligned to them.
 #[inline(always)]
-fn read_v<T: Element, const DIMS: usize>(addr: SharedAddr) -> [f32; DIMS] {
+unsafe fn read_v<T: Element, const DIMS: usize>(addr: SharedAddr) -> [f32; DIMS] {
     let mut out = [0.0f32; DIMS];
     let (w0, w1) = if DIMS == 4 {
         let w = arch::ld_shared_v2_u32(addr);

@@ -19,12 +19,13 @@
 //! barriers in a ring, one per warpgroup): warpgroup g issues a product only after g - 1 issued
 //! its own, so each softmax runs under another warpgroup's products.
 
+use super::fragment::FragmentSoftmax;
+use super::pipeline::KvPipeline;
 use super::{record_barriers, start_counting, Problem};
-use crate::arch::{self, chain};
+use crate::arch::{self, barrier_id, chain};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
-use crate::softmax::{self, RowState};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
-use crate::tile::Element;
+use crate::tile::{Element, Swizzled128};
 
 /// Shared memory the kernel needs, in bytes: one Q tile, `STAGES` K and V tiles, and slack to
 /// align the first tile to 1024 bytes (the swizzle atom).
@@ -47,6 +48,11 @@ macro_rules! chained {
     };
 }
 
+/// # Safety
+/// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
+/// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
+/// `problem`, the block has `128 * WARPGROUPS` threads and the `smem_bytes` of dynamic shared memory, and with
+/// `COUNT` `barrier_log` holds four `u32` per block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_wgmma<
@@ -72,13 +78,12 @@ pub unsafe fn flash_wgmma<
 ) {
     const {
         assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
-        assert!(D % 64 == 0 && BLOCK_N % 64 == 0 && STAGES >= 1 && WARPGROUPS >= 1);
+        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(64) && STAGES >= 1 && WARPGROUPS >= 1);
     };
     let k_steps = D / 16; // S = Q K^T: one product per 16 head-dim columns
     let block_m = 64 * WARPGROUPS as u32;
     let threads = 128 * WARPGROUPS as u32;
     let thread = arch::thread_idx_x();
-    let lane = arch::lane_id();
     let warp = arch::warp_id();
     let Some(head) = problem.head() else {
         return; // past the last head (the grid's z slices round B*H up): before any barrier
@@ -91,41 +96,21 @@ pub unsafe fn flash_wgmma<
     // Shared memory: [Q tile][STAGES x (K tile, V tile)], the first 1024-byte aligned.
     let q_smem = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
     let kv_smem = q_smem + swizzled::tile_bytes(block_m as usize, D);
-    let kv_tile_bytes = swizzled::tile_bytes(BLOCK_N, D);
-    let k_tile = |stage: u32| kv_smem + stage * 2 * kv_tile_bytes;
-    let v_tile = |stage: u32| kv_smem + stage * 2 * kv_tile_bytes + kv_tile_bytes;
-
     let tiles = problem.kv_tiles(first_row, block_m, BLOCK_N as u32);
-    let load_tile = |t: u32| {
-        if t < tiles {
-            let stage = t % STAGES as u32;
-            let first_key = t * BLOCK_N as u32;
-            let n = BLOCK_N as u32;
-            swizzled::load_async::<D>(k_tile(stage), k_rows, first_key, n, thread, threads);
-            swizzled::load_async::<D>(v_tile(stage), v_rows, first_key, n, thread, threads);
-        }
-        // Committing even an empty group keeps "the oldest pending group is the next tile" true.
-        arch::cp_async_commit();
-    };
+    let kv =
+        KvPipeline::<Swizzled128, D, BLOCK_N, STAGES>::new(kv_smem, k_rows, v_rows, tiles, thread, threads);
 
     swizzled::load_async::<D>(q_smem, q_rows, first_row, block_m, thread, threads);
     arch::cp_async_commit();
-    for t in 0..STAGES as u32 - 1 {
-        load_tile(t);
-    }
+    kv.start();
 
     // This thread's rows: warp `w` of warpgroup `g` holds rows 64g + 16w + (lane / 4) (+ 8).
     let warpgroup = warp / 4;
     let group_row0 = 64 * warpgroup;
     let warp_row0 = group_row0 + 16 * (warp % 4);
-    let group = lane / 4;
-    let pair = lane % 4; // columns 2 * pair, 2 * pair + 1 of every 8 keys
-    let row_of = |half: u32| first_row + warp_row0 + 8 * half + group;
-    let key_end = [problem.key_end(row_of(0)), problem.key_end(row_of(1))];
-    // key_end grows with the row: the warp's first row bounds where masking starts, the
-    // warpgroup's last row where its work ends (a causal block's later tiles are the other
-    // warpgroup's alone).
-    let warp_key_end = problem.key_end(first_row + warp_row0);
+    let mut softmax = FragmentSoftmax::<1>::new(&problem, first_row + warp_row0);
+    // key_end grows with the row: the warpgroup's last row bounds where its work ends (a causal
+    // block's later tiles are the other warpgroup's alone).
     let group_key_end = problem.key_end(first_row + group_row0 + 63);
 
     // Q (A operand, K-major) for k-step `ks`: 16 columns = 32 bytes inside a 128-byte row.
@@ -137,52 +122,33 @@ pub unsafe fn flash_wgmma<
     // K (B operand of S, K-major): the same walk over the head dim.
     let k_desc = |stage: u32, ks: usize| {
         let ks = ks as u32;
-        let addr = k_tile(stage) + (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32);
+        let addr = kv.k_tile(stage) + (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32);
         arch::smem_descriptor_sw128(addr + (ks % 4) * 32, 16, ATOM_BYTES)
     };
     // V (B operand of O, MN-major): k-step `kk` is keys 16kk .. 16kk + 15, two atoms down; the
     // head dim runs across column blocks (the leading-dimension stride).
     let v_desc = |stage: u32, kk: usize| {
-        let addr = v_tile(stage) + (kk as u32) * 2 * ATOM_BYTES;
+        let addr = kv.v_tile(stage) + (kk as u32) * 2 * ATOM_BYTES;
         arch::smem_descriptor_sw128(addr, swizzled::column_block_bytes(BLOCK_N as u32), ATOM_BYTES)
     };
 
-    // Named barrier `1 + g` is warpgroup g's turn; both warpgroups of a hand-over count, 256 threads.
-    let my_turn = 1 + warpgroup;
-    let next_turn = 1 + (warpgroup + 1) % WARPGROUPS as u32;
-    let wait_turn = || {
-        if PINGPONG {
-            arch::named_barrier_sync(my_turn, 256);
-        }
-    };
-    let pass_turn = || {
-        if PINGPONG {
-            arch::named_barrier_arrive(next_turn, 256);
-        }
-    };
-    if PINGPONG && warpgroup + 1 == WARPGROUPS as u32 {
-        pass_turn(); // warpgroup 0 goes first
-    }
-
-    let mut state = [RowState::EMPTY; 2];
+    let turns = Turns::<PINGPONG, WARPGROUPS>::new(warpgroup);
     let mut o_acc = [0.0f32; O_REGS];
     let loop_start = start_counting::<COUNT>();
 
     for t in 0..tiles {
-        load_tile(t + STAGES as u32 - 1);
-        arch::cp_async_wait_stage::<STAGES>();
+        let stage = kv.advance(t);
         // The copies (Q's too, the first time) were ordinary writes; wgmma reads through the
         // async proxy.
         arch::fence_proxy_async_shared();
         sync::<P, COUNT>(SyncPoint::KvLoaded);
-        let stage = t % STAGES as u32;
         let first_key = t * BLOCK_N as u32;
 
         // A warpgroup-uniform branch: wgmma needs all four warps. The turns are taken either way,
         // so that a warpgroup past its keys never stalls the ring.
         let active = first_key < group_key_end;
         let mut s_acc = [0.0f32; S_REGS];
-        wait_turn();
+        turns.wait();
         if active {
             for ks in 0..k_steps {
                 chained!(
@@ -192,48 +158,13 @@ pub unsafe fn flash_wgmma<
                 );
             }
         }
-        pass_turn();
+        turns.pass();
         if active {
-            sync::<P, COUNT>(SyncPoint::ScoresComputed);
-
-            // Register 4j + e holds key 8j + 2 * pair + (e % 2) of row half e / 2.
-            if first_key + BLOCK_N as u32 > warp_key_end {
-                for (r, s) in s_acc.iter_mut().enumerate() {
-                    let key = first_key + (8 * (r / 4)) as u32 + 2 * pair + (r % 2) as u32;
-                    if key >= key_end[(r % 4) / 2] {
-                        *s = f32::NEG_INFINITY;
-                    }
-                }
-            }
-
-            let mut tile_max = [f32::NEG_INFINITY; 2];
-            for (r, s) in s_acc.iter().enumerate() {
-                tile_max[(r % 4) / 2] = arch::max(tile_max[(r % 4) / 2], *s);
-            }
-            for m in tile_max.iter_mut() {
-                *m = arch::quad_max(*m);
-            }
-            sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
-            let correction = [
-                state[0].rescale(tile_max[0], problem.scale_log2),
-                state[1].rescale(tile_max[1], problem.scale_log2),
-            ];
-            if arch::warp_any(correction[0] != 1.0 || correction[1] != 1.0) {
-                for (r, x) in o_acc.iter_mut().enumerate() {
-                    *x *= correction[(r % 4) / 2];
-                }
-            }
-            let offset = [
-                state[0].offset(problem.scale_log2),
-                state[1].offset(problem.scale_log2),
-            ];
-            for (r, s) in s_acc.iter_mut().enumerate() {
-                *s = softmax::probability(*s, problem.scale_log2, offset[(r % 4) / 2]);
-                // Each lane keeps a partial row sum; the quad adds them once, after the loop.
-                state[(r % 4) / 2].row_sum += *s;
-            }
-            sync::<P, COUNT>(SyncPoint::RowSumExchanged);
-            sync::<P, COUNT>(SyncPoint::ProbsStaged);
+            let (scores, acc) = (
+                core::array::from_mut(&mut s_acc),
+                core::array::from_mut(&mut o_acc),
+            );
+            softmax.step::<P, COUNT, _, _>(scores, acc, first_key);
         }
 
         // Keys 16kk .. 16kk + 15 are registers 8kk .. 8kk + 7: exactly an A fragment. All of P is
@@ -245,7 +176,7 @@ pub unsafe fn flash_wgmma<
                 arch::fence_operand(half2);
             }
         }
-        wait_turn();
+        turns.wait();
         if active {
             for (kk, &a) in p_frag.iter().enumerate() {
                 chained!(
@@ -255,30 +186,58 @@ pub unsafe fn flash_wgmma<
                 );
             }
         }
-        pass_turn();
+        turns.pass();
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }
-    if PINGPONG && warpgroup == 0 {
-        wait_turn(); // the last warpgroup's final hand-over: leave no barrier half-arrived
-    }
-    arch::cp_async_wait::<0>();
-
-    for h in 0..2 {
-        state[h].row_sum = arch::quad_sum(state[h].row_sum);
-        let row = row_of(h as u32);
-        if row < problem.seq_q {
-            if pair == 0 {
-                problem.write_lse(head, row, &state[h]);
-            }
-            let norm = state[h].normaliser();
-            let o = problem.out_row::<D>(out, head, row) as *mut u32;
-            for j in 0..D / 8 {
-                let packed = T::pack(o_acc[4 * j + 2 * h] * norm, o_acc[4 * j + 2 * h + 1] * norm);
-                arch::st_global_u32(o.add(4 * j + pair as usize), packed);
-            }
-        }
-    }
+    turns.finish();
+    kv.finish();
+    softmax.finish::<T, D, _>(core::array::from_ref(&o_acc), &problem, out, head);
     if COUNT {
         record_barriers(barrier_log, tiles, loop_start);
+    }
+}
+
+/// The ping-pong ring of `flash_wgmma` (a no-op without `PINGPONG`): warpgroup `g` waits for its
+/// turn at named barrier `PINGPONG_RING + g` and hands it on to the next warpgroup's; a hand-over
+/// counts the 256 threads of the two warpgroups.
+struct Turns<const PINGPONG: bool, const WARPGROUPS: usize> {
+    warpgroup: u32,
+}
+
+impl<const PINGPONG: bool, const WARPGROUPS: usize> Turns<PINGPONG, WARPGROUPS> {
+    /// Joins the ring; the last warpgroup hands the first turn to warpgroup 0.
+    #[inline]
+    fn new(warpgroup: u32) -> Self {
+        const { assert!(!PINGPONG || WARPGROUPS as u32 <= barrier_id::PINGPONG_RING_LEN) };
+        let turns = Turns { warpgroup };
+        if warpgroup + 1 == WARPGROUPS as u32 {
+            turns.pass();
+        }
+        turns
+    }
+
+    /// Waits until it is this warpgroup's turn at the tensor cores.
+    #[inline]
+    fn wait(&self) {
+        if PINGPONG {
+            arch::named_barrier_sync(barrier_id::PINGPONG_RING + self.warpgroup, 256);
+        }
+    }
+
+    /// Hands the turn to the next warpgroup, without waiting.
+    #[inline]
+    fn pass(&self) {
+        if PINGPONG {
+            let next = (self.warpgroup + 1) % WARPGROUPS as u32;
+            arch::named_barrier_arrive(barrier_id::PINGPONG_RING + next, 256);
+        }
+    }
+
+    /// Takes the last warpgroup's final hand-over, so that no barrier is left half-arrived.
+    #[inline]
+    fn finish(&self) {
+        if self.warpgroup == 0 {
+            self.wait();
+        }
     }
 }

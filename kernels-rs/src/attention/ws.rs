@@ -3,6 +3,7 @@
 //!
 //! The block is one *producer* warpgroup and `CONSUMERS` *consumer* warpgroups (64 query rows
 //! each, `BLOCK_M = 64 * CONSUMERS`). They never meet at a block barrier inside the KV loop:
+//!
 //! - The producer (one thread of warpgroup 0, its registers cut to `PRODUCER_REGS` by
 //!   `setmaxnreg`) copies Q once and then K and V tile by tile with the tensor memory
 //!   accelerator, into a ring of `STAGES` slots. Each slot has four mbarriers: K full, V full
@@ -16,6 +17,7 @@
 //! - `OVERLAP`: inside a warpgroup, the next tile's S = Q K^T and this tile's O += P V are issued
 //!   together and left running; the softmax of the new S runs while O += P V is still in the
 //!   tensor cores (two chains in flight, `wgmma.wait_group 1`).
+//!
 //! Tails need no care: the copy engine fills rows past the end of a sequence with zeros, and
 //! masking sends their scores to -inf.
 
@@ -94,6 +96,12 @@ fn slot<const STAGES: usize>(t: u32) -> (u32, u32) {
     (t % STAGES as u32, (t / STAGES as u32) & 1)
 }
 
+/// The kernel body (see the module's documentation).
+///
+/// # Safety
+/// Launched with `128 * (CONSUMERS + 1)` threads, `smem_bytes(..)` of dynamic shared memory, the
+/// grid of `attention`'s convention, an output buffer of the shape `problem` describes and `maps`
+/// pointing at the encoded tensor maps of Q, K and V (`src/tma.rs`) for this shape and tiles.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_ws<
@@ -120,7 +128,7 @@ pub unsafe fn flash_ws<
 ) {
     const {
         assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
-        assert!(D % 64 == 0 && BLOCK_N % 64 == 0 && STAGES >= 1 && CONSUMERS == 2);
+        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(64) && STAGES >= 1 && CONSUMERS == 2);
     };
     let _ = (q, k, v); // read through the tensor maps
     let block_m = 64 * CONSUMERS as u32;
@@ -300,10 +308,11 @@ unsafe fn consume<
         arch::smem_descriptor_sw128(addr, swizzled::column_block_bytes(BLOCK_N as u32), ATOM_BYTES)
     };
 
-    // Named barrier `1 + c` is consumer c's turn at the tensor cores; a hand-over counts the
-    // waiting and the arriving warpgroup, 256 threads.
-    let my_turn = 1 + consumer;
-    let next_turn = 1 + (consumer + 1) % CONSUMERS as u32;
+    // Named barrier `WARP_SPECIALISED_FIRST + c` is consumer c's turn at the tensor cores; a
+    // hand-over counts the waiting and the arriving warpgroup, 256 threads.
+    let turn = |c: u32| arch::barrier_id::WARP_SPECIALISED_FIRST + c;
+    let my_turn = turn(consumer);
+    let next_turn = turn((consumer + 1) % CONSUMERS as u32);
     let wait_turn = || {
         if PINGPONG {
             arch::named_barrier_sync(my_turn, 256);

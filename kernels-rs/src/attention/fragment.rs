@@ -1,0 +1,190 @@
+//! Masking, online softmax and the epilogue on register fragments in the `mma.sync.m16n8`
+//! accumulator layout, which `wgmma` shares per warp (FlashAttention-2's `softmax.h` idea).
+//!
+//! A row tile is 16 rows of a warp. Lane `4g + c` holds rows `g` and `g + 8` (row halves 0 and 1)
+//! and columns `2c, 2c + 1` of every 8 columns: its register `4j + e` is column `8j + 2c + e % 2`
+//! of row half `e / 2`. The four lanes of a quad share their rows, so row statistics are quad
+//! shuffles. Scores and outputs are handed over as `Fragment`s, whatever array shape the tensor
+//! core wrappers want them in.
+
+use super::Problem;
+use crate::arch;
+use crate::policy::{sync, BarrierPolicy, SyncPoint};
+use crate::softmax::{self, RowState};
+use crate::tile::Element;
+
+/// One row tile's accumulators of one thread, in the layout above.
+pub trait Fragment {
+    /// The registers, register `4j + e` at index `4j + e`.
+    fn registers(&self) -> &[f32];
+    /// The same, to write.
+    fn registers_mut(&mut self) -> &mut [f32];
+}
+
+/// `mma.sync` accumulators: one `[f32; 4]` per 8-column tile.
+impl<const TILES: usize> Fragment for [[f32; 4]; TILES] {
+    #[inline(always)]
+    fn registers(&self) -> &[f32] {
+        self.as_flattened()
+    }
+    #[inline(always)]
+    fn registers_mut(&mut self) -> &mut [f32] {
+        self.as_flattened_mut()
+    }
+}
+
+/// `wgmma` accumulators: the registers of a whole 64 x N product in one array.
+impl<const REGS: usize> Fragment for [f32; REGS] {
+    #[inline(always)]
+    fn registers(&self) -> &[f32] {
+        self
+    }
+    #[inline(always)]
+    fn registers_mut(&mut self) -> &mut [f32] {
+        self
+    }
+}
+
+/// The row half (0: row `g`, 1: row `g + 8`) that register `r` belongs to.
+#[inline(always)]
+const fn half_of(r: usize) -> usize {
+    (r % 4) / 2
+}
+
+/// The online softmax of the `2 * ROW_TILES` query rows one thread holds: ROW_TILES row tiles of
+/// 16 rows each, consecutive in the warp's slice of the block.
+pub struct FragmentSoftmax<const ROW_TILES: usize> {
+    state: [[RowState; 2]; ROW_TILES],
+    /// One past the last key each row may see (`Problem::key_end`).
+    key_end: [[u32; 2]; ROW_TILES],
+    /// The warp's first row's `key_end`: it grows with the row, so no tile before it needs a mask.
+    warp_key_end: u32,
+    warp_first_row: u32,
+    scale_log2: f32,
+}
+
+impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
+    /// The empty state of the rows of a warp whose first query row is `warp_first_row`.
+    #[inline(always)]
+    pub fn new(problem: &Problem, warp_first_row: u32) -> Self {
+        let mut softmax = FragmentSoftmax {
+            state: [[RowState::EMPTY; 2]; ROW_TILES],
+            key_end: [[0; 2]; ROW_TILES],
+            warp_key_end: 0,
+            warp_first_row,
+            scale_log2: problem.scale_log2,
+        };
+        for mt in 0..ROW_TILES {
+            for half in 0..2 {
+                softmax.key_end[mt][half] = problem.key_end(softmax.row(mt, half));
+            }
+        }
+        softmax.warp_key_end = problem.key_end(warp_first_row);
+        softmax
+    }
+
+    /// The query row that this thread holds as half `half` of row tile `mt`.
+    #[inline]
+    pub fn row(&self, mt: usize, half: usize) -> u32 {
+        self.warp_first_row + (16 * mt + 8 * half) as u32 + arch::lane_id() / 4
+    }
+
+    /// One KV step of `keys` scores from `first_key` on (the policy's sync points in between):
+    /// masks the scores past each row's `key_end`, raises the running maxima (rescaling `out`, the
+    /// output accumulators, only when some row of the warp needs it) and turns the scores into
+    /// probabilities, whose partial row sums this thread keeps (`finish` adds up the quad's).
+    #[inline(always)]
+    pub fn step<P: BarrierPolicy, const COUNT: bool, S: Fragment, O: Fragment>(
+        &mut self,
+        scores: &mut [S; ROW_TILES],
+        out: &mut [O; ROW_TILES],
+        first_key: u32,
+    ) {
+        sync::<P, COUNT>(SyncPoint::ScoresComputed);
+        let pair = arch::lane_id() % 4;
+        // A warp-uniform branch: only steps that reach past the sequence end or the causal
+        // diagonal for some row of the warp mask anything.
+        let keys = 2 * scores[0].registers().len() as u32;
+        if first_key + keys > self.warp_key_end {
+            for (fragment, key_end) in scores.iter_mut().zip(self.key_end.iter()) {
+                for (r, s) in fragment.registers_mut().iter_mut().enumerate() {
+                    let key = first_key + (8 * (r / 4)) as u32 + 2 * pair + (r % 2) as u32;
+                    if key >= key_end[half_of(r)] {
+                        *s = f32::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+
+        let mut tile_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
+        for (fragment, max) in scores.iter().zip(tile_max.iter_mut()) {
+            for (r, s) in fragment.registers().iter().enumerate() {
+                max[half_of(r)] = arch::max(max[half_of(r)], *s);
+            }
+            for m in max.iter_mut() {
+                *m = arch::quad_max(*m);
+            }
+        }
+        sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
+        let mut correction = [[1.0f32; 2]; ROW_TILES];
+        for mt in 0..ROW_TILES {
+            for half in 0..2 {
+                correction[mt][half] = self.state[mt][half].rescale(tile_max[mt][half], self.scale_log2);
+            }
+        }
+        // Once the running maxima settle, most tiles raise none of them: skip the D-wide rescale
+        // of the output accumulators unless some row of the warp needs it (a warp-uniform branch).
+        if arch::warp_any(correction.iter().flatten().any(|&c| c != 1.0)) {
+            for (fragment, factor) in out.iter_mut().zip(correction.iter()) {
+                for (r, x) in fragment.registers_mut().iter_mut().enumerate() {
+                    *x *= factor[half_of(r)];
+                }
+            }
+        }
+        for (fragment, state) in scores.iter_mut().zip(self.state.iter_mut()) {
+            let offset = [state[0].offset(self.scale_log2), state[1].offset(self.scale_log2)];
+            for (r, s) in fragment.registers_mut().iter_mut().enumerate() {
+                *s = softmax::probability(*s, self.scale_log2, offset[half_of(r)]);
+                state[half_of(r)].row_sum += *s;
+            }
+        }
+        sync::<P, COUNT>(SyncPoint::RowSumExchanged);
+        sync::<P, COUNT>(SyncPoint::ProbsStaged);
+    }
+
+    /// The epilogue: completes the row sums over each quad, then writes every row this thread
+    /// holds that is inside the problem: its output, normalised and in `T`, and (from the quad's
+    /// first lane) its log-sum-exp.
+    ///
+    /// # Safety
+    /// `out` must be the problem's output tensor, `head` a query head inside it.
+    #[inline(always)]
+    pub unsafe fn finish<T: Element, const D: usize, O: Fragment>(
+        mut self,
+        acc: &[O; ROW_TILES],
+        problem: &Problem,
+        out: *mut u16,
+        head: usize,
+    ) {
+        let pair = arch::lane_id() % 4;
+        for (mt, fragment) in acc.iter().enumerate() {
+            for half in 0..2 {
+                let state = &mut self.state[mt][half];
+                state.row_sum = arch::quad_sum(state.row_sum);
+                let row = self.warp_first_row + (16 * mt + 8 * half) as u32 + arch::lane_id() / 4;
+                let registers = fragment.registers();
+                // Safety: the caller's contract.
+                let finished = unsafe { super::finish_row::<D>(problem, out, head, row, state, pair == 0) };
+                if let Some((o, norm)) = finished {
+                    for j in 0..registers.len() / 4 {
+                        let (lo, hi) = (registers[4 * j + 2 * half], registers[4 * j + 2 * half + 1]);
+                        // Safety: column pair `4j + pair` of a row of `D` elements.
+                        unsafe {
+                            arch::st_global_u32(o.add(4 * j + pair as usize), T::pack(lo * norm, hi * norm))
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
