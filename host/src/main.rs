@@ -4,12 +4,14 @@
 mod attend;
 mod autotune;
 mod bench;
+mod harness;
 mod inputs;
 mod list;
 mod micro;
 mod peers;
 mod plot;
 mod profile;
+mod report;
 mod stress;
 mod verify;
 

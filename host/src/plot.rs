@@ -6,7 +6,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::bench::Row;
+use crate::report::{Row, SavedRows};
 use crate::Failure;
 
 /// `plot`: redraws the plot of a `bench --json` report (no GPU needed).
@@ -21,15 +21,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    #[derive(serde::Deserialize)]
-    struct Report {
-        gpu: String,
-        results: Vec<Row>,
-    }
     check_path(&args.out)?;
     let text = std::fs::read_to_string(&args.json)
         .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
-    let report: Report = serde_json::from_str(&text)
+    let report: SavedRows = serde_json::from_str(&text)
         .map_err(|e| Failure::Usage(format!("{}: not a bench report ({e})", args.json.display())))?;
     let rows: Vec<Row> = report
         .results
@@ -184,7 +179,7 @@ mod tests {
     #[test]
     fn draws_one_panel_per_head_dim_and_mask() {
         let row = |kernel: &str, s: usize, d: usize, causal: bool, us: f64, peer: bool| {
-            crate::bench::row_from(
+            crate::report::row_from(
                 kernel.into(),
                 Shape::new(2, 16, s, d),
                 flashrs::DType::F16,

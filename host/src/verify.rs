@@ -7,6 +7,7 @@ use flashrs::reference::{self, Tolerance};
 use flashrs::{embedded, ptx, DType, Family, Gpu, Layout, Params, Policy, Shape, VariantSpec};
 use serde::Serialize;
 
+use crate::harness::{run_kernel, runnable};
 use crate::inputs::{self, Inputs};
 use crate::peers;
 use crate::Failure;
@@ -255,10 +256,7 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
             reference_name,
             torch: torch.as_deref(),
         };
-        let runnable = variants
-            .iter()
-            .filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch);
-        for variant in runnable {
+        for variant in runnable(&gpu, &variants, *shape) {
             for &layout in &args.layout {
                 let (out, lse) = run_kernel(&gpu, variant, *shape, params, &inputs, args.lse, layout)?;
                 let mut result = judge(variant.name, *shape, (causal, dtype), &out, &expected);
@@ -380,34 +378,6 @@ fn judge(
         lse_max_abs_err: None,
         pass: cmp.passes(tolerance) && vs_torch.is_none_or(|c| c.passes(tolerance)),
     }
-}
-
-/// Runs one variant on a NaN-poisoned output buffer, with the inputs (kept `[B,H,S,D]` on the
-/// host) laid out as `layout` on the device, and returns the output as `[B,H,S,D]` f32.
-pub fn run_kernel(
-    gpu: &Gpu,
-    variant: &'static VariantSpec,
-    shape: Shape,
-    params: Params,
-    inputs: &Inputs,
-    lse: bool,
-    layout: Layout,
-) -> Result<(Vec<f32>, Option<Vec<f32>>), Failure> {
-    let kernel = gpu.kernel(variant, shape.head_dim, inputs.dtype, false)?;
-    let (b, d) = (shape.batch, shape.head_dim);
-    let q = layout.from_bhsd(&inputs.q, b, shape.heads, shape.seq_q, d);
-    let k = layout.from_bhsd(&inputs.k, b, shape.heads_kv, shape.seq_k, d);
-    let v = layout.from_bhsd(&inputs.v, b, shape.heads_kv, shape.seq_k, d);
-    // The output starts as NaN: an element the kernel fails to write stays NaN, which never passes.
-    let mut tensors = gpu.tensors_in(layout, shape, inputs.dtype, &q, &k, &v)?;
-    if lse {
-        gpu.request_lse(&mut tensors)?;
-    }
-    gpu.launch(&kernel, &mut tensors, params, None)?;
-    let out = flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?);
-    let out = layout.to_bhsd(&out, b, shape.heads, shape.seq_q, d);
-    let lse = tensors.lse.as_ref().map(|l| gpu.download(l)).transpose()?;
-    Ok((out, lse))
 }
 
 /// The log-sum-exp is fp32 arithmetic on the same rounded inputs as the reference: only the
