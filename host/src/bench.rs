@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use flashrs::stats::Summary;
-use flashrs::{embedded, ptx, DType, Family, Params, Shape};
+use flashrs::{embedded, ptx, DType, Family, Params, Shape, VariantSpec};
 
 use crate::inputs::{self, Inputs};
-use crate::peers;
+use crate::peers::{self, Peer};
 use crate::report::{print_summary, print_table, row_from, summarise, Report, Row};
 use crate::Failure;
 
@@ -17,7 +17,7 @@ pub struct Args {
     /// own masks: 8 shapes non-causal, 3 causal).
     #[arg(long, value_delimiter = ',', default_value = "small,mission,long")]
     shapes: Vec<String>,
-    /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable.
+    /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable, and combines with --shapes.
     #[arg(long)]
     shape: Vec<Shape>,
     /// Only these variants (repeatable; default all; naive and flash_scalar are skipped on
@@ -39,10 +39,13 @@ pub struct Args {
     /// Most back-to-back calls per CUDA graph; fewer for long kernels (about 1 ms per replay).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     calls_per_graph: u32,
-    /// Peers to measure in the same run: `torch` (flash, cuDNN and memory-efficient SDPA through
-    /// python3 + torch, when present).
+    /// Peers to measure in the same run, comma-separated: `torch` (its SDPA backends: flash, i.e.
+    /// FlashAttention-2, cuDNN and memory-efficient), `fa3` (the FlashAttention-3 algorithm from
+    /// flash-attn-4's `flash_attn.cute`, on Hopper), both through python3 + torch. A peer that is
+    /// not installed is a note, not a failure; with a peer, a `--shape` may have a head dim our
+    /// kernels lack (up to 256, a multiple of 8): only the peers are timed there.
     #[arg(long, value_delimiter = ',')]
-    peers: Vec<String>,
+    peers: Vec<Peer>,
     /// Fail (exit 1) when KERNEL is slower than RATIO x the best peer on any benched shape,
     /// e.g. `flash_mma_m128_n64_w4_s2_light:0.95`. Repeatable.
     #[arg(long)]
@@ -59,162 +62,72 @@ pub struct Args {
 /// named with `--kernel`: they would take minutes and say nothing new.
 const SLOW_KERNEL_LIMIT: f64 = 3e10;
 
-pub fn run(device: usize, args: Args) -> Result<(), Failure> {
-    let masks: &[bool] = if args.causal { &[true] } else { &[false] };
-    let cases = inputs::cases(&args.shapes, &args.shape, masks)?;
-    let variants = inputs::variants(&args.kernels)?;
-    let gates = args
-        .gate
-        .iter()
-        .map(|g| parse_gate(g))
-        .collect::<Result<Vec<_>, _>>()?;
-    for peer in &args.peers {
-        if peer != "torch" {
-            return Err(Failure::Usage(format!("unknown peer `{peer}` (torch)")));
+/// What a run measures, all checked before the GPU is opened.
+struct Plan {
+    cases: Vec<(Shape, bool)>,
+    variants: Vec<&'static VariantSpec>,
+    gates: Vec<(String, f64)>,
+    peers: Vec<Peer>,
+}
+
+impl Plan {
+    fn new(args: &Args) -> Result<Plan, Failure> {
+        let masks: &[bool] = if args.causal { &[true] } else { &[false] };
+        let mut peers: Vec<Peer> = Vec::new();
+        for &peer in &args.peers {
+            if !peers.contains(&peer) {
+                peers.push(peer);
+            }
         }
+        // A head dim none of our kernels has is still worth a run when a peer can time it.
+        let head_dims = if peers.is_empty() {
+            inputs::HeadDims::Ours
+        } else {
+            inputs::HeadDims::OursOrPeers
+        };
+        let gates = args
+            .gate
+            .iter()
+            .map(|g| parse_gate(g))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(path) = &args.plot {
+            crate::plot::check_path(path)?;
+        }
+        Ok(Plan {
+            cases: inputs::cases(&args.shapes, &args.shape, masks, head_dims)?,
+            variants: inputs::variants(&args.kernels)?,
+            gates,
+            peers,
+        })
     }
-    if let Some(path) = &args.plot {
-        crate::plot::check_path(path)?;
-    }
+}
+
+pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+    let plan = Plan::new(&args)?;
     let gpu = inputs::open_gpu(device)?;
     println!(
         "bench on {} (sm_{}): per kernel and case, {} timed replays of a CUDA graph of up to {} calls \
          (p50..p99 per call) and {} single launches (launch p50), after {} warm-ups",
         gpu.name, gpu.arch, args.iters, args.calls_per_graph, args.iters, args.warmup
     );
-    let globals = ptx::u32_globals(embedded::PTX_SM90);
-    let mut rows = Vec::new();
     let mut notes = Vec::new();
-    let mut cublas_missing = false;
-    let bar = inputs::progress(cases.len() * variants.len(), "bench");
-    for &(shape, causal) in &cases {
-        let params = Params { causal, scale: None };
-        let inputs = Inputs::random(shape, args.dtype, inputs::fresh_seed());
-        let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
-        let first = rows.len();
-        let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
-        for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
-            bar.inc(1);
-            let slow = matches!(variant.family, Family::Naive | Family::FlashScalar);
-            if slow && work > SLOW_KERNEL_LIMIT && args.kernels.is_empty() {
-                continue;
-            }
-            bar.set_message(format!("{} {shape}", variant.name));
-            let kernel = gpu.kernel(variant, shape.head_dim, args.dtype, false)?;
-            let singles = gpu.time_launches(
-                &kernel,
-                &mut tensors,
-                params,
-                args.warmup as usize,
-                args.iters as usize,
-            )?;
-            let singles =
-                Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
-            // About a millisecond of work per replay: launch gaps amortised, long kernels not repeated needlessly.
-            let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
-            let samples = gpu.time_graph(
-                &kernel,
-                &mut tensors,
-                params,
-                calls as usize,
-                args.warmup as usize,
-                args.iters as usize,
-            )?;
-            let counted = gpu.count_barriers(variant, &mut tensors, params)?;
-            let declared = globals
-                .get(format!("{}_barriers_per_tile", kernel.symbol).as_str())
-                .copied();
-            let mut row = row_from(
-                variant.name.to_string(),
-                shape,
-                args.dtype,
-                causal,
-                calls,
-                samples,
-                None,
-            )?;
-            row.event_p50_us = Some(singles.p50);
-            row.barriers_per_tile = declared;
-            row.barriers_per_tile_runtime = Some(counted.per_tile);
-            rows.push(row);
-        }
-        if inputs::wants_cublas(&args.kernels) && !cublas_missing {
-            match time_cublas(&gpu, &mut tensors, params, &args) {
-                Ok(row) => rows.push(row),
-                Err(flashrs::Error::NoCublas) => {
-                    cublas_missing = true;
-                    notes.push(format!("cublas peer not measured: {}", flashrs::Error::NoCublas));
-                }
-                Err(e) => notes.push(format!("cublas on {shape} causal={causal}: {e}")),
-            }
-        }
-        gpu.synchronize()?;
-        let naive = rows[first..]
-            .iter()
-            .find(|r| r.kernel == "naive")
-            .map(|r| r.p50_us);
-        for row in &mut rows[first..] {
-            row.speedup_vs_naive = naive.map(|n| n / row.p50_us);
-        }
-    }
-    bar.finish_and_clear();
-
-    if args.peers.iter().any(|p| p == "torch") {
-        eprintln!("timing torch SDPA backends on the same shapes...");
-        match peers::torch_bench(
-            &cases,
-            args.dtype.long_name(),
-            args.calls_per_graph,
-            args.warmup,
-            args.iters,
-        ) {
-            Ok(reports) => {
-                for (_, report) in reports {
-                    notes.push(format!(
-                        "torch {} (cuDNN {:?}) on {}",
-                        report.torch, report.cudnn, report.device
-                    ));
-                    for r in report.results {
-                        let shape = Shape {
-                            batch: r.shape[0],
-                            heads: r.shape[1],
-                            heads_kv: r.shape[1],
-                            seq_q: r.shape[2],
-                            seq_k: r.seq_k,
-                            head_dim: r.shape[3],
-                        };
-                        match r.error {
-                            Some(error) => notes.push(format!(
-                                "torch {} on {shape} causal={}: {error}",
-                                r.backend, r.causal
-                            )),
-                            None => rows.push(row_from(
-                                format!("torch_{}", r.backend),
-                                shape,
-                                args.dtype,
-                                r.causal,
-                                r.calls_per_graph.unwrap_or(1),
-                                r.samples_us,
-                                Some(r.backend),
-                            )?),
-                        }
-                    }
-                }
-            }
-            Err(reason) => notes.push(format!("torch peers not measured: {reason}")),
-        }
-    }
+    let mut rows = time_ours(&gpu, &plan, &args, &mut notes)?;
+    rows.extend(time_peers(&plan, &args, &mut notes)?);
     for note in &notes {
         println!("note: {note}");
     }
     let pick = |shape: Shape, causal: bool| {
-        let (variant, source) = gpu.choose(shape, args.dtype, causal);
-        (variant.name, source)
+        let compiled = flashrs::variants::HEAD_DIMS.contains(&shape.head_dim);
+        compiled.then(|| {
+            let (variant, source) = gpu.choose(shape, args.dtype, causal);
+            (variant.name, source)
+        })
     };
-    let summary = summarise(&cases, &rows, &pick);
+    let summary = summarise(&plan.cases, &rows, &pick);
     print_table(&rows);
     print_summary(&summary);
-    let gate_failures: Vec<String> = gates
+    let gate_failures: Vec<String> = plan
+        .gates
         .iter()
         .flat_map(|(kernel, ratio)| gate_failures(&rows, kernel, *ratio))
         .collect();
@@ -231,21 +144,197 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             gpu: gpu.name.clone(),
             iters: args.iters,
             warmup: args.warmup,
-            peers: args.peers.clone(),
+            peers: plan.peers.iter().map(|p| p.name().to_string()).collect(),
             notes,
             results: rows,
             summary,
         };
         inputs::write_json(path, &report)?;
     }
+    for failure in &gate_failures {
+        println!("GATE FAIL: {failure}");
+    }
     if gate_failures.is_empty() {
         Ok(())
     } else {
-        for failure in &gate_failures {
-            println!("GATE FAIL: {failure}");
-        }
         Err(Failure::Check)
     }
+}
+
+/// Our variants (and the cuBLAS path) on every case whose head dim they support.
+fn time_ours(
+    gpu: &flashrs::Gpu,
+    plan: &Plan,
+    args: &Args,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, Failure> {
+    let mut rows = Vec::new();
+    let mut cublas = inputs::wants_cublas(&args.kernels);
+    let bar = inputs::progress(plan.cases.len() * plan.variants.len(), "bench");
+    for &(shape, causal) in &plan.cases {
+        if !flashrs::variants::HEAD_DIMS.contains(&shape.head_dim) {
+            continue;
+        }
+        let params = Params { causal, scale: None };
+        let inputs = Inputs::random(shape, args.dtype, inputs::fresh_seed());
+        let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
+        let first = rows.len();
+        let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
+        for variant in plan
+            .variants
+            .iter()
+            .filter(|v| v.head_dims.contains(&shape.head_dim))
+        {
+            bar.inc(1);
+            let slow = matches!(variant.family, Family::Naive | Family::FlashScalar);
+            if slow && work > SLOW_KERNEL_LIMIT && args.kernels.is_empty() {
+                continue;
+            }
+            bar.set_message(format!("{} {shape}", variant.name));
+            rows.push(time_variant(gpu, variant, &mut tensors, params, args)?);
+        }
+        if cublas {
+            match time_cublas(gpu, &mut tensors, params, args) {
+                Ok(row) => rows.push(row),
+                Err(flashrs::Error::NoCublas) => {
+                    cublas = false;
+                    notes.push(format!("cublas peer not measured: {}", flashrs::Error::NoCublas));
+                }
+                Err(e) if e.is_gpu_fault() => return Err(e.into()),
+                Err(e) => notes.push(format!("cublas on {shape} causal={causal}: {e}")),
+            }
+        }
+        gpu.synchronize()?;
+        let naive = rows[first..]
+            .iter()
+            .find(|r| r.kernel == "naive")
+            .map(|r| r.p50_us);
+        for row in &mut rows[first..] {
+            row.speedup_vs_naive = naive.map(|n| n / row.p50_us);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(rows)
+}
+
+/// One variant on one case: single launches (to size the graph and for the launch p50), graph
+/// replays, and the barriers per tile declared and counted.
+fn time_variant(
+    gpu: &flashrs::Gpu,
+    variant: &'static VariantSpec,
+    tensors: &mut flashrs::Tensors,
+    params: Params,
+    args: &Args,
+) -> Result<Row, Failure> {
+    let shape = tensors.shape();
+    let kernel = gpu.kernel(variant, shape.head_dim, args.dtype, false)?;
+    let (warmup, iters) = (args.warmup as usize, args.iters as usize);
+    let singles = gpu.time_launches(&kernel, tensors, params, warmup, iters)?;
+    let singles = Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
+    // About a millisecond of work per replay: launch gaps amortised, long kernels not repeated needlessly.
+    let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
+    let samples = gpu.time_graph(&kernel, tensors, params, calls as usize, warmup, iters)?;
+    let counted = gpu.count_barriers(variant, tensors, params)?;
+    let declared = ptx::u32_globals(embedded::PTX_SM90)
+        .get(format!("{}_barriers_per_tile", kernel.symbol).as_str())
+        .copied();
+    let mut row = row_from(
+        variant.name.to_string(),
+        shape,
+        args.dtype,
+        params.causal,
+        calls,
+        samples,
+        None,
+    )?;
+    row.event_p50_us = Some(singles.p50);
+    row.barriers_per_tile = declared;
+    row.barriers_per_tile_runtime = Some(counted.per_tile);
+    Ok(row)
+}
+
+/// The peers asked for, on every case; what could not run becomes a note.
+fn time_peers(plan: &Plan, args: &Args, notes: &mut Vec<String>) -> Result<Vec<Row>, Failure> {
+    if plan.peers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<&str> = plan.peers.iter().map(|p| p.name()).collect();
+    eprintln!("timing the peers ({}) on the same shapes...", names.join(", "));
+    let reports = match peers::peer_bench(
+        &plan.cases,
+        &plan.peers,
+        args.dtype.long_name(),
+        args.calls_per_graph,
+        args.warmup,
+        args.iters,
+    ) {
+        Ok(reports) => reports,
+        Err(reason) => {
+            notes.push(format!("peers ({}) not measured: {reason}", names.join(", ")));
+            return Ok(Vec::new());
+        }
+    };
+    let mut rows = Vec::new();
+    for (_, report) in reports {
+        let mut note_once = |note: String| {
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        };
+        let fa3 = report
+            .fa3
+            .as_ref()
+            .map_or(String::new(), |v| format!(", flash-attn-4 {v} (fa3)"));
+        note_once(format!(
+            "torch {} (cuDNN {:?}) on {}{fa3}",
+            report.torch, report.cudnn, report.device
+        ));
+        if let Some(reason) = &report.fa3_error {
+            note_once(format!("fa3 peer not measured: {reason}"));
+        }
+        for r in report.results {
+            rows.extend(peer_row(r, args.dtype, notes)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// A peer's timings as a row (named `torch_<backend>`, or `fa3`), or its error as a note.
+fn peer_row(r: peers::PeerRow, dtype: DType, notes: &mut Vec<String>) -> Result<Option<Row>, Failure> {
+    let shape = Shape {
+        batch: r.shape[0],
+        heads: r.shape[1],
+        heads_kv: r.shape[1],
+        seq_q: r.shape[2],
+        seq_k: r.seq_k,
+        head_dim: r.shape[3],
+    };
+    let kernel = if r.backend == peers::FA3_BACKEND {
+        r.backend.clone()
+    } else {
+        format!("torch_{}", r.backend)
+    };
+    if let Some(error) = r.error {
+        notes.push(format!("{kernel} on {shape} causal={}: {error}", r.causal));
+        return Ok(None);
+    }
+    if let Some(note) = &r.method_note {
+        notes.push(format!("{kernel} on {shape} causal={}: {note}", r.causal));
+    }
+    let calls = r.calls_per_graph.unwrap_or(1);
+    let mut row = row_from(
+        kernel,
+        shape,
+        dtype,
+        r.causal,
+        calls,
+        r.samples_us,
+        Some(r.backend),
+    )?;
+    if let Some(method) = r.method {
+        row.method = method;
+    }
+    Ok(Some(row))
 }
 
 /// The cuBLAS-composed path, timed like our kernels; a peer row (`backend: cublas`).
@@ -375,5 +464,79 @@ mod tests {
         ] {
             assert!(parse_gate(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn peer_rows_keep_their_method_and_errors_become_notes() {
+        let row = |backend: &str, error: Option<&str>| peers::PeerRow {
+            backend: backend.into(),
+            shape: [2, 16, 4096, 256],
+            seq_k: 4096,
+            causal: true,
+            method: Some("cuda_events_back_to_back".into()),
+            method_note: Some("graph capture failed (x)".into()),
+            calls_per_graph: Some(2),
+            samples_us: if error.is_some() { vec![] } else { vec![400.0; 3] },
+            error: error.map(str::to_string),
+        };
+        let mut notes = Vec::new();
+        let fa3 = peer_row(row("fa3", None), DType::Bf16, &mut notes)
+            .ok()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (fa3.kernel.as_str(), fa3.backend.as_deref()),
+            ("fa3", Some("fa3"))
+        );
+        assert!(fa3.peer && fa3.method == "cuda_events_back_to_back" && fa3.calls_per_graph == 2);
+        assert!(
+            notes[0].contains("fa3") && notes[0].contains("graph capture failed"),
+            "{notes:?}"
+        );
+        let cudnn = peer_row(row("cudnn", None), DType::Bf16, &mut notes)
+            .ok()
+            .unwrap()
+            .unwrap();
+        assert_eq!(cudnn.kernel, "torch_cudnn");
+        let failed = peer_row(
+            row("efficient", Some("No available kernel.")),
+            DType::F16,
+            &mut notes,
+        );
+        assert!(failed.ok().unwrap().is_none());
+        assert!(
+            notes.last().unwrap().contains("torch_efficient")
+                && notes.last().unwrap().contains("No available")
+        );
+    }
+
+    #[test]
+    fn peers_parse_as_a_comma_list_once_each() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let parse = |peers: &str| {
+            <Cli as clap::Parser>::try_parse_from(["bench", "--peers", peers]).map(|cli| cli.args)
+        };
+        let args = parse("torch,fa3,torch").ok().unwrap();
+        assert_eq!(args.peers, [Peer::Torch, Peer::Fa3, Peer::Torch]);
+        let plan = Plan::new(&args).ok().unwrap();
+        assert_eq!(plan.peers, [Peer::Torch, Peer::Fa3]);
+        assert_eq!(parse("fa3").ok().unwrap().peers, [Peer::Fa3]);
+        let err = parse("torch,fa4").err().unwrap().to_string();
+        assert!(err.contains("unknown peer `fa4` (torch, fa3)"), "{err}");
+        // With a peer, a head dim only the peers run is a case; without one it is refused.
+        let shape = |peers: &[&str]| {
+            let mut argv = vec!["bench", "--shapes", "std", "--shape", "2,16,4096,256"];
+            argv.extend_from_slice(peers);
+            let args = <Cli as clap::Parser>::try_parse_from(argv).ok().unwrap().args;
+            Plan::new(&args).map(|p| p.cases)
+        };
+        let cases = shape(&["--peers", "fa3"]).ok().unwrap();
+        assert_eq!(cases.len(), 12);
+        assert_eq!(cases[11], (Shape::new(2, 16, 4096, 256), false));
+        assert!(shape(&[]).is_err());
     }
 }

@@ -42,7 +42,8 @@ struct Cli {
 enum Command {
     /// Check every kernel variant against a float64 CPU reference on fresh random inputs.
     Verify(verify::Args),
-    /// Time kernel variants with CUDA events: p50/p90/p99, TFLOP/s, barriers per tile.
+    /// Time kernel variants and the peers (torch's SDPA, FA3) by CUDA-graph replay: p50/p90/p99,
+    /// TFLOP/s, barriers per tile, ratios to each peer.
     Bench(bench::Args),
     /// Attention on your own [B,H,S,D] float16/float32 .npy tensors.
     Attend(attend::Args),

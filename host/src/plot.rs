@@ -163,6 +163,7 @@ fn series_color(name: &str, index: usize) -> RGBAColor {
         "torch_cudnn" => BLACK.to_rgba(),
         "torch_efficient" => RGBColor(128, 128, 128).to_rgba(),
         "cublas" => RGBColor(140, 80, 40).to_rgba(),
+        crate::peers::FA3_BACKEND => RGBColor(150, 0, 150).to_rgba(),
         _ => OURS[index % OURS.len()].to_rgba(),
     }
 }

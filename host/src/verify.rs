@@ -109,8 +109,8 @@ pub struct BarrierCheck {
     pub policy: Option<Policy>,
     /// Declared by the policy (a constant the device crate exports into the PTX).
     pub declared: u32,
-    /// `bar.sync` inside the KV-tile loop of the PTX, per architecture.
-    /// Barriers in the PTX loop for sm_80; `None` where that PTX lacks the variant (wgmma).
+    /// `bar.sync` inside the KV-tile loop of the PTX, per architecture; `None` for sm_80 where
+    /// that PTX lacks the variant (wgmma).
     pub ptx_sm80: Option<usize>,
     pub ptx_sm90: usize,
     /// Counted by the instrumented kernel, non-causal and causal.
@@ -227,10 +227,11 @@ fn problems(args: &Args) -> Result<Vec<(Shape, bool, DType)>, Failure> {
         Masks::Causal => &[true],
         Masks::Both => &[false, true],
     };
-    let mut problems: Vec<(Shape, bool, DType)> = inputs::cases(&args.shapes, &args.shape, masks)?
-        .into_iter()
-        .flat_map(|(s, c)| args.dtype.iter().map(move |&t| (s, c, t)))
-        .collect();
+    let mut problems: Vec<(Shape, bool, DType)> =
+        inputs::cases(&args.shapes, &args.shape, masks, inputs::HeadDims::Ours)?
+            .into_iter()
+            .flat_map(|(s, c)| args.dtype.iter().map(move |&t| (s, c, t)))
+            .collect();
     if let Some(heads_kv) = args.heads_kv {
         for (shape, _, _) in &mut problems {
             *shape = shape.with_heads_kv(heads_kv);
