@@ -64,8 +64,9 @@ pub fn plot(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
     let grid_rows = panels.len().div_ceil(columns);
     let root = SVGBackend::new(path, (720 * columns as u32, 480 * grid_rows as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
+    let dtype = rows.first().map_or("float16", |r| r.dtype.as_str());
     let root = root
-        .titled(&format!("attention forward, fp16, {gpu}"), ("sans-serif", 20))
+        .titled(&format!("attention forward, {dtype}, {gpu}"), ("sans-serif", 20))
         .map_err(draw_error)?;
     let areas = root.split_evenly((grid_rows, columns));
     // One colour per series name across panels.
@@ -203,7 +204,7 @@ mod tests {
         plot(&path, &rows, "test GPU").ok().unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("D = 64") && svg.contains("D = 128, causal"));
-        assert!(svg.contains("torch_flash"));
+        assert!(svg.contains("torch_flash") && svg.contains("attention forward, float16, test GPU"));
         assert!(check_path(&dir.path().join("p.png")).is_err());
     }
 }
