@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full round on a GPU machine, from binaries built elsewhere (scripts/stage_gpu.sh puts them
 # in .gpu/): device facts, the GPU tests, verify (with the torch cross-check), bench of the standard
-# shapes against the peers (with plot), a gate that must fail, micro + tune for the two reference
+# shapes and (2,16,4096,256) against the peers, torch's SDPA and FA3 (with plot), a gate that must fail, micro + tune for the two reference
 # shapes, and an ncu profile of the best kernel. JSON, CSV, SVG and one log land in $OUT
 # (default ./gpu-out); the device tool brings back 8 files, so callers pack $OUT into one archive.
 set -uo pipefail
@@ -18,6 +18,10 @@ run() { echo "+ $*" | tee -a "$LOG"; "$@" 2>&1 | tee -a "$LOG"; return "${PIPEST
 torch_libs=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
 [ -n "$torch_libs" ] && export LD_LIBRARY_PATH="$torch_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
+# The FlashAttention-3 peer (flash-attn-4), where ../shared/peers/fa4's install.sh put it
+# (README, "Running on a GPU machine"); without it bench notes the peer missing and goes on.
+[ -f /tmp/fa4/pythonpath ] && export PYTHONPATH="$(cat /tmp/fa4/pythonpath)${PYTHONPATH:+:$PYTHONPATH}"
+
 status=0
 run nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
 for test in "$BIN"/tests/*; do
@@ -27,8 +31,9 @@ run bash scripts/attend_check.sh || status=1
 run "$BIN/host" verify --peer torch --json "$OUT/verify_h100.json" ${VERIFY_ARGS:-} || status=1
 run "$BIN/host" verify --shapes small,odd --heads-kv 1 --lse --layout bhsd,bshd --peer torch --json "$OUT/verify_mqa_lse_h100.json" || status=1
 [ -n "${SKIP_BENCH:-}" ] && { echo "round finished with status $status (bench skipped)" | tee -a "$LOG"; exit $status; }
-run "$BIN/host" bench --shapes std --peers torch --plot "$OUT/bench_h100.svg" --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
-run "$BIN/host" bench --shapes std --dtype bf16 --peers torch --json "$OUT/bench_bf16_h100.json" ${BENCH_ARGS:-} || status=1
+# Head dim 256 has no kernel of ours yet: only the peers are timed there.
+run "$BIN/host" bench --shapes std --shape 2,16,4096,256 --peers torch,fa3 --plot "$OUT/bench_h100.svg" --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
+run "$BIN/host" bench --shapes std --shape 2,16,4096,256 --dtype bf16 --peers torch,fa3 --json "$OUT/bench_bf16_h100.json" ${BENCH_ARGS:-} || status=1
 # The gate must fail on an unreachable ratio (exit 1), and say which shapes fail.
 if run "$BIN/host" bench --shape 2,8,512,64 --kernel "$PROFILE_KERNEL" --peers torch --iters 20 --gate "$PROFILE_KERNEL:1000"; then
   echo "gate check: FAILED (an unreachable gate passed)" | tee -a "$LOG"; status=1

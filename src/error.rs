@@ -45,4 +45,13 @@ pub enum Error {
     Driver(#[from] cudarc::driver::DriverError),
 }
 
+impl Error {
+    /// Whether the GPU or its driver failed while running work (a CUDA fault, a failed launch or
+    /// copy, out of device memory, a cuBLAS failure), as opposed to input the library refuses or
+    /// a machine without a usable GPU.
+    pub fn is_gpu_fault(&self) -> bool {
+        matches!(self, Error::Driver(_) | Error::Cublas(_))
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

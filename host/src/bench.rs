@@ -3,13 +3,12 @@
 
 use std::path::PathBuf;
 
-use flashrs::gpu::Choice;
-use flashrs::stats::{bootstrap_speedup_ci, Summary};
-use flashrs::{embedded, ptx, DType, Family, Params, Shape};
-use serde::{Deserialize, Serialize};
+use flashrs::stats::Summary;
+use flashrs::{embedded, ptx, DType, Family, Params, Shape, VariantSpec};
 
 use crate::inputs::{self, Inputs};
-use crate::peers;
+use crate::peers::{self, Peer};
+use crate::report::{print_summary, print_table, row_from, summarise, Report, Row};
 use crate::Failure;
 
 #[derive(clap::Args)]
@@ -18,7 +17,7 @@ pub struct Args {
     /// own masks: 8 shapes non-causal, 3 causal).
     #[arg(long, value_delimiter = ',', default_value = "small,mission,long")]
     shapes: Vec<String>,
-    /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable.
+    /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable, and combines with --shapes.
     #[arg(long)]
     shape: Vec<Shape>,
     /// Only these variants (repeatable; default all; naive and flash_scalar are skipped on
@@ -40,10 +39,13 @@ pub struct Args {
     /// Most back-to-back calls per CUDA graph; fewer for long kernels (about 1 ms per replay).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     calls_per_graph: u32,
-    /// Peers to measure in the same run: `torch` (flash, cuDNN and memory-efficient SDPA through
-    /// python3 + torch, when present).
+    /// Peers to measure in the same run, comma-separated: `torch` (its SDPA backends: flash, i.e.
+    /// FlashAttention-2, cuDNN and memory-efficient), `fa3` (the FlashAttention-3 algorithm from
+    /// flash-attn-4's `flash_attn.cute`, on Hopper), both through python3 + torch. A peer that is
+    /// not installed is a note, not a failure; with a peer, a `--shape` may have a head dim our
+    /// kernels lack (up to 256, a multiple of 8): only the peers are timed there.
     #[arg(long, value_delimiter = ',')]
-    peers: Vec<String>,
+    peers: Vec<Peer>,
     /// Fail (exit 1) when KERNEL is slower than RATIO x the best peer on any benched shape,
     /// e.g. `flash_mma_m128_n64_w4_s2_light:0.95`. Repeatable.
     #[arg(long)]
@@ -56,239 +58,76 @@ pub struct Args {
     json: Option<PathBuf>,
 }
 
-#[derive(Serialize, Deserialize, Clone)]
-pub struct Row {
-    pub kernel: String,
-    pub shape: [usize; 4],
-    pub seq_k: usize,
-    pub causal: bool,
-    pub dtype: String,
-    pub peer: bool,
-    /// For peers: flash, cudnn, efficient (torch) or cublas.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
-    /// How `p50_us`.. were measured: CUDA events around each replay of a graph of
-    /// `calls_per_graph` back-to-back calls, divided by that count.
-    pub method: String,
-    pub calls_per_graph: u32,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub min_us: f64,
-    /// From `p50_us`: 4*B*H*S_q*S_k*D, halved when causal.
-    pub tflops: f64,
-    /// CUDA events around each single launch (launch overhead included); ours only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub event_p50_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub speedup_vs_naive: Option<f64>,
-    /// Declared by the variant's barrier policy; ours only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub barriers_per_tile: Option<u32>,
-    /// Counted by the instrumented twin on this shape; ours only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub barriers_per_tile_runtime: Option<f64>,
-    /// Per-call time of every replay, for the bootstrap intervals.
-    pub samples_us: Vec<f64>,
-}
-
-#[derive(Serialize)]
-pub struct ShapeSummary {
-    pub shape: [usize; 4],
-    pub seq_k: usize,
-    pub causal: bool,
-    pub ours: String,
-    pub ours_us: f64,
-    pub best_peer: Option<String>,
-    pub best_peer_us: Option<f64>,
-    /// best_peer_us / ours_us: above 1 means ours is faster.
-    pub speedup: Option<f64>,
-    /// 95% bootstrap interval of the speedup (10,000 resamples of the per-replay timings).
-    pub ci95: Option<(f64, f64)>,
-    /// Ratio to cuDNN's SDPA when it ran.
-    pub speedup_vs_cudnn: Option<f64>,
-    /// Ratio to torch's flash backend (FlashAttention-2) when it ran.
-    pub speedup_vs_torch_flash: Option<f64>,
-    /// 95% bootstrap interval of that ratio.
-    pub ci95_vs_torch_flash: Option<(f64, f64)>,
-    /// The variant the library's dispatch picks for this shape, and its speedup over the best peer.
-    pub dispatch: String,
-    pub dispatch_speedup: Option<f64>,
-    /// Whether the pick came from the tuned table or the built-in heuristic.
-    pub dispatch_source: Choice,
-}
-
-#[derive(Serialize)]
-struct Report {
-    gpu: String,
-    iters: u32,
-    warmup: u32,
-    peers: Vec<String>,
-    notes: Vec<String>,
-    results: Vec<Row>,
-    summary: Vec<ShapeSummary>,
-}
-
 /// Above this many multiply-adds (B*H*S_q*S_k*D) `naive` and `flash_scalar` are skipped unless
 /// named with `--kernel`: they would take minutes and say nothing new.
 const SLOW_KERNEL_LIMIT: f64 = 3e10;
 
-pub fn run(device: usize, args: Args) -> Result<(), Failure> {
-    let masks: &[bool] = if args.causal { &[true] } else { &[false] };
-    let cases = inputs::cases(&args.shapes, &args.shape, masks)?;
-    let variants = inputs::variants(&args.kernels)?;
-    let gates = args
-        .gate
-        .iter()
-        .map(|g| parse_gate(g))
-        .collect::<Result<Vec<_>, _>>()?;
-    for peer in &args.peers {
-        if peer != "torch" {
-            return Err(Failure::Usage(format!("unknown peer `{peer}` (torch)")));
+/// What a run measures, all checked before the GPU is opened.
+struct Plan {
+    cases: Vec<(Shape, bool)>,
+    variants: Vec<&'static VariantSpec>,
+    gates: Vec<(String, f64)>,
+    peers: Vec<Peer>,
+}
+
+impl Plan {
+    fn new(args: &Args) -> Result<Plan, Failure> {
+        let masks: &[bool] = if args.causal { &[true] } else { &[false] };
+        let mut peers: Vec<Peer> = Vec::new();
+        for &peer in &args.peers {
+            if !peers.contains(&peer) {
+                peers.push(peer);
+            }
         }
+        // A head dim none of our kernels has is still worth a run when a peer can time it.
+        let head_dims = if peers.is_empty() {
+            inputs::HeadDims::Ours
+        } else {
+            inputs::HeadDims::OursOrPeers
+        };
+        let gates = args
+            .gate
+            .iter()
+            .map(|g| parse_gate(g))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(path) = &args.plot {
+            crate::plot::check_path(path)?;
+        }
+        Ok(Plan {
+            cases: inputs::cases(&args.shapes, &args.shape, masks, head_dims)?,
+            variants: inputs::variants(&args.kernels)?,
+            gates,
+            peers,
+        })
     }
-    if let Some(path) = &args.plot {
-        crate::plot::check_path(path)?;
-    }
+}
+
+pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+    let plan = Plan::new(&args)?;
     let gpu = inputs::open_gpu(device)?;
     println!(
         "bench on {} (sm_{}): per kernel and case, {} timed replays of a CUDA graph of up to {} calls \
          (p50..p99 per call) and {} single launches (launch p50), after {} warm-ups",
         gpu.name, gpu.arch, args.iters, args.calls_per_graph, args.iters, args.warmup
     );
-    let globals = ptx::u32_globals(embedded::PTX_SM90);
-    let mut rows = Vec::new();
     let mut notes = Vec::new();
-    let mut cublas_missing = false;
-    let bar = inputs::progress(cases.len() * variants.len(), "bench");
-    for &(shape, causal) in &cases {
-        let params = Params { causal, scale: None };
-        let inputs = Inputs::random(shape, args.dtype, inputs::fresh_seed());
-        let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
-        let first = rows.len();
-        let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
-        for variant in variants.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
-            bar.inc(1);
-            let slow = matches!(variant.family, Family::Naive | Family::FlashScalar);
-            if slow && work > SLOW_KERNEL_LIMIT && args.kernels.is_empty() {
-                continue;
-            }
-            bar.set_message(format!("{} {shape}", variant.name));
-            let kernel = gpu.kernel(variant, shape.head_dim, args.dtype, false)?;
-            let singles = gpu.time_launches(
-                &kernel,
-                &mut tensors,
-                params,
-                args.warmup as usize,
-                args.iters as usize,
-            )?;
-            let singles =
-                Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
-            // About a millisecond of work per replay: launch gaps amortised, long kernels not repeated needlessly.
-            let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
-            let samples = gpu.time_graph(
-                &kernel,
-                &mut tensors,
-                params,
-                calls as usize,
-                args.warmup as usize,
-                args.iters as usize,
-            )?;
-            let counted = gpu.count_barriers(variant, &mut tensors, params)?;
-            let declared = globals
-                .get(format!("{}_barriers_per_tile", kernel.symbol).as_str())
-                .copied();
-            let mut row = row_from(
-                variant.name.to_string(),
-                shape,
-                args.dtype,
-                causal,
-                calls,
-                samples,
-                None,
-            )?;
-            row.event_p50_us = Some(singles.p50);
-            row.barriers_per_tile = declared;
-            row.barriers_per_tile_runtime = Some(counted.per_tile);
-            rows.push(row);
-        }
-        if inputs::wants_cublas(&args.kernels) && !cublas_missing {
-            match time_cublas(&gpu, &mut tensors, params, &args) {
-                Ok(row) => rows.push(row),
-                Err(flashrs::Error::NoCublas) => {
-                    cublas_missing = true;
-                    notes.push(format!("cublas peer not measured: {}", flashrs::Error::NoCublas));
-                }
-                Err(e) => notes.push(format!("cublas on {shape} causal={causal}: {e}")),
-            }
-        }
-        gpu.synchronize()?;
-        let naive = rows[first..]
-            .iter()
-            .find(|r| r.kernel == "naive")
-            .map(|r| r.p50_us);
-        for row in &mut rows[first..] {
-            row.speedup_vs_naive = naive.map(|n| n / row.p50_us);
-        }
-    }
-    bar.finish_and_clear();
-
-    if args.peers.iter().any(|p| p == "torch") {
-        eprintln!("timing torch SDPA backends on the same shapes...");
-        match peers::torch_bench(
-            &cases,
-            args.dtype.long_name(),
-            args.calls_per_graph,
-            args.warmup,
-            args.iters,
-        ) {
-            Ok(reports) => {
-                for (_, report) in reports {
-                    notes.push(format!(
-                        "torch {} (cuDNN {:?}) on {}",
-                        report.torch, report.cudnn, report.device
-                    ));
-                    for r in report.results {
-                        let shape = Shape {
-                            batch: r.shape[0],
-                            heads: r.shape[1],
-                            heads_kv: r.shape[1],
-                            seq_q: r.shape[2],
-                            seq_k: r.seq_k,
-                            head_dim: r.shape[3],
-                        };
-                        match r.error {
-                            Some(error) => notes.push(format!(
-                                "torch {} on {shape} causal={}: {error}",
-                                r.backend, r.causal
-                            )),
-                            None => rows.push(row_from(
-                                format!("torch_{}", r.backend),
-                                shape,
-                                args.dtype,
-                                r.causal,
-                                r.calls_per_graph.unwrap_or(1),
-                                r.samples_us,
-                                Some(r.backend),
-                            )?),
-                        }
-                    }
-                }
-            }
-            Err(reason) => notes.push(format!("torch peers not measured: {reason}")),
-        }
-    }
+    let mut rows = time_ours(&gpu, &plan, &args, &mut notes)?;
+    rows.extend(time_peers(&plan, &args, &mut notes)?);
     for note in &notes {
         println!("note: {note}");
     }
     let pick = |shape: Shape, causal: bool| {
-        let (variant, source) = gpu.choose(shape, args.dtype, causal);
-        (variant.name, source)
+        let compiled = flashrs::variants::HEAD_DIMS.contains(&shape.head_dim);
+        compiled.then(|| {
+            let (variant, source) = gpu.choose(shape, args.dtype, causal);
+            (variant.name, source)
+        })
     };
-    let summary = summarise(&cases, &rows, &pick);
+    let summary = summarise(&plan.cases, &rows, &pick);
     print_table(&rows);
     print_summary(&summary);
-    let gate_failures: Vec<String> = gates
+    let gate_failures: Vec<String> = plan
+        .gates
         .iter()
         .flat_map(|(kernel, ratio)| gate_failures(&rows, kernel, *ratio))
         .collect();
@@ -305,21 +144,197 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             gpu: gpu.name.clone(),
             iters: args.iters,
             warmup: args.warmup,
-            peers: args.peers.clone(),
+            peers: plan.peers.iter().map(|p| p.name().to_string()).collect(),
             notes,
             results: rows,
             summary,
         };
         inputs::write_json(path, &report)?;
     }
+    for failure in &gate_failures {
+        println!("GATE FAIL: {failure}");
+    }
     if gate_failures.is_empty() {
         Ok(())
     } else {
-        for failure in &gate_failures {
-            println!("GATE FAIL: {failure}");
-        }
         Err(Failure::Check)
     }
+}
+
+/// Our variants (and the cuBLAS path) on every case whose head dim they support.
+fn time_ours(
+    gpu: &flashrs::Gpu,
+    plan: &Plan,
+    args: &Args,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, Failure> {
+    let mut rows = Vec::new();
+    let mut cublas = inputs::wants_cublas(&args.kernels);
+    let bar = inputs::progress(plan.cases.len() * plan.variants.len(), "bench");
+    for &(shape, causal) in &plan.cases {
+        if !flashrs::variants::HEAD_DIMS.contains(&shape.head_dim) {
+            continue;
+        }
+        let params = Params { causal, scale: None };
+        let inputs = Inputs::random(shape, args.dtype, inputs::fresh_seed());
+        let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
+        let first = rows.len();
+        let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
+        for variant in plan
+            .variants
+            .iter()
+            .filter(|v| v.head_dims.contains(&shape.head_dim))
+        {
+            bar.inc(1);
+            let slow = matches!(variant.family, Family::Naive | Family::FlashScalar);
+            if slow && work > SLOW_KERNEL_LIMIT && args.kernels.is_empty() {
+                continue;
+            }
+            bar.set_message(format!("{} {shape}", variant.name));
+            rows.push(time_variant(gpu, variant, &mut tensors, params, args)?);
+        }
+        if cublas {
+            match time_cublas(gpu, &mut tensors, params, args) {
+                Ok(row) => rows.push(row),
+                Err(flashrs::Error::NoCublas) => {
+                    cublas = false;
+                    notes.push(format!("cublas peer not measured: {}", flashrs::Error::NoCublas));
+                }
+                Err(e) if e.is_gpu_fault() => return Err(e.into()),
+                Err(e) => notes.push(format!("cublas on {shape} causal={causal}: {e}")),
+            }
+        }
+        gpu.synchronize()?;
+        let naive = rows[first..]
+            .iter()
+            .find(|r| r.kernel == "naive")
+            .map(|r| r.p50_us);
+        for row in &mut rows[first..] {
+            row.speedup_vs_naive = naive.map(|n| n / row.p50_us);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(rows)
+}
+
+/// One variant on one case: single launches (to size the graph and for the launch p50), graph
+/// replays, and the barriers per tile declared and counted.
+fn time_variant(
+    gpu: &flashrs::Gpu,
+    variant: &'static VariantSpec,
+    tensors: &mut flashrs::Tensors,
+    params: Params,
+    args: &Args,
+) -> Result<Row, Failure> {
+    let shape = tensors.shape();
+    let kernel = gpu.kernel(variant, shape.head_dim, args.dtype, false)?;
+    let (warmup, iters) = (args.warmup as usize, args.iters as usize);
+    let singles = gpu.time_launches(&kernel, tensors, params, warmup, iters)?;
+    let singles = Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
+    // About a millisecond of work per replay: launch gaps amortised, long kernels not repeated needlessly.
+    let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
+    let samples = gpu.time_graph(&kernel, tensors, params, calls as usize, warmup, iters)?;
+    let counted = gpu.count_barriers(variant, tensors, params)?;
+    let declared = ptx::u32_globals(embedded::PTX_SM90)
+        .get(format!("{}_barriers_per_tile", kernel.symbol).as_str())
+        .copied();
+    let mut row = row_from(
+        variant.name.to_string(),
+        shape,
+        args.dtype,
+        params.causal,
+        calls,
+        samples,
+        None,
+    )?;
+    row.event_p50_us = Some(singles.p50);
+    row.barriers_per_tile = declared;
+    row.barriers_per_tile_runtime = Some(counted.per_tile);
+    Ok(row)
+}
+
+/// The peers asked for, on every case; what could not run becomes a note.
+fn time_peers(plan: &Plan, args: &Args, notes: &mut Vec<String>) -> Result<Vec<Row>, Failure> {
+    if plan.peers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<&str> = plan.peers.iter().map(|p| p.name()).collect();
+    eprintln!("timing the peers ({}) on the same shapes...", names.join(", "));
+    let reports = match peers::peer_bench(
+        &plan.cases,
+        &plan.peers,
+        args.dtype.long_name(),
+        args.calls_per_graph,
+        args.warmup,
+        args.iters,
+    ) {
+        Ok(reports) => reports,
+        Err(reason) => {
+            notes.push(format!("peers ({}) not measured: {reason}", names.join(", ")));
+            return Ok(Vec::new());
+        }
+    };
+    let mut rows = Vec::new();
+    for (_, report) in reports {
+        let mut note_once = |note: String| {
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        };
+        let fa3 = report
+            .fa3
+            .as_ref()
+            .map_or(String::new(), |v| format!(", flash-attn-4 {v} (fa3)"));
+        note_once(format!(
+            "torch {} (cuDNN {:?}) on {}{fa3}",
+            report.torch, report.cudnn, report.device
+        ));
+        if let Some(reason) = &report.fa3_error {
+            note_once(format!("fa3 peer not measured: {reason}"));
+        }
+        for r in report.results {
+            rows.extend(peer_row(r, args.dtype, notes)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// A peer's timings as a row (named `torch_<backend>`, or `fa3`), or its error as a note.
+fn peer_row(r: peers::PeerRow, dtype: DType, notes: &mut Vec<String>) -> Result<Option<Row>, Failure> {
+    let shape = Shape {
+        batch: r.shape[0],
+        heads: r.shape[1],
+        heads_kv: r.shape[1],
+        seq_q: r.shape[2],
+        seq_k: r.seq_k,
+        head_dim: r.shape[3],
+    };
+    let kernel = if r.backend == peers::FA3_BACKEND {
+        r.backend.clone()
+    } else {
+        format!("torch_{}", r.backend)
+    };
+    if let Some(error) = r.error {
+        notes.push(format!("{kernel} on {shape} causal={}: {error}", r.causal));
+        return Ok(None);
+    }
+    if let Some(note) = &r.method_note {
+        notes.push(format!("{kernel} on {shape} causal={}: {note}", r.causal));
+    }
+    let calls = r.calls_per_graph.unwrap_or(1);
+    let mut row = row_from(
+        kernel,
+        shape,
+        dtype,
+        r.causal,
+        calls,
+        r.samples_us,
+        Some(r.backend),
+    )?;
+    if let Some(method) = r.method {
+        row.method = method;
+    }
+    Ok(Some(row))
 }
 
 /// The cuBLAS-composed path, timed like our kernels; a peer row (`backend: cublas`).
@@ -351,95 +366,6 @@ fn time_cublas(
     .map_err(|_| flashrs::Error::InvalidProblem("cublas: no valid timings".into()))?;
     row.event_p50_us = Some(single_p50);
     Ok(row)
-}
-
-pub(crate) fn row_from(
-    kernel: String,
-    shape: Shape,
-    dtype: DType,
-    causal: bool,
-    calls: u32,
-    samples: Vec<f64>,
-    backend: Option<String>,
-) -> Result<Row, Failure> {
-    let s = Summary::from_samples(&samples)
-        .ok_or_else(|| Failure::Usage(format!("{kernel}: no valid timings")))?;
-    Ok(Row {
-        kernel,
-        shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
-        seq_k: shape.seq_k,
-        causal,
-        dtype: dtype.long_name().to_string(),
-        peer: backend.is_some(),
-        backend,
-        method: "cuda_graph_replay".to_string(),
-        calls_per_graph: calls,
-        p50_us: s.p50,
-        p90_us: s.p90,
-        p99_us: s.p99,
-        min_us: s.min,
-        tflops: shape.flops(causal) / (s.p50 * 1e-6) / 1e12,
-        event_p50_us: None,
-        speedup_vs_naive: None,
-        barriers_per_tile: None,
-        barriers_per_tile_runtime: None,
-        samples_us: samples,
-    })
-}
-
-fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
-    row.shape == [shape.batch, shape.heads, shape.seq_q, shape.head_dim]
-        && row.seq_k == shape.seq_k
-        && row.causal == causal
-}
-
-/// Per case: our fastest kernel against the fastest peer, with a bootstrap interval.
-/// Per case: our fastest against the best peer, and what the library's choice (`pick`) scored.
-pub fn summarise(
-    cases: &[(Shape, bool)],
-    rows: &[Row],
-    pick: &dyn Fn(Shape, bool) -> (&'static str, Choice),
-) -> Vec<ShapeSummary> {
-    let fastest = |peer: bool, shape, causal| {
-        rows.iter()
-            .filter(|r| r.peer == peer && same_case(r, shape, causal))
-            .min_by(|a, b| a.p50_us.total_cmp(&b.p50_us))
-    };
-    cases
-        .iter()
-        .filter_map(|&(shape, causal)| {
-            let ours = fastest(false, shape, causal)?;
-            let peer = fastest(true, shape, causal);
-            let backend = |name: &str| {
-                rows.iter()
-                    .find(|r| r.backend.as_deref() == Some(name) && same_case(r, shape, causal))
-            };
-            let cudnn = backend("cudnn");
-            let (dispatch, dispatch_source) = pick(shape, causal);
-            let picked = rows
-                .iter()
-                .find(|r| r.kernel == dispatch && same_case(r, shape, causal));
-            Some(ShapeSummary {
-                shape: ours.shape,
-                seq_k: shape.seq_k,
-                causal,
-                ours: ours.kernel.clone(),
-                ours_us: ours.p50_us,
-                best_peer: peer.map(|p| p.kernel.clone()),
-                best_peer_us: peer.map(|p| p.p50_us),
-                speedup: peer.map(|p| p.p50_us / ours.p50_us),
-                ci95: peer
-                    .and_then(|p| bootstrap_speedup_ci(&p.samples_us, &ours.samples_us, 10_000, 0x5eed)),
-                speedup_vs_cudnn: cudnn.map(|c| c.p50_us / ours.p50_us),
-                speedup_vs_torch_flash: backend("flash").map(|c| c.p50_us / ours.p50_us),
-                ci95_vs_torch_flash: backend("flash")
-                    .and_then(|f| bootstrap_speedup_ci(&f.samples_us, &ours.samples_us, 10_000, 0x5eed)),
-                dispatch: dispatch.to_string(),
-                dispatch_speedup: picked.zip(peer).map(|(d, p)| p.p50_us / d.p50_us),
-                dispatch_source,
-            })
-        })
-        .collect()
 }
 
 /// `KERNEL:RATIO` of `--gate`.
@@ -487,87 +413,6 @@ pub fn gate_failures(rows: &[Row], kernel: &str, ratio: f64) -> Vec<String> {
         failures.push(format!("{kernel}: not benched on any shape, nothing to gate"));
     }
     failures
-}
-
-fn print_table(rows: &[Row]) {
-    println!(
-        "{:<40} {:>22} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>10}",
-        "kernel",
-        "shape",
-        "causal",
-        "p50 us",
-        "p90 us",
-        "p99 us",
-        "TFLOP/s",
-        "x naive",
-        "bar/tile",
-        "launch p50"
-    );
-    for r in rows {
-        let barriers = match (r.barriers_per_tile, r.barriers_per_tile_runtime) {
-            (Some(d), Some(c)) => format!("{d}/{c}"),
-            _ => "-".into(),
-        };
-        println!(
-            "{:<40} {:>22} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8} {:>9} {:>10}",
-            r.kernel,
-            format!("{:?}", r.shape),
-            r.causal,
-            r.p50_us,
-            r.p90_us,
-            r.p99_us,
-            r.tflops,
-            r.speedup_vs_naive.map_or("-".to_string(), |s| format!("{s:.1}")),
-            barriers,
-            r.event_p50_us.map_or("-".to_string(), |e| format!("{e:.2}")),
-        );
-    }
-}
-
-fn print_summary(summary: &[ShapeSummary]) {
-    if summary.iter().all(|s| s.best_peer.is_none()) {
-        return;
-    }
-    println!(
-        "\n{:>22} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9}",
-        "shape",
-        "causal",
-        "ours (fastest)",
-        "us",
-        "best peer",
-        "us",
-        "speedup",
-        "95% CI",
-        "vs cuDNN",
-        "vs FA2",
-        "library's pick vs best peer"
-    );
-    for s in summary {
-        println!(
-            "{:>22} {:>6}  {:<38} {:>9.2}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9}",
-            format!("{:?}", s.shape),
-            s.causal,
-            s.ours,
-            s.ours_us,
-            s.best_peer.as_deref().unwrap_or("-"),
-            s.best_peer_us.map_or("-".into(), |u| format!("{u:.2}")),
-            s.speedup.map_or("-".into(), |x| format!("{x:.3}x")),
-            s.ci95
-                .map_or("-".into(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]")),
-            s.speedup_vs_cudnn.map_or("-".into(), |x| format!("{x:.3}x")),
-            s.speedup_vs_torch_flash
-                .map_or("-".into(), |x| format!("{x:.3}x")),
-            match (s.ours == s.dispatch, s.dispatch_source) {
-                (true, Choice::Tuned) => "= fastest (tuned)".to_string(),
-                (true, Choice::Heuristic) => "= fastest".to_string(),
-                (false, source) => format!(
-                    "{} {}",
-                    s.dispatch_speedup.map_or("-".into(), |x| format!("{x:.3}x")),
-                    if source == Choice::Tuned { "(tuned)" } else { "" }
-                ),
-            },
-        );
-    }
 }
 
 #[cfg(test)]
@@ -622,20 +467,76 @@ mod tests {
     }
 
     #[test]
-    fn summary_picks_the_fastest_on_each_side() {
-        let rows = vec![
-            row("a", false, 10.0),
-            row("b", false, 8.0),
-            row("torch_flash", true, 12.0),
-            row("torch_cudnn", true, 9.0),
-        ];
-        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows, &|_, _| {
-            ("a", Choice::Heuristic)
-        });
-        assert_eq!(s[0].ours, "b");
-        assert_eq!(s[0].best_peer.as_deref(), Some("torch_cudnn"));
-        assert!((s[0].speedup.unwrap() - 9.0 / 8.0).abs() < 1e-12);
-        let (lo, hi) = s[0].ci95.unwrap();
-        assert!(lo <= 9.0 / 8.0 && 9.0 / 8.0 <= hi);
+    fn peer_rows_keep_their_method_and_errors_become_notes() {
+        let row = |backend: &str, error: Option<&str>| peers::PeerRow {
+            backend: backend.into(),
+            shape: [2, 16, 4096, 256],
+            seq_k: 4096,
+            causal: true,
+            method: Some("cuda_events_back_to_back".into()),
+            method_note: Some("graph capture failed (x)".into()),
+            calls_per_graph: Some(2),
+            samples_us: if error.is_some() { vec![] } else { vec![400.0; 3] },
+            error: error.map(str::to_string),
+        };
+        let mut notes = Vec::new();
+        let fa3 = peer_row(row("fa3", None), DType::Bf16, &mut notes)
+            .ok()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (fa3.kernel.as_str(), fa3.backend.as_deref()),
+            ("fa3", Some("fa3"))
+        );
+        assert!(fa3.peer && fa3.method == "cuda_events_back_to_back" && fa3.calls_per_graph == 2);
+        assert!(
+            notes[0].contains("fa3") && notes[0].contains("graph capture failed"),
+            "{notes:?}"
+        );
+        let cudnn = peer_row(row("cudnn", None), DType::Bf16, &mut notes)
+            .ok()
+            .unwrap()
+            .unwrap();
+        assert_eq!(cudnn.kernel, "torch_cudnn");
+        let failed = peer_row(
+            row("efficient", Some("No available kernel.")),
+            DType::F16,
+            &mut notes,
+        );
+        assert!(failed.ok().unwrap().is_none());
+        assert!(
+            notes.last().unwrap().contains("torch_efficient")
+                && notes.last().unwrap().contains("No available")
+        );
+    }
+
+    #[test]
+    fn peers_parse_as_a_comma_list_once_each() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let parse = |peers: &str| {
+            <Cli as clap::Parser>::try_parse_from(["bench", "--peers", peers]).map(|cli| cli.args)
+        };
+        let args = parse("torch,fa3,torch").ok().unwrap();
+        assert_eq!(args.peers, [Peer::Torch, Peer::Fa3, Peer::Torch]);
+        let plan = Plan::new(&args).ok().unwrap();
+        assert_eq!(plan.peers, [Peer::Torch, Peer::Fa3]);
+        assert_eq!(parse("fa3").ok().unwrap().peers, [Peer::Fa3]);
+        let err = parse("torch,fa4").err().unwrap().to_string();
+        assert!(err.contains("unknown peer `fa4` (torch, fa3)"), "{err}");
+        // With a peer, a head dim only the peers run is a case; without one it is refused.
+        let shape = |peers: &[&str]| {
+            let mut argv = vec!["bench", "--shapes", "std", "--shape", "2,16,4096,256"];
+            argv.extend_from_slice(peers);
+            let args = <Cli as clap::Parser>::try_parse_from(argv).ok().unwrap().args;
+            Plan::new(&args).map(|p| p.cases)
+        };
+        let cases = shape(&["--peers", "fa3"]).ok().unwrap();
+        assert_eq!(cases.len(), 12);
+        assert_eq!(cases[11], (Shape::new(2, 16, 4096, 256), false));
+        assert!(shape(&[]).is_err());
     }
 }

@@ -75,9 +75,24 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
     })
 }
 
+/// Which head dims a `--shape` may have.
+#[derive(Clone, Copy, PartialEq)]
+pub enum HeadDims {
+    /// Those our kernels are compiled for.
+    Ours,
+    /// Also those only the peers run (FlashAttention's: multiples of 8 up to 256), for `bench`
+    /// with peers.
+    OursOrPeers,
+}
+
 /// Cases from `--shapes a,b` and `--shape B,H,S,D` (repeatable), in order, without repeats;
 /// `masks` gives the masks for cases whose set does not fix one.
-pub fn cases(sets: &[String], explicit: &[Shape], masks: &[bool]) -> Result<Vec<(Shape, bool)>, Failure> {
+pub fn cases(
+    sets: &[String],
+    explicit: &[Shape],
+    masks: &[bool],
+    head_dims: HeadDims,
+) -> Result<Vec<(Shape, bool)>, Failure> {
     let mut out: Vec<(Shape, bool)> = Vec::new();
     let mut push = |shape: Shape, causal: bool| {
         if !out.contains(&(shape, causal)) {
@@ -93,10 +108,29 @@ pub fn cases(sets: &[String], explicit: &[Shape], masks: &[bool]) -> Result<Vec<
         }
     }
     for shape in explicit {
-        shape.validate()?;
+        validate(shape, head_dims)?;
         masks.iter().for_each(|&causal| push(*shape, causal));
     }
     Ok(out)
+}
+
+/// Everything `Shape::validate` checks, the head dim as `head_dims` says.
+fn validate(shape: &Shape, head_dims: HeadDims) -> Result<(), Failure> {
+    let d = shape.head_dim;
+    match shape.validate() {
+        Err(flashrs::Error::UnsupportedHeadDim(..))
+            if head_dims == HeadDims::OursOrPeers && (8..=256).contains(&d) && d.is_multiple_of(8) =>
+        {
+            // The rest of the checks, on a head dim that passes.
+            let compiled = flashrs::variants::HEAD_DIMS[0];
+            Ok(Shape {
+                head_dim: compiled,
+                ..*shape
+            }
+            .validate()?)
+        }
+        other => Ok(other?),
+    }
 }
 
 /// The variants named by `--kernel` (all when none is named); `cublas` is not a variant (see
@@ -183,7 +217,8 @@ pub fn progress(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
-/// Opens the GPU or explains in one line why not.
+/// Opens the GPU or explains in one line why not; any failure here means no usable GPU (exit
+/// code 2), even a driver error, since nothing has run yet.
 pub fn open_gpu(device: usize) -> Result<flashrs::Gpu, Failure> {
     flashrs::Gpu::open(device).map_err(|e| Failure::Usage(e.to_string()))
 }

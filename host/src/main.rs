@@ -3,12 +3,14 @@
 
 mod attend;
 mod bench;
+mod harness;
 mod inputs;
 mod list;
 mod micro;
 mod peers;
 mod plot;
 mod profile;
+mod report;
 mod stress;
 mod tune;
 mod verify;
@@ -24,7 +26,9 @@ use clap::{Parser, Subcommand};
     about = "Scaled dot-product attention kernels written in Rust: verify, benchmark, run",
     long_about = "Scaled dot-product attention forward (FlashAttention style) with GPU kernels \
                   written in no_std Rust and compiled to PTX.\n\nExit codes: 0 success, 1 a \
-                  verification or benchmark check failed, 2 bad arguments or no usable GPU."
+                  verification or benchmark check failed, 2 bad arguments or no usable GPU, 3 the GPU or \
+                  its driver failed during the run (a CUDA fault, a failed launch, out of device \
+                  memory)."
 )]
 struct Cli {
     /// CUDA device ordinal.
@@ -38,7 +42,8 @@ struct Cli {
 enum Command {
     /// Check every kernel variant against a float64 CPU reference on fresh random inputs.
     Verify(verify::Args),
-    /// Time kernel variants with CUDA events: p50/p90/p99, TFLOP/s, barriers per tile.
+    /// Time kernel variants and the peers (torch's SDPA, FA3) by CUDA-graph replay: p50/p90/p99,
+    /// TFLOP/s, barriers per tile, ratios to each peer.
     Bench(bench::Args),
     /// Attention on your own [B,H,S,D] float16/float32 .npy tensors.
     Attend(attend::Args),
@@ -66,13 +71,38 @@ pub enum Failure {
     Check,
     /// Bad input or no usable GPU (exit code 2): one line saying why.
     Usage(String),
+    /// The GPU or its driver failed during the run (exit code 3): one line saying how.
+    Gpu(String),
 }
 
-impl<E: std::fmt::Display> From<E> for Failure {
-    fn from(error: E) -> Failure {
-        Failure::Usage(error.to_string())
+impl From<flashrs::Error> for Failure {
+    fn from(error: flashrs::Error) -> Failure {
+        if error.is_gpu_fault() {
+            Failure::Gpu(error.to_string())
+        } else {
+            Failure::Usage(error.to_string())
+        }
     }
 }
+
+/// Errors that are about the user's input or files, never about the GPU: exit code 2.
+macro_rules! usage_errors {
+    ($($error:ty),*) => {$(
+        impl From<$error> for Failure {
+            fn from(error: $error) -> Failure {
+                Failure::Usage(error.to_string())
+            }
+        }
+    )*};
+}
+
+usage_errors!(
+    String,
+    std::io::Error,
+    serde_json::Error,
+    flashrs::npy::NpyError,
+    flashrs::tuned::TunedError
+);
 
 fn main() -> ExitCode {
     // Die quietly when the reader of our output goes away (`host list | head`), as Unix tools do,
@@ -93,10 +123,56 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Check) => ExitCode::from(1),
-        Err(Failure::Usage(message)) => {
-            eprintln!("error: {message}");
-            ExitCode::from(2)
+        Err(failure) => {
+            if let Some(line) = failure.message() {
+                eprintln!("{line}");
+            }
+            ExitCode::from(failure.exit_code())
         }
+    }
+}
+
+impl Failure {
+    fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Check => 1,
+            Failure::Usage(_) => 2,
+            Failure::Gpu(_) => 3,
+        }
+    }
+
+    /// The line for stderr; a failed check has printed its own verdict.
+    fn message(&self) -> Option<String> {
+        match self {
+            Failure::Check => None,
+            Failure::Usage(message) => Some(format!("error: {message}")),
+            Failure::Gpu(message) => Some(format!("error: GPU failure during the run: {message}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::{sys::cudaError_enum, DriverError};
+
+    #[test]
+    fn gpu_faults_exit_3_and_input_errors_exit_2() {
+        // Formatting a driver error asks libcuda for its text, so that variant is only classified.
+        let driver = flashrs::Error::Driver(DriverError(cudaError_enum::CUDA_ERROR_ILLEGAL_ADDRESS));
+        assert!(driver.is_gpu_fault());
+        let fault = Failure::from(flashrs::Error::Cublas("CUBLAS_STATUS_EXECUTION_FAILED".into()));
+        assert_eq!(fault.exit_code(), 3);
+        assert!(fault.message().unwrap().contains("GPU failure"));
+        for usage in [
+            flashrs::Error::NoDriver,
+            flashrs::Error::UnknownKernel("x".into()),
+            flashrs::Error::InvalidProblem("x".into()),
+            flashrs::Error::NoCublas,
+        ] {
+            assert_eq!(Failure::from(usage).exit_code(), 2);
+        }
+        assert_eq!(Failure::Check.exit_code(), 1);
+        assert!(Failure::Check.message().is_none());
     }
 }

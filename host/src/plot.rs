@@ -6,7 +6,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::bench::Row;
+use crate::report::{Row, SavedRows};
 use crate::Failure;
 
 /// `plot`: redraws the plot of a `bench --json` report (no GPU needed).
@@ -21,15 +21,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    #[derive(serde::Deserialize)]
-    struct Report {
-        gpu: String,
-        results: Vec<Row>,
-    }
     check_path(&args.out)?;
     let text = std::fs::read_to_string(&args.json)
         .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
-    let report: Report = serde_json::from_str(&text)
+    let report: SavedRows = serde_json::from_str(&text)
         .map_err(|e| Failure::Usage(format!("{}: not a bench report ({e})", args.json.display())))?;
     let rows: Vec<Row> = report
         .results
@@ -69,8 +64,9 @@ pub fn plot(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
     let grid_rows = panels.len().div_ceil(columns);
     let root = SVGBackend::new(path, (720 * columns as u32, 480 * grid_rows as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
+    let dtype = rows.first().map_or("float16", |r| r.dtype.as_str());
     let root = root
-        .titled(&format!("attention forward, fp16, {gpu}"), ("sans-serif", 20))
+        .titled(&format!("attention forward, {dtype}, {gpu}"), ("sans-serif", 20))
         .map_err(draw_error)?;
     let areas = root.split_evenly((grid_rows, columns));
     // One colour per series name across panels.
@@ -168,6 +164,7 @@ fn series_color(name: &str, index: usize) -> RGBAColor {
         "torch_cudnn" => BLACK.to_rgba(),
         "torch_efficient" => RGBColor(128, 128, 128).to_rgba(),
         "cublas" => RGBColor(140, 80, 40).to_rgba(),
+        crate::peers::FA3_BACKEND => RGBColor(150, 0, 150).to_rgba(),
         _ => OURS[index % OURS.len()].to_rgba(),
     }
 }
@@ -184,7 +181,7 @@ mod tests {
     #[test]
     fn draws_one_panel_per_head_dim_and_mask() {
         let row = |kernel: &str, s: usize, d: usize, causal: bool, us: f64, peer: bool| {
-            crate::bench::row_from(
+            crate::report::row_from(
                 kernel.into(),
                 Shape::new(2, 16, s, d),
                 flashrs::DType::F16,
@@ -207,7 +204,7 @@ mod tests {
         plot(&path, &rows, "test GPU").ok().unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("D = 64") && svg.contains("D = 128, causal"));
-        assert!(svg.contains("torch_flash"));
+        assert!(svg.contains("torch_flash") && svg.contains("attention forward, float16, test GPU"));
         assert!(check_path(&dir.path().join("p.png")).is_err());
     }
 }

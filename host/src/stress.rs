@@ -7,8 +7,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::harness::{run_kernel, runnable};
 use crate::inputs::{self, Inputs};
-use crate::verify::run_kernel;
 use crate::Failure;
 
 /// One kernel's determinism check on one problem.
@@ -186,16 +186,6 @@ pub fn random(
     }
     bar.finish_and_clear();
     Ok(out)
-}
-
-fn runnable<'a>(
-    gpu: &'a Gpu,
-    variants: &'a [&'static VariantSpec],
-    shape: Shape,
-) -> impl Iterator<Item = &'a &'static VariantSpec> + 'a {
-    variants
-        .iter()
-        .filter(move |v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use flashrs::reference::{self, Tolerance};
 use flashrs::{embedded, ptx, DType, Family, Gpu, Layout, Params, Policy, Shape, VariantSpec};
 use serde::Serialize;
 
+use crate::harness::{run_kernel, runnable};
 use crate::inputs::{self, Inputs};
 use crate::peers;
 use crate::Failure;
@@ -108,8 +109,8 @@ pub struct BarrierCheck {
     pub policy: Option<Policy>,
     /// Declared by the policy (a constant the device crate exports into the PTX).
     pub declared: u32,
-    /// `bar.sync` inside the KV-tile loop of the PTX, per architecture.
-    /// Barriers in the PTX loop for sm_80; `None` where that PTX lacks the variant (wgmma).
+    /// `bar.sync` inside the KV-tile loop of the PTX, per architecture; `None` for sm_80 where
+    /// that PTX lacks the variant (wgmma).
     pub ptx_sm80: Option<usize>,
     pub ptx_sm90: usize,
     /// Counted by the instrumented kernel, non-causal and causal.
@@ -136,13 +137,70 @@ struct Report {
 const CPU_REFERENCE_LIMIT: f64 = 2e10;
 
 pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
+    apply_quick(&mut args);
+    check_options(&args)?;
+    let problems = problems(&args)?;
+    let variants = inputs::variants(&args.kernels)?;
+    let seed = args.seed.unwrap_or_else(inputs::fresh_seed);
+    let gpu = inputs::open_gpu(device)?;
+    println!(
+        "verify on {} (sm_{}), seed {seed} (replay with --seed {seed})",
+        gpu.name, gpu.arch
+    );
+    if let Some(count) = args.random {
+        return run_random(&gpu, &variants, count, seed, &args.json);
+    }
+    if let Some(runs) = args.repeat {
+        return run_repeat(&gpu, &variants, &problems, runs.max(2), seed, &args.json);
+    }
+    let mut cross = CrossChecks::new(&args);
+    let bar = inputs::progress(problems.len(), "verify");
+    let mut cases = Vec::new();
+    for (index, &problem) in problems.iter().enumerate() {
+        bar.set_message(format!("{} causal={} {}", problem.0, problem.1, problem.2));
+        let case_seed = seed.wrapping_add(index as u64);
+        cases.extend(check_problem(
+            &gpu, &variants, problem, case_seed, &args, &mut cross,
+        )?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let torch_note = cross.torch_note(&args);
+    if let Some(note) = &torch_note {
+        println!("note: {note}");
+    }
+    if let Some(reason) = cross.cublas.as_ref().err().filter(|r| !r.is_empty()) {
+        println!("note: cublas not checked: {reason}");
+    }
+    let barriers = check_barriers(&gpu, &variants, &args.dtype)?;
+    print_cases(&cases);
+    print_barriers(&barriers);
+    let report = Report {
+        peer_note: torch_note,
+        gpu: gpu.name.clone(),
+        seed,
+        all_pass: cases.iter().all(|c| c.pass) && barriers.iter().all(|b| b.pass),
+        tolerances: args.dtype.iter().map(|&t| (t, t.tolerance())).collect(),
+        cases,
+        barriers,
+    };
+    verdict(report, &args.json)
+}
+
+/// `--quick`: the shapes, dtype and kernels that a compute-sanitizer pass can afford.
+fn apply_quick(args: &mut Args) {
     if args.quick {
         args.shapes = vec!["small".into(), "odd".into(), "edge".into()];
         args.dtype = vec![DType::F16];
+        // Naming every variant leaves the cuBLAS path out.
         if args.kernels.is_empty() {
             args.kernels = flashrs::VARIANTS.iter().map(|v| v.name.to_string()).collect();
         }
     }
+}
+
+/// The options checked before the GPU is opened.
+fn check_options(args: &Args) -> Result<(), Failure> {
     if let Some(factor) = args.logit_scale {
         if !(factor.is_finite() && factor > 0.0) {
             return Err(Failure::Usage(format!(
@@ -150,171 +208,210 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
             )));
         }
     }
+    if let Some(other) = args.peer.as_deref().filter(|p| *p != "torch") {
+        return Err(Failure::Usage(format!("unknown peer `{other}` (torch)")));
+    }
+    Params {
+        causal: false,
+        scale: args.scale,
+    }
+    .validate()?;
+    Ok(())
+}
+
+/// Every (shape, causal, dtype) to check: the shape sets and `--shape`s under the masks asked
+/// for, in each dtype, with `--heads-kv` applied.
+fn problems(args: &Args) -> Result<Vec<(Shape, bool, DType)>, Failure> {
     let masks: &[bool] = match args.masks {
         Masks::None => &[false],
         Masks::Causal => &[true],
         Masks::Both => &[false, true],
     };
-    let mut problems: Vec<(Shape, bool, DType)> = inputs::cases(&args.shapes, &args.shape, masks)?
-        .into_iter()
-        .flat_map(|(s, c)| args.dtype.iter().map(move |&t| (s, c, t)))
-        .collect();
+    let mut problems: Vec<(Shape, bool, DType)> =
+        inputs::cases(&args.shapes, &args.shape, masks, inputs::HeadDims::Ours)?
+            .into_iter()
+            .flat_map(|(s, c)| args.dtype.iter().map(move |&t| (s, c, t)))
+            .collect();
     if let Some(heads_kv) = args.heads_kv {
         for (shape, _, _) in &mut problems {
             *shape = shape.with_heads_kv(heads_kv);
             shape.validate()?;
         }
     }
-    let variants = inputs::variants(&args.kernels)?;
-    let seed = args.seed.unwrap_or_else(inputs::fresh_seed);
-    Params {
-        causal: false,
-        scale: args.scale,
-    }
-    .validate()?;
-    let gpu = inputs::open_gpu(device)?;
-    println!(
-        "verify on {} (sm_{}), seed {seed} (replay with --seed {seed})",
-        gpu.name, gpu.arch
-    );
-    if let Some(count) = args.random {
-        let results = crate::stress::random(&gpu, &variants, count, seed)?;
-        let failed = results.iter().filter(|r| !r.pass).count();
-        let runs: usize = results.iter().map(|r| r.kernels).sum();
-        return stress_verdict(
-            &args.json,
-            serde_json::json!({ "gpu": gpu.name, "seed": seed, "problems": count, "kernel_runs": runs,
-                                "all_pass": failed == 0, "random": results }),
-            failed,
-            &format!("{count} random problems, {runs} kernel runs against float64"),
-        );
-    }
-    if let Some(runs) = args.repeat {
-        let results = crate::stress::repeat(&gpu, &variants, &problems, runs.max(2), seed)?;
-        let failed = results.iter().filter(|r| !r.pass).count();
-        for r in results.iter().filter(|r| !r.pass) {
-            println!(
-                "FAIL {} on {} causal={} {}: {} of {} runs differ",
-                r.kernel, r.shape, r.causal, r.dtype, r.differing_runs, r.runs
-            );
-        }
-        return stress_verdict(
-            &args.json,
-            serde_json::json!({ "gpu": gpu.name, "seed": seed, "runs": runs.max(2), "all_pass": failed == 0,
-                                "repeat": results }),
-            failed,
-            &format!(
-                "{} kernel/problem pairs bit-identical over {} runs",
-                results.len(),
-                runs.max(2)
-            ),
-        );
-    }
+    Ok(problems)
+}
 
-    let mut cases = Vec::new();
-    let mut torch_unavailable = match args.peer.as_deref() {
-        None => Some(String::new()),
-        Some("torch") => None,
-        Some(other) => return Err(Failure::Usage(format!("unknown peer `{other}` (torch)"))),
-    };
-    let mut cublas_note = (!inputs::wants_cublas(&args.kernels)).then(String::new);
-    let bar = inputs::progress(problems.len(), "verify");
-    for (index, (shape, causal, dtype)) in problems.iter().copied().enumerate() {
-        let shape = &shape;
-        let tolerance = dtype.tolerance();
-        bar.set_message(format!("{shape} causal={causal} {dtype}"));
-        let params = Params {
-            causal,
-            scale: args.scale,
-        };
-        let case_seed = seed.wrapping_add(index as u64);
-        let mut inputs = Inputs::random(*shape, dtype, case_seed);
-        if let Some(factor) = args.logit_scale {
-            inputs.scale_queries_and_keys(factor);
-        }
-        let (reference, reference_name) = reference_output(&gpu, *shape, params, &inputs, tolerance)?;
-        let torch = match &torch_unavailable {
-            Some(_) => None,
-            // Torch aligns causal masks top-left: no comparison when S_q != S_k.
-            None if causal && shape.seq_q != shape.seq_k => None,
-            None => match torch_output(*shape, params, &inputs, index) {
-                Ok(out) => Some(out),
-                Err(reason) => {
-                    torch_unavailable = Some(reason);
-                    None
-                }
+/// `--random N`: random problems against float64.
+fn run_random(
+    gpu: &Gpu,
+    variants: &[&'static VariantSpec],
+    count: usize,
+    seed: u64,
+    json: &Option<PathBuf>,
+) -> Result<(), Failure> {
+    let results = crate::stress::random(gpu, variants, count, seed)?;
+    let failed = results.iter().filter(|r| !r.pass).count();
+    let runs: usize = results.iter().map(|r| r.kernels).sum();
+    stress_verdict(
+        json,
+        serde_json::json!({ "gpu": gpu.name, "seed": seed, "problems": count, "kernel_runs": runs,
+                            "all_pass": failed == 0, "random": results }),
+        failed,
+        &format!("{count} random problems, {runs} kernel runs against float64"),
+    )
+}
+
+/// `--repeat N`: bit-identical outputs over `runs` runs.
+fn run_repeat(
+    gpu: &Gpu,
+    variants: &[&'static VariantSpec],
+    problems: &[(Shape, bool, DType)],
+    runs: usize,
+    seed: u64,
+    json: &Option<PathBuf>,
+) -> Result<(), Failure> {
+    let results = crate::stress::repeat(gpu, variants, problems, runs, seed)?;
+    let failed = results.iter().filter(|r| !r.pass).count();
+    for r in results.iter().filter(|r| !r.pass) {
+        println!(
+            "FAIL {} on {} causal={} {}: {} of {} runs differ",
+            r.kernel, r.shape, r.causal, r.dtype, r.differing_runs, r.runs
+        );
+    }
+    stress_verdict(
+        json,
+        serde_json::json!({ "gpu": gpu.name, "seed": seed, "runs": runs, "all_pass": failed == 0,
+                            "repeat": results }),
+        failed,
+        &format!(
+            "{} kernel/problem pairs bit-identical over {runs} runs",
+            results.len()
+        ),
+    )
+}
+
+/// The optional comparisons beside the reference, torch's float32 SDPA (`--peer torch`) and the
+/// cuBLAS path: `Ok` while one runs, else why it does not (empty when not asked for). Each is
+/// tried until it first fails, then left off for the rest of the run.
+struct CrossChecks {
+    torch: Result<(), String>,
+    cublas: Result<(), String>,
+}
+
+impl CrossChecks {
+    fn new(args: &Args) -> CrossChecks {
+        let off = || Err(String::new());
+        CrossChecks {
+            torch: if args.peer.is_some() { Ok(()) } else { off() },
+            cublas: if inputs::wants_cublas(&args.kernels) {
+                Ok(())
+            } else {
+                off()
             },
-        };
-        let lse_reference = args.lse.then(|| {
-            let (q, k, _) = inputs.as_f32();
-            let scale = params.scale_for(shape.head_dim) as f64;
-            reference::log_sum_exp_f64(&q, &k, shape.reference_dims(), causal, scale)
-        });
-        let expected = Expected {
-            reference: &reference,
-            reference_name,
-            torch: torch.as_deref(),
-        };
-        let runnable = variants
-            .iter()
-            .filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch);
-        for variant in runnable {
-            for &layout in &args.layout {
-                let (out, lse) = run_kernel(&gpu, variant, *shape, params, &inputs, args.lse, layout)?;
-                let mut result = judge(variant.name, *shape, (causal, dtype), &out, &expected);
-                result.layout = layout;
-                if let (Some(lse), Some(reference)) = (&lse, &lse_reference) {
-                    let err = lse_error(lse, reference);
-                    result.lse_max_abs_err = Some(err);
-                    result.pass &= err <= LSE_TOLERANCE;
-                }
-                cases.push(result);
-            }
         }
-        // The cuBLAS path has no grouped-query attention and a 65,535-head grid.
-        if cublas_note.is_none() && shape.heads_kv == shape.heads && shape.batch * shape.heads <= 65_535 {
-            match run_cublas(&gpu, *shape, params, &inputs) {
-                Ok(out) => cases.push(judge(
-                    flashrs::cublas::NAME,
-                    *shape,
-                    (causal, dtype),
-                    &out,
-                    &expected,
-                )),
-                Err(flashrs::Error::NoCublas) => cublas_note = Some(flashrs::Error::NoCublas.to_string()),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        bar.inc(1);
     }
-    bar.finish_and_clear();
 
-    let torch_note = match (&args.peer, &torch_unavailable) {
-        (Some(_), Some(reason)) => Some(format!("torch cross-check not run: {reason}")),
-        (Some(_), None) => Some("every output also compared with torch's float32 SDPA".to_string()),
-        _ => None,
+    fn torch_output(&mut self, shape: Shape, params: Params, inputs: &Inputs, tag: u64) -> Option<Vec<f64>> {
+        // Torch aligns causal masks top-left: no comparison when S_q != S_k.
+        if self.torch.is_err() || (params.causal && shape.seq_q != shape.seq_k) {
+            return None;
+        }
+        torch_output(shape, params, inputs, tag)
+            .map_err(|reason| self.torch = Err(reason))
+            .ok()
+    }
+
+    fn cublas_output(
+        &mut self,
+        gpu: &Gpu,
+        shape: Shape,
+        params: Params,
+        inputs: &Inputs,
+    ) -> Result<Option<Vec<f32>>, Failure> {
+        // The cuBLAS path has no grouped-query attention and a 65,535-head grid.
+        if self.cublas.is_err() || shape.heads_kv != shape.heads || shape.batch * shape.heads > 65_535 {
+            return Ok(None);
+        }
+        match run_cublas(gpu, shape, params, inputs) {
+            Ok(out) => Ok(Some(out)),
+            Err(flashrs::Error::NoCublas) => {
+                self.cublas = Err(flashrs::Error::NoCublas.to_string());
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn torch_note(&self, args: &Args) -> Option<String> {
+        args.peer.as_ref()?;
+        Some(match &self.torch {
+            Err(reason) => format!("torch cross-check not run: {reason}"),
+            Ok(()) => "every output also compared with torch's float32 SDPA".to_string(),
+        })
+    }
+}
+
+/// Every kernel (in every layout asked for) and the cross-checks on one problem's fresh inputs.
+fn check_problem(
+    gpu: &Gpu,
+    variants: &[&'static VariantSpec],
+    (shape, causal, dtype): (Shape, bool, DType),
+    case_seed: u64,
+    args: &Args,
+    cross: &mut CrossChecks,
+) -> Result<Vec<Case>, Failure> {
+    let params = Params {
+        causal,
+        scale: args.scale,
     };
-    if let Some(note) = &torch_note {
-        println!("note: {note}");
+    let mut inputs = Inputs::random(shape, dtype, case_seed);
+    if let Some(factor) = args.logit_scale {
+        inputs.scale_queries_and_keys(factor);
     }
-    if let Some(reason) = cublas_note.as_ref().filter(|r| !r.is_empty()) {
-        println!("note: cublas not checked: {reason}");
+    let (reference, reference_name) = reference_output(gpu, shape, params, &inputs, dtype.tolerance())?;
+    let torch = cross.torch_output(shape, params, &inputs, case_seed);
+    let lse_reference = args.lse.then(|| {
+        let (q, k, _) = inputs.as_f32();
+        let scale = params.scale_for(shape.head_dim) as f64;
+        reference::log_sum_exp_f64(&q, &k, shape.reference_dims(), causal, scale)
+    });
+    let expected = Expected {
+        reference: &reference,
+        reference_name,
+        torch: torch.as_deref(),
+    };
+    let mut cases = Vec::new();
+    for variant in runnable(gpu, variants, shape) {
+        for &layout in &args.layout {
+            let (out, lse) = run_kernel(gpu, variant, shape, params, &inputs, args.lse, layout)?;
+            let mut result = judge(variant.name, shape, (causal, dtype), &out, &expected);
+            result.layout = layout;
+            if let (Some(lse), Some(reference)) = (&lse, &lse_reference) {
+                let err = lse_error(lse, reference);
+                result.lse_max_abs_err = Some(err);
+                result.pass &= err <= LSE_TOLERANCE;
+            }
+            cases.push(result);
+        }
     }
-    let barriers = check_barriers(&gpu, &variants, &args.dtype)?;
-    print_cases(&cases);
-    print_barriers(&barriers);
-    let all_pass = cases.iter().all(|c| c.pass) && barriers.iter().all(|b| b.pass);
-    let failed = cases.iter().filter(|c| !c.pass).count() + barriers.iter().filter(|b| !b.pass).count();
-    if let Some(path) = &args.json {
-        let report = Report {
-            peer_note: torch_note,
-            gpu: gpu.name.clone(),
-            seed,
-            all_pass,
-            tolerances: args.dtype.iter().map(|&t| (t, t.tolerance())).collect(),
-            cases,
-            barriers,
-        };
+    if let Some(out) = cross.cublas_output(gpu, shape, params, &inputs)? {
+        cases.push(judge(
+            flashrs::cublas::NAME,
+            shape,
+            (causal, dtype),
+            &out,
+            &expected,
+        ));
+    }
+    Ok(cases)
+}
+
+/// Writes the report's JSON and turns it into the exit status.
+fn verdict(report: Report, json: &Option<PathBuf>) -> Result<(), Failure> {
+    let failed =
+        report.cases.iter().filter(|c| !c.pass).count() + report.barriers.iter().filter(|b| !b.pass).count();
+    let (all_pass, seed) = (report.all_pass, report.seed);
+    if let Some(path) = json {
         inputs::write_json(path, &report)?;
     }
     if all_pass {
@@ -382,34 +479,6 @@ fn judge(
     }
 }
 
-/// Runs one variant on a NaN-poisoned output buffer, with the inputs (kept `[B,H,S,D]` on the
-/// host) laid out as `layout` on the device, and returns the output as `[B,H,S,D]` f32.
-pub fn run_kernel(
-    gpu: &Gpu,
-    variant: &'static VariantSpec,
-    shape: Shape,
-    params: Params,
-    inputs: &Inputs,
-    lse: bool,
-    layout: Layout,
-) -> Result<(Vec<f32>, Option<Vec<f32>>), Failure> {
-    let kernel = gpu.kernel(variant, shape.head_dim, inputs.dtype, false)?;
-    let (b, d) = (shape.batch, shape.head_dim);
-    let q = layout.from_bhsd(&inputs.q, b, shape.heads, shape.seq_q, d);
-    let k = layout.from_bhsd(&inputs.k, b, shape.heads_kv, shape.seq_k, d);
-    let v = layout.from_bhsd(&inputs.v, b, shape.heads_kv, shape.seq_k, d);
-    // The output starts as NaN: an element the kernel fails to write stays NaN, which never passes.
-    let mut tensors = gpu.tensors_in(layout, shape, inputs.dtype, &q, &k, &v)?;
-    if lse {
-        gpu.request_lse(&mut tensors)?;
-    }
-    gpu.launch(&kernel, &mut tensors, params, None)?;
-    let out = flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?);
-    let out = layout.to_bhsd(&out, b, shape.heads, shape.seq_q, d);
-    let lse = tensors.lse.as_ref().map(|l| gpu.download(l)).transpose()?;
-    Ok((out, lse))
-}
-
 /// The log-sum-exp is fp32 arithmetic on the same rounded inputs as the reference: only the
 /// accumulation order and `ex2`/`lg2.approx` separate them (~1e-5 at these magnitudes).
 const LSE_TOLERANCE: f64 = 1e-3;
@@ -442,8 +511,8 @@ fn run_cublas(gpu: &Gpu, shape: Shape, params: Params, inputs: &Inputs) -> flash
 }
 
 /// Torch's float32 SDPA on the same (rounded) inputs, through `.npy` files.
-fn torch_output(shape: Shape, params: Params, inputs: &Inputs, index: usize) -> Result<Vec<f64>, String> {
-    let dir = std::env::temp_dir().join(format!("flashrs-torch-{}-{index}", std::process::id()));
+fn torch_output(shape: Shape, params: Params, inputs: &Inputs, tag: u64) -> Result<Vec<f64>, String> {
+    let dir = std::env::temp_dir().join(format!("flashrs-torch-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let result = (|| {
         let (q, k, v) = inputs.as_f32();

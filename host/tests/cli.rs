@@ -597,3 +597,42 @@ fn shape_strings_are_refused_before_touching_a_gpu() {
     );
     assert_one_line_failure(&host(&["verify", "--dtype", "f16,int8"]), "unknown dtype `int8`");
 }
+
+#[test]
+fn unknown_peers_fail_fast_and_known_ones_reach_the_gpu() {
+    for peers in ["nope", "torch,nope", "fa2"] {
+        let started = std::time::Instant::now();
+        let out = host(&["bench", "--peers", peers, "--shapes", "std"]);
+        assert_one_line_failure(&out, "unknown peer");
+        assert!(started.elapsed().as_secs() < 5, "took {:?}", started.elapsed());
+    }
+    assert_one_line_failure(&host(&["verify", "--peer", "fa3"]), "unknown peer `fa3`");
+    // A head dim no kernel of ours has is refused unless a peer can time it.
+    assert_one_line_failure(
+        &host(&["bench", "--shape", "2,16,4096,256"]),
+        "unsupported head dim 256",
+    );
+    assert_one_line_failure(
+        &host(&["bench", "--shape", "2,16,4096,512", "--peers", "fa3"]),
+        "unsupported head dim 512",
+    );
+    assert_one_line_failure(
+        &host(&["bench", "--shape", "0,16,4096,256", "--peers", "fa3"]),
+        "at least 1",
+    );
+    if gpu_present() {
+        return;
+    }
+    for peers in ["torch", "fa3", "torch,fa3", "fa3,torch,fa3"] {
+        let args = [
+            "bench",
+            "--shapes",
+            "std",
+            "--shape",
+            "2,16,4096,256",
+            "--peers",
+            peers,
+        ];
+        assert_one_line_failure(&host(&args), "no CUDA driver found");
+    }
+}

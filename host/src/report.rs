@@ -1,0 +1,403 @@
+//! What `bench` measures and reports, and what `plot` reads back: the per-kernel rows, the
+//! per-shape summary against the peers, and the JSON report around them.
+
+use flashrs::gpu::Choice;
+use flashrs::stats::{bootstrap_speedup_ci, Summary};
+use flashrs::{DType, Shape};
+use serde::{Deserialize, Serialize};
+
+use crate::peers::FA3_BACKEND;
+use crate::Failure;
+
+#[derive(Serialize, Deserialize, Clone)]
+pub struct Row {
+    pub kernel: String,
+    pub shape: [usize; 4],
+    pub seq_k: usize,
+    pub causal: bool,
+    pub dtype: String,
+    pub peer: bool,
+    /// For peers: flash, cudnn, efficient (torch), fa3 or cublas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// How `p50_us`.. were measured: `cuda_graph_replay`, CUDA events around each replay of a
+    /// graph of `calls_per_graph` back-to-back calls, divided by that count; for a peer whose
+    /// calls cannot be captured, `cuda_events_back_to_back`, the same around eager calls.
+    pub method: String,
+    pub calls_per_graph: u32,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub min_us: f64,
+    /// From `p50_us`: 4*B*H*S_q*S_k*D, halved when causal.
+    pub tflops: f64,
+    /// CUDA events around each single launch (launch overhead included); ours only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_p50_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_vs_naive: Option<f64>,
+    /// Declared by the variant's barrier policy; ours only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub barriers_per_tile: Option<u32>,
+    /// Counted by the instrumented twin on this shape; ours only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub barriers_per_tile_runtime: Option<f64>,
+    /// Per-call time of every replay, for the bootstrap intervals.
+    pub samples_us: Vec<f64>,
+}
+
+/// One case: our fastest kernel against the peers. Where no kernel of ours ran (a head dim we
+/// lack), `ours` and every ratio are null and the peers' numbers stand alone.
+#[derive(Serialize)]
+pub struct ShapeSummary {
+    pub shape: [usize; 4],
+    pub seq_k: usize,
+    pub causal: bool,
+    pub ours: Option<String>,
+    pub ours_us: Option<f64>,
+    pub best_peer: Option<String>,
+    pub best_peer_us: Option<f64>,
+    /// best_peer_us / ours_us: above 1 means ours is faster.
+    pub speedup: Option<f64>,
+    /// 95% bootstrap interval of the speedup (10,000 resamples of the per-replay timings).
+    pub ci95: Option<(f64, f64)>,
+    /// Ratio to cuDNN's SDPA when it ran.
+    pub speedup_vs_cudnn: Option<f64>,
+    /// Ratio to torch's flash backend (FlashAttention-2) when it ran.
+    pub speedup_vs_torch_flash: Option<f64>,
+    /// 95% bootstrap interval of that ratio.
+    pub ci95_vs_torch_flash: Option<(f64, f64)>,
+    /// The FlashAttention-3 peer (`--peers fa3`) when it ran: time, TFLOP/s, our ratio to it and
+    /// that ratio's 95% bootstrap interval.
+    pub fa3_us: Option<f64>,
+    pub fa3_tflops: Option<f64>,
+    pub speedup_vs_fa3: Option<f64>,
+    pub ci95_vs_fa3: Option<(f64, f64)>,
+    /// The variant the library's dispatch picks for this shape, and its speedup over the best
+    /// peer; null where no variant of ours has the head dim.
+    pub dispatch: Option<String>,
+    pub dispatch_speedup: Option<f64>,
+    /// Whether the pick came from the tuned table or the built-in heuristic.
+    pub dispatch_source: Option<Choice>,
+}
+
+/// The JSON of `bench --json`.
+#[derive(Serialize)]
+pub struct Report {
+    pub gpu: String,
+    pub iters: u32,
+    pub warmup: u32,
+    pub peers: Vec<String>,
+    pub notes: Vec<String>,
+    pub results: Vec<Row>,
+    pub summary: Vec<ShapeSummary>,
+}
+
+/// The part of a saved `Report` that `plot` redraws from.
+#[derive(Deserialize)]
+pub struct SavedRows {
+    pub gpu: String,
+    pub results: Vec<Row>,
+}
+
+pub fn row_from(
+    kernel: String,
+    shape: Shape,
+    dtype: DType,
+    causal: bool,
+    calls: u32,
+    samples: Vec<f64>,
+    backend: Option<String>,
+) -> Result<Row, Failure> {
+    let s = Summary::from_samples(&samples)
+        .ok_or_else(|| Failure::Usage(format!("{kernel}: no valid timings")))?;
+    Ok(Row {
+        kernel,
+        shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
+        seq_k: shape.seq_k,
+        causal,
+        dtype: dtype.long_name().to_string(),
+        peer: backend.is_some(),
+        backend,
+        method: "cuda_graph_replay".to_string(),
+        calls_per_graph: calls,
+        p50_us: s.p50,
+        p90_us: s.p90,
+        p99_us: s.p99,
+        min_us: s.min,
+        tflops: shape.flops(causal) / (s.p50 * 1e-6) / 1e12,
+        event_p50_us: None,
+        speedup_vs_naive: None,
+        barriers_per_tile: None,
+        barriers_per_tile_runtime: None,
+        samples_us: samples,
+    })
+}
+
+fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
+    row.shape == [shape.batch, shape.heads, shape.seq_q, shape.head_dim]
+        && row.seq_k == shape.seq_k
+        && row.causal == causal
+}
+
+/// Per case: our fastest against the best peer and against cuDNN, FA2 and FA3 by name (with
+/// bootstrap intervals), and what the library's choice (`pick`, `None` where it has none) scored.
+/// A case where nothing ran is left out.
+pub fn summarise(
+    cases: &[(Shape, bool)],
+    rows: &[Row],
+    pick: &dyn Fn(Shape, bool) -> Option<(&'static str, Choice)>,
+) -> Vec<ShapeSummary> {
+    cases
+        .iter()
+        .filter_map(|&(shape, causal)| {
+            let case: Vec<&Row> = rows.iter().filter(|r| same_case(r, shape, causal)).collect();
+            let fastest = |peer: bool| {
+                case.iter()
+                    .filter(|r| r.peer == peer)
+                    .min_by(|a, b| a.p50_us.total_cmp(&b.p50_us))
+                    .copied()
+            };
+            let backend = |name: &str| case.iter().find(|r| r.backend.as_deref() == Some(name)).copied();
+            let (ours, peer) = (fastest(false), fastest(true));
+            ours.or(peer)?;
+            // Our speed relative to `other`'s (above 1: ours is faster), and its interval.
+            let ratio = |other: Option<&Row>| ours.zip(other).map(|(o, p)| p.p50_us / o.p50_us);
+            let interval = |other: Option<&Row>| {
+                ours.zip(other)
+                    .and_then(|(o, p)| bootstrap_speedup_ci(&p.samples_us, &o.samples_us, 10_000, 0x5eed))
+            };
+            let (cudnn, fa2, fa3) = (backend("cudnn"), backend("flash"), backend(FA3_BACKEND));
+            let picked = pick(shape, causal);
+            let picked_row = picked.and_then(|(name, _)| case.iter().find(|r| r.kernel == name));
+            Some(ShapeSummary {
+                shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
+                seq_k: shape.seq_k,
+                causal,
+                ours: ours.map(|o| o.kernel.clone()),
+                ours_us: ours.map(|o| o.p50_us),
+                best_peer: peer.map(|p| p.kernel.clone()),
+                best_peer_us: peer.map(|p| p.p50_us),
+                speedup: ratio(peer),
+                ci95: interval(peer),
+                speedup_vs_cudnn: ratio(cudnn),
+                speedup_vs_torch_flash: ratio(fa2),
+                ci95_vs_torch_flash: interval(fa2),
+                fa3_us: fa3.map(|f| f.p50_us),
+                fa3_tflops: fa3.map(|f| f.tflops),
+                speedup_vs_fa3: ratio(fa3),
+                ci95_vs_fa3: interval(fa3),
+                dispatch: picked.map(|(name, _)| name.to_string()),
+                dispatch_speedup: picked_row.zip(peer).map(|(d, p)| p.p50_us / d.p50_us),
+                dispatch_source: picked.map(|(_, source)| source),
+            })
+        })
+        .collect()
+}
+
+pub fn print_table(rows: &[Row]) {
+    println!(
+        "{:<40} {:>22} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>10}",
+        "kernel",
+        "shape",
+        "causal",
+        "p50 us",
+        "p90 us",
+        "p99 us",
+        "TFLOP/s",
+        "x naive",
+        "bar/tile",
+        "launch p50"
+    );
+    for r in rows {
+        let barriers = match (r.barriers_per_tile, r.barriers_per_tile_runtime) {
+            (Some(d), Some(c)) => format!("{d}/{c}"),
+            _ => "-".into(),
+        };
+        println!(
+            "{:<40} {:>22} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8} {:>9} {:>10}",
+            r.kernel,
+            format!("{:?}", r.shape),
+            r.causal,
+            r.p50_us,
+            r.p90_us,
+            r.p99_us,
+            r.tflops,
+            r.speedup_vs_naive.map_or("-".to_string(), |s| format!("{s:.1}")),
+            barriers,
+            r.event_p50_us.map_or("-".to_string(), |e| format!("{e:.2}")),
+        );
+    }
+}
+
+pub fn print_summary(summary: &[ShapeSummary]) {
+    if summary.iter().any(|s| s.best_peer.is_some()) {
+        print!("\n{}", summary_table(summary));
+    }
+}
+
+/// The summary as a table, one line per case; `-` where a peer did not run, `unsupported` for
+/// ours where no kernel has the head dim.
+pub fn summary_table(summary: &[ShapeSummary]) -> String {
+    let ratio = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}x"));
+    let us = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let mut out = format!(
+        "{:>22} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9} {:>7}  {:>8}  {}\n",
+        "shape",
+        "causal",
+        "ours (fastest)",
+        "us",
+        "best peer",
+        "us",
+        "speedup",
+        "95% CI",
+        "vs cuDNN",
+        "vs FA2",
+        "FA3 us",
+        "FA3 TF",
+        "vs FA3",
+        "library's pick vs best peer"
+    );
+    for s in summary {
+        let ours = match &s.ours {
+            Some(name) => name.as_str(),
+            None if !flashrs::variants::HEAD_DIMS.contains(&s.shape[3]) => "unsupported",
+            None => "-",
+        };
+        let pick = match (&s.dispatch, s.dispatch_source) {
+            (Some(name), Some(source)) if s.ours.as_ref() == Some(name) => match source {
+                Choice::Tuned => "= fastest (tuned)".to_string(),
+                Choice::Heuristic => "= fastest".to_string(),
+            },
+            (Some(_), source) => format!(
+                "{} {}",
+                ratio(s.dispatch_speedup),
+                if source == Some(Choice::Tuned) {
+                    "(tuned)"
+                } else {
+                    ""
+                }
+            ),
+            (None, _) => "-".to_string(),
+        };
+        out += &format!(
+            "{:>22} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9} {:>7}  {:>8}  {}\n",
+            format!("{:?}", s.shape),
+            s.causal,
+            ours,
+            us(s.ours_us),
+            s.best_peer.as_deref().unwrap_or("-"),
+            us(s.best_peer_us),
+            ratio(s.speedup),
+            s.ci95
+                .map_or("-".into(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]")),
+            ratio(s.speedup_vs_cudnn),
+            ratio(s.speedup_vs_torch_flash),
+            us(s.fa3_us),
+            s.fa3_tflops.map_or("-".into(), |t| format!("{t:.0}")),
+            ratio(s.speedup_vs_fa3),
+            pick.trim_end(),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of ours (`backend: None`) or of a peer on `shape`, every sample `p50`.
+    fn row_on(shape: Shape, kernel: &str, backend: Option<&str>, p50: f64) -> Row {
+        row_from(
+            kernel.into(),
+            shape,
+            DType::F16,
+            false,
+            1,
+            vec![p50; 5],
+            backend.map(str::to_string),
+        )
+        .ok()
+        .unwrap()
+    }
+
+    fn row(kernel: &str, backend: Option<&str>, p50: f64) -> Row {
+        row_on(Shape::new(1, 8, 512, 64), kernel, backend, p50)
+    }
+
+    fn pick_a(_: Shape, _: bool) -> Option<(&'static str, Choice)> {
+        Some(("a", Choice::Heuristic))
+    }
+
+    #[test]
+    fn summary_picks_the_fastest_on_each_side() {
+        let rows = vec![
+            row("a", None, 10.0),
+            row("b", None, 8.0),
+            row("torch_flash", Some("flash"), 12.0),
+            row("torch_cudnn", Some("cudnn"), 9.0),
+        ];
+        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows, &pick_a);
+        assert_eq!(s[0].ours.as_deref(), Some("b"));
+        assert_eq!(s[0].best_peer.as_deref(), Some("torch_cudnn"));
+        assert!((s[0].speedup.unwrap() - 9.0 / 8.0).abs() < 1e-12);
+        let (lo, hi) = s[0].ci95.unwrap();
+        assert!(lo <= 9.0 / 8.0 && 9.0 / 8.0 <= hi);
+        assert!((s[0].dispatch_speedup.unwrap() - 9.0 / 10.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn summary_ratios_name_each_peer_and_a_missing_peer_stays_empty() {
+        let case = [(Shape::new(1, 8, 512, 64), false)];
+        let mut rows = vec![
+            row("b", None, 8.0),
+            row("torch_flash", Some("flash"), 12.0),
+            row("torch_cudnn", Some("cudnn"), 9.0),
+        ];
+        let without = summarise(&case, &rows, &pick_a);
+        assert!((without[0].speedup_vs_torch_flash.unwrap() - 1.5).abs() < 1e-12);
+        assert!((without[0].speedup_vs_cudnn.unwrap() - 9.0 / 8.0).abs() < 1e-12);
+        assert!(without[0].fa3_us.is_none() && without[0].speedup_vs_fa3.is_none());
+        assert!(without[0].ci95_vs_fa3.is_none() && without[0].fa3_tflops.is_none());
+        let line = summary_table(&without).lines().nth(1).unwrap().to_string();
+        assert!(line.contains("1.500x") && line.contains("1.125x"), "{line}");
+        assert!(line.contains(" -  "), "FA3's columns should be empty: {line}");
+
+        rows.push(row("fa3", Some(FA3_BACKEND), 6.0));
+        let with = summarise(&case, &rows, &pick_a);
+        assert_eq!(with[0].best_peer.as_deref(), Some("fa3"));
+        assert!((with[0].speedup_vs_fa3.unwrap() - 0.75).abs() < 1e-12);
+        assert_eq!(with[0].fa3_us, Some(6.0));
+        let flops = Shape::new(1, 8, 512, 64).flops(false);
+        assert!((with[0].fa3_tflops.unwrap() - flops / 6e-6 / 1e12).abs() < 1e-9);
+        let table = summary_table(&with);
+        assert!(table.contains("FA3 us") && table.contains("0.750x"), "{table}");
+    }
+
+    #[test]
+    fn a_head_dim_we_lack_keeps_the_peers_and_says_unsupported() {
+        let d256 = Shape::new(2, 16, 4096, 256);
+        let rows = vec![
+            row_on(d256, "torch_cudnn", Some("cudnn"), 855.0),
+            row_on(d256, "fa3", Some(FA3_BACKEND), 800.0),
+        ];
+        let no_pick = |_: Shape, _: bool| None;
+        let s = summarise(
+            &[(d256, false), (Shape::new(1, 8, 512, 64), false)],
+            &rows,
+            &no_pick,
+        );
+        assert_eq!(s.len(), 1, "a case where nothing ran is left out");
+        assert!(s[0].ours.is_none() && s[0].ours_us.is_none() && s[0].speedup.is_none());
+        assert!(s[0].speedup_vs_fa3.is_none() && s[0].dispatch.is_none());
+        assert_eq!(s[0].best_peer.as_deref(), Some("fa3"));
+        assert_eq!(s[0].fa3_us, Some(800.0));
+        let table = summary_table(&s);
+        assert!(
+            table.contains("unsupported") && table.contains("800.00"),
+            "{table}"
+        );
+        let json = serde_json::to_value(&s[0]).unwrap();
+        assert!(json["ours"].is_null() && json["ours_us"].is_null(), "{json}");
+    }
+}
