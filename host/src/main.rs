@@ -101,7 +101,7 @@ usage_errors!(
     std::io::Error,
     serde_json::Error,
     flashrs::npy::NpyError,
-    flashrs::tuned::TunedError
+    flashrs::tuned_table::TunedError
 );
 
 fn main() -> ExitCode {
