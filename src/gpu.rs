@@ -734,12 +734,13 @@ fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -
 /// The library's choice of variant: by architecture, head dim, and whether the problem has enough
 /// query blocks of 128 rows to fill the GPU once. Measured on the H100 (evidence/bench_h100.json
 /// and docs/perf-notes.md). The first entry whose architecture the device has wins, so Hopper
-/// takes the `wgmma` kernels and everything else the `mma.sync` ones.
+/// takes the warp-specialised `flash_ws` (big problems) and `wgmma` kernels, everything else the
+/// `mma.sync` ones.
 ///
 /// | arch | head dim | big (>= one wave of 128-row blocks) | small                    |
 /// |------|----------|-------------------------------------|--------------------------|
-/// | 90   | 64       | wgmma m128_n64_s3                   | mma m64_n64_w4_s2_b3     |
-/// | 90   | 128      | wgmma m128_n128_s2_pp               | wgmma m128_n128_s2_pp    |
+/// | 90   | 64       | ws m128_n128_s2_ov                  | mma m64_n64_w4_s2_b3     |
+/// | 90   | 128      | ws m128_n128_s2_ov                  | wgmma m128_n128_s2_pp    |
 /// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
 /// | 80   | 128      | mma m128_n32_w4_s3_qsmem            | mma m64_n64_w4_s2        |
 ///
@@ -750,13 +751,13 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         big: true,
-        kernel: "flash_wgmma_m128_n64_w8_s3_light",
+        kernel: "flash_ws_m128_n128_s2_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 128,
         big: true,
-        kernel: "flash_wgmma_m128_n128_w8_s2_pp_light",
+        kernel: "flash_ws_m128_n128_s2_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
@@ -877,16 +878,16 @@ mod tests {
     }
 
     #[test]
-    fn hopper_takes_wgmma_for_big_problems_and_others_mma() {
+    fn hopper_takes_the_warp_specialised_kernel_for_big_problems_and_others_mma() {
         let big = Shape::new(2, 16, 4096, 128);
-        assert_eq!(default_variant(big, 132, 90).family, Family::FlashWgmma);
+        assert_eq!(default_variant(big, 132, 90).family, Family::FlashWs);
         assert_eq!(
             default_variant(big, 132, 80).name,
             "flash_mma_m128_n32_w4_s3_qsmem_light"
         );
         assert_eq!(
             default_variant(Shape::new(2, 16, 4096, 64), 132, 90).name,
-            "flash_wgmma_m128_n64_w8_s3_light"
+            "flash_ws_m128_n128_s2_ov_mbarrier"
         );
     }
 

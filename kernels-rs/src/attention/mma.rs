@@ -108,7 +108,7 @@ pub unsafe fn flash_mma<
 
     let mut softmax = FragmentSoftmax::<ROW_TILES>::new(&problem, first_row + warp_row0);
     let mut o_acc = [[[0.0f32; 4]; D_TILES]; ROW_TILES];
-    let loop_start = start_counting::<COUNT>();
+    let loop_start = start_counting::<COUNT>(0);
 
     for t in 0..tiles {
         let stage = kv.advance(t);
@@ -175,6 +175,6 @@ pub unsafe fn flash_mma<
     kv.finish();
     softmax.finish::<T, D, _>(&o_acc, &problem, out, head);
     if COUNT {
-        record_barriers(barrier_log, tiles, loop_start);
+        record_barriers(barrier_log, tiles, loop_start, 0);
     }
 }

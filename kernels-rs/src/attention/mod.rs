@@ -171,12 +171,13 @@ pub unsafe fn finish_row<const D: usize>(
     Some((problem.out_row::<D>(out, head, row) as *mut u32, norm))
 }
 
-/// The instrumented build's start of the KV loop: thread 0 zeroes the block's barrier counter and
-/// reads the SM clock. Returns the clock (meaningful in thread 0 only), 0 when not counting.
+/// The instrumented build's start of the KV loop: thread `recorder` (0, or a warp-specialised
+/// kernel's first consumer thread) zeroes the block's barrier counter and reads the SM clock.
+/// Returns the clock (meaningful in that thread only), 0 when not counting.
 #[inline(always)]
-pub fn start_counting<const COUNT: bool>() -> u64 {
+pub fn start_counting<const COUNT: bool>(recorder: u32) -> u64 {
     use crate::arch;
-    if COUNT && arch::thread_idx_x() == 0 {
+    if COUNT && arch::thread_idx_x() == recorder {
         arch::barrier_counter_store(0);
         arch::clock64()
     } else {
@@ -186,15 +187,16 @@ pub fn start_counting<const COUNT: bool>() -> u64 {
 
 /// What the instrumented build records per block, four u32 indexed by the block's linear index:
 /// the block barriers thread 0 counted (see `policy::sync`), the KV tiles, the SM clock cycles from
-/// `start_counting` to here (the KV loop and the epilogue), and the SM the block ran on. The cycles per tile are
-/// what `micro` ranks configurations by.
+/// `start_counting` to here (the KV loop and the epilogue), and the SM the block ran on. The cycles
+/// per tile are what `micro` ranks configurations by. Written by thread `recorder`, the one that
+/// called `start_counting`.
 ///
 /// # Safety
 /// `barrier_log` must hold four `u32` per block of the grid.
 #[inline(always)]
-pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32, started: u64) {
+pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32, started: u64, recorder: u32) {
     use crate::arch;
-    if arch::thread_idx_x() == 0 {
+    if arch::thread_idx_x() == recorder {
         let cycles = arch::clock64().wrapping_sub(started).min(u32::MAX as u64) as u32;
         let barriers = arch::barrier_counter_load();
         let y = arch::block_idx_y() as usize + arch::block_idx_z() as usize * arch::grid_dim_y() as usize;

@@ -98,7 +98,7 @@ pub unsafe fn flash_scalar<
     let my_first_row = first_row + warp * ROWS as u32;
     let mut state = [RowState::EMPTY; ROWS];
     let mut acc = [[0.0f32; DIMS]; ROWS];
-    let loop_start = start_counting::<COUNT>();
+    let loop_start = start_counting::<COUNT>(0);
 
     for t in 0..tiles {
         let stage = kv.advance(t);
@@ -166,7 +166,7 @@ pub unsafe fn flash_scalar<
         }
     }
     if COUNT {
-        record_barriers(barrier_log, tiles, loop_start);
+        record_barriers(barrier_log, tiles, loop_start, 0);
     }
 }
 

@@ -134,7 +134,7 @@ pub unsafe fn flash_wgmma<
 
     let turns = Turns::<PINGPONG, WARPGROUPS>::new(warpgroup);
     let mut o_acc = [0.0f32; O_REGS];
-    let loop_start = start_counting::<COUNT>();
+    let loop_start = start_counting::<COUNT>(0);
 
     for t in 0..tiles {
         let stage = kv.advance(t);
@@ -193,7 +193,7 @@ pub unsafe fn flash_wgmma<
     kv.finish();
     softmax.finish::<T, D, _>(core::array::from_ref(&o_acc), &problem, out, head);
     if COUNT {
-        record_barriers(barrier_log, tiles, loop_start);
+        record_barriers(barrier_log, tiles, loop_start, 0);
     }
 }
 

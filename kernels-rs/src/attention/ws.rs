@@ -153,7 +153,12 @@ pub unsafe fn flash_ws<
     }
     // The one block barrier: the mbarriers exist before anyone waits on them.
     arch::sync_threads();
-    let loop_start = start_counting::<COUNT>();
+    // The instrumented twin's clock and record belong to the first consumer thread: the producer
+    // finishes issuing long before the block is done, and a block barrier at the end to wait for
+    // the consumers is what the warp-specialised kernel must not have (the producer thread's warp
+    // has parted ways; such a barrier hung the counted twin on the H100).
+    const RECORDER: u32 = 128;
+    let loop_start = start_counting::<COUNT>(RECORDER);
 
     let warpgroup = arch::warp_id() / 4;
     if warpgroup == 0 {
@@ -174,12 +179,7 @@ pub unsafe fn flash_ws<
         );
     }
     if COUNT {
-        // The instrumented twin times the whole block, consumers included. Warp 0's lanes parted
-        // at the producer's `thread == 0`: they meet again before the block barrier, which every
-        // lane of a warp must reach together.
-        arch::sync_warp();
-        arch::sync_threads();
-        record_barriers(barrier_log, tiles, loop_start);
+        record_barriers(barrier_log, tiles, loop_start, RECORDER);
     }
 }
 
