@@ -85,6 +85,11 @@ mod tests {
         "flash_wgmma_m128_n128_w8_s2_pp_light",
         "flash_wgmma_m192_n64_w12_s3_pp_b1_light",
         "flash_wgmma_m128_n64_w8_s3_pp_light",
+        // Added in session 3.
+        "flash_ws_m128_n128_s2_mbarrier",
+        "flash_ws_m128_n128_s2_pp_mbarrier",
+        "flash_ws_m128_n128_s2_ov_mbarrier",
+        "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     ];
 
     #[test]
