@@ -13,6 +13,32 @@
 //! softmax and the epilogue on `mma.sync.m16n8`-layout register fragments, which `wgmma` shares)
 //! and `finish_row` (one row's log-sum-exp and output address, for any register layout).
 
+/// Calls `T::$call` as product `$i` of a chain of `$n` `wgmma`s: the chain position is a
+/// compile-time choice once the loop is unrolled. With `$leave_running` the chain's end commits
+/// without waiting (a later `arch::wgmma_wait` collects it); otherwise it waits for the chain.
+macro_rules! chained {
+    ($i:expr, $n:expr, $leave_running:expr, $t:ident::$call:ident::<$r:ident>($($arg:expr),*)) => {{
+        use $crate::arch::chain;
+        if $n == 1 {
+            if $leave_running {
+                $t::$call::<{ chain::ONLY_ASYNC }, $r>($($arg),*)
+            } else {
+                $t::$call::<{ chain::ONLY }, $r>($($arg),*)
+            }
+        } else if $i == 0 {
+            $t::$call::<{ chain::FIRST }, $r>($($arg),*)
+        } else if $i + 1 == $n {
+            if $leave_running {
+                $t::$call::<{ chain::LAST_ASYNC }, $r>($($arg),*)
+            } else {
+                $t::$call::<{ chain::LAST }, $r>($($arg),*)
+            }
+        } else {
+            $t::$call::<{ chain::MIDDLE }, $r>($($arg),*)
+        }
+    }};
+}
+
 pub mod fragment;
 pub mod mma;
 pub mod naive;

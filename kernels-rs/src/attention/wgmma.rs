@@ -33,21 +33,6 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize)
     ATOM_BYTES + swizzled::tile_bytes(block_m, d) + 2 * stages as u32 * swizzled::tile_bytes(block_n, d)
 }
 
-/// Calls `T::$call` as product `$i` of a chain of `$n` (a compile-time choice after unrolling).
-macro_rules! chained {
-    ($i:expr, $n:expr, $t:ident::$call:ident::<$r:ident>($($arg:expr),*)) => {
-        if $n == 1 {
-            $t::$call::<{ chain::ONLY }, $r>($($arg),*)
-        } else if $i == 0 {
-            $t::$call::<{ chain::FIRST }, $r>($($arg),*)
-        } else if $i + 1 == $n {
-            $t::$call::<{ chain::LAST }, $r>($($arg),*)
-        } else {
-            $t::$call::<{ chain::MIDDLE }, $r>($($arg),*)
-        }
-    };
-}
-
 /// # Safety
 /// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
 /// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
@@ -154,6 +139,7 @@ pub unsafe fn flash_wgmma<
                 chained!(
                     ks,
                     k_steps,
+                    false,
                     T::wgmma_ss::<S_REGS>(&mut s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
                 );
             }
@@ -182,6 +168,7 @@ pub unsafe fn flash_wgmma<
                 chained!(
                     kk,
                     PV_STEPS,
+                    false,
                     T::wgmma_rs::<O_REGS>(&mut o_acc, a, v_desc(stage, kk), true)
                 );
             }

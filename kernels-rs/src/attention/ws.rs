@@ -22,7 +22,7 @@
 //! masking sends their scores to -inf.
 
 use super::{record_barriers, start_counting, Problem};
-use crate::arch::{self, chain, SharedAddr};
+use crate::arch::{self, SharedAddr};
 use crate::softmax::{self, RowState};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::Element;
@@ -240,22 +240,6 @@ unsafe fn produce<const D: usize, const BLOCK_N: usize, const STAGES: usize>(
     }
 }
 
-/// Calls `T::$call` as product `$i` of a chain of `$n`; `$last`/`$only` pick whether the chain's
-/// end waits for it (`chain::LAST`, `chain::ONLY`) or leaves it running (`..._ASYNC`).
-macro_rules! chained {
-    ($i:expr, $n:expr, $last:ident, $only:ident, $t:ident::$call:ident::<$r:ident>($($arg:expr),*)) => {
-        if $n == 1 {
-            $t::$call::<{ chain::$only }, $r>($($arg),*)
-        } else if $i == 0 {
-            $t::$call::<{ chain::FIRST }, $r>($($arg),*)
-        } else if $i + 1 == $n {
-            $t::$call::<{ chain::$last }, $r>($($arg),*)
-        } else {
-            $t::$call::<{ chain::MIDDLE }, $r>($($arg),*)
-        }
-    };
-}
-
 /// A consumer warpgroup: 64 query rows, all of the block's KV tiles.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -336,22 +320,21 @@ unsafe fn consume<
     let mut state = [RowState::EMPTY; 2];
     let mut o_acc = [0.0f32; O_REGS];
     let mut p_frag = [[0u32; 4]; PV_STEPS];
-    let scores = |s_acc: &mut [f32; S_REGS], stage: u32, last: bool| {
+    let scores = |s_acc: &mut [f32; S_REGS], stage: u32, leave_running: bool| {
         for ks in 0..k_steps {
-            if last {
+            // Two expansions with constant ends, so that each call site is one straight chain.
+            if leave_running {
                 chained!(
                     ks,
                     k_steps,
-                    LAST_ASYNC,
-                    ONLY_ASYNC,
+                    true,
                     T::wgmma_ss::<S_REGS>(s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
                 );
             } else {
                 chained!(
                     ks,
                     k_steps,
-                    LAST,
-                    ONLY,
+                    false,
                     T::wgmma_ss::<S_REGS>(s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
                 );
             }
@@ -364,16 +347,14 @@ unsafe fn consume<
                     chained!(
                         kk,
                         PV_STEPS,
-                        LAST_ASYNC,
-                        ONLY_ASYNC,
+                        true,
                         T::wgmma_rs::<O_REGS>(o_acc, a, v_desc(stage, kk), true)
                     );
                 } else {
                     chained!(
                         kk,
                         PV_STEPS,
-                        LAST,
-                        ONLY,
+                        false,
                         T::wgmma_rs::<O_REGS>(o_acc, a, v_desc(stage, kk), true)
                     );
                 }
