@@ -22,7 +22,7 @@
 use super::fragment::FragmentSoftmax;
 use super::pipeline::KvPipeline;
 use super::{record_barriers, start_counting, Problem};
-use crate::arch::{self, barrier_id, chain};
+use crate::arch::{self, barrier_id};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Swizzled128};
