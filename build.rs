@@ -140,11 +140,8 @@ fn resolve(entry: &Entry, default_head_dims: &[u32]) -> Result<Variant, String> 
     if head_dims.is_empty() {
         return Err(format!("{name}: no head dims"));
     }
-    if let Some(d) = head_dims.iter().find(|&&d| !spec.family.supports_head_dim(d)) {
-        return Err(format!(
-            "{name}: {} has no body for head dim {d}",
-            spec.family.name()
-        ));
+    for &d in &head_dims {
+        spec.check_head_dim(d)?;
     }
     Ok(Variant {
         spec,

@@ -747,6 +747,19 @@ fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -
 /// Small problems want more, smaller blocks: at (2,8,512,64) the 128-row tiles give 64 blocks for
 /// 132 SMs. Causal problems follow the same rule (measured the same ranking).
 pub const DISPATCH: &[DispatchEntry] = &[
+    // Head dim 256 has one family, flash_ws (the 64 x 256 output product is a wgmma), for every size.
+    DispatchEntry {
+        arch: 90,
+        head_dim: 256,
+        big: true,
+        kernel: "flash_ws_m128_n80_s2_ov_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 256,
+        big: false,
+        kernel: "flash_ws_m128_n80_s2_ov_mbarrier",
+    },
     DispatchEntry {
         arch: 90,
         head_dim: 64,
@@ -839,6 +852,9 @@ pub fn default_variant(shape: Shape, sms: usize, arch: u32) -> &'static VariantS
                 .iter()
                 .find(|v| v.family == Family::FlashMma && v.head_dims.contains(&shape.head_dim))
         })
+        // A head dim only a newer architecture's family has (256 on sm_80): that variant, so that
+        // the launch fails with the architecture it needs rather than a wrong head dim.
+        .or_else(|| VARIANTS.iter().find(|v| v.head_dims.contains(&shape.head_dim)))
         .unwrap_or(&VARIANTS[0])
 }
 
@@ -863,6 +879,12 @@ mod tests {
             for &d in crate::variants::HEAD_DIMS {
                 for big in [false, true] {
                     let v = default_variant(Shape::new(if big { 8 } else { 1 }, 16, 4096, d), 132, arch);
+                    if !VARIANTS.iter().any(|v| v.min_arch <= arch && v.head_dims.contains(&d)) {
+                        // Only a newer architecture has this head dim: its variant, so that the
+                        // launch names the architecture needed.
+                        assert!(v.head_dims.contains(&d) && v.min_arch > arch, "{} for d={d}", v.name);
+                        continue;
+                    }
                     assert!(
                         v.min_arch <= arch && v.head_dims.contains(&d),
                         "{} for d={d} sm_{arch}",

@@ -57,11 +57,17 @@ impl Family {
             Family::Naive | Family::FlashScalar | Family::FlashMma | Family::FlashWgmma => {
                 matches!(d, 64 | 128)
             }
-            // Head dim 256 needs a 64 x 256 output product (wgmma n256): not written yet.
-            Family::FlashWs => matches!(d, 64 | 128),
+            Family::FlashWs => matches!(d, 64 | 128 | 256),
         }
     }
 }
+
+/// Key-tile widths `flash_ws` can take: `wgmma` shapes `arch/wgmma.rs` instantiates (S = Q K^T is
+/// a 64 x `block_n` product).
+pub const WS_BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
+
+/// Dynamic shared memory one block can have on sm_90 (227 KB).
+pub const MAX_SMEM_BYTES: u32 = 227 * 1024;
 
 /// A barrier policy (`kernels-rs/src/policy.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -394,23 +400,43 @@ impl Spec {
                 }
             }
             // 64 rows per consumer warpgroup, two of them (the register split of `setmaxnreg`
-            // assumes 384 threads); wgmma shapes n64 and n128; mbarriers, no block barriers.
+            // assumes 384 threads); key tiles of a width `wgmma` has an instance for (the P V
+            // product steps 16 keys at a time); mbarriers, no block barriers.
             Family::FlashWs => {
                 let mbarrier = self.policy == Some(Policy::Mbarrier);
                 if m == 128
-                    && matches!(n, 64 | 128)
+                    && WS_BLOCK_N.contains(&n)
                     && self.stages >= 1
                     && mbarrier
                     && self.min_blocks_per_sm.is_none()
                 {
                     Ok(())
                 } else {
-                    problem(
-                        "block_m 128, block_n 64 or 128, stages >= 1, mbarrier policy, no min_blocks_per_sm",
-                    )
+                    problem(&format!(
+                        "block_m 128, block_n one of {WS_BLOCK_N:?}, stages >= 1, mbarrier policy, no min_blocks_per_sm"
+                    ))
                 }
             }
         }
+    }
+
+    /// Whether head dim `d` has a body in this family and, for `flash_ws`, whether its tiles fit
+    /// in shared memory (Q, then `stages` K and V tiles: `kernels-rs/src/attention/ws.rs`).
+    pub fn check_head_dim(&self, d: u32) -> Result<(), String> {
+        if !self.family.supports_head_dim(d) {
+            return Err(format!("{}: {} has no body for head dim {d}", self.name(), self.family.name()));
+        }
+        if self.family == Family::FlashWs {
+            let tile = |rows: u32| rows * d * 2;
+            let bytes = 1024 + tile(self.block_m) + 2 * self.stages * tile(self.block_n) + 8 * (1 + 4 * self.stages);
+            if bytes > MAX_SMEM_BYTES {
+                return Err(format!(
+                    "{}: at head dim {d} the tiles take {bytes} bytes of shared memory, more than the {MAX_SMEM_BYTES} a block can have",
+                    self.name()
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Launch bounds (`.maxntid` with `.minnctapersm`) for the entry, if any: what
@@ -535,7 +561,15 @@ mod tests {
             Spec::from_entry(&ws(192, 64, false, false)).is_err(),
             "two consumer warpgroups"
         );
-        assert!(!Family::FlashWs.supports_head_dim(256));
+        assert!(Family::FlashWs.supports_head_dim(256));
+        let wide = Spec::from_entry(&ws(128, 176, false, true)).unwrap();
+        assert!(wide.check_head_dim(128).is_ok());
+        assert!(
+            wide.check_head_dim(256).unwrap_err().contains("shared memory"),
+            "176-key tiles at head dim 256 do not fit"
+        );
+        assert!(Spec::from_entry(&ws(128, 80, false, true)).unwrap().check_head_dim(256).is_ok());
+        assert!(Spec::from_entry(&ws(128, 112, false, true)).is_err(), "no wgmma n112 instance");
     }
 
     #[test]
@@ -588,7 +622,7 @@ mod tests {
         // A sub-tile of the whole tile is no sub-tile: the name and the spec say so.
         assert_eq!(Spec::from_entry(&sub(64, Policy::Light)).unwrap().sub_n, None);
         assert!(Spec::from_entry(&ws(256, 64, false, false)).is_err());
-        assert!(Spec::from_entry(&ws(128, 96, false, false)).is_err());
+        assert!(Spec::from_entry(&ws(128, 112, false, false)).is_err());
         let one_warpgroup_pingpong = Entry {
             block_m: Some(64),
             block_n: Some(64),

@@ -18,11 +18,16 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
     Ok(match name {
         "small" => open(vec![Shape::new(1, 8, 128, 64)]),
         "mission" => open(vec![Shape::new(2, 8, 512, 64)]),
-        "long" => open(vec![Shape::new(1, 8, 2048, 64), Shape::new(1, 8, 2048, 128)]),
+        "long" => open(vec![
+            Shape::new(1, 8, 2048, 64),
+            Shape::new(1, 8, 2048, 128),
+            Shape::new(1, 4, 2048, 256),
+        ]),
         "odd" => open(vec![
             Shape::new(1, 2, 1, 64),
             Shape::new(2, 3, 77, 64),
             Shape::new(1, 4, 1000, 128),
+            Shape::new(1, 3, 211, 256),
         ]),
         "large" => open(vec![Shape::new(4, 16, 2048, 64), Shape::new(4, 16, 2048, 128)]),
         // Edge cases: one query and one key; more queries than keys (causal: the first rows see
@@ -46,6 +51,10 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
                 ..Shape::new(1, 1, 129, 128)
             },
             Shape::new(1, 2, 129, 128),
+            Shape {
+                seq_k: 97,
+                ..Shape::new(1, 2, 160, 256)
+            },
         ]),
         // The standard comparison with the peers: these non-causal, then these causal.
         "std" => {

@@ -130,9 +130,28 @@ macro_rules! wgmma_family {
 
 wgmma_family!(64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
     wgmma_m64n64k16_ss_f16, wgmma_m64n64k16_ss_bf16, wgmma_m64n64k16_rs_f16, wgmma_m64n64k16_rs_bf16);
+wgmma_family!(80, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39],
+    wgmma_m64n80k16_ss_f16, wgmma_m64n80k16_ss_bf16, wgmma_m64n80k16_rs_f16, wgmma_m64n80k16_rs_bf16);
+wgmma_family!(96, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47],
+    wgmma_m64n96k16_ss_f16, wgmma_m64n96k16_ss_bf16, wgmma_m64n96k16_rs_f16, wgmma_m64n96k16_rs_bf16);
 wgmma_family!(128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
     32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
     wgmma_m64n128k16_ss_f16, wgmma_m64n128k16_ss_bf16, wgmma_m64n128k16_rs_f16, wgmma_m64n128k16_rs_bf16);
+wgmma_family!(176, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87],
+    wgmma_m64n176k16_ss_f16, wgmma_m64n176k16_ss_bf16, wgmma_m64n176k16_rs_f16, wgmma_m64n176k16_rs_bf16);
+wgmma_family!(192, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95],
+    wgmma_m64n192k16_ss_f16, wgmma_m64n192k16_ss_bf16, wgmma_m64n192k16_rs_f16, wgmma_m64n192k16_rs_bf16);
+wgmma_family!(256, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
+    96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127],
+    wgmma_m64n256k16_ss_f16, wgmma_m64n256k16_ss_bf16, wgmma_m64n256k16_rs_f16, wgmma_m64n256k16_rs_bf16);
 
 /// Reinterprets an accumulator array of `R` registers as one of `N` (the caller checked R == N).
 ///
@@ -144,7 +163,8 @@ unsafe fn cast<const R: usize, const N: usize>(acc: &mut [f32; R]) -> &mut [f32;
 }
 
 /// `acc (+)= A B` for a 64 x (2R) x 16 product, A and B from shared-memory descriptors; `BF16`
-/// picks the input type. R (accumulators per thread) is 32 or 64.
+/// picks the input type. R (accumulators per thread) is half of N, one of the shapes instantiated
+/// above (N = 64, 80, 96, 128, 176, 192, 256).
 ///
 /// # Safety
 /// As the products it dispatches to (`wgmma_m64n64k16_ss_f16` and its kin).
@@ -158,8 +178,18 @@ pub unsafe fn wgmma_ss<const BF16: bool, const CHAIN: u8, const R: usize>(
     match (R, BF16) {
         (32, false) => wgmma_m64n64k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
         (32, true) => wgmma_m64n64k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (40, false) => wgmma_m64n80k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (40, true) => wgmma_m64n80k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (48, false) => wgmma_m64n96k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (48, true) => wgmma_m64n96k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
         (64, false) => wgmma_m64n128k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
         (64, true) => wgmma_m64n128k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (88, false) => wgmma_m64n176k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (88, true) => wgmma_m64n176k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (96, false) => wgmma_m64n192k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (96, true) => wgmma_m64n192k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (128, false) => wgmma_m64n256k16_ss_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (128, true) => wgmma_m64n256k16_ss_bf16::<CHAIN>(cast(acc), a, b, accumulate),
         _ => super::trap(),
     }
 }
@@ -179,8 +209,18 @@ pub unsafe fn wgmma_rs<const BF16: bool, const CHAIN: u8, const R: usize>(
     match (R, BF16) {
         (32, false) => wgmma_m64n64k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
         (32, true) => wgmma_m64n64k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (40, false) => wgmma_m64n80k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (40, true) => wgmma_m64n80k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (48, false) => wgmma_m64n96k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (48, true) => wgmma_m64n96k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
         (64, false) => wgmma_m64n128k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
         (64, true) => wgmma_m64n128k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (88, false) => wgmma_m64n176k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (88, true) => wgmma_m64n176k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (96, false) => wgmma_m64n192k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (96, true) => wgmma_m64n192k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        (128, false) => wgmma_m64n256k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (128, true) => wgmma_m64n256k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
         _ => super::trap(),
     }
 }
@@ -216,8 +256,16 @@ pub fn fence_operand(value: &mut u32) {
 /// compiler from reading an accumulator of a chain left running before this point.
 #[inline(always)]
 pub fn wgmma_wait<const N: u32, const R: usize>(acc: &mut [f32; R]) {
+    wgmma_wait_tagged::<N, R, 0>(acc)
+}
+
+/// `wgmma_wait`, with `TAG` written into a PTX comment after the instruction: waits that differ
+/// only in the tag are different statements to the compiler, which therefore keeps one in each
+/// arm of a branch instead of hoisting a shared one above it.
+#[inline(always)]
+pub fn wgmma_wait_tagged<const N: u32, const R: usize, const TAG: u32>(acc: &mut [f32; R]) {
     // Safety: waiting touches no memory.
-    unsafe { asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack)) };
+    unsafe { asm!("wgmma.wait_group.sync.aligned {n}; // {tag}", n = const N, tag = const TAG, options(nostack)) };
     for x in acc.iter_mut() {
         let mut bits = x.to_bits();
         fence_operand(&mut bits);

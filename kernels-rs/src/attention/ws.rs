@@ -128,7 +128,7 @@ pub unsafe fn flash_ws<
 ) {
     const {
         assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
-        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(64) && STAGES >= 1 && CONSUMERS == 2);
+        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1 && CONSUMERS == 2);
     };
     let _ = (q, k, v); // read through the tensor maps
     let block_m = 64 * CONSUMERS as u32;
@@ -396,9 +396,8 @@ unsafe fn consume<
                 release(K_EMPTY, stage);
                 let correction =
                     softmax_tile(&mut s_acc, &mut state, t, warp_key_end, key_end, pair, problem);
-                arch::wgmma_wait::<0, O_REGS>(&mut o_acc);
+                rescale_after_wait(&mut o_acc, correction);
                 release(V_EMPTY, prev_stage);
-                rescale(&mut o_acc, correction);
                 pack::<T, S_REGS, PV_STEPS>(&s_acc, &mut p_frag);
             } else {
                 wait_turn();
@@ -511,6 +510,18 @@ fn rescale<const O_REGS: usize>(o_acc: &mut [f32; O_REGS], correction: [f32; 2])
         for (r, x) in o_acc.iter_mut().enumerate() {
             *x *= correction[(r % 4) / 2];
         }
+    }
+}
+
+#[inline(always)]
+fn rescale_after_wait<const O_REGS: usize>(o_acc: &mut [f32; O_REGS], correction: [f32; 2]) {
+    if arch::warp_any(correction[0] != 1.0 || correction[1] != 1.0) {
+        arch::wgmma_wait::<0, O_REGS>(o_acc);
+        for (r, x) in o_acc.iter_mut().enumerate() {
+            *x *= correction[(r % 4) / 2];
+        }
+    } else {
+        arch::wgmma_wait_tagged::<0, O_REGS, 1>(o_acc);
     }
 }
 
