@@ -529,14 +529,14 @@ mod tests {
         assert!(err.contains("unknown peer `fa4` (torch, fa3)"), "{err}");
         // With a peer, a head dim only the peers run is a case; without one it is refused.
         let shape = |peers: &[&str]| {
-            let mut argv = vec!["bench", "--shapes", "std", "--shape", "2,16,4096,256"];
+            let mut argv = vec!["bench", "--shapes", "std", "--shape", "2,16,4096,192"];
             argv.extend_from_slice(peers);
             let args = <Cli as clap::Parser>::try_parse_from(argv).ok().unwrap().args;
             Plan::new(&args).map(|p| p.cases)
         };
         let cases = shape(&["--peers", "fa3"]).ok().unwrap();
         assert_eq!(cases.len(), 12);
-        assert_eq!(cases[11], (Shape::new(2, 16, 4096, 256), false));
+        assert_eq!(cases[11], (Shape::new(2, 16, 4096, 192), false));
         assert!(shape(&[]).is_err());
     }
 }

@@ -376,14 +376,14 @@ mod tests {
 
     #[test]
     fn a_head_dim_we_lack_keeps_the_peers_and_says_unsupported() {
-        let d256 = Shape::new(2, 16, 4096, 256);
+        let d192 = Shape::new(2, 16, 4096, 192);
         let rows = vec![
-            row_on(d256, "torch_cudnn", Some("cudnn"), 855.0),
-            row_on(d256, "fa3", Some(FA3_BACKEND), 800.0),
+            row_on(d192, "torch_cudnn", Some("cudnn"), 855.0),
+            row_on(d192, "fa3", Some(FA3_BACKEND), 800.0),
         ];
         let no_pick = |_: Shape, _: bool| None;
         let s = summarise(
-            &[(d256, false), (Shape::new(1, 8, 512, 64), false)],
+            &[(d192, false), (Shape::new(1, 8, 512, 64), false)],
             &rows,
             &no_pick,
         );

@@ -90,11 +90,11 @@ pub struct RandomCase {
 /// A random problem: shape, causal, element type, layout, softmax scale.
 pub type RandomProblem = (Shape, bool, DType, Layout, f32);
 
-/// A random valid problem: sizes small enough for the float64 reference, every supported head dim,
-/// grouped heads, unequal lengths, both masks, layouts and element types, and a random scale.
-pub fn random_problem(seed: u64) -> RandomProblem {
+/// A random valid problem: sizes small enough for the float64 reference, one of `head_dims` (those
+/// of the kernels under test, so that no problem goes untested), grouped heads, unequal lengths,
+/// both masks, layouts and element types, and a random scale.
+pub fn random_problem(seed: u64, head_dims: &[usize]) -> RandomProblem {
     let mut rng = StdRng::seed_from_u64(seed);
-    let head_dims = flashrs::variants::HEAD_DIMS;
     let head_dim = head_dims[rng.random_range(0..head_dims.len())];
     let heads_kv = rng.random_range(1..=3);
     let group = rng.random_range(1..=3);
@@ -140,11 +140,21 @@ pub fn random(
     count: usize,
     seed: u64,
 ) -> Result<Vec<RandomCase>, Failure> {
+    let head_dims: Vec<usize> = flashrs::variants::HEAD_DIMS
+        .iter()
+        .copied()
+        .filter(|&d| runnable(gpu, variants, Shape::new(1, 1, 1, d)).next().is_some())
+        .collect();
+    if head_dims.is_empty() {
+        return Err(Failure::Usage(
+            "none of the chosen kernels runs on this GPU".into(),
+        ));
+    }
     let mut out = Vec::new();
     let bar = inputs::progress(count, "random");
     for i in 0..count {
         let problem_seed = seed.wrapping_add(i as u64);
-        let (shape, causal, dtype, layout, scale) = random_problem(problem_seed);
+        let (shape, causal, dtype, layout, scale) = random_problem(problem_seed, &head_dims);
         shape.validate()?;
         bar.set_message(format!("{shape} causal={causal} {dtype} {layout}"));
         let params = Params {
@@ -194,21 +204,26 @@ mod tests {
 
     #[test]
     fn random_problems_are_valid_varied_and_replayable() {
-        let problems: Vec<_> = (0..500).map(random_problem).collect();
+        let dims = flashrs::variants::HEAD_DIMS;
+        let problems: Vec<_> = (0..500).map(|seed| random_problem(seed, dims)).collect();
         for (shape, ..) in &problems {
             shape.validate().unwrap();
         }
         assert_eq!(
-            random_problem(42).0,
-            random_problem(42).0,
+            random_problem(42, dims).0,
+            random_problem(42, dims).0,
             "a seed replays its problem"
         );
         let any = |f: &dyn Fn(&RandomProblem) -> bool| problems.iter().any(f);
         assert!(any(&|p| p.0.seq_q != p.0.seq_k) && any(&|p| p.0.seq_q == p.0.seq_k));
         assert!(any(&|p| p.0.heads_kv != p.0.heads) && any(&|p| p.1) && any(&|p| !p.1));
         assert!(any(&|p| p.2 == DType::Bf16) && any(&|p| p.3 == Layout::Bshd));
-        for &d in flashrs::variants::HEAD_DIMS {
+        for &d in dims {
             assert!(any(&|p| p.0.head_dim == d), "head dim {d} never drawn");
         }
+        assert!(
+            (0..100).all(|seed| random_problem(seed, &[128]).0.head_dim == 128),
+            "only the head dims asked for"
+        );
     }
 }

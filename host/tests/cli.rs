@@ -609,8 +609,8 @@ fn unknown_peers_fail_fast_and_known_ones_reach_the_gpu() {
     assert_one_line_failure(&host(&["verify", "--peer", "fa3"]), "unknown peer `fa3`");
     // A head dim no kernel of ours has is refused unless a peer can time it.
     assert_one_line_failure(
-        &host(&["bench", "--shape", "2,16,4096,256"]),
-        "unsupported head dim 256",
+        &host(&["bench", "--shape", "2,16,4096,192"]),
+        "unsupported head dim 192",
     );
     assert_one_line_failure(
         &host(&["bench", "--shape", "2,16,4096,512", "--peers", "fa3"]),

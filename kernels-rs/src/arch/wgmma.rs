@@ -265,7 +265,9 @@ pub fn wgmma_wait<const N: u32, const R: usize>(acc: &mut [f32; R]) {
 #[inline(always)]
 pub fn wgmma_wait_tagged<const N: u32, const R: usize, const TAG: u32>(acc: &mut [f32; R]) {
     // Safety: waiting touches no memory.
-    unsafe { asm!("wgmma.wait_group.sync.aligned {n}; // {tag}", n = const N, tag = const TAG, options(nostack)) };
+    unsafe {
+        asm!("wgmma.wait_group.sync.aligned {n}; // {tag}", n = const N, tag = const TAG, options(nostack))
+    };
     for x in acc.iter_mut() {
         let mut bits = x.to_bits();
         fence_operand(&mut bits);
