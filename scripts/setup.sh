@@ -5,7 +5,9 @@
 #   - the host toolchain: rustup's, pinned by rust-toolchain.toml (checked, installed by rustup
 #     itself on first use);
 #   - ptxas, from NVIDIA's nvidia-cuda-nvcc wheel on PyPI, into tools/ptxas/bin (for the ptxas
-#     gate; the build does not need it, so failing to get it is only a warning).
+#     gate; the build does not need it, so failing to get it is only a warning);
+#   - cuobjdump and nvdisasm, from NVIDIA's wheels of them, into tools/cuobjdump/bin (for the
+#     SASS schedule checks; also only a warning when they cannot be had).
 # Prints one line per item saying what it found or did. Runs from any directory.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -94,5 +96,38 @@ else
   else
     rm -f "$ptxas" "$ptxas.partial"
     echo "ptxas: WARNING: could not install it from the nvidia-cuda-nvcc wheel; the ptxas gate will report itself skipped"
+  fi
+fi
+
+# --- cuobjdump + nvdisasm (SASS of the assembled kernels) ---------------------------------------
+sass_bin="$root/tools/cuobjdump/bin"
+# The wheels' oldest release for CUDA 13 is 13.2; it reads what ptxas 13.0 writes.
+install_disassembler() {
+  local tool=$1 wheels
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+    "nvidia-cuda-$tool==13.2.*" -d "$tmp" >"$tmp/pip-$tool.log" 2>&1 || {
+    sed 's/^/  pip: /' "$tmp/pip-$tool.log" | tail -n 3 >&2
+    return 1
+  }
+  wheels=("$tmp"/nvidia_cuda_"$tool"-*.whl)
+  [ -f "${wheels[0]}" ] || return 1
+  mkdir -p "$sass_bin"
+  python3 -c '
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst)
+' "${wheels[0]}" "nvidia/cu13/bin/$tool" "$sass_bin/$tool.partial" || return 1
+  chmod +x "$sass_bin/$tool.partial"
+  mv "$sass_bin/$tool.partial" "$sass_bin/$tool"
+}
+if "$sass_bin/cuobjdump" --version >/dev/null 2>&1 && [ -x "$sass_bin/nvdisasm" ]; then
+  echo "cuobjdump: tools/cuobjdump/bin (already installed)"
+else
+  tmp="${tmp:-$(mktemp -d)}"
+  trap 'rm -rf "$tmp"' EXIT
+  if install_disassembler cuobjdump && install_disassembler nvdisasm; then
+    echo "cuobjdump: tools/cuobjdump/bin (installed with nvdisasm from NVIDIA's wheels)"
+  else
+    echo "cuobjdump: WARNING: could not install it; the SASS schedule checks will fail"
   fi
 fi

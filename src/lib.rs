@@ -19,6 +19,7 @@ pub mod problem;
 pub mod ptx;
 pub mod ptxas;
 pub mod reference;
+pub mod sass;
 pub mod search;
 pub mod spec;
 pub mod stats;

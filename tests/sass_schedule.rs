@@ -1,0 +1,41 @@
+//! Checks of the machine code's schedule that the PTX cannot show: every `flash_ws` variant with
+//! `overlap` must run its softmax while the P V product it left running is still in the tensor
+//! cores. ptxas once hoisted `wgmma.wait_group 0` above the whole softmax (docs/perf-notes.md,
+//! v10), which the PTX, the ptxas report and `verify` all missed. Needs ptxas and cuobjdump
+//! (`scripts/setup.sh` installs both); without them the test fails unless `FLASHRS_SKIP_SASS=1`.
+
+use flashrs::variants::EXPERIMENTAL_VARIANTS;
+use flashrs::{embedded, ptxas, sass, Family, VARIANTS};
+
+#[test]
+fn overlapped_variants_run_the_softmax_under_the_running_products() {
+    let tools = ptxas::find_ptxas().zip(sass::find_cuobjdump());
+    let Some((ptxas, cuobjdump)) = tools else {
+        assert!(
+            std::env::var_os("FLASHRS_SKIP_SASS").is_some(),
+            "ptxas or cuobjdump missing: run scripts/setup.sh (or set FLASHRS_SKIP_SASS=1)"
+        );
+        return;
+    };
+    let ptx = embedded::ptx(90).expect("the sm_90a module");
+    let overlapped = VARIANTS
+        .iter()
+        .chain(EXPERIMENTAL_VARIANTS)
+        .filter(|v| v.family == Family::FlashWs && v.spec.overlap);
+    let mut checked = 0;
+    for variant in overlapped {
+        for &d in variant.head_dims {
+            let entry = variant.symbol(d, "f16");
+            let code = sass::disassemble(&ptxas, &cuobjdump, ptx, "sm_90a", &entry).unwrap();
+            let under = sass::exponentials_under_running_products(&code);
+            // One probability per score a thread holds: block_n / 2 of them per tile.
+            let probabilities = variant.spec.block_n as usize / 2;
+            assert!(
+                under.iter().any(|&n| n >= probabilities),
+                "{entry}: exponentials between wait_group 1 and wait_group 0: {under:?}, want {probabilities} in the loop"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no overlapped flash_ws variant to check");
+}
