@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn instructions_drop_addresses_encodings_and_semicolons() {
         let sass = instructions(DUMP);
-        assert_eq!(sass.lines().count(), 8);
+        assert_eq!(sass.lines().count(), 9);
         assert_eq!(
             sass.lines().next(),
             Some("HGMMA.64x128x16.F32 R24, R152, gdesc[UR4].tnspB, R24, gsb0")

@@ -43,6 +43,21 @@ impl launch::LaunchArgs {
     }
 }
 
+impl launch::LaunchArgs {
+    /// The buffers the kernel bodies take, typed.
+    #[inline(always)]
+    fn buffers(&self) -> attention::Buffers {
+        attention::Buffers {
+            q: self.q as *const u16,
+            k: self.k as *const u16,
+            v: self.v as *const u16,
+            out: self.out as *mut u16,
+            barrier_log: self.barrier_log as *mut u32,
+            tensor_maps: self.tensor_maps as *const u8,
+        }
+    }
+}
+
 /// Exports one instantiation of a kernel family as `extern "ptx-kernel"` entry points: the kernel,
 /// its barrier-counting twin (both from one body, `COUNT` a `const` telling them apart), and two
 /// `u32` globals that the host reads from the PTX text: the shared memory it needs and the block
@@ -50,7 +65,7 @@ impl launch::LaunchArgs {
 /// `launch.rs`, gathered into one `LaunchArgs` before the body.
 macro_rules! kernel {
     (@entry $name:ident, $counting:literal,
-     |$q:ident, $k:ident, $v:ident, $o:ident, $p:ident, $log:ident, $maps:ident, $count:ident|
+     |$io:ident, $p:ident, $count:ident|
      $body:expr;
      $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
         /// # Safety
@@ -60,10 +75,7 @@ macro_rules! kernel {
         pub unsafe extern "ptx-kernel" fn $name($($field: launch_param_type!($host $(as $device)?)),*) {
             const $count: bool = $counting;
             let args = launch::LaunchArgs { $($field: $field as $host),* };
-            let ($q, $k, $v, $o) =
-                (args.q as *const u16, args.k as *const u16, args.v as *const u16, args.out as *mut u16);
-            let $log = args.barrier_log as *mut u32;
-            let $maps = args.tensor_maps as *const u8;
+            let $io = args.buffers();
             let $p = args.problem();
             $body
         }
@@ -82,9 +94,9 @@ macro_rules! kernel {
     (naive $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, d = $d:literal) => {
         kernel!(@export $name, $counted, $smem, 0, $barriers, 0,
-            |q, k, v, o, p, log, _maps, COUNT| {
-                let _ = (log, COUNT);
-                attention::naive::naive::<$t, $d, { $d / 32 }>(q, k, v, o, p)
+            |io, p, COUNT| {
+                let _ = COUNT;
+                attention::naive::naive::<$t, $d, { $d / 32 }>(io, p)
             });
     };
     (flash_scalar $name:ident $counted:ident $smem:ident $barriers:ident,
@@ -93,10 +105,10 @@ macro_rules! kernel {
         kernel!(@export $name, $counted, $smem,
             attention::scalar::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |q, k, v, o, p, log, _maps, COUNT| attention::scalar::flash_scalar::<
+            |io, p, COUNT| attention::scalar::flash_scalar::<
                 $t, $policy, COUNT, $d, $bm, $bn, $w, $vec, $stages,
                 { $bm / $w }, { $bn / 32 }, { $d / 32 },
-            >(q, k, v, o, p, log));
+            >(io, p));
     };
     (flash_mma $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
@@ -104,10 +116,10 @@ macro_rules! kernel {
         kernel!(@export $name, $counted, $smem,
             attention::mma::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |q, k, v, o, p, log, _maps, COUNT| attention::mma::flash_mma::<
+            |io, p, COUNT| attention::mma::flash_mma::<
                 $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr, $sub,
                 { $sub / 8 }, { $d / 8 }, { $d / 16 },
-            >(q, k, v, o, p, log));
+            >(io, p));
     };
     (flash_ws $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
@@ -115,9 +127,9 @@ macro_rules! kernel {
         kernel!(@export $name, $counted, $smem,
             attention::ws::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |q, k, v, o, p, log, maps, COUNT| attention::ws::flash_ws::<
+            |io, p, COUNT| attention::ws::flash_ws::<
                 $t, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
-            >(q, k, v, o, p, log, maps));
+            >(io, p));
     };
     (flash_wgmma $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
@@ -125,9 +137,9 @@ macro_rules! kernel {
         kernel!(@export $name, $counted, $smem,
             attention::wgmma::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |q, k, v, o, p, log, _maps, COUNT| attention::wgmma::flash_wgmma::<
+            |io, p, COUNT| attention::wgmma::flash_wgmma::<
                 $t, $policy, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
-            >(q, k, v, o, p, log));
+            >(io, p));
     };
 }
 

@@ -9,7 +9,7 @@
 
 use super::Problem;
 use crate::arch;
-use crate::policy::{sync, BarrierPolicy, SyncPoint};
+use crate::policy::{sync, BarrierPolicy, Mbarrier, SyncPoint};
 use crate::softmax::{self, RowState};
 use crate::tile::Element;
 
@@ -101,6 +101,31 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         first_key: u32,
     ) {
         sync::<P, COUNT>(SyncPoint::ScoresComputed);
+        self.mask(scores, first_key);
+        let correction = self.raise_maxima::<P, COUNT, S>(scores);
+        rescale(out, correction);
+        self.exponentiate(scores);
+        sync::<P, COUNT>(SyncPoint::RowSumExchanged);
+        sync::<P, COUNT>(SyncPoint::ProbsStaged);
+    }
+
+    /// `step` without its rescale of the output and without barriers, for a kernel whose output
+    /// product is still running: returns the corrections to apply once it has completed.
+    #[inline(always)]
+    pub fn probabilities<S: Fragment>(
+        &mut self,
+        scores: &mut [S; ROW_TILES],
+        first_key: u32,
+    ) -> [[f32; 2]; ROW_TILES] {
+        self.mask(scores, first_key);
+        let correction = self.raise_maxima::<Mbarrier, false, S>(scores);
+        self.exponentiate(scores);
+        correction
+    }
+
+    /// Sends the scores of keys past each row's `key_end` to -inf.
+    #[inline(always)]
+    fn mask<S: Fragment>(&self, scores: &mut [S; ROW_TILES], first_key: u32) {
         let pair = arch::lane_id() % 4;
         // A warp-uniform branch: only steps that reach past the sequence end or the causal
         // diagonal for some row of the warp mask anything.
@@ -115,7 +140,15 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                 }
             }
         }
+    }
 
+    /// Raises each row's running maximum to the tile's; returns the factor that corrects what
+    /// was accumulated under the old maximum.
+    #[inline(always)]
+    fn raise_maxima<P: BarrierPolicy, const COUNT: bool, S: Fragment>(
+        &mut self,
+        scores: &[S; ROW_TILES],
+    ) -> [[f32; 2]; ROW_TILES] {
         let mut tile_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
         for (fragment, max) in scores.iter().zip(tile_max.iter_mut()) {
             for (r, s) in fragment.registers().iter().enumerate() {
@@ -132,15 +165,12 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                 correction[mt][half] = self.state[mt][half].rescale(tile_max[mt][half], self.scale_log2);
             }
         }
-        // Once the running maxima settle, most tiles raise none of them: skip the D-wide rescale
-        // of the output accumulators unless some row of the warp needs it (a warp-uniform branch).
-        if arch::warp_any(correction.iter().flatten().any(|&c| c != 1.0)) {
-            for (fragment, factor) in out.iter_mut().zip(correction.iter()) {
-                for (r, x) in fragment.registers_mut().iter_mut().enumerate() {
-                    *x *= factor[half_of(r)];
-                }
-            }
-        }
+        correction
+    }
+
+    /// Turns the scores into probabilities in place and adds them to this thread's row sums.
+    #[inline(always)]
+    fn exponentiate<S: Fragment>(&mut self, scores: &mut [S; ROW_TILES]) {
         for (fragment, state) in scores.iter_mut().zip(self.state.iter_mut()) {
             let offset = [state[0].offset(self.scale_log2), state[1].offset(self.scale_log2)];
             for (r, s) in fragment.registers_mut().iter_mut().enumerate() {
@@ -148,8 +178,6 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                 state[half_of(r)].row_sum += *s;
             }
         }
-        sync::<P, COUNT>(SyncPoint::RowSumExchanged);
-        sync::<P, COUNT>(SyncPoint::ProbsStaged);
     }
 
     /// The epilogue: completes the row sums over each quad, then writes every row this thread
@@ -185,6 +213,38 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Scales the output accumulators by the row halves' corrections, unless no row of the warp moved
+/// its maximum: once the running maxima settle most tiles raise none, and the branch (warp-uniform)
+/// skips the D-wide multiply.
+#[inline(always)]
+pub fn rescale<O: Fragment, const ROW_TILES: usize>(
+    out: &mut [O; ROW_TILES],
+    correction: [[f32; 2]; ROW_TILES],
+) {
+    if needs_rescale(&correction) {
+        scale(out, correction);
+    }
+}
+
+/// Whether some row of the warp moved its maximum (the same answer in every lane).
+#[inline(always)]
+pub fn needs_rescale<const ROW_TILES: usize>(correction: &[[f32; 2]; ROW_TILES]) -> bool {
+    arch::warp_any(correction.iter().flatten().any(|&c| c != 1.0))
+}
+
+/// Multiplies each output accumulator by its row half's correction.
+#[inline(always)]
+pub fn scale<O: Fragment, const ROW_TILES: usize>(
+    out: &mut [O; ROW_TILES],
+    correction: [[f32; 2]; ROW_TILES],
+) {
+    for (fragment, factor) in out.iter_mut().zip(correction.iter()) {
+        for (r, x) in fragment.registers_mut().iter_mut().enumerate() {
+            *x *= factor[half_of(r)];
         }
     }
 }

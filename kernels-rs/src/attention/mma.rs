@@ -14,7 +14,7 @@
 
 use super::fragment::FragmentSoftmax;
 use super::pipeline::KvPipeline;
-use super::{record_barriers, start_counting, Problem};
+use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch;
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::tile::{self, Element, Padded};
@@ -50,12 +50,8 @@ pub unsafe fn flash_mma<
     const D_TILES: usize,
     const K_STEPS: usize,
 >(
-    q: *const u16,
-    k: *const u16,
-    v: *const u16,
-    out: *mut u16,
+    io: Buffers,
     problem: Problem,
-    barrier_log: *mut u32,
 ) {
     const {
         assert!(N_TILES * 8 == SUB_N && SUB_N.is_multiple_of(16) && BLOCK_N.is_multiple_of(SUB_N));
@@ -74,8 +70,7 @@ pub unsafe fn flash_mma<
     let first_row = arch::block_idx_x() * block_m;
     let stride = tile::row_stride_bytes(D);
 
-    let q_rows = problem.q_rows::<D>(q, head);
-    let (k_rows, v_rows) = (problem.kv_rows::<D>(k, head), problem.kv_rows::<D>(v, head));
+    let (q_rows, k_rows, v_rows) = io.rows::<D>(&problem, head);
 
     // Shared memory: [Q tile][STAGES x (K tile, V tile)]
     let q_smem = arch::dynamic_smem_base();
@@ -173,8 +168,8 @@ pub unsafe fn flash_mma<
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }
     kv.finish();
-    softmax.finish::<T, D, _>(&o_acc, &problem, out, head);
+    softmax.finish::<T, D, _>(&o_acc, &problem, io.out, head);
     if COUNT {
-        record_barriers(barrier_log, tiles, loop_start, 0);
+        record_barriers(io.barrier_log, tiles, loop_start, 0);
     }
 }

@@ -51,6 +51,38 @@ pub mod ws;
 use crate::softmax::RowState;
 use crate::tile::Rows;
 
+/// The buffers of one launch, as every kernel body takes them.
+#[derive(Clone, Copy)]
+pub struct Buffers {
+    /// Q, K, V and the output (layouts: `launch.rs`), the element type's bits.
+    pub q: *const u16,
+    pub k: *const u16,
+    pub v: *const u16,
+    pub out: *mut u16,
+    /// The `_counted` twin's record (`record_barriers`); unused by the plain kernels.
+    pub barrier_log: *mut u32,
+    /// `flash_ws`: the tensor maps the host encoded for this call; null for the other families.
+    pub tensor_maps: *const u8,
+}
+
+impl Buffers {
+    /// The rows of Q, K and V that query head `head` (`b * H + h`) reads.
+    ///
+    /// # Safety
+    /// The buffers must hold the tensors `problem` describes, and `head` be one of its heads.
+    #[inline(always)]
+    pub unsafe fn rows<const D: usize>(&self, problem: &Problem, head: usize) -> (Rows, Rows, Rows) {
+        // Safety: the caller's contract.
+        unsafe {
+            (
+                problem.q_rows::<D>(self.q, head),
+                problem.kv_rows::<D>(self.k, head),
+                problem.kv_rows::<D>(self.v, head),
+            )
+        }
+    }
+}
+
 /// The per-launch facts every kernel needs about the problem.
 #[derive(Clone, Copy)]
 pub struct Problem {

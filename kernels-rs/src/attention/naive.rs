@@ -4,7 +4,7 @@
 //! Each lane owns `D / 32` consecutive output dims. For every key the warp forms the dot product
 //! with a `warp_sum`, then updates the row's online softmax and the lane's slice of the output.
 
-use super::Problem;
+use super::{Buffers, Problem};
 use crate::arch;
 use crate::softmax::{self, RowState};
 use crate::tile::Element;
@@ -17,13 +17,7 @@ pub const WARPS: usize = 4;
 /// `v` and `out` hold the tensors `problem` describes (and `problem.lse`, when not null, its
 /// log-sum-exp rows).
 #[inline(always)]
-pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
-    q: *const u16,
-    k: *const u16,
-    v: *const u16,
-    out: *mut u16,
-    problem: Problem,
-) {
+pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(io: Buffers, problem: Problem) {
     const { assert!(DIMS_PER_LANE * 32 == D) };
     let row = arch::block_idx_x() * WARPS as u32 + arch::warp_id();
     if row >= problem.seq_q {
@@ -33,9 +27,8 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
         return; // past the last head (the grid's z slices round B*H up): before any barrier
     };
     let dim0 = arch::lane_id() as usize * DIMS_PER_LANE;
-    let q_rows = problem.q_rows::<D>(q, head);
+    let (q_rows, k_rows, v_rows) = io.rows::<D>(&problem, head);
     let q_row = q_rows.base.add(row as usize * q_rows.stride as usize + dim0);
-    let (k_rows, v_rows) = (problem.kv_rows::<D>(k, head), problem.kv_rows::<D>(v, head));
     let (k_head, v_head, kv_stride) = (
         k_rows.base.add(dim0),
         v_rows.base.add(dim0),
@@ -65,7 +58,7 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(
         problem.write_lse(head, row, &state);
     }
     let norm = state.normaliser();
-    let o_row = problem.out_row::<D>(out, head, row).add(dim0);
+    let o_row = problem.out_row::<D>(io.out, head, row).add(dim0);
     for (i, a) in acc.iter().enumerate() {
         arch::st_global_u16(o_row.add(i), T::from_f32(*a * norm));
     }

@@ -12,7 +12,7 @@
 //! The barrier policy `P` decides what each `SyncPoint` costs; see `policy.rs`.
 
 use super::pipeline::KvPipeline;
-use super::{finish_row, record_barriers, start_counting, Problem};
+use super::{finish_row, record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::softmax::{self, RowState};
@@ -47,12 +47,8 @@ pub unsafe fn flash_scalar<
     const KEYS: usize,
     const DIMS: usize,
 >(
-    q: *const u16,
-    k: *const u16,
-    v: *const u16,
-    out: *mut u16,
+    io: Buffers,
     problem: Problem,
-    barrier_log: *mut u32,
 ) {
     const {
         assert!(ROWS * NUM_WARPS == BLOCK_M);
@@ -61,17 +57,14 @@ pub unsafe fn flash_scalar<
         assert!(D.is_multiple_of(VEC) && (VEC == 4 || VEC == 8));
         assert!(STAGES >= 1);
     };
-    let threads = (NUM_WARPS * 32) as u32;
-    let thread = arch::thread_idx_x();
-    let lane = arch::lane_id();
-    let warp = arch::warp_id();
     let Some(head) = problem.head() else {
         return; // past the last head (the grid's z slices round B*H up): before any barrier
     };
+    let threads = (NUM_WARPS * 32) as u32;
+    let (thread, lane, warp) = (arch::thread_idx_x(), arch::lane_id(), arch::warp_id());
     let first_row = arch::block_idx_x() * BLOCK_M as u32;
 
-    let q_rows = problem.q_rows::<D>(q, head);
-    let (k_rows, v_rows) = (problem.kv_rows::<D>(k, head), problem.kv_rows::<D>(v, head));
+    let (q_rows, k_rows, v_rows) = io.rows::<D>(&problem, head);
 
     // Shared memory: [Q f32: BLOCK_M x D][STAGES x (K tile, V tile)][P f32: BLOCK_M x BLOCK_N]
     let q_smem = arch::dynamic_smem_base();
@@ -158,7 +151,7 @@ pub unsafe fn flash_scalar<
 
     for (r, (row_state, row_acc)) in state.iter().zip(acc.iter()).enumerate() {
         let row = my_first_row + r as u32;
-        if let Some((o, norm)) = finish_row::<D>(&problem, out, head, row, row_state, lane == 0) {
+        if let Some((o, norm)) = finish_row::<D>(&problem, io.out, head, row, row_state, lane == 0) {
             for pair in 0..DIMS / 2 {
                 let packed = T::pack(row_acc[2 * pair] * norm, row_acc[2 * pair + 1] * norm);
                 arch::st_global_u32(o.add(lane as usize * DIMS / 2 + pair), packed);
@@ -166,7 +159,7 @@ pub unsafe fn flash_scalar<
         }
     }
     if COUNT {
-        record_barriers(barrier_log, tiles, loop_start, 0);
+        record_barriers(io.barrier_log, tiles, loop_start, 0);
     }
 }
 

@@ -21,7 +21,7 @@
 
 use super::fragment::FragmentSoftmax;
 use super::pipeline::KvPipeline;
-use super::{record_barriers, start_counting, Problem};
+use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, barrier_id};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
@@ -54,12 +54,8 @@ pub unsafe fn flash_wgmma<
     const O_REGS: usize,
     const PV_STEPS: usize,
 >(
-    q: *const u16,
-    k: *const u16,
-    v: *const u16,
-    out: *mut u16,
+    io: Buffers,
     problem: Problem,
-    barrier_log: *mut u32,
 ) {
     const {
         assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
@@ -75,8 +71,7 @@ pub unsafe fn flash_wgmma<
     };
     let first_row = arch::block_idx_x() * block_m;
 
-    let q_rows = problem.q_rows::<D>(q, head);
-    let (k_rows, v_rows) = (problem.kv_rows::<D>(k, head), problem.kv_rows::<D>(v, head));
+    let (q_rows, k_rows, v_rows) = io.rows::<D>(&problem, head);
 
     // Shared memory: [Q tile][STAGES x (K tile, V tile)], the first 1024-byte aligned.
     let q_smem = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
@@ -178,9 +173,9 @@ pub unsafe fn flash_wgmma<
     }
     turns.finish();
     kv.finish();
-    softmax.finish::<T, D, _>(core::array::from_ref(&o_acc), &problem, out, head);
+    softmax.finish::<T, D, _>(core::array::from_ref(&o_acc), &problem, io.out, head);
     if COUNT {
-        record_barriers(barrier_log, tiles, loop_start, 0);
+        record_barriers(io.barrier_log, tiles, loop_start, 0);
     }
 }
 

@@ -21,9 +21,9 @@
 //! Tails need no care: the copy engine fills rows past the end of a sequence with zeros, and
 //! masking sends their scores to -inf.
 
-use super::{record_barriers, start_counting, Problem};
+use super::fragment::{self, FragmentSoftmax};
+use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr};
-use crate::softmax::{self, RowState};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::Element;
 
@@ -118,19 +118,15 @@ pub unsafe fn flash_ws<
     const O_REGS: usize,
     const PV_STEPS: usize,
 >(
-    q: *const u16,
-    k: *const u16,
-    v: *const u16,
-    out: *mut u16,
+    io: Buffers,
     problem: Problem,
-    barrier_log: *mut u32,
-    maps: *const u8,
 ) {
+    // Q, K and V are read through the tensor maps.
+    let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
     const {
         assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
         assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1 && CONSUMERS == 2);
     };
-    let _ = (q, k, v); // read through the tensor maps
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
     let Some(head) = problem.head() else {
@@ -263,280 +259,311 @@ unsafe fn consume<
     tiles: u32,
     consumer: u32,
 ) {
-    let k_steps = D / 16;
-    let block_m = 64 * CONSUMERS as u32;
-    let lane = arch::lane_id();
-    let warp = arch::warp_id() % 4;
     let group_row0 = 64 * consumer;
-    let warp_row0 = group_row0 + 16 * warp;
-    let (group, pair) = (lane / 4, lane % 4);
-    let row_of = |half: u32| first_row + warp_row0 + 8 * half + group;
-    let key_end = [problem.key_end(row_of(0)), problem.key_end(row_of(1))];
-    let warp_key_end = problem.key_end(first_row + warp_row0);
-    let group_key_end = problem.key_end(first_row + group_row0 + 63);
-    // A warpgroup-uniform test (wgmma needs all four warps): does tile `t` have a key for us?
-    let active = |t: u32| t * (BLOCK_N as u32) < group_key_end;
-
-    let q_desc = |ks: usize| {
-        let ks = ks as u32;
-        let addr = plan.q + (ks / 4) * swizzled::column_block_bytes(block_m) + group_row0 * ROW_BYTES;
-        arch::smem_descriptor_sw128(addr + (ks % 4) * 32, 16, ATOM_BYTES)
-    };
-    let k_desc = |stage: u32, ks: usize| {
-        let ks = ks as u32;
-        let addr = plan.k(stage) + (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32);
-        arch::smem_descriptor_sw128(addr + (ks % 4) * 32, 16, ATOM_BYTES)
-    };
-    let v_desc = |stage: u32, kk: usize| {
-        let addr = plan.v(stage) + (kk as u32) * 2 * ATOM_BYTES;
-        arch::smem_descriptor_sw128(addr, swizzled::column_block_bytes(BLOCK_N as u32), ATOM_BYTES)
-    };
-
-    // Named barrier `WARP_SPECIALISED_FIRST + c` is consumer c's turn at the tensor cores; a
-    // hand-over counts the waiting and the arriving warpgroup, 256 threads.
-    let turn = |c: u32| arch::barrier_id::WARP_SPECIALISED_FIRST + c;
-    let my_turn = turn(consumer);
-    let next_turn = turn((consumer + 1) % CONSUMERS as u32);
-    let wait_turn = || {
-        if PINGPONG {
-            arch::named_barrier_sync(my_turn, 256);
-        }
-    };
-    let pass_turn = || {
-        if PINGPONG {
-            arch::named_barrier_arrive(next_turn, 256);
-        }
+    let mut c = Consumer::<T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS> {
+        plan,
+        operands: Operands::new(plan, 64 * CONSUMERS as u32, group_row0),
+        turns: Turns::new(consumer, CONSUMERS as u32),
+        softmax: FragmentSoftmax::new(problem, first_row + group_row0 + 16 * (arch::warp_id() % 4)),
+        group_key_end: problem.key_end(first_row + group_row0 + 63),
+        lane: arch::lane_id(),
+        o_acc: [0.0; O_REGS],
+        // S is never zeroed: the first product of a chain overwrites it (`accumulate` false), and
+        // reusing one array keeps non-wgmma writes out of the chains that ptxas would have to fence.
+        s_acc: [0.0; S_REGS],
+        p_frag: [[0; 4]; PV_STEPS],
+        _element: core::marker::PhantomData,
     };
     if PINGPONG && consumer + 1 == CONSUMERS as u32 {
-        pass_turn(); // consumer 0 goes first
+        c.turns.pass(); // consumer 0 goes first
     }
-    // One arrival per warp on an "empty" barrier, once this warp's products have read the tile.
-    let release = |kind: u32, stage: u32| {
-        if lane == 0 {
-            arch::mbarrier_arrive(plan.barrier(kind, stage));
-        }
-    };
-
-    let mut state = [RowState::EMPTY; 2];
-    let mut o_acc = [0.0f32; O_REGS];
-    let mut p_frag = [[0u32; 4]; PV_STEPS];
-    let scores = |s_acc: &mut [f32; S_REGS], stage: u32, leave_running: bool| {
-        for ks in 0..k_steps {
-            // Two expansions with constant ends, so that each call site is one straight chain.
-            if leave_running {
-                chained!(
-                    ks,
-                    k_steps,
-                    true,
-                    T::wgmma_ss::<S_REGS>(s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
-                );
-            } else {
-                chained!(
-                    ks,
-                    k_steps,
-                    false,
-                    T::wgmma_ss::<S_REGS>(s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
-                );
-            }
-        }
-    };
-    let attend =
-        |o_acc: &mut [f32; O_REGS], p_frag: &[[u32; 4]; PV_STEPS], stage: u32, leave_running: bool| {
-            for (kk, &a) in p_frag.iter().enumerate() {
-                if leave_running {
-                    chained!(
-                        kk,
-                        PV_STEPS,
-                        true,
-                        T::wgmma_rs::<O_REGS>(o_acc, a, v_desc(stage, kk), true)
-                    );
-                } else {
-                    chained!(
-                        kk,
-                        PV_STEPS,
-                        false,
-                        T::wgmma_rs::<O_REGS>(o_acc, a, v_desc(stage, kk), true)
-                    );
-                }
-            }
-        };
-
-    // S is never zeroed: the first product of a chain overwrites it (`accumulate` false), and
-    // reusing one array keeps non-wgmma writes out of the chains that ptxas would have to fence.
-    let mut s_acc = [0.0f32; S_REGS];
     arch::mbarrier_wait(plan.q_full(), 0);
     if OVERLAP {
-        // Tile 0's scores alone; then every step issues tile t's scores with tile t - 1's P V.
-        if tiles > 0 {
-            arch::mbarrier_wait(plan.barrier(K_FULL, 0), 0);
-            wait_turn();
-            if active(0) {
-                scores(&mut s_acc, 0, false);
+        c.overlapped(tiles);
+    } else {
+        c.serial(tiles);
+    }
+    if PINGPONG && consumer == 0 {
+        c.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
+    }
+    c.softmax
+        .finish::<T, D, _>(core::array::from_ref(&c.o_acc), problem, out, head);
+}
+
+/// The `wgmma` descriptors of one consumer warpgroup's operands: its 64 rows of Q, and the K and
+/// V tiles of a ring slot, all in the 128-byte swizzle layout the copy engine wrote.
+struct Operands<const D: usize, const BLOCK_N: usize, const STAGES: usize> {
+    plan: Plan<D, BLOCK_N, STAGES>,
+    block_m: u32,
+    group_row0: u32,
+}
+
+impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> Operands<D, BLOCK_N, STAGES> {
+    #[inline(always)]
+    fn new(plan: &Plan<D, BLOCK_N, STAGES>, block_m: u32, group_row0: u32) -> Self {
+        Operands {
+            plan: *plan,
+            block_m,
+            group_row0,
+        }
+    }
+
+    /// Q's 16 columns `16 ks ..` (K-major: column block `ks / 4`, 32 bytes per step inside it).
+    #[inline(always)]
+    fn q(&self, ks: usize) -> u64 {
+        let ks = ks as u32;
+        let block = self.plan.q + (ks / 4) * swizzled::column_block_bytes(self.block_m);
+        arch::smem_descriptor_sw128(
+            block + self.group_row0 * ROW_BYTES + (ks % 4) * 32,
+            16,
+            ATOM_BYTES,
+        )
+    }
+
+    /// K's 16 columns `16 ks ..` of slot `stage`.
+    #[inline(always)]
+    fn k(&self, stage: u32, ks: usize) -> u64 {
+        let ks = ks as u32;
+        let block = self.plan.k(stage) + (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32);
+        arch::smem_descriptor_sw128(block + (ks % 4) * 32, 16, ATOM_BYTES)
+    }
+
+    /// V's 16 keys `16 kk ..` of slot `stage`, read transposed (MN-major): column blocks of V are
+    /// one column block's bytes apart.
+    #[inline(always)]
+    fn v(&self, stage: u32, kk: usize) -> u64 {
+        let rows = self.plan.v(stage) + (kk as u32) * 2 * ATOM_BYTES;
+        arch::smem_descriptor_sw128(rows, swizzled::column_block_bytes(BLOCK_N as u32), ATOM_BYTES)
+    }
+}
+
+/// Ping-pong between the consumer warpgroups: named barrier `WARP_SPECIALISED_FIRST + c` is
+/// consumer c's turn at the tensor cores; a hand-over counts the waiting and the arriving
+/// warpgroup, 256 threads. Without `PINGPONG` both calls are nothing.
+struct Turns<const PINGPONG: bool> {
+    mine: u32,
+    next: u32,
+}
+
+impl<const PINGPONG: bool> Turns<PINGPONG> {
+    #[inline(always)]
+    fn new(consumer: u32, consumers: u32) -> Self {
+        let turn = |c: u32| arch::barrier_id::WARP_SPECIALISED_FIRST + c;
+        Turns {
+            mine: turn(consumer),
+            next: turn((consumer + 1) % consumers),
+        }
+    }
+    #[inline(always)]
+    fn wait(&self) {
+        if PINGPONG {
+            arch::named_barrier_sync(self.mine, 256);
+        }
+    }
+    #[inline(always)]
+    fn pass(&self) {
+        if PINGPONG {
+            arch::named_barrier_arrive(self.next, 256);
+        }
+    }
+}
+
+/// One consumer warpgroup's state through the KV loop.
+struct Consumer<
+    'a,
+    T: Element,
+    const D: usize,
+    const BLOCK_N: usize,
+    const STAGES: usize,
+    const PINGPONG: bool,
+    const S_REGS: usize,
+    const O_REGS: usize,
+    const PV_STEPS: usize,
+> {
+    plan: &'a Plan<D, BLOCK_N, STAGES>,
+    operands: Operands<D, BLOCK_N, STAGES>,
+    turns: Turns<PINGPONG>,
+    softmax: FragmentSoftmax<1>,
+    /// `key_end` of the group's last row, the largest: tiles from there on have no key for it.
+    group_key_end: u32,
+    lane: u32,
+    o_acc: [f32; O_REGS],
+    s_acc: [f32; S_REGS],
+    p_frag: [[u32; 4]; PV_STEPS],
+    _element: core::marker::PhantomData<T>,
+}
+
+impl<
+        T: Element,
+        const D: usize,
+        const BLOCK_N: usize,
+        const STAGES: usize,
+        const PINGPONG: bool,
+        const S_REGS: usize,
+        const O_REGS: usize,
+        const PV_STEPS: usize,
+    > Consumer<'_, T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>
+{
+    /// Whether tile `t` has a key for some row of the group: a warpgroup-uniform test, as `wgmma`
+    /// needs all four warps. A group's active tiles are a prefix of the loop.
+    #[inline(always)]
+    fn active(&self, t: u32) -> bool {
+        t * (BLOCK_N as u32) < self.group_key_end
+    }
+
+    /// One arrival per warp on an "empty" barrier, once this warp's products have read the tile.
+    #[inline(always)]
+    fn release(&self, kind: u32, stage: u32) {
+        if self.lane == 0 {
+            // Safety: the plan's mbarriers were initialised before the kernel's one block barrier.
+            unsafe { arch::mbarrier_arrive(self.plan.barrier(kind, stage)) };
+        }
+    }
+
+    /// Issues S = Q K^T on slot `stage`; with `LEAVE_RUNNING` the chain is committed, not waited
+    /// for (`wgmma_wait` collects it).
+    #[inline(always)]
+    unsafe fn scores<const LEAVE_RUNNING: bool>(&mut self, stage: u32) {
+        let (s_acc, ops) = (&mut self.s_acc, &self.operands);
+        for ks in 0..D / 16 {
+            chained!(
+                ks,
+                D / 16,
+                LEAVE_RUNNING,
+                T::wgmma_ss::<S_REGS>(s_acc, ops.q(ks), ops.k(stage, ks), ks > 0)
+            );
+        }
+    }
+
+    /// Issues O += P V on slot `stage`, P from registers.
+    #[inline(always)]
+    unsafe fn attend<const LEAVE_RUNNING: bool>(&mut self, stage: u32) {
+        let (o_acc, ops) = (&mut self.o_acc, &self.operands);
+        for (kk, &a) in self.p_frag.iter().enumerate() {
+            chained!(
+                kk,
+                PV_STEPS,
+                LEAVE_RUNNING,
+                T::wgmma_rs::<O_REGS>(o_acc, a, ops.v(stage, kk), true)
+            );
+        }
+    }
+
+    /// The softmax of tile `t`'s scores, in place; returns the corrections of O.
+    #[inline(always)]
+    fn probabilities(&mut self, t: u32) -> [[f32; 2]; 1] {
+        self.softmax
+            .probabilities(core::array::from_mut(&mut self.s_acc), t * BLOCK_N as u32)
+    }
+
+    /// Packs the probabilities into `wgmma` A fragments: keys 16kk .. 16kk + 15 are registers
+    /// 8kk .. 8kk + 7. Each packed register is pinned, so that all of P exists before the first
+    /// product that reads it and the chain runs without a fence.
+    #[inline(always)]
+    fn pack(&mut self) {
+        for (kk, frag) in self.p_frag.iter_mut().enumerate() {
+            for (i, half2) in frag.iter_mut().enumerate() {
+                *half2 = T::pack(self.s_acc[8 * kk + 2 * i], self.s_acc[8 * kk + 2 * i + 1]);
+                arch::fence_operand(half2);
             }
-            pass_turn();
-            release(K_EMPTY, 0);
-            if active(0) {
-                // Nothing is accumulated yet, so the correction has nothing to scale.
-                let _ = softmax_tile(&mut s_acc, &mut state, 0, warp_key_end, key_end, pair, problem);
-                pack::<T, S_REGS, PV_STEPS>(&s_acc, &mut p_frag);
+        }
+    }
+
+    /// The KV loop one product at a time: S, its softmax, then P V.
+    #[inline(always)]
+    unsafe fn serial(&mut self, tiles: u32) {
+        for t in 0..tiles {
+            let (stage, parity) = slot::<STAGES>(t);
+            arch::mbarrier_wait(self.plan.barrier(K_FULL, stage), parity);
+            self.turns.wait();
+            if self.active(t) {
+                self.scores::<false>(stage);
             }
+            self.turns.pass();
+            self.release(K_EMPTY, stage);
+            if self.active(t) {
+                let correction = self.probabilities(t);
+                fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
+                self.pack();
+            }
+            arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
+            self.turns.wait();
+            if self.active(t) {
+                self.attend::<false>(stage);
+            }
+            self.turns.pass();
+            self.release(V_EMPTY, stage);
+        }
+    }
+
+    /// The KV loop with two chains in flight: tile t's S = Q K^T is issued with tile t - 1's
+    /// O += P V, and the softmax of the new S runs while P V is still in the tensor cores.
+    #[inline(always)]
+    unsafe fn overlapped(&mut self, tiles: u32) {
+        if tiles == 0 {
+            return;
+        }
+        // Tile 0's scores alone.
+        arch::mbarrier_wait(self.plan.barrier(K_FULL, 0), 0);
+        self.turns.wait();
+        if self.active(0) {
+            self.scores::<false>(0);
+        }
+        self.turns.pass();
+        self.release(K_EMPTY, 0);
+        if self.active(0) {
+            // Nothing is accumulated yet, so the correction has nothing to scale.
+            let _ = self.probabilities(0);
+            self.pack();
         }
         for t in 1..tiles {
             let (stage, parity) = slot::<STAGES>(t);
             let (prev_stage, prev_parity) = slot::<STAGES>(t - 1);
-            arch::mbarrier_wait(plan.barrier(K_FULL, stage), parity);
-            arch::mbarrier_wait(plan.barrier(V_FULL, prev_stage), prev_parity);
-            if active(t) {
-                // Tile t - 1 is active too: a warpgroup's active tiles are a prefix.
-                wait_turn();
-                scores(&mut s_acc, stage, true);
-                attend(&mut o_acc, &p_frag, prev_stage, true);
-                pass_turn();
-                arch::wgmma_wait::<1, S_REGS>(&mut s_acc);
-                release(K_EMPTY, stage);
-                let correction =
-                    softmax_tile(&mut s_acc, &mut state, t, warp_key_end, key_end, pair, problem);
-                rescale_after_wait(&mut o_acc, correction);
-                release(V_EMPTY, prev_stage);
-                pack::<T, S_REGS, PV_STEPS>(&s_acc, &mut p_frag);
+            arch::mbarrier_wait(self.plan.barrier(K_FULL, stage), parity);
+            arch::mbarrier_wait(self.plan.barrier(V_FULL, prev_stage), prev_parity);
+            self.turns.wait();
+            if self.active(t) {
+                // Tile t - 1 is active too: active tiles are a prefix.
+                self.scores::<true>(stage);
+                self.attend::<true>(prev_stage);
+                self.turns.pass();
+                arch::wgmma_wait::<1, S_REGS>(&mut self.s_acc);
+                self.release(K_EMPTY, stage);
+                let correction = self.probabilities(t);
+                rescale_after_wait(&mut self.o_acc, correction);
+                self.release(V_EMPTY, prev_stage);
+                self.pack();
             } else {
-                wait_turn();
-                if active(t - 1) {
-                    attend(&mut o_acc, &p_frag, prev_stage, false);
+                if self.active(t - 1) {
+                    self.attend::<false>(prev_stage);
                 }
-                pass_turn();
-                release(K_EMPTY, stage);
-                release(V_EMPTY, prev_stage);
+                self.turns.pass();
+                self.release(K_EMPTY, stage);
+                self.release(V_EMPTY, prev_stage);
             }
         }
-        if tiles > 0 {
-            let (stage, parity) = slot::<STAGES>(tiles - 1);
-            arch::mbarrier_wait(plan.barrier(V_FULL, stage), parity);
-            wait_turn();
-            if active(tiles - 1) {
-                attend(&mut o_acc, &p_frag, stage, false);
-            }
-            pass_turn();
-            release(V_EMPTY, stage);
+        let (stage, parity) = slot::<STAGES>(tiles - 1);
+        arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
+        self.turns.wait();
+        if self.active(tiles - 1) {
+            self.attend::<false>(stage);
         }
-    } else {
-        for t in 0..tiles {
-            let (stage, parity) = slot::<STAGES>(t);
-            arch::mbarrier_wait(plan.barrier(K_FULL, stage), parity);
-            wait_turn();
-            if active(t) {
-                scores(&mut s_acc, stage, false);
-            }
-            pass_turn();
-            release(K_EMPTY, stage);
-            if active(t) {
-                let correction =
-                    softmax_tile(&mut s_acc, &mut state, t, warp_key_end, key_end, pair, problem);
-                rescale(&mut o_acc, correction);
-                pack::<T, S_REGS, PV_STEPS>(&s_acc, &mut p_frag);
-            }
-            arch::mbarrier_wait(plan.barrier(V_FULL, stage), parity);
-            wait_turn();
-            if active(t) {
-                attend(&mut o_acc, &p_frag, stage, false);
-            }
-            pass_turn();
-            release(V_EMPTY, stage);
-        }
-    }
-    if PINGPONG && consumer == 0 {
-        wait_turn(); // the last warpgroup's final hand-over: leave no barrier half-arrived
-    }
-
-    for h in 0..2 {
-        state[h].row_sum = arch::quad_sum(state[h].row_sum);
-        let row = row_of(h as u32);
-        if row < problem.seq_q {
-            if pair == 0 {
-                problem.write_lse(head, row, &state[h]);
-            }
-            let norm = state[h].normaliser();
-            let o = problem.out_row::<D>(out, head, row) as *mut u32;
-            for j in 0..D / 8 {
-                let packed = T::pack(o_acc[4 * j + 2 * h] * norm, o_acc[4 * j + 2 * h + 1] * norm);
-                arch::st_global_u32(o.add(4 * j + pair as usize), packed);
-            }
-        }
+        self.turns.pass();
+        self.release(V_EMPTY, stage);
     }
 }
 
-/// The online softmax of one tile of scores held in `wgmma` accumulators (per warp the layout of
-/// `mma.sync.m16n8`: register `4j + e` is key `8j + 2 * pair + e % 2` of row half `e / 2`):
-/// masks keys past each row's end, raises the row maxima, turns the scores into probabilities in
-/// place and adds them to this lane's partial row sums. Returns each row half's correction factor
-/// for the output accumulated so far.
+/// Waits for the running P V chain, then applies the corrections. The wait is written once in
+/// each arm of the branch on whether any row moved its maximum, and the two differ (a tag), so
+/// the compiler cannot hoist one shared wait above the branch: ptxas schedules within a basic
+/// block and moved a `wait_group 0` that shared the softmax's block to the top of it, which put
+/// the whole softmax behind the P V products (`tests/sass_schedule.rs` checks the SASS).
 #[inline(always)]
-fn softmax_tile<const S_REGS: usize>(
-    s_acc: &mut [f32; S_REGS],
-    state: &mut [RowState; 2],
-    tile: u32,
-    warp_key_end: u32,
-    key_end: [u32; 2],
-    pair: u32,
-    problem: &Problem,
-) -> [f32; 2] {
-    let first_key = tile * (2 * S_REGS) as u32;
-    if first_key + (2 * S_REGS) as u32 > warp_key_end {
-        for (r, s) in s_acc.iter_mut().enumerate() {
-            let key = first_key + (8 * (r / 4)) as u32 + 2 * pair + (r % 2) as u32;
-            if key >= key_end[(r % 4) / 2] {
-                *s = f32::NEG_INFINITY;
-            }
-        }
-    }
-    let mut tile_max = [f32::NEG_INFINITY; 2];
-    for (r, s) in s_acc.iter().enumerate() {
-        tile_max[(r % 4) / 2] = arch::max(tile_max[(r % 4) / 2], *s);
-    }
-    let correction = [0, 1].map(|h| state[h].rescale(arch::quad_max(tile_max[h]), problem.scale_log2));
-    let offset = [0, 1].map(|h| state[h].offset(problem.scale_log2));
-    for (r, s) in s_acc.iter_mut().enumerate() {
-        *s = softmax::probability(*s, problem.scale_log2, offset[(r % 4) / 2]);
-        state[(r % 4) / 2].row_sum += *s;
-    }
-    correction
-}
-
-/// Scales the output accumulator by the row halves' correction factors, unless no row of the
-/// warp moved its maximum.
-#[inline(always)]
-fn rescale<const O_REGS: usize>(o_acc: &mut [f32; O_REGS], correction: [f32; 2]) {
-    if arch::warp_any(correction[0] != 1.0 || correction[1] != 1.0) {
-        for (r, x) in o_acc.iter_mut().enumerate() {
-            *x *= correction[(r % 4) / 2];
-        }
-    }
-}
-
-#[inline(always)]
-fn rescale_after_wait<const O_REGS: usize>(o_acc: &mut [f32; O_REGS], correction: [f32; 2]) {
-    if arch::warp_any(correction[0] != 1.0 || correction[1] != 1.0) {
+fn rescale_after_wait<const O_REGS: usize>(o_acc: &mut [f32; O_REGS], correction: [[f32; 2]; 1]) {
+    if fragment::needs_rescale(&correction) {
         arch::wgmma_wait::<0, O_REGS>(o_acc);
-        for (r, x) in o_acc.iter_mut().enumerate() {
-            *x *= correction[(r % 4) / 2];
-        }
+        fragment::scale(core::array::from_mut(o_acc), correction);
     } else {
         arch::wgmma_wait_tagged::<0, O_REGS, 1>(o_acc);
-    }
-}
-
-/// Packs the probabilities into `wgmma` A fragments: keys 16kk .. 16kk + 15 are registers
-/// 8kk .. 8kk + 7. Each packed register is pinned, so that all of P exists before the first
-/// product that reads it and the chain runs without a fence.
-#[inline(always)]
-fn pack<T: Element, const S_REGS: usize, const PV_STEPS: usize>(
-    s_acc: &[f32; S_REGS],
-    p_frag: &mut [[u32; 4]; PV_STEPS],
-) {
-    for (kk, frag) in p_frag.iter_mut().enumerate() {
-        for (i, half2) in frag.iter_mut().enumerate() {
-            *half2 = T::pack(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
-            arch::fence_operand(half2);
-        }
     }
 }
