@@ -41,6 +41,16 @@ pub enum Error {
     NoCublas,
     #[error("cuBLAS error: {0}")]
     Cublas(String),
+    #[error("{what}: device address {ptr:#x} is not aligned to {align} bytes")]
+    Misaligned {
+        what: &'static str,
+        ptr: u64,
+        align: u64,
+    },
+    #[error(
+        "the stream belongs to another CUDA context than the GPU's: buffers and launches must share one"
+    )]
+    ForeignStream,
     #[error("CUDA driver error: {0}")]
     Driver(#[from] cudarc::driver::DriverError),
 }
