@@ -43,6 +43,7 @@ impl CublasAttention {
                 "the cublas path has no grouped-query attention: K and V need as many heads as Q".into(),
             ));
         }
+        // Safety: only tries to load libcublas and says whether it could.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(Error::NoCublas);
         }
@@ -95,6 +96,9 @@ impl CublasAttention {
         params.validate()?;
         // The handle runs on the GPU's stream; the tensors' buffers are checked like a launch's.
         gpu.check_tensors_on_own_stream(tensors)?;
+        if **self.scores.stream() != **tensors.stream() {
+            return Err(Error::ForeignStream);
+        }
         let stream = gpu.stream().clone();
         let (b, h, sq, sk, d) = (shape.batch, shape.heads, shape.seq_q, shape.seq_k, shape.head_dim);
         let batch = b * h;

@@ -293,6 +293,7 @@ impl Gpu {
     /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a
     /// panic: cudarc aborts when libcuda is missing, so its presence is checked first.
     pub fn open(ordinal: usize) -> Result<Gpu> {
+        // Safety: only tries to load libcuda and says whether it could; no driver call is made.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(Error::NoDriver);
         }
