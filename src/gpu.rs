@@ -1232,17 +1232,10 @@ mod tests {
             for &d in crate::variants::HEAD_DIMS {
                 for big in [false, true] {
                     let v = default_variant(Shape::new(if big { 8 } else { 1 }, 16, 4096, d), 132, arch);
-                    if !VARIANTS
-                        .iter()
-                        .any(|v| v.min_arch <= arch && v.head_dims.contains(&d))
-                    {
+                    if !VARIANTS.iter().any(|v| v.min_arch <= arch && v.head_dims.contains(&d)) {
                         // Only a newer architecture has this head dim: its variant, so that the
                         // launch names the architecture needed.
-                        assert!(
-                            v.head_dims.contains(&d) && v.min_arch > arch,
-                            "{} for d={d}",
-                            v.name
-                        );
+                        assert!(v.head_dims.contains(&d) && v.min_arch > arch, "{} for d={d}", v.name);
                         continue;
                     }
                     assert!(

@@ -424,16 +424,11 @@ impl Spec {
     /// in shared memory (Q, then `stages` K and V tiles: `kernels-rs/src/attention/ws.rs`).
     pub fn check_head_dim(&self, d: u32) -> Result<(), String> {
         if !self.family.supports_head_dim(d) {
-            return Err(format!(
-                "{}: {} has no body for head dim {d}",
-                self.name(),
-                self.family.name()
-            ));
+            return Err(format!("{}: {} has no body for head dim {d}", self.name(), self.family.name()));
         }
         if self.family == Family::FlashWs {
             let tile = |rows: u32| rows * d * 2;
-            let bytes =
-                1024 + tile(self.block_m) + 2 * self.stages * tile(self.block_n) + 8 * (1 + 4 * self.stages);
+            let bytes = 1024 + tile(self.block_m) + 2 * self.stages * tile(self.block_n) + 8 * (1 + 4 * self.stages);
             if bytes > MAX_SMEM_BYTES {
                 return Err(format!(
                     "{}: at head dim {d} the tiles take {bytes} bytes of shared memory, more than the {MAX_SMEM_BYTES} a block can have",
@@ -573,14 +568,8 @@ mod tests {
             wide.check_head_dim(256).unwrap_err().contains("shared memory"),
             "176-key tiles at head dim 256 do not fit"
         );
-        assert!(Spec::from_entry(&ws(128, 80, false, true))
-            .unwrap()
-            .check_head_dim(256)
-            .is_ok());
-        assert!(
-            Spec::from_entry(&ws(128, 112, false, true)).is_err(),
-            "no wgmma n112 instance"
-        );
+        assert!(Spec::from_entry(&ws(128, 80, false, true)).unwrap().check_head_dim(256).is_ok());
+        assert!(Spec::from_entry(&ws(128, 112, false, true)).is_err(), "no wgmma n112 instance");
     }
 
     #[test]
