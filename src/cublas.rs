@@ -43,10 +43,16 @@ impl CublasAttention {
                 "the cublas path has no grouped-query attention: K and V need as many heads as Q".into(),
             ));
         }
+        // Safety: only tries to load libcublas and says whether it could.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(Error::NoCublas);
         }
-        let elements = shape.batch * shape.heads * shape.seq_q * shape.seq_k;
+        // Checked: a product that wrapped would size the scratch buffers below what the GEMMs write.
+        let elements = [shape.batch, shape.heads, shape.seq_q, shape.seq_k]
+            .iter()
+            .try_fold(1usize, |n, &dim| n.checked_mul(dim))
+            .filter(|n| n.checked_mul(6).is_some())
+            .ok_or_else(|| Error::InvalidProblem(format!("the cublas path's scores of {shape} overflow")))?;
         let (free, _) = gpu.context().mem_get_info()?;
         if elements.saturating_mul(6) > free {
             return Err(Error::InvalidProblem(format!(
@@ -88,6 +94,11 @@ impl CublasAttention {
             DType::Bf16 => cudaDataType::CUDA_R_16BF,
         };
         params.validate()?;
+        // The handle runs on the GPU's stream; the tensors' buffers are checked like a launch's.
+        gpu.check_tensors_on_own_stream(tensors)?;
+        if **self.scores.stream() != **tensors.stream() {
+            return Err(Error::ForeignStream);
+        }
         let stream = gpu.stream().clone();
         let (b, h, sq, sk, d) = (shape.batch, shape.heads, shape.seq_q, shape.seq_k, shape.head_dim);
         let batch = b * h;
@@ -106,8 +117,9 @@ impl CublasAttention {
                 c: (s, cudaDataType::CUDA_R_32F, sk, sq * sk),
                 batch,
             };
-            // Safety: every pointer holds the elements the strides and counts address (shape
-            // checked above and in `Gpu::tensors`), on the handle's own stream.
+            // Safety: every pointer holds the elements the strides and counts address (buffers
+            // checked against the shape just above; scratch sized for it in `new`), on the
+            // handle's own stream.
             unsafe { gemm.run(&self.blas) }?;
         }
         let (seq_q, seq_k, causal) = (sq as u32, sk as u32, params.causal as u32);

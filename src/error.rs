@@ -1,8 +1,13 @@
 //! The library's errors: each says what is wrong in terms of the user's input.
 
+use std::fmt;
+
 use thiserror::Error;
 
-#[derive(Debug, Error)]
+/// Everything the library refuses or fails at. `Debug` prints the same one line as `Display`, so
+/// that `fn main() -> Result<(), flashrs::Error>` ends with `Error: <what went wrong>` rather than
+/// the variant's structure; match on the variants for the details.
+#[derive(Error)]
 pub enum Error {
     #[error("no CUDA driver found (libcuda could not be loaded): this needs a machine with an NVIDIA GPU and its driver")]
     NoDriver,
@@ -41,6 +46,16 @@ pub enum Error {
     NoCublas,
     #[error("cuBLAS error: {0}")]
     Cublas(String),
+    #[error("{what}: device address {ptr:#x} is not aligned to {align} bytes")]
+    Misaligned {
+        what: &'static str,
+        ptr: u64,
+        align: u64,
+    },
+    #[error(
+        "the stream belongs to another CUDA context than the GPU's: buffers and launches must share one"
+    )]
+    ForeignStream,
     #[error("CUDA driver error: {0}")]
     Driver(#[from] cudarc::driver::DriverError),
 }
@@ -54,4 +69,64 @@ impl Error {
     }
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_is_the_one_line_message() {
+        // The driver's variant asks libcuda for its text, so it is left to the GPU tests.
+        let errors = [
+            Error::NoDriver,
+            Error::NoDevice("device 3 requested, 1 present".into()),
+            Error::InvalidProblem("key/value heads (3) must divide query heads (8)".into()),
+            Error::UnsupportedHeadDim(96, &[64, 128]),
+            Error::UnknownKernel("flash_nope".into()),
+            Error::Length {
+                what: "out",
+                expected: 4096,
+                actual: 1,
+                shape: "(1, 1, 64, 64)".into(),
+            },
+            Error::SharedMemory {
+                kernel: "k".into(),
+                needed: 300_000,
+                available: 232_448,
+            },
+            Error::Architecture {
+                kernel: "flash_ws",
+                needed_arch: 90,
+                arch: 80,
+            },
+            Error::MissingSymbol("x".into()),
+            Error::NoCublas,
+            Error::Cublas("CUBLAS_STATUS_EXECUTION_FAILED".into()),
+            Error::Misaligned {
+                what: "q",
+                ptr: 0x1002,
+                align: 16,
+            },
+            Error::ForeignStream,
+        ];
+        for error in errors {
+            let debug = format!("{error:?}");
+            assert_eq!(debug, error.to_string());
+            assert_eq!(debug.lines().count(), 1, "{debug}");
+        }
+        // What `fn main() -> Result<(), Error>` prints (the standard library's `Termination`
+        // writes `Error: {:?}`).
+        assert_eq!(
+            format!("Error: {:?}", Error::NoDriver),
+            "Error: no CUDA driver found (libcuda could not be loaded): this needs a machine with an \
+             NVIDIA GPU and its driver"
+        );
+    }
+}

@@ -2,6 +2,8 @@
 //! event timing. `unsafe` is confined to `launch`, after every argument has been checked.
 
 use std::collections::{BTreeMap, HashMap};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{
@@ -42,31 +44,177 @@ pub struct Gpu {
     functions: Mutex<HashMap<String, CudaFunction>>,
 }
 
-/// A variant resolved for one head dim: its entry point and launch facts.
+/// A variant resolved for one head dim: its entry point and launch facts. The fields are read
+/// through accessors: a launch trusts them (grid, threads, shared memory, head dim), so safe code
+/// outside the crate must not be able to change them:
+///
+/// ```compile_fail,E0616
+/// # fn misuse(kernel: &mut flashrs::Kernel) {
+/// kernel.head_dim = 128;
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Kernel {
-    pub variant: &'static VariantSpec,
-    pub head_dim: usize,
-    pub dtype: DType,
-    pub symbol: String,
-    pub smem_bytes: u32,
+    pub(crate) variant: &'static VariantSpec,
+    pub(crate) head_dim: usize,
+    pub(crate) dtype: DType,
+    pub(crate) symbol: String,
+    pub(crate) smem_bytes: u32,
     function: CudaFunction,
 }
 
-/// The device buffers of one attention call: Q, K, V and the output, checked against `shape` when
-/// made, so a launch cannot read or write past them.
-/// Elements are the bits of `dtype` (f16 or bf16).
+impl Kernel {
+    pub fn variant(&self) -> &'static VariantSpec {
+        self.variant
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.head_dim
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The PTX entry point's name.
+    pub fn symbol(&self) -> &str {
+        &self.symbol
+    }
+
+    /// Dynamic shared memory per block.
+    pub fn smem_bytes(&self) -> u32 {
+        self.smem_bytes
+    }
+}
+
+/// One device buffer of a [`Tensors`]: either allocated by the library (freed when dropped) or
+/// borrowed from the caller through [`Gpu::tensors_from_raw`] (never freed here). Both are held
+/// as a `CudaSlice` so that every launch, copy and length check treats them alike.
+pub(crate) struct DeviceBuffer<T> {
+    slice: ManuallyDrop<CudaSlice<T>>,
+    owned: bool,
+}
+
+impl<T> DeviceBuffer<T> {
+    fn owned(slice: CudaSlice<T>) -> DeviceBuffer<T> {
+        DeviceBuffer {
+            slice: ManuallyDrop::new(slice),
+            owned: true,
+        }
+    }
+
+    /// # Safety
+    /// `raw.ptr` addresses `raw.len` elements of `T` in `stream`'s context that stay allocated
+    /// while the buffer (and work enqueued with it) lives; see [`Gpu::tensors_from_raw`].
+    unsafe fn borrowed(stream: &Arc<CudaStream>, raw: RawBuffer<T>) -> DeviceBuffer<T> {
+        DeviceBuffer {
+            // Safety: the caller's contract above; `Drop` leaks rather than frees it.
+            slice: ManuallyDrop::new(unsafe { stream.upgrade_device_ptr(raw.ptr, raw.len) }),
+            owned: false,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for DeviceBuffer<T> {
+    type Target = CudaSlice<T>;
+    fn deref(&self) -> &CudaSlice<T> {
+        &self.slice
+    }
+}
+
+impl<T> std::ops::DerefMut for DeviceBuffer<T> {
+    fn deref_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.slice
+    }
+}
+
+impl<T> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        // Safety: `slice` is taken exactly once, here, and never used after.
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        if self.owned {
+            drop(slice);
+        } else {
+            // The caller owns the memory: forget the pointer instead of freeing it.
+            let _ = slice.leak();
+        }
+    }
+}
+
+/// A caller-owned device allocation handed to [`Gpu::tensors_from_raw`]: its address and its
+/// length in elements of `T`.
+#[derive(Debug)]
+pub struct RawBuffer<T> {
+    pub ptr: cudarc::driver::sys::CUdeviceptr,
+    pub len: usize,
+    _element: PhantomData<T>,
+}
+
+impl<T> RawBuffer<T> {
+    pub fn new(ptr: cudarc::driver::sys::CUdeviceptr, len: usize) -> RawBuffer<T> {
+        RawBuffer {
+            ptr,
+            len,
+            _element: PhantomData,
+        }
+    }
+}
+
+impl<T> Clone for RawBuffer<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for RawBuffer<T> {}
+
+/// The caller-owned buffers of one attention call, for [`Gpu::tensors_from_raw`]. Q, K, V and
+/// the output hold the bits of the dtype (f16 or bf16); the log-sum-exp is fp32.
+#[derive(Clone, Copy, Debug)]
+pub struct RawTensors {
+    pub q: RawBuffer<u16>,
+    pub k: RawBuffer<u16>,
+    pub v: RawBuffer<u16>,
+    pub out: RawBuffer<u16>,
+    pub lse: Option<RawBuffer<f32>>,
+}
+
+/// The device buffers of one attention call: Q, K, V, the output and optionally the log-sum-exp,
+/// with the shape, layout and dtype they were made for. The buffers are private and checked
+/// against that shape when made and again before every launch, so no safe call can hand a kernel
+/// a buffer shorter than what it reads or writes. Read them with [`Tensors::out`] and friends.
+/// Elements of Q, K, V and the output are the bits of `dtype` (f16 or bf16).
+///
+/// Replacing a buffer does not compile (the fields are private):
+///
+/// ```compile_fail,E0616
+/// # fn misuse(gpu: &flashrs::Gpu, t: &mut flashrs::Tensors) -> flashrs::Result<()> {
+/// t.out = gpu.upload(&[0u16; 1])?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// while reading one does:
+///
+/// ```
+/// # fn read(gpu: &flashrs::Gpu, t: &flashrs::Tensors) -> flashrs::Result<Vec<u16>> {
+/// gpu.download(t.out())
+/// # }
+/// ```
 pub struct Tensors {
-    pub q: CudaSlice<u16>,
-    pub k: CudaSlice<u16>,
-    pub v: CudaSlice<u16>,
-    pub out: CudaSlice<u16>,
+    pub(crate) q: DeviceBuffer<u16>,
+    pub(crate) k: DeviceBuffer<u16>,
+    pub(crate) v: DeviceBuffer<u16>,
+    pub(crate) out: DeviceBuffer<u16>,
     /// Each query row's log-sum-exp (`[B, H, S_q]`, natural log), written when present; see
     /// `Gpu::request_lse`.
-    pub lse: Option<CudaSlice<f32>>,
+    pub(crate) lse: Option<DeviceBuffer<f32>>,
     shape: Shape,
     dtype: DType,
     layout: Layout,
+    /// Where launches on these buffers are enqueued: the GPU's own stream, or the caller's for
+    /// borrowed buffers.
+    stream: Arc<CudaStream>,
     /// The tensor maps of the last `flash_ws` launch (host bytes and their device copy), reused
     /// while the buffers and tile sizes stay the same.
     maps: Option<(Vec<u8>, CudaSlice<u8>)>,
@@ -84,6 +232,33 @@ impl Tensors {
 
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    pub fn q(&self) -> &CudaSlice<u16> {
+        &self.q
+    }
+
+    pub fn k(&self) -> &CudaSlice<u16> {
+        &self.k
+    }
+
+    pub fn v(&self) -> &CudaSlice<u16> {
+        &self.v
+    }
+
+    /// The output, laid out as Q (download it with [`Gpu::download`]).
+    pub fn out(&self) -> &CudaSlice<u16> {
+        &self.out
+    }
+
+    /// The log-sum-exp buffer, once [`Gpu::request_lse`] made one (or the caller lent one).
+    pub fn lse(&self) -> Option<&CudaSlice<f32>> {
+        self.lse.as_deref()
+    }
+
+    /// The stream launches on these tensors run on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 }
 
@@ -118,6 +293,7 @@ impl Gpu {
     /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a
     /// panic: cudarc aborts when libcuda is missing, so its presence is checked first.
     pub fn open(ordinal: usize) -> Result<Gpu> {
+        // Safety: only tries to load libcuda and says whether it could; no driver call is made.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(Error::NoDriver);
         }
@@ -255,12 +431,13 @@ impl Gpu {
         Ok(self.stream.clone_htod(data)?)
     }
 
-    /// Copies a device buffer back to the host (waits for the stream).
+    /// Copies a device buffer back to the host, on the buffer's own stream (so after the work
+    /// enqueued on it, including launches on caller-lent tensors); waits for that stream.
     pub fn download<T: cudarc::driver::DeviceRepr + Default + Clone>(
         &self,
         buffer: &CudaSlice<T>,
     ) -> Result<Vec<T>> {
-        Ok(self.stream.clone_dtoh(buffer)?)
+        Ok(buffer.stream().clone_dtoh(buffer)?)
     }
 
     /// Uploads Q, K and V (the bits of `dtype`) for `shape`, lengths checked, and allocates an
@@ -280,34 +457,137 @@ impl Gpu {
         v: &[u16],
     ) -> Result<Tensors> {
         shape.validate()?;
-        check_len("q", q.len(), shape.q_len(), shape)?;
-        check_len("k", k.len(), shape.kv_len(), shape)?;
-        check_len("v", v.len(), shape.kv_len(), shape)?;
+        let bytes = dtype.bytes();
+        check_bytes("q", std::mem::size_of_val(q), shape.q_len(), bytes, shape)?;
+        check_bytes("k", std::mem::size_of_val(k), shape.kv_len(), bytes, shape)?;
+        check_bytes("v", std::mem::size_of_val(v), shape.kv_len(), bytes, shape)?;
         Ok(Tensors {
-            q: self.upload(q)?,
-            k: self.upload(k)?,
-            v: self.upload(v)?,
-            out: self.upload(&vec![nan(dtype); shape.q_len()])?,
+            q: DeviceBuffer::owned(self.upload(q)?),
+            k: DeviceBuffer::owned(self.upload(k)?),
+            v: DeviceBuffer::owned(self.upload(v)?),
+            out: DeviceBuffer::owned(self.upload(&vec![nan(dtype); shape.q_len()])?),
             lse: None,
             shape,
             dtype,
             layout,
+            stream: self.stream.clone(),
             maps: None,
         })
     }
 
-    /// Makes the next launches also write each row's log-sum-exp into `tensors.lse` (allocated
-    /// here, NaN-poisoned).
+    /// Wraps buffers the caller allocated (with another library, or PyTorch through its data
+    /// pointers) as [`Tensors`] for `shape`, laid out as `layout`, holding `dtype`. Launches on
+    /// them run on `stream`, which must belong to this GPU's context (the caller's own stream, so
+    /// that its work and ours stay ordered without a synchronisation). Lengths, alignment, the
+    /// shape and the stream's context are checked here and again at every launch; a mismatch is
+    /// a typed error. The buffers are never freed by the library.
+    ///
+    /// # Safety
+    /// For as long as the returned `Tensors` lives and until the work it enqueued on `stream` has
+    /// completed:
+    /// - each `ptr` is a device allocation (or part of one) of this GPU's context that holds at
+    ///   least `len` elements of its type from `ptr` on, and stays allocated;
+    /// - no other work writes Q, K, V, or reads or writes the output and log-sum-exp, unless it
+    ///   is ordered with `stream` (same stream, or events);
+    /// - the output and log-sum-exp do not overlap each other or Q, K, V.
+    ///
+    /// Alignment (16 bytes for Q, K, V and the output, 4 for the log-sum-exp) is checked, not
+    /// assumed.
+    pub unsafe fn tensors_from_raw(
+        &self,
+        stream: &Arc<CudaStream>,
+        layout: Layout,
+        shape: Shape,
+        dtype: DType,
+        raw: RawTensors,
+    ) -> Result<Tensors> {
+        shape.validate()?;
+        self.check_stream(stream)?;
+        let bytes = dtype.bytes();
+        let lse_rows = shape.lse_len().ok_or_else(|| too_large(shape))?;
+        let tensor_buffers = [
+            ("q", raw.q, shape.q_len()),
+            ("k", raw.k, shape.kv_len()),
+            ("v", raw.v, shape.kv_len()),
+            ("out", raw.out, shape.q_len()),
+        ];
+        for (what, buffer, elements) in tensor_buffers {
+            check_buffer(what, buffer.len, 2, Some(elements), bytes, shape)?;
+            check_alignment(what, buffer.ptr, TENSOR_ALIGN)?;
+        }
+        if let Some(lse) = raw.lse {
+            check_buffer("lse", lse.len, 4, Some(lse_rows), 4, shape)?;
+            check_alignment("lse", lse.ptr, 4)?;
+        }
+        // Safety: the caller's contract above (allocation, lengths, lifetime, ordering); the
+        // lengths were also just checked against the shape.
+        let borrow = |raw| unsafe { DeviceBuffer::borrowed(stream, raw) };
+        Ok(Tensors {
+            q: borrow(raw.q),
+            k: borrow(raw.k),
+            v: borrow(raw.v),
+            out: borrow(raw.out),
+            // Safety: as above.
+            lse: raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) }),
+            shape,
+            dtype,
+            layout,
+            stream: stream.clone(),
+            maps: None,
+        })
+    }
+
+    /// For work outside `launch` that reads Q, K, V and writes the output on this GPU's own
+    /// stream (the cuBLAS path): the tensors are on that stream and their buffers hold what the
+    /// shape and dtype imply.
+    pub(crate) fn check_tensors_on_own_stream(&self, tensors: &Tensors) -> Result<()> {
+        self.check_own_stream(tensors)?;
+        let lens = BufferLens {
+            q: tensors.q.len(),
+            k: tensors.k.len(),
+            v: tensors.v.len(),
+            out: tensors.out.len(),
+            lse: tensors.lse.as_ref().map(|lse| lse.len()),
+            barrier_log: None,
+            tensor_maps: None,
+        };
+        check_buffers(tensors.shape, tensors.dtype, lens, 0, false)
+    }
+
+    /// Timing records events on this GPU's stream, so it times only tensors launched there.
+    fn check_own_stream(&self, tensors: &Tensors) -> Result<()> {
+        if *tensors.stream == *self.stream {
+            Ok(())
+        } else {
+            Err(Error::InvalidProblem(
+                "timing and the cublas path need tensors on the GPU's own stream, not a caller's".into(),
+            ))
+        }
+    }
+
+    /// Refuses a stream of another context: pointers of one context mean nothing in another.
+    fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        if **stream.context() == *self.ctx {
+            Ok(())
+        } else {
+            Err(Error::ForeignStream)
+        }
+    }
+
+    /// Makes the next launches also write each row's log-sum-exp into the tensors' `lse`
+    /// (allocated here, NaN-poisoned).
     pub fn request_lse(&self, tensors: &mut Tensors) -> Result<()> {
-        let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
-        tensors.lse = Some(self.upload(&vec![f32::NAN; rows])?);
+        let rows = tensors.shape.lse_len().ok_or_else(|| too_large(tensors.shape))?;
+        tensors.lse = Some(DeviceBuffer::owned(
+            tensors.stream.clone_htod(&vec![f32::NAN; rows])?,
+        ));
         Ok(())
     }
 
     /// Refills the output with NaN before a launch whose every write must be checked.
     pub fn poison(&self, tensors: &mut Tensors) -> Result<()> {
-        self.stream
-            .memcpy_htod(&vec![nan(tensors.dtype); tensors.shape.q_len()], &mut tensors.out)?;
+        let poison = vec![nan(tensors.dtype); tensors.out.len()];
+        tensors.stream.memcpy_htod(&poison, &mut *tensors.out)?;
         Ok(())
     }
 
@@ -356,8 +636,9 @@ impl Gpu {
         Ok(variant)
     }
 
-    /// Launches `kernel` on the stream (asynchronously). `barrier_log`, for counted kernels, gets
-    /// `RECORD_WORDS` (four) u32 per block.
+    /// Launches `kernel` on the tensors' stream (asynchronously). `barrier_log`, for counted
+    /// kernels, gets `RECORD_WORDS` (four) u32 per block. Every buffer the kernel gets is checked
+    /// against the shape, dtype and grid right before the launch.
     pub fn launch(
         &self,
         kernel: &Kernel,
@@ -367,6 +648,7 @@ impl Gpu {
     ) -> Result<()> {
         let shape = tensors.shape;
         params.validate()?;
+        self.check_stream(&tensors.stream)?;
         if tensors.dtype != kernel.dtype {
             return Err(Error::InvalidProblem(format!(
                 "kernel {} takes {}, the tensors hold {}",
@@ -379,25 +661,31 @@ impl Gpu {
                 kernel.symbol, kernel.head_dim, shape.head_dim
             )));
         }
+        let uses_maps = kernel.variant.family == Family::FlashWs;
+        // The warp-specialised family reads its tiles through tensor maps built here per call.
+        if uses_maps {
+            self.prepare_maps(kernel.variant, tensors)?;
+        }
         let config = launch_config(kernel, shape);
         check_buffers(
             shape,
+            tensors.dtype,
             BufferLens {
                 q: tensors.q.len(),
                 k: tensors.k.len(),
                 v: tensors.v.len(),
                 out: tensors.out.len(),
-                lse: tensors.lse.as_ref().map(CudaSlice::len),
+                lse: tensors.lse.as_ref().map(|lse| lse.len()),
                 barrier_log: barrier_log.as_ref().map(|log| log.len()),
+                tensor_maps: match &tensors.maps {
+                    Some((_, maps)) if uses_maps => Some(maps.len()),
+                    _ => None,
+                },
             },
             blocks(&config),
+            uses_maps,
         )?;
-        // The warp-specialised family reads its tiles through tensor maps built here per call.
-        if kernel.variant.family == Family::FlashWs {
-            self.prepare_maps(kernel.variant, tensors)?;
-        }
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
-        let stream = &self.stream;
         let Tensors {
             q,
             k,
@@ -405,8 +693,10 @@ impl Gpu {
             out,
             lse,
             maps,
+            stream,
             ..
         } = tensors;
+        let stream: &CudaStream = stream;
         // The pointers stay valid while these guards live, which is until the launch is enqueued;
         // recording the accesses is cudarc's event tracking, off on this context (`open`).
         let (q_ptr, _q_guard) = q.device_ptr(stream);
@@ -428,7 +718,7 @@ impl Gpu {
             None => (0, None),
         };
         let (tensor_maps, _maps_guard) = match maps {
-            Some((_, buffer)) if kernel.variant.family == Family::FlashWs => {
+            Some((_, buffer)) if uses_maps => {
                 let (ptr, guard) = buffer.device_ptr(stream);
                 (ptr, Some(guard))
             }
@@ -454,34 +744,36 @@ impl Gpu {
         let mut builder = stream.launch_builder(&kernel.function);
         with_launch_params!(push_launch_args!(builder, args;));
         // Safety: the arguments are the kernels' parameter list (kernels-rs/src/launch.rs, the
-        // same list the entry points are generated from), every buffer holds the elements the
-        // shape implies (checked just above), and the grid covers exactly the blocks the kernel
-        // expects for this shape.
+        // same list the entry points are generated from); every buffer holds exactly the
+        // elements the shape, dtype and grid imply (checked just above, after the last change to
+        // any of them) and lives in this context (stream checked above); the shape was validated
+        // when the tensors were made and cannot change since; the grid covers exactly the blocks
+        // the kernel expects for this shape; `kernel`'s launch facts cannot be changed outside
+        // the crate.
         unsafe { builder.launch(config) }?;
         Ok(())
     }
 
     /// Encodes the tensor maps of Q, K and V for `variant`'s tiles and copies them to the GPU,
     /// unless the copy from the last launch still holds the same bytes (same buffers, shape,
-    /// layout, tiles). The copy is ordered on the stream before the launch that reads it.
+    /// layout, tiles). The copy is ordered on the tensors' stream before the launch that reads it.
     fn prepare_maps(&self, variant: &VariantSpec, tensors: &mut Tensors) -> Result<()> {
-        use cudarc::driver::DevicePtr;
         let (shape, layout, dtype) = (tensors.shape, tensors.layout, tensors.dtype);
         let q_map = tma::MapGeometry::q(layout, shape, variant.block_m);
         let kv_map = tma::MapGeometry::kv(layout, shape, variant.block_n);
         let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
         for (geometry, buffer) in [(q_map, &tensors.q), (kv_map, &tensors.k), (kv_map, &tensors.v)] {
-            let (address, _sync) = buffer.device_ptr(&self.stream);
+            let (address, _sync) = buffer.device_ptr(&tensors.stream);
             bytes.extend_from_slice(&geometry.encode(dtype, address)?);
         }
         match &mut tensors.maps {
             Some((cached, _)) if *cached == bytes => {}
             Some((cached, buffer)) => {
-                self.stream.memcpy_htod(&bytes, buffer)?;
+                tensors.stream.memcpy_htod(&bytes, buffer)?;
                 *cached = bytes;
             }
             None => {
-                let buffer = self.upload(&bytes)?;
+                let buffer = tensors.stream.clone_htod(&bytes)?;
                 tensors.maps = Some((bytes, buffer));
             }
         }
@@ -509,7 +801,7 @@ impl Gpu {
         let shape = tensors.shape;
         let kernel = self.kernel(variant, shape.head_dim, tensors.dtype, true)?;
         let n_blocks = blocks(&launch_config(&kernel, shape));
-        let mut log = self.stream.alloc_zeros::<u32>(RECORD_WORDS * n_blocks)?;
+        let mut log = tensors.stream.alloc_zeros::<u32>(RECORD_WORDS * n_blocks)?;
         self.launch(&kernel, tensors, params, Some(&mut log))?;
         let log = self.download(&log)?;
         let mut per_tile: Option<f64> = None;
@@ -556,6 +848,7 @@ impl Gpu {
         warmup: usize,
         iters: usize,
     ) -> Result<Vec<f64>> {
+        self.check_own_stream(tensors)?;
         self.time_each(warmup, iters, || self.launch(kernel, tensors, params, None))
     }
 
@@ -598,6 +891,7 @@ impl Gpu {
         warmup: usize,
         replays: usize,
     ) -> Result<Vec<f64>> {
+        self.check_own_stream(tensors)?;
         self.time_graph_of(calls, warmup, replays, || {
             self.launch(kernel, tensors, params, None)
         })
@@ -697,7 +991,9 @@ fn blocks(config: &LaunchConfig) -> usize {
     config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize
 }
 
-/// The lengths of one launch's buffers, as allocated.
+/// The lengths of one launch's buffers, as allocated, in elements of their own type: u16 for Q,
+/// K, V and the output, f32 for the log-sum-exp, u32 for the barrier log, bytes for the tensor
+/// maps.
 #[derive(Clone, Copy, Debug)]
 struct BufferLens {
     q: usize,
@@ -706,35 +1002,92 @@ struct BufferLens {
     out: usize,
     lse: Option<usize>,
     barrier_log: Option<usize>,
+    tensor_maps: Option<usize>,
 }
 
-/// Every buffer a launch on `shape` over `blocks` blocks touches holds at least what the kernels
-/// read or write, so that the unsafe launch cannot go past one. Checked at every launch, not only
-/// when `Tensors` is made: its buffers are public fields and may have been replaced since.
-fn check_buffers(shape: Shape, lens: BufferLens, blocks: usize) -> Result<()> {
-    check_len("q", lens.q, shape.q_len(), shape)?;
-    check_len("k", lens.k, shape.kv_len(), shape)?;
-    check_len("v", lens.v, shape.kv_len(), shape)?;
-    check_len("out", lens.out, shape.q_len(), shape)?;
+/// Every buffer a launch on `shape` in `dtype` over `blocks` blocks touches holds exactly what the
+/// kernels read or write, so that the unsafe launch cannot go past one. Checked right before every
+/// launch, not only when the `Tensors` were made, so that no later change (a new log-sum-exp
+/// buffer, a barrier log, the tensor maps) goes unchecked. Compared in bytes, so an element type
+/// of another size (a future dtype) cannot pass by its element count.
+fn check_buffers(shape: Shape, dtype: DType, lens: BufferLens, blocks: usize, uses_maps: bool) -> Result<()> {
+    let element = dtype.bytes();
+    check_buffer("q", lens.q, 2, shape.checked_q_len(), element, shape)?;
+    check_buffer("k", lens.k, 2, shape.checked_kv_len(), element, shape)?;
+    check_buffer("v", lens.v, 2, shape.checked_kv_len(), element, shape)?;
+    check_buffer("out", lens.out, 2, shape.checked_q_len(), element, shape)?;
     if let Some(lse) = lens.lse {
-        check_len("lse", lse, shape.batch * shape.heads * shape.seq_q, shape)?;
+        check_buffer("lse", lse, 4, shape.lse_len(), 4, shape)?;
     }
     if let Some(log) = lens.barrier_log {
-        check_len("barrier log", log, RECORD_WORDS * blocks, shape)?;
+        check_buffer("barrier log", log, 4, RECORD_WORDS.checked_mul(blocks), 4, shape)?;
     }
-    Ok(())
+    match (uses_maps, lens.tensor_maps) {
+        (true, Some(maps)) => {
+            check_buffer("tensor maps", maps, 1, Some(tma::MAPS * tma::MAP_BYTES), 1, shape)
+        }
+        (true, None) => Err(Error::Length {
+            what: "tensor maps",
+            expected: tma::MAPS * tma::MAP_BYTES,
+            actual: 0,
+            shape: shape.to_string(),
+        }),
+        (false, _) => Ok(()),
+    }
 }
 
-fn check_len(what: &'static str, actual: usize, expected: usize, shape: Shape) -> Result<()> {
-    if actual == expected {
+/// Checks that a buffer of `actual` elements of `actual_size` bytes holds exactly the `expected`
+/// elements of `expected_size` bytes (`None`: a count past `usize`) the shape implies. The error
+/// counts in the expected element type.
+fn check_buffer(
+    what: &'static str,
+    actual: usize,
+    actual_size: usize,
+    expected: Option<usize>,
+    expected_size: usize,
+    shape: Shape,
+) -> Result<()> {
+    let expected = expected.ok_or_else(|| too_large(shape))?;
+    let expected_bytes = expected
+        .checked_mul(expected_size)
+        .ok_or_else(|| too_large(shape))?;
+    if actual.checked_mul(actual_size) == Some(expected_bytes) {
         Ok(())
     } else {
         Err(Error::Length {
             what,
             expected,
-            actual,
+            actual: actual.saturating_mul(actual_size) / expected_size,
             shape: shape.to_string(),
         })
+    }
+}
+
+/// `check_buffer` for Q, K, V handed in as host slices of u16 bits.
+fn check_bytes(
+    what: &'static str,
+    actual_bytes: usize,
+    expected: usize,
+    element: usize,
+    shape: Shape,
+) -> Result<()> {
+    check_buffer(what, actual_bytes, 1, Some(expected), element, shape)
+}
+
+/// The error of a shape whose element count does not fit in memory's address space.
+fn too_large(shape: Shape) -> Error {
+    Error::InvalidProblem(format!("{shape} has more elements than memory can address"))
+}
+
+/// Alignment of Q, K, V and the output: the kernels copy 16 bytes at a time (`cp.async`,
+/// vector loads) and TMA needs 16-byte-aligned tensors.
+const TENSOR_ALIGN: u64 = 16;
+
+fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Result<()> {
+    if ptr != 0 && ptr.is_multiple_of(align) {
+        Ok(())
+    } else {
+        Err(Error::Misaligned { what, ptr, align })
     }
 }
 
@@ -996,6 +1349,17 @@ mod tests {
             out: shape.q_len(),
             lse: Some(shape.batch * shape.heads * shape.seq_q),
             barrier_log: Some(RECORD_WORDS * 6),
+            tensor_maps: Some(tma::MAPS * tma::MAP_BYTES),
+        }
+    }
+
+    /// What `check_buffers` says about `lens`: `None` when it accepts them, else the buffer
+    /// its length error names (any other error fails the test).
+    fn refused(shape: Shape, lens: BufferLens, uses_maps: bool) -> Option<&'static str> {
+        match check_buffers(shape, DType::F16, lens, 6, uses_maps) {
+            Ok(()) => None,
+            Err(Error::Length { what, .. }) => Some(what),
+            Err(other) => panic!("not a length error: {other}"),
         }
     }
 
@@ -1006,67 +1370,135 @@ mod tests {
             ..Shape::new(2, 4, 100, 64).with_heads_kv(2)
         };
         let exact = lens_for(shape);
-        assert!(check_buffers(shape, exact, 6).is_ok());
-        assert!(check_buffers(
-            shape,
-            BufferLens {
-                lse: None,
-                barrier_log: None,
-                ..exact
-            },
-            6
-        )
-        .is_ok());
-        let short: [(&str, BufferLens); 6] = [
-            (
-                "q",
-                BufferLens {
-                    q: exact.q - 1,
-                    ..exact
-                },
-            ),
-            (
-                "k",
-                BufferLens {
-                    k: exact.k - 1,
-                    ..exact
-                },
-            ),
-            (
-                "v",
-                BufferLens {
-                    v: exact.v - 1,
-                    ..exact
-                },
-            ),
-            (
-                "out",
-                BufferLens {
-                    out: exact.out - 1,
-                    ..exact
-                },
-            ),
-            (
-                "lse",
-                BufferLens {
-                    lse: exact.lse.map(|n| n - 1),
-                    ..exact
-                },
-            ),
-            (
-                "barrier log",
-                BufferLens {
-                    barrier_log: Some(RECORD_WORDS * 5),
-                    ..exact
-                },
-            ),
-        ];
-        for (what, lens) in short {
-            match check_buffers(shape, lens, 6) {
-                Err(Error::Length { what: named, .. }) => assert_eq!(named, what),
-                other => panic!("{what} one short: {other:?}"),
+        assert_eq!(refused(shape, exact, true), None);
+        let bare = BufferLens {
+            lse: None,
+            barrier_log: None,
+            tensor_maps: None,
+            ..exact
+        };
+        assert_eq!(refused(shape, bare, false), None);
+        // Every buffer one element short, and one element long (a buffer made for another shape
+        // is refused either way), names itself.
+        for delta in [-1isize, 1] {
+            let off = |n: usize| n.checked_add_signed(delta).unwrap();
+            let wrong: [(&str, BufferLens); 7] = [
+                (
+                    "q",
+                    BufferLens {
+                        q: off(exact.q),
+                        ..exact
+                    },
+                ),
+                (
+                    "k",
+                    BufferLens {
+                        k: off(exact.k),
+                        ..exact
+                    },
+                ),
+                (
+                    "v",
+                    BufferLens {
+                        v: off(exact.v),
+                        ..exact
+                    },
+                ),
+                (
+                    "out",
+                    BufferLens {
+                        out: off(exact.out),
+                        ..exact
+                    },
+                ),
+                (
+                    "lse",
+                    BufferLens {
+                        lse: exact.lse.map(off),
+                        ..exact
+                    },
+                ),
+                (
+                    "barrier log",
+                    BufferLens {
+                        barrier_log: exact.barrier_log.map(off),
+                        ..exact
+                    },
+                ),
+                (
+                    "tensor maps",
+                    BufferLens {
+                        tensor_maps: exact.tensor_maps.map(off),
+                        ..exact
+                    },
+                ),
+            ];
+            for (what, lens) in wrong {
+                assert_eq!(refused(shape, lens, true), Some(what), "{what} off by {delta}");
             }
         }
+        // The warp-specialised kernels read tensor maps: a launch without them is refused.
+        assert_eq!(
+            refused(
+                shape,
+                BufferLens {
+                    tensor_maps: None,
+                    ..exact
+                },
+                true
+            ),
+            Some("tensor maps")
+        );
+        // Buffers of the grouped-query shape's Q size given for K (kv heads ignored) are refused.
+        assert_eq!(
+            refused(
+                shape,
+                BufferLens {
+                    k: shape.q_len(),
+                    ..exact
+                },
+                false
+            ),
+            Some("k")
+        );
+    }
+
+    #[test]
+    fn counts_past_usize_are_errors_not_wrapped_lengths() {
+        // A shape whose element count wraps to a small number must not accept a small buffer.
+        let huge = Shape {
+            batch: usize::MAX / 2 + 1,
+            ..Shape::new(1, 2, 1, 64)
+        };
+        assert_eq!(huge.checked_q_len(), None);
+        let small = BufferLens {
+            q: huge.q_len(),
+            k: huge.kv_len(),
+            v: huge.kv_len(),
+            out: huge.q_len(),
+            lse: None,
+            barrier_log: None,
+            tensor_maps: None,
+        };
+        assert!(matches!(
+            check_buffers(huge, DType::F16, small, 1, false),
+            Err(Error::InvalidProblem(_))
+        ));
+        assert!(huge.validate().is_err());
+    }
+
+    #[test]
+    fn caller_pointers_must_be_aligned_and_not_null() {
+        assert!(check_alignment("q", 0x7f00_0000_0100, TENSOR_ALIGN).is_ok());
+        for ptr in [0, 0x7f00_0000_0102, 0x7f00_0000_0108] {
+            match check_alignment("q", ptr, TENSOR_ALIGN) {
+                Err(Error::Misaligned {
+                    what: "q", align: 16, ..
+                }) => {}
+                other => panic!("{ptr:#x}: {other:?}"),
+            }
+        }
+        assert!(check_alignment("lse", 0x7f00_0000_0104, 4).is_ok());
     }
 
     #[test]

@@ -10,6 +10,12 @@
 //! Reading is strict and checks every size against the bytes actually present before allocating,
 //! so a truncated, hostile or foreign file gets a one-line error, never a panic or a huge
 //! allocation.
+//!
+//! Why not `npyz` (0.9.1, `half` feature), measured on hand-made files: it reads `<f2`/`<f4`
+//! fine, but accepts data past the declared shape, hands back Fortran-ordered data as if it were
+//! C order unless the caller checks, wraps the element count of a shape like `(2^64-1, 2^64-1)`
+//! (to 1 element, read as a valid array), and reports header syntax errors over several lines.
+//! Each needs a check of its own around it, which is most of this module but the header parser.
 
 use std::fmt;
 use std::path::Path;

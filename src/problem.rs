@@ -44,12 +44,30 @@ impl Shape {
         self.heads / self.heads_kv.max(1)
     }
 
+    /// Elements of Q (and of the output). For a shape that passed [`Shape::validate`]; the
+    /// launch-time checks use [`Shape::checked_q_len`], which cannot wrap.
     pub fn q_len(&self) -> usize {
         self.batch * self.heads * self.seq_q * self.head_dim
     }
 
+    /// Elements of K (and of V).
     pub fn kv_len(&self) -> usize {
         self.batch * self.heads_kv * self.seq_k * self.head_dim
+    }
+
+    /// `q_len`, or `None` past `usize`.
+    pub fn checked_q_len(&self) -> Option<usize> {
+        checked_product(&[self.batch, self.heads, self.seq_q, self.head_dim])
+    }
+
+    /// `kv_len`, or `None` past `usize`.
+    pub fn checked_kv_len(&self) -> Option<usize> {
+        checked_product(&[self.batch, self.heads_kv, self.seq_k, self.head_dim])
+    }
+
+    /// Rows of the log-sum-exp, `B * H * S_q`, or `None` past `usize`.
+    pub fn lse_len(&self) -> Option<usize> {
+        checked_product(&[self.batch, self.heads, self.seq_q])
     }
 
     /// Floating-point operations of the forward pass: `4 * B * H * S_q * S_k * D`, halved when
@@ -107,8 +125,23 @@ impl Shape {
         if self.seq_q > u32::MAX as usize / 2 || self.seq_k > u32::MAX as usize / 2 {
             return invalid(format!("sequence length too large in {self}"));
         }
+        // Every buffer's size in bytes (4 per element at most, the log-sum-exp's) must fit in
+        // `isize`: a count that wrapped would let a short buffer pass the length checks.
+        let fits = |elements: Option<usize>| {
+            elements
+                .and_then(|n| n.checked_mul(4))
+                .is_some_and(|bytes| bytes <= isize::MAX as usize)
+        };
+        if !fits(self.checked_q_len()) || !fits(self.checked_kv_len()) {
+            return invalid(format!("{self} has more elements than memory can address"));
+        }
         Ok(())
     }
+}
+
+fn checked_product(dims: &[usize]) -> Option<usize> {
+    dims.iter()
+        .try_fold(1usize, |product, &dim| product.checked_mul(dim))
 }
 
 impl std::fmt::Display for Shape {
@@ -185,6 +218,13 @@ impl DType {
         match self {
             DType::F16 => "float16",
             DType::Bf16 => "bfloat16",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            DType::F16 | DType::Bf16 => 2,
         }
     }
 
@@ -363,6 +403,14 @@ mod properties {
                 .is_some_and(|bh| bh <= MAX_BATCH_HEADS)
             && s.seq_q <= MAX_SEQ
             && s.seq_k <= MAX_SEQ
+            && addressable(s.batch as u128 * s.heads as u128 * s.seq_q as u128 * s.head_dim as u128)
+            && addressable(s.batch as u128 * s.heads_kv as u128 * s.seq_k as u128 * s.head_dim as u128)
+    }
+
+    /// Whether a buffer of `elements` (4 bytes each at most, computed without overflow in u128)
+    /// fits in `isize` bytes.
+    fn addressable(elements: u128) -> bool {
+        elements * 4 <= isize::MAX as u128
     }
 
     /// Sizes with the edges of every bound over-represented.

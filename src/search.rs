@@ -27,6 +27,8 @@
 //!   evaluated. The number of generations is whatever that takes: at least one evaluation happens
 //!   per generation, so at most `budget` generations.
 
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use crate::spec::Spec;
@@ -152,45 +154,21 @@ impl Spec {
     }
 }
 
-/// A small deterministic generator (SplitMix64). Self-written rather than `rand`'s `StdRng`,
-/// whose algorithm may change between `rand` releases: a seed must name the same search (and the
-/// same `evo_log.csv`) for as long as the evidence is kept.
-#[derive(Clone, Debug)]
-pub struct SplitMix64 {
-    state: u64,
+/// The search's random numbers: ChaCha8 from the `rand` project, seeded with
+/// `SeedableRng::seed_from_u64`. Not `StdRng`, whose algorithm `rand` may change between
+/// releases: this generator's output is fixed by its specification, so a seed names the same
+/// search (and the same `evo_log.csv`) for as long as the evidence is kept.
+pub type SearchRng = rand_chacha::ChaCha8Rng;
+
+/// True with probability `p`; a `p` outside `[0, 1]` (or NaN) is clamped rather than a panic,
+/// as `Rng::random_bool` would, since `SearchConfig::crossover` is the caller's.
+fn chance(rng: &mut SearchRng, p: f64) -> bool {
+    rng.random::<f64>() < p
 }
 
-impl SplitMix64 {
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64 { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`), by the high half of a 128-bit product (bias below 2^-50 for
-    /// the sizes used here).
-    pub fn below(&mut self, n: usize) -> usize {
-        assert!(n > 0, "below(0)");
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-
-    /// True with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        // 53 random bits as a float in [0, 1).
-        ((self.next_u64() >> 11) as f64) / ((1u64 << 53) as f64) < p
-    }
-
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i + 1));
-        }
-    }
+/// The generator of a search seeded with `seed`.
+pub fn search_rng(seed: u64) -> SearchRng {
+    SearchRng::seed_from_u64(seed)
 }
 
 /// The compiled configurations usable at one head dim: what the search may visit.
@@ -323,13 +301,13 @@ impl Space {
     /// exist). If no parameter has such a neighbour, one parameter with more than one compiled
     /// value is moved to an adjacent compiled value and the result snapped to the nearest other
     /// variant ([`Space::nearest`]). `None` only when the space has a single variant.
-    pub fn mutate(&self, parent: usize, rng: &mut SplitMix64) -> Option<usize> {
+    pub fn mutate(&self, parent: usize, rng: &mut SearchRng) -> Option<usize> {
         if self.len() <= 1 {
             return None;
         }
         let pg = self.specs[parent];
         let mut params = Param::ALL;
-        rng.shuffle(&mut params);
+        params.shuffle(rng);
         for &p in &params {
             let key = pg.key(p);
             let mut below: Option<(u32, usize)> = None;
@@ -347,7 +325,7 @@ impl Space {
                 }
             }
             match (below, above) {
-                (Some((_, b)), Some((_, a))) => return Some(if rng.chance(0.5) { b } else { a }),
+                (Some((_, b)), Some((_, a))) => return Some(if rng.random_bool(0.5) { b } else { a }),
                 (Some((_, i)), None) | (None, Some((_, i))) => return Some(i),
                 (None, None) => {}
             }
@@ -360,12 +338,12 @@ impl Space {
         let target = if movable.is_empty() {
             pg
         } else {
-            let p = movable[rng.below(movable.len())];
+            let p = movable[rng.random_range(0..movable.len())];
             let keys = &self.values[p as usize];
             let at = keys.binary_search(&pg.key(p)).unwrap_or(0);
             let to = if at == 0 {
                 1
-            } else if at + 1 == keys.len() || rng.chance(0.5) {
+            } else if at + 1 == keys.len() || rng.random_bool(0.5) {
                 at - 1
             } else {
                 at + 1
@@ -382,11 +360,11 @@ impl Space {
 
     /// A recombination: every parameter from one of the two parents (each with probability 1/2),
     /// then snapped to the nearest compiled variant, which may be a parent.
-    pub fn recombine(&self, a: usize, b: usize, rng: &mut SplitMix64) -> usize {
+    pub fn recombine(&self, a: usize, b: usize, rng: &mut SearchRng) -> usize {
         let (ga, gb) = (self.specs[a], self.specs[b]);
         let mut child = ga;
         for p in Param::ALL {
-            if rng.chance(0.5) {
+            if rng.random_bool(0.5) {
                 child = child.with(p, &gb);
             }
         }
@@ -501,13 +479,24 @@ pub struct EvalRecord {
     pub message: Option<String>,
 }
 
-/// A field for a CSV row: quoted (quotes doubled) when it holds a comma, quote or line break.
-fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
+/// CSV text of `records` (each a list of fields), one line each ending in `\n`, fields quoted by
+/// the `csv` crate where they need it (a comma, quote or line break in them).
+fn csv_text<I, R>(records: I) -> String
+where
+    I: IntoIterator<Item = R>,
+    R: IntoIterator,
+    R::Item: AsRef<[u8]>,
+{
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    for record in records {
+        // Writing into a Vec cannot fail, and every record here has the header's column count
+        // (tested below), which is the csv writer's only other error.
+        writer.write_record(record).expect("CSV into memory");
     }
+    let bytes = writer.into_inner().expect("CSV into memory");
+    String::from_utf8(bytes).expect("CSV of UTF-8 fields is UTF-8")
 }
 
 impl EvalRecord {
@@ -530,24 +519,34 @@ impl EvalRecord {
         }
     }
 
-    /// The column names, in the order of [`EvalRecord::to_csv_row`].
-    pub fn csv_header() -> String {
+    /// The column names, in the order of [`EvalRecord::csv_fields`].
+    pub fn csv_columns() -> Vec<&'static str> {
         let mut cols = vec!["generation", "variant"];
         cols.extend(Param::ALL.iter().map(|p| p.name()));
         cols.extend(["origin", "outcome", "max_err", "p50_us", "message"]);
-        cols.join(",")
+        cols
     }
 
-    /// One CSV line (no line break); empty fields where a value does not apply.
-    pub fn to_csv_row(&self) -> String {
-        let mut cols = vec![self.generation.to_string(), csv_field(self.variant)];
+    /// The header line (no line break).
+    pub fn csv_header() -> String {
+        csv_text([Self::csv_columns()]).trim_end_matches('\n').to_string()
+    }
+
+    /// One row's fields, unquoted; empty where a value does not apply.
+    pub fn csv_fields(&self) -> Vec<String> {
+        let mut cols = vec![self.generation.to_string(), self.variant.to_string()];
         cols.extend(Param::ALL.iter().map(|&p| self.spec.value_string(p)));
         cols.push(self.origin.name().to_string());
         cols.push(self.outcome.name().to_string());
         cols.push(self.max_err.map(|e| e.to_string()).unwrap_or_default());
         cols.push(self.p50_us.map(|t| t.to_string()).unwrap_or_default());
-        cols.push(csv_field(self.message.as_deref().unwrap_or("")));
-        cols.join(",")
+        cols.push(self.message.clone().unwrap_or_default());
+        cols
+    }
+
+    /// One CSV line (no line break), quoted where needed.
+    pub fn to_csv_row(&self) -> String {
+        csv_text([self.csv_fields()]).trim_end_matches('\n').to_string()
     }
 }
 
@@ -613,13 +612,11 @@ pub struct SearchResult {
 impl SearchResult {
     /// The whole log as CSV, header first, one line per evaluation.
     pub fn to_csv(&self) -> String {
-        let mut out = EvalRecord::csv_header();
-        out.push('\n');
-        for r in &self.history {
-            out.push_str(&r.to_csv_row());
-            out.push('\n');
-        }
-        out
+        let header = EvalRecord::csv_columns()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        csv_text(std::iter::once(header).chain(self.history.iter().map(EvalRecord::csv_fields)))
     }
 }
 
@@ -693,9 +690,9 @@ fn next_population(parents: &[Ranked], children: &[Ranked], elite: usize, size: 
 
 /// Binary tournament: the faster of two random members (the population is sorted, so the
 /// smaller index).
-fn tournament(population: &[Ranked], rng: &mut SplitMix64) -> usize {
-    let a = rng.below(population.len());
-    let b = rng.below(population.len());
+fn tournament(population: &[Ranked], rng: &mut SearchRng) -> usize {
+    let a = rng.random_range(0..population.len());
+    let b = rng.random_range(0..population.len());
     population[a.min(b)].index
 }
 
@@ -708,12 +705,12 @@ fn propose<E: Evaluator + ?Sized, P: FnMut(usize, usize)>(
     ledger: &Ledger<'_, E, P>,
     population: &[Ranked],
     config: &SearchConfig,
-    rng: &mut SplitMix64,
+    rng: &mut SearchRng,
 ) -> Option<(usize, Origin)> {
     let space = ledger.space;
     if !population.is_empty() {
         for _ in 0..PROPOSAL_TRIES {
-            let candidate = if population.len() >= 2 && rng.chance(config.crossover) {
+            let candidate = if population.len() >= 2 && chance(rng, config.crossover) {
                 let a = tournament(population, rng);
                 let b = tournament(population, rng);
                 (space.recombine(a, b, rng), Origin::Crossover)
@@ -730,7 +727,7 @@ fn propose<E: Evaluator + ?Sized, P: FnMut(usize, usize)>(
         }
     }
     let left = ledger.unevaluated();
-    (!left.is_empty()).then(|| (left[rng.below(left.len())], Origin::Immigrant))
+    (!left.is_empty()).then(|| (left[rng.random_range(0..left.len())], Origin::Immigrant))
 }
 
 /// Runs the evolutionary search (see the module documentation) over `space`.
@@ -746,7 +743,7 @@ pub fn search<E: Evaluator + ?Sized>(
     evaluator: &mut E,
     progress: impl FnMut(usize, usize),
 ) -> SearchResult {
-    let mut rng = SplitMix64::new(config.seed);
+    let mut rng = search_rng(config.seed);
     let size = config.population.max(1);
     let mut ledger = Ledger {
         space,
@@ -772,7 +769,7 @@ pub fn search<E: Evaluator + ?Sized>(
         .filter(|i| !first.iter().any(|(j, _)| j == i))
         .collect();
     while first.len() < size && !rest.is_empty() {
-        first.push((rest.swap_remove(rng.below(rest.len())), Origin::Random));
+        first.push((rest.swap_remove(rng.random_range(0..rest.len())), Origin::Random));
     }
     let mut population = Vec::new();
     for (i, origin) in first {
@@ -921,7 +918,7 @@ mod tests {
 
     #[test]
     fn mutation_moves_one_parameter_when_a_neighbour_exists() {
-        let mut rng = SplitMix64::new(7);
+        let mut rng = search_rng(7);
         for space in [
             Space::from_variants(VARIANTS, 64),
             Space::from_variants(VARIANTS, 128),
@@ -962,7 +959,7 @@ mod tests {
                 .into_boxed_slice(),
         );
         let space = Space::from_variants(table, 64);
-        let mut rng = SplitMix64::new(1);
+        let mut rng = search_rng(1);
         let mut from_middle = [false; 3];
         for _ in 0..64 {
             assert_eq!(space.mutate(0, &mut rng), Some(1));
@@ -994,7 +991,7 @@ mod tests {
         let space = Space::from_variants(table, 64);
         assert_eq!(space.distance(space.spec(0), space.spec(1)), 3);
         assert_eq!(space.distance(space.spec(0), space.spec(2)), 6);
-        let mut rng = SplitMix64::new(3);
+        let mut rng = search_rng(3);
         for _ in 0..32 {
             assert_eq!(space.mutate(0, &mut rng), Some(1));
         }
@@ -1018,10 +1015,10 @@ mod tests {
     #[test]
     fn recombination_lands_on_a_compiled_variant_and_keeps_shared_values() {
         let space = Space::from_variants(big_grid(), 64);
-        let mut rng = SplitMix64::new(11);
+        let mut rng = search_rng(11);
         for _ in 0..200 {
-            let a = rng.below(space.len());
-            let b = rng.below(space.len());
+            let a = rng.random_range(0..space.len());
+            let b = rng.random_range(0..space.len());
             let c = space.recombine(a, b, &mut rng);
             assert!(c < space.len());
             // The grid is a full product, so the mixed spec is compiled and taken exactly.
@@ -1035,17 +1032,20 @@ mod tests {
 
     #[test]
     fn rng_is_deterministic_and_in_range() {
-        let mut a = SplitMix64::new(42);
-        let mut b = SplitMix64::new(42);
-        for n in 1..500 {
-            let x = a.below(n);
-            assert_eq!(x, b.below(n));
+        let mut a = search_rng(42);
+        let mut b = search_rng(42);
+        for n in 1..500usize {
+            let x = a.random_range(0..n);
+            assert_eq!(x, b.random_range(0..n));
             assert!(x < n);
         }
-        // Reference values of SplitMix64 seeded with 0.
-        let mut r = SplitMix64::new(0);
-        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        // ChaCha8's stream is fixed by its specification: if a `rand_chacha` release changed it,
+        // every recorded seed would name another search, so these values are pinned.
+        let mut r = search_rng(0);
+        let first: [u64; 2] = [r.random(), r.random()];
+        assert_eq!(first, [0xB585_F767_A79A_3B6C, 0x7746_A55F_BAD8_C037]);
+        // Probabilities outside [0, 1] and NaN are clamped, not a panic.
+        assert!(!chance(&mut r, f64::NAN) && !chance(&mut r, -1.0) && chance(&mut r, 2.0));
     }
 
     #[test]
@@ -1265,8 +1265,8 @@ mod tests {
         let table: &'static [VariantSpec] = Box::leak(Box::new([VARIANTS[4]]));
         let space = Space::from_variants(table, 64);
         assert_eq!(space.len(), 1);
-        assert_eq!(space.mutate(0, &mut SplitMix64::new(0)), None);
-        assert_eq!(space.recombine(0, 0, &mut SplitMix64::new(0)), 0);
+        assert_eq!(space.mutate(0, &mut search_rng(0)), None);
+        assert_eq!(space.recombine(0, 0, &mut search_rng(0)), 0);
         let result = run(&space, &[], &SearchConfig::default());
         assert_eq!(result.evaluations, 1);
         assert!(result.exhausted);
@@ -1335,6 +1335,44 @@ mod tests {
         assert!(failed
             .to_csv_row()
             .ends_with(",immigrant,failed,,,\"bad, \"\"worse\"\"\""));
+    }
+
+    #[test]
+    fn csv_reads_back_to_the_same_fields_whatever_the_message_holds() {
+        let v = VariantSpec::by_name("flash_mma_m64_n64_w4_s2_b3_light").unwrap();
+        let message = "line one, \"quoted\"\r\nline two";
+        let records = [
+            EvalRecord::new(
+                0,
+                v,
+                Origin::Seed,
+                &Outcome::Failed {
+                    message: message.into(),
+                },
+            ),
+            EvalRecord::new(1, v, Origin::Random, &Outcome::Timed { p50_us: 3.25 }),
+        ];
+        let text = csv_text(
+            std::iter::once(
+                EvalRecord::csv_columns()
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+            )
+            .chain(records.iter().map(EvalRecord::csv_fields)),
+        );
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let header: Vec<String> = reader.headers().unwrap().iter().map(str::to_string).collect();
+        assert_eq!(header, EvalRecord::csv_columns());
+        let rows: Vec<Vec<String>> = reader
+            .records()
+            .map(|r| r.unwrap().iter().map(str::to_string).collect())
+            .collect();
+        assert_eq!(
+            rows,
+            records.iter().map(EvalRecord::csv_fields).collect::<Vec<_>>()
+        );
+        assert_eq!(rows[0].last().map(String::as_str), Some(message));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! they are `#[ignore]`d in a plain `cargo test` (CI has no GPU) and run on a GPU machine with
 //! `--ignored` (see README, "Running on a GPU machine").
 
+use cudarc::driver::{CudaSlice, DevicePtr};
+use flashrs::gpu::{RawBuffer, RawTensors};
 use flashrs::reference;
 use flashrs::variants::VARIANTS;
 use flashrs::{DType, Error, Gpu, Layout, Params, Shape};
@@ -60,7 +62,7 @@ fn check_dtype(gpu: &Gpu, shape: Shape, causal: bool, dtype: DType, seed: u64) {
     for variant in runnable(gpu, shape) {
         gpu.poison(&mut tensors).unwrap();
         gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
-        let actual = widen(dtype, &gpu.download(&tensors.out).unwrap());
+        let actual = widen(dtype, &gpu.download(tensors.out()).unwrap());
         let cmp = reference::compare(&actual, &expected);
         assert!(
             cmp.passes(dtype.tolerance()),
@@ -123,7 +125,7 @@ fn every_variant_reads_and_writes_the_bshd_layout() {
             for variant in runnable(&gpu, shape) {
                 gpu.poison(&mut tensors).unwrap();
                 gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
-                let out = widen(dtype, &gpu.download(&tensors.out).unwrap());
+                let out = widen(dtype, &gpu.download(tensors.out()).unwrap());
                 let actual = bshd.to_bhsd(&out, b, shape.heads, shape.seq_q, d);
                 let cmp = reference::compare(&actual, &expected);
                 assert!(
@@ -208,8 +210,8 @@ fn grouped_query_attention_and_log_sum_exp_match_the_reference() {
             let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
             gpu.request_lse(&mut tensors).unwrap();
             let (q, k) = (
-                gpu.download(&tensors.q).unwrap(),
-                gpu.download(&tensors.k).unwrap(),
+                gpu.download(tensors.q()).unwrap(),
+                gpu.download(tensors.k()).unwrap(),
             );
             let lse_expected = reference::log_sum_exp_f64(
                 &widen(dtype, &q),
@@ -221,13 +223,13 @@ fn grouped_query_attention_and_log_sum_exp_match_the_reference() {
             for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
                 gpu.poison(&mut tensors).unwrap();
                 gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
-                let cmp = reference::compare(&widen(dtype, &gpu.download(&tensors.out).unwrap()), &expected);
+                let cmp = reference::compare(&widen(dtype, &gpu.download(tensors.out()).unwrap()), &expected);
                 assert!(
                     cmp.passes(dtype.tolerance()),
                     "{} on {shape} {dtype}: {cmp:?}",
                     variant.name
                 );
-                let lse = gpu.download(tensors.lse.as_ref().unwrap()).unwrap();
+                let lse = gpu.download(tensors.lse().unwrap()).unwrap();
                 for (row, (&a, &r)) in lse.iter().zip(&lse_expected).enumerate() {
                     let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
                     assert!(
@@ -300,7 +302,7 @@ fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
         assert!(
             matches!(err, Err(Error::InvalidProblem(_))),
             "{}: {:?}",
-            kernel.symbol,
+            kernel.symbol(),
             err.err()
         );
     }
@@ -324,6 +326,234 @@ fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
     assert!(matches!(err, Err(Error::UnknownKernel(_))), "{:?}", err.err());
 }
 
+/// Caller-owned buffers of `lens` elements (Q, K, V, output, LSE), zeroed, on `gpu`'s context.
+struct Owned {
+    q: CudaSlice<u16>,
+    k: CudaSlice<u16>,
+    v: CudaSlice<u16>,
+    out: CudaSlice<u16>,
+    lse: CudaSlice<f32>,
+}
+
+impl Owned {
+    fn new(gpu: &Gpu, q: usize, kv: usize, rows: usize) -> Owned {
+        let stream = gpu.stream();
+        Owned {
+            q: stream.alloc_zeros(q).unwrap(),
+            k: stream.alloc_zeros(kv).unwrap(),
+            v: stream.alloc_zeros(kv).unwrap(),
+            out: stream.alloc_zeros(q).unwrap(),
+            lse: stream.alloc_zeros(rows).unwrap(),
+        }
+    }
+
+    /// Their addresses and lengths, as a caller of `tensors_from_raw` holds them.
+    fn raw(&self, gpu: &Gpu) -> RawTensors {
+        let stream = gpu.stream();
+        let ptr = |buffer: &CudaSlice<u16>| RawBuffer::new(buffer.device_ptr(stream).0, buffer.len());
+        RawTensors {
+            q: ptr(&self.q),
+            k: ptr(&self.k),
+            v: ptr(&self.v),
+            out: ptr(&self.out),
+            lse: Some(RawBuffer::new(self.lse.device_ptr(stream).0, self.lse.len())),
+        }
+    }
+}
+
+/// Every way a buffer can disagree with the shape (each of Q, K, V, output, LSE and the barrier
+/// log a element short or long, K sized for the query heads of a grouped-query shape, a
+/// misaligned address) is refused with a typed error before anything is launched.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn every_buffer_mismatch_is_a_typed_error() {
+    let gpu = gpu();
+    let shape = Shape::new(1, 4, 64, 64).with_heads_kv(2);
+    let rows = shape.batch * shape.heads * shape.seq_q;
+    let owned = Owned::new(&gpu, shape.q_len() + 1, shape.q_len() + 1, rows + 1);
+    let exact = {
+        let mut raw = owned.raw(&gpu);
+        raw.q.len = shape.q_len();
+        raw.k.len = shape.kv_len();
+        raw.v.len = shape.kv_len();
+        raw.out.len = shape.q_len();
+        raw.lse = raw.lse.map(|lse| RawBuffer::new(lse.ptr, rows));
+        raw
+    };
+    let stream = gpu.stream().clone();
+    let wrap = |raw: RawTensors| {
+        // Safety: every buffer of `owned` holds one element more than `exact` names, lives until
+        // the end of the test, and is used on the GPU's stream only.
+        unsafe { gpu.tensors_from_raw(&stream, Layout::Bhsd, shape, DType::F16, raw) }
+    };
+    let params = Params {
+        causal: false,
+        scale: None,
+    };
+    // Exact lengths are taken and run.
+    let mut tensors = wrap(exact).unwrap();
+    gpu.forward(&mut tensors, params, None).unwrap();
+    gpu.synchronize().unwrap();
+    for delta in [-1isize, 1] {
+        let off = |buffer: RawBuffer<u16>| {
+            RawBuffer::new(buffer.ptr, buffer.len.checked_add_signed(delta).unwrap())
+        };
+        let lse = exact.lse.unwrap();
+        let cases = [
+            (
+                "q",
+                RawTensors {
+                    q: off(exact.q),
+                    ..exact
+                },
+            ),
+            (
+                "k",
+                RawTensors {
+                    k: off(exact.k),
+                    ..exact
+                },
+            ),
+            (
+                "v",
+                RawTensors {
+                    v: off(exact.v),
+                    ..exact
+                },
+            ),
+            (
+                "out",
+                RawTensors {
+                    out: off(exact.out),
+                    ..exact
+                },
+            ),
+            (
+                "lse",
+                RawTensors {
+                    lse: Some(RawBuffer::new(
+                        lse.ptr,
+                        lse.len.checked_add_signed(delta).unwrap(),
+                    )),
+                    ..exact
+                },
+            ),
+        ];
+        for (what, raw) in cases {
+            match wrap(raw) {
+                Err(Error::Length { what: named, .. }) => assert_eq!(named, what, "off by {delta}"),
+                other => panic!("{what} off by {delta}: {:?}", other.err()),
+            }
+        }
+    }
+    // K and V sized for every query head, though the shape has half as many key/value heads.
+    let kv_as_q = RawTensors {
+        k: RawBuffer::new(exact.k.ptr, shape.q_len()),
+        ..exact
+    };
+    assert!(matches!(wrap(kv_as_q), Err(Error::Length { what: "k", .. })));
+    // An address 2 bytes in (still within the allocation, lengths right) is misaligned.
+    let shifted = RawTensors {
+        out: RawBuffer::new(exact.out.ptr + 2, exact.out.len),
+        ..exact
+    };
+    assert!(matches!(
+        wrap(shifted),
+        Err(Error::Misaligned { what: "out", .. })
+    ));
+    // The barrier log of a counted launch, one record short.
+    let variant = &VARIANTS[0];
+    let kernel = gpu.kernel(variant, shape.head_dim, DType::F16, true).unwrap();
+    let blocks = {
+        let config = flashrs::gpu::launch_config(&kernel, shape);
+        (config.grid_dim.0 * config.grid_dim.1 * config.grid_dim.2) as usize
+    };
+    let mut short_log = gpu.stream().alloc_zeros::<u32>(4 * blocks - 1).unwrap();
+    let err = gpu.launch(&kernel, &mut tensors, params, Some(&mut short_log));
+    assert!(
+        matches!(
+            err,
+            Err(Error::Length {
+                what: "barrier log",
+                ..
+            })
+        ),
+        "{:?}",
+        err.err()
+    );
+    // Host data of the wrong length for the safe constructor.
+    let one = DType::F16.encode(1.0);
+    let (q, kv) = (vec![one; shape.q_len()], vec![one; shape.kv_len()]);
+    for (what, [q, k, v]) in [
+        ("q", [&q[1..], &kv[..], &kv[..]]),
+        ("k", [&q[..], &q[..], &kv[..]]),
+        ("v", [&q[..], &kv[..], &kv[1..]]),
+    ] {
+        match gpu.tensors(shape, DType::F16, q, k, v) {
+            Err(Error::Length { what: named, .. }) => assert_eq!(named, what),
+            other => panic!("{what}: {:?}", other.err()),
+        }
+    }
+    drop(tensors);
+    drop(owned);
+}
+
+/// Caller-owned buffers on the caller's own stream give what the library's own buffers give, and
+/// dropping the `Tensors` leaves the caller's buffers allocated.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn caller_buffers_on_the_callers_stream_match_owned_ones() {
+    let gpu = gpu();
+    let shape = Shape::new(2, 4, 100, 64).with_heads_kv(2);
+    let params = Params {
+        causal: true,
+        scale: None,
+    };
+    let mut rng = StdRng::seed_from_u64(7);
+    let dtype = DType::F16;
+    let (mut owned_tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
+    gpu.request_lse(&mut owned_tensors).unwrap();
+    gpu.forward(&mut owned_tensors, params, None).unwrap();
+    let want_out = gpu.download(owned_tensors.out()).unwrap();
+    let want_lse = gpu.download(owned_tensors.lse().unwrap()).unwrap();
+
+    let caller_stream = gpu.context().new_stream().unwrap();
+    let rows = shape.batch * shape.heads * shape.seq_q;
+    let buffers = Owned {
+        q: caller_stream
+            .clone_htod(&gpu.download(owned_tensors.q()).unwrap())
+            .unwrap(),
+        k: caller_stream
+            .clone_htod(&gpu.download(owned_tensors.k()).unwrap())
+            .unwrap(),
+        v: caller_stream
+            .clone_htod(&gpu.download(owned_tensors.v()).unwrap())
+            .unwrap(),
+        out: caller_stream.alloc_zeros(shape.q_len()).unwrap(),
+        lse: caller_stream.alloc_zeros(rows).unwrap(),
+    };
+    let raw = buffers.raw(&gpu);
+    // Safety: `buffers` hold exactly these lengths, outlive `tensors`, and are used on
+    // `caller_stream` only.
+    let mut tensors =
+        unsafe { gpu.tensors_from_raw(&caller_stream, Layout::Bhsd, shape, dtype, raw) }.unwrap();
+    assert_eq!(**tensors.stream(), *caller_stream);
+    gpu.forward(&mut tensors, params, None).unwrap();
+    assert_eq!(gpu.download(tensors.out()).unwrap(), want_out);
+    assert_eq!(gpu.download(tensors.lse().unwrap()).unwrap(), want_lse);
+    let cmp = reference::compare(&widen(dtype, &want_out), &expected);
+    assert!(cmp.passes(dtype.tolerance()), "{cmp:?}");
+    // Timing records events on the GPU's own stream: refused for the caller's.
+    let kernel = gpu.kernel(&VARIANTS[0], 64, dtype, false).unwrap();
+    assert!(matches!(
+        gpu.time_launches(&kernel, &mut tensors, params, 0, 1),
+        Err(Error::InvalidProblem(_))
+    ));
+    drop(tensors);
+    // Still the caller's: readable after the wrapper is gone.
+    assert_eq!(caller_stream.clone_dtoh(&buffers.out).unwrap(), want_out);
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
 fn cublas_path_matches_the_reference() {
@@ -339,7 +569,7 @@ fn cublas_path_matches_the_reference() {
         let mut path =
             flashrs::cublas::CublasAttention::new(&gpu, shape, dtype).expect("libcublas on the library path");
         path.launch(&gpu, &mut tensors, params).unwrap();
-        let cmp = reference::compare(&widen(dtype, &gpu.download(&tensors.out).unwrap()), &expected);
+        let cmp = reference::compare(&widen(dtype, &gpu.download(tensors.out()).unwrap()), &expected);
         assert!(
             cmp.passes(dtype.tolerance()),
             "cublas on {shape} causal={causal} {dtype}: {cmp:?}"
@@ -380,7 +610,7 @@ fn nan_in_a_query_row_poisons_that_row_only() {
     for variant in runnable(&gpu, shape) {
         gpu.poison(&mut tensors).unwrap();
         gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
-        let actual = widen(dtype, &gpu.download(&tensors.out).unwrap());
+        let actual = widen(dtype, &gpu.download(tensors.out()).unwrap());
         assert!(
             actual[bad..bad + d].iter().all(|x| x.is_nan()),
             "{}: the NaN row must come out NaN",
@@ -429,7 +659,7 @@ fn tensors_over_2_pow_31_elements_index_in_64_bits() {
         scale: None,
     };
     let used = gpu.forward(&mut tensors, params, None).unwrap();
-    let out = gpu.download(&tensors.out).unwrap();
+    let out = gpu.download(tensors.out()).unwrap();
     let (s, d) = (shape.seq_q, shape.head_dim);
     let scale = params.scale_for(d) as f64;
     let x = |t: &[u16], i: usize| dtype.decode(t[i]) as f64;

@@ -87,13 +87,13 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     } else {
         gpu.forward(&mut tensors, params, args.kernel.as_deref())?.name
     };
-    let out = flashrs::gpu::decode(dtype, &gpu.download(&tensors.out)?);
+    let out = flashrs::gpu::decode(dtype, &gpu.download(tensors.out())?);
     let data = match q.data {
         NpyData::F16(_) => NpyData::F16(out.iter().map(|&x| half::f16::from_f32(x)).collect()),
         NpyData::F32(_) => NpyData::F32(out),
     };
     npy::write_npy(&args.out, &q.shape, &data)?;
-    if let (Some(path), Some(lse)) = (&args.lse, &tensors.lse) {
+    if let (Some(path), Some(lse)) = (&args.lse, tensors.lse()) {
         let lse = gpu.download(lse)?;
         npy::write_npy(path, &[shape.batch, shape.heads, shape.seq_q], &NpyData::F32(lse))?;
     }

@@ -236,7 +236,7 @@ fn time_variant(
     let samples = gpu.time_graph(&kernel, tensors, params, calls as usize, warmup, iters)?;
     let counted = gpu.count_barriers(variant, tensors, params)?;
     let declared = ptx::u32_globals(embedded::PTX_SM90)
-        .get(format!("{}_barriers_per_tile", kernel.symbol).as_str())
+        .get(format!("{}_barriers_per_tile", kernel.symbol()).as_str())
         .copied();
     let mut row = row_from(
         variant.name.to_string(),

@@ -28,9 +28,9 @@ pub fn run_kernel(
         gpu.request_lse(&mut tensors)?;
     }
     gpu.launch(&kernel, &mut tensors, params, None)?;
-    let out = flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?);
+    let out = flashrs::gpu::decode(inputs.dtype, &gpu.download(tensors.out())?);
     let out = layout.to_bhsd(&out, b, shape.heads, shape.seq_q, d);
-    let lse = tensors.lse.as_ref().map(|l| gpu.download(l)).transpose()?;
+    let lse = tensors.lse().map(|l| gpu.download(l)).transpose()?;
     Ok((out, lse))
 }
 

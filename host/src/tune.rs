@@ -280,7 +280,7 @@ impl<'g> Gates<'g> {
         let correct = (|| -> flashrs::Result<reference::Comparison> {
             self.gpu.poison(tensors)?;
             self.gpu.launch(&kernel, tensors, self.params, None)?;
-            let out = flashrs::gpu::decode(self.dtype, &self.gpu.download(&tensors.out)?);
+            let out = flashrs::gpu::decode(self.dtype, &self.gpu.download(tensors.out())?);
             Ok(reference::compare(&out, expected))
         })();
         match correct {

@@ -507,7 +507,7 @@ fn run_cublas(gpu: &Gpu, shape: Shape, params: Params, inputs: &Inputs) -> flash
     let mut path = flashrs::cublas::CublasAttention::new(gpu, shape, inputs.dtype)?;
     let mut tensors = gpu.tensors(shape, inputs.dtype, &inputs.q, &inputs.k, &inputs.v)?;
     path.launch(gpu, &mut tensors, params)?;
-    Ok(flashrs::gpu::decode(inputs.dtype, &gpu.download(&tensors.out)?))
+    Ok(flashrs::gpu::decode(inputs.dtype, &gpu.download(tensors.out())?))
 }
 
 /// Torch's float32 SDPA on the same (rounded) inputs, through `.npy` files.
