@@ -40,6 +40,8 @@ pub struct Gpu {
     pub clock_khz: Option<u32>,
     globals: BTreeMap<&'static str, u32>,
     functions: Mutex<HashMap<String, CudaFunction>>,
+    /// flash_decode's workspace and cached facts (`decode.rs`).
+    pub(crate) decode: crate::decode::State,
 }
 
 /// A variant resolved for one head dim: its entry point and launch facts.
@@ -167,6 +169,7 @@ impl Gpu {
             max_smem_optin,
             globals: ptx::u32_globals(ptx_text),
             functions: Mutex::new(HashMap::new()),
+            decode: Default::default(),
         })
     }
 
@@ -315,6 +318,11 @@ impl Gpu {
     /// sequence-length bucket and mask (`tuned/h100.json`, written by `tune --save`), else the
     /// built-in `DISPATCH` heuristic.
     pub fn choose(&self, shape: Shape, dtype: DType, causal: bool) -> (&'static VariantSpec, Choice) {
+        // Decode-like problems first: the tuned table's buckets are by sequence length, which
+        // for them is the key length alone.
+        if let Some(variant) = crate::decode::decode_variant(shape, self.arch) {
+            return (variant, Choice::Heuristic);
+        }
         let seq = shape.seq_q.max(shape.seq_k);
         let tuned = builtin_tuned().and_then(|table| {
             table
@@ -372,7 +380,12 @@ impl Gpu {
                 kernel.symbol, kernel.head_dim, shape.head_dim
             )));
         }
-        let config = launch_config(kernel, shape);
+        // flash_decode plans its own grid (key slices) and may need a workspace and a combine.
+        let decode = self.decode_plan(kernel, shape)?;
+        let config = match &decode {
+            Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
+            None => launch_config(kernel, shape),
+        };
         check_buffers(
             shape,
             BufferLens {
@@ -390,6 +403,7 @@ impl Gpu {
             self.prepare_maps(kernel.variant, tensors)?;
         }
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
+        let workspace = self.decode_workspace(decode.map_or(0, |plan| plan.workspace_floats(shape)))?;
         let stream = &self.stream;
         let Tensors {
             q,
@@ -443,6 +457,8 @@ impl Gpu {
             heads: shape.heads as u32,
             seq_major,
             batch_heads: (shape.batch * shape.heads) as u32,
+            kv_splits: decode.map_or(1, |plan| plan.splits),
+            workspace,
         };
         let mut builder = stream.launch_builder(&kernel.function);
         with_launch_params!(push_launch_args!(builder, args;));
@@ -451,6 +467,9 @@ impl Gpu {
         // shape implies (checked just above), and the grid covers exactly the blocks the kernel
         // expects for this shape.
         unsafe { builder.launch(config) }?;
+        if args.kv_splits > 1 {
+            self.decode_combine(kernel, shape, &args)?;
+        }
         Ok(())
     }
 
@@ -501,7 +520,10 @@ impl Gpu {
     ) -> Result<BarrierCount> {
         let shape = tensors.shape;
         let kernel = self.kernel(variant, shape.head_dim, tensors.dtype, true)?;
-        let n_blocks = blocks(&launch_config(&kernel, shape));
+        let n_blocks = match self.decode_plan(&kernel, shape)? {
+            Some(plan) => blocks(&plan.grid(kernel.variant.threads(), kernel.smem_bytes)),
+            None => blocks(&launch_config(&kernel, shape)),
+        };
         let mut log = self.stream.alloc_zeros::<u32>(RECORD_WORDS * n_blocks)?;
         self.launch(&kernel, tensors, params, Some(&mut log))?;
         let log = self.download(&log)?;
@@ -879,10 +901,17 @@ mod tests {
             for &d in crate::variants::HEAD_DIMS {
                 for big in [false, true] {
                     let v = default_variant(Shape::new(if big { 8 } else { 1 }, 16, 4096, d), 132, arch);
-                    if !VARIANTS.iter().any(|v| v.min_arch <= arch && v.head_dims.contains(&d)) {
+                    if !VARIANTS
+                        .iter()
+                        .any(|v| v.min_arch <= arch && v.head_dims.contains(&d))
+                    {
                         // Only a newer architecture has this head dim: its variant, so that the
                         // launch names the architecture needed.
-                        assert!(v.head_dims.contains(&d) && v.min_arch > arch, "{} for d={d}", v.name);
+                        assert!(
+                            v.head_dims.contains(&d) && v.min_arch > arch,
+                            "{} for d={d}",
+                            v.name
+                        );
                         continue;
                     }
                     assert!(
@@ -960,12 +989,13 @@ mod tests {
 
     #[test]
     fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
-        // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps), the scalars
-        // as 32 bits: a field's type changing silently would change every kernel's signature.
+        // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
+        // workspace), the scalars as 32 bits: a field's type changing silently would change
+        // every kernel's signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 15);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 7);
-        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 8);
+        assert_eq!(bytes.len(), 17);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 8);
+        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 9);
     }
 
     fn lens_for(shape: Shape) -> BufferLens {
