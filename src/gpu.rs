@@ -42,6 +42,8 @@ pub struct Gpu {
     pub clock_khz: Option<u32>,
     globals: BTreeMap<&'static str, u32>,
     functions: Mutex<HashMap<String, CudaFunction>>,
+    /// flash_decode's workspace and cached facts (`decode.rs`).
+    pub(crate) decode: crate::decode::State,
 }
 
 /// A variant resolved for one head dim: its entry point and launch facts. The fields are read
@@ -343,6 +345,7 @@ impl Gpu {
             max_smem_optin,
             globals: ptx::u32_globals(ptx_text),
             functions: Mutex::new(HashMap::new()),
+            decode: Default::default(),
         })
     }
 
@@ -595,6 +598,14 @@ impl Gpu {
     /// sequence-length bucket and mask (`tuned/h100.json`, written by `tune --save`), else the
     /// built-in `DISPATCH` heuristic.
     pub fn choose(&self, shape: Shape, dtype: DType, causal: bool) -> (&'static VariantSpec, Choice) {
+        // Decode-like problems first: the tuned table's buckets are by sequence length, which
+        // for them is the key length alone. Off until a GPU has verified flash_decode (none was
+        // lent when it was written): `verify` and `bench` run it by name meanwhile.
+        if crate::decode::DISPATCH {
+            if let Some(variant) = crate::decode::decode_variant(shape, self.arch) {
+                return (variant, Choice::Heuristic);
+            }
+        }
         let seq = shape.seq_q.max(shape.seq_k);
         let tuned = builtin_tuned().and_then(|table| {
             table
@@ -666,7 +677,12 @@ impl Gpu {
         if uses_maps {
             self.prepare_maps(kernel.variant, tensors)?;
         }
-        let config = launch_config(kernel, shape);
+        // flash_decode plans its own grid (key slices) and may need a workspace and a combine.
+        let decode = self.decode_plan(kernel, shape)?;
+        let config = match &decode {
+            Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
+            None => launch_config(kernel, shape),
+        };
         check_buffers(
             shape,
             tensors.dtype,
@@ -686,6 +702,7 @@ impl Gpu {
             uses_maps,
         )?;
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
+        let workspace = self.decode_workspace(decode.map_or(0, |plan| plan.workspace_floats(shape)))?;
         let Tensors {
             q,
             k,
@@ -740,6 +757,8 @@ impl Gpu {
             heads: shape.heads as u32,
             seq_major,
             batch_heads: (shape.batch * shape.heads) as u32,
+            kv_splits: decode.map_or(1, |plan| plan.splits),
+            workspace,
         };
         let mut builder = stream.launch_builder(&kernel.function);
         with_launch_params!(push_launch_args!(builder, args;));
@@ -751,6 +770,9 @@ impl Gpu {
         // the kernel expects for this shape; `kernel`'s launch facts cannot be changed outside
         // the crate.
         unsafe { builder.launch(config) }?;
+        if args.kv_splits > 1 {
+            self.decode_combine(kernel, shape, &args)?;
+        }
         Ok(())
     }
 
@@ -800,7 +822,10 @@ impl Gpu {
     ) -> Result<BarrierCount> {
         let shape = tensors.shape;
         let kernel = self.kernel(variant, shape.head_dim, tensors.dtype, true)?;
-        let n_blocks = blocks(&launch_config(&kernel, shape));
+        let n_blocks = match self.decode_plan(&kernel, shape)? {
+            Some(plan) => blocks(&plan.grid(kernel.variant.threads(), kernel.smem_bytes)),
+            None => blocks(&launch_config(&kernel, shape)),
+        };
         let mut log = tensors.stream.alloc_zeros::<u32>(RECORD_WORDS * n_blocks)?;
         self.launch(&kernel, tensors, params, Some(&mut log))?;
         let log = self.download(&log)?;
@@ -1333,12 +1358,13 @@ mod tests {
 
     #[test]
     fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
-        // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps), the scalars
-        // as 32 bits: a field's type changing silently would change every kernel's signature.
+        // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
+        // workspace), the scalars as 32 bits: a field's type changing silently would change
+        // every kernel's signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 15);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 7);
-        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 8);
+        assert_eq!(bytes.len(), 17);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 8);
+        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 9);
     }
 
     fn lens_for(shape: Shape) -> BufferLens {

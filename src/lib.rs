@@ -11,6 +11,7 @@
 pub mod launch;
 
 pub mod cublas;
+pub mod decode;
 pub mod error;
 pub mod gpu;
 pub mod layout;

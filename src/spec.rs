@@ -29,6 +29,9 @@ pub enum Family {
     /// Hopper warp-specialised: a producer warpgroup feeding consumer warpgroups through TMA and
     /// mbarriers (sm_90a).
     FlashWs,
+    /// Decode (few query rows per KV head, long keys): split-KV and grouped-query packing on
+    /// `mma.sync`, with a combine kernel (`src/decode.rs` plans it).
+    FlashDecode,
 }
 
 impl Family {
@@ -40,13 +43,14 @@ impl Family {
             Family::FlashMma => "flash_mma",
             Family::FlashWgmma => "flash_wgmma",
             Family::FlashWs => "flash_ws",
+            Family::FlashDecode => "flash_decode",
         }
     }
 
     /// The oldest architecture (x10) whose PTX includes the family: 90 for what needs `wgmma`.
     pub fn min_arch(self) -> u32 {
         match self {
-            Family::Naive | Family::FlashScalar | Family::FlashMma => 80,
+            Family::Naive | Family::FlashScalar | Family::FlashMma | Family::FlashDecode => 80,
             Family::FlashWgmma | Family::FlashWs => 90,
         }
     }
@@ -54,9 +58,11 @@ impl Family {
     /// Whether the family's body is written for head dim `d`.
     pub fn supports_head_dim(self, d: u32) -> bool {
         match self {
-            Family::Naive | Family::FlashScalar | Family::FlashMma | Family::FlashWgmma => {
-                matches!(d, 64 | 128)
-            }
+            Family::Naive
+            | Family::FlashScalar
+            | Family::FlashMma
+            | Family::FlashWgmma
+            | Family::FlashDecode => matches!(d, 64 | 128),
             Family::FlashWs => matches!(d, 64 | 128 | 256),
         }
     }
@@ -234,6 +240,7 @@ impl Spec {
                 "pingpong",
                 "overlap",
             ],
+            Family::FlashDecode => &["block_m", "block_n", "warps", "stages", "policy"],
         };
         if let Some((name, _)) = given.iter().find(|(name, set)| *set && !takes.contains(name)) {
             return Err(format!("`{name}` is not a {} parameter", family.name()));
@@ -301,6 +308,12 @@ impl Spec {
                 // One consumer warpgroup per 64 rows and the producer warpgroup.
                 spec.warps = 4 * (spec.block_m / 64 + 1);
             }
+            Family::FlashDecode => {
+                spec.block_m = need(entry.block_m, "block_m")?;
+                spec.block_n = need(entry.block_n, "block_n")?;
+                spec.warps = need(entry.warps, "warps")?;
+                spec.stages = need(entry.stages, "stages")?;
+            }
         }
         spec.validate()?;
         Ok(spec)
@@ -329,6 +342,7 @@ impl Spec {
                 flag(self.pingpong, "_pp"),
                 flag(self.overlap, "_ov")
             ),
+            Family::FlashDecode => write!(name, "_m{m}_n{n}_w{w}_s{s}"),
         }
         .unwrap();
         if let Some(blocks) = self.min_blocks_per_sm {
@@ -417,6 +431,21 @@ impl Spec {
                     ))
                 }
             }
+            // Every warp holds all the rows (16 or 32: the output accumulators of two row tiles
+            // are 128 registers at head dim 128) and takes a multiple of 16 keys of each tile
+            // (one P V k-step); the block barriers are the light or legacy policy's.
+            Family::FlashDecode => {
+                if matches!(m, 16 | 32)
+                    && w >= 1
+                    && n % (16 * w) == 0
+                    && self.stages >= 1
+                    && matches!(self.policy, Some(Policy::Light | Policy::Legacy))
+                {
+                    Ok(())
+                } else {
+                    problem("block_m 16 or 32, block_n a multiple of 16 * warps, stages >= 1, light or legacy policy")
+                }
+            }
         }
     }
 
@@ -429,6 +458,20 @@ impl Spec {
                 self.name(),
                 self.family.name()
             ));
+        }
+        if self.family == Family::FlashDecode {
+            // kernels-rs/src/attention/decode.rs: a padded Q tile, then the larger of the K/V
+            // slots and the cross-warp merge buffers.
+            let padded = |rows: u32| rows * (2 * d + 16);
+            let kv = 2 * self.stages * padded(self.block_n);
+            let merge = self.warps * self.block_m * (8 + 4 * d + 16);
+            let bytes = padded(self.block_m) + kv.max(merge);
+            if bytes > MAX_SMEM_BYTES {
+                return Err(format!(
+                    "{}: at head dim {d} the tiles take {bytes} bytes of shared memory, more than the {MAX_SMEM_BYTES} a block can have",
+                    self.name()
+                ));
+            }
         }
         if self.family == Family::FlashWs {
             let tile = |rows: u32| rows * d * 2;
@@ -450,9 +493,11 @@ impl Spec {
     pub fn launch_bounds(&self) -> Option<u32> {
         match self.family {
             Family::FlashWs => Some(1),
-            Family::Naive | Family::FlashScalar | Family::FlashMma | Family::FlashWgmma => {
-                self.min_blocks_per_sm
-            }
+            Family::Naive
+            | Family::FlashScalar
+            | Family::FlashMma
+            | Family::FlashWgmma
+            | Family::FlashDecode => self.min_blocks_per_sm,
         }
     }
 
@@ -484,6 +529,9 @@ impl Spec {
                 "{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}, overlap = {}",
                 self.pingpong, self.overlap
             ),
+            Family::FlashDecode => {
+                format!("{element}, {policy}, d = {d}, m = {m}, n = {n}, w = {w}, stages = {s}")
+            }
         }
     }
 }
@@ -581,6 +629,56 @@ mod tests {
             Spec::from_entry(&ws(128, 112, false, true)).is_err(),
             "no wgmma n112 instance"
         );
+    }
+
+    fn decode(block_m: u32, block_n: u32, warps: u32, stages: u32) -> Entry {
+        Entry {
+            block_m: Some(block_m),
+            block_n: Some(block_n),
+            warps: Some(warps),
+            stages: Some(stages),
+            policy: Some(Policy::Light),
+            ..entry(Family::FlashDecode)
+        }
+    }
+
+    #[test]
+    fn flash_decode_names_and_checks_its_parameters() {
+        let spec = Spec::from_entry(&decode(16, 64, 4, 3)).unwrap();
+        assert_eq!(spec.name(), "flash_decode_m16_n64_w4_s3_light");
+        assert_eq!(
+            spec.family.min_arch(),
+            80,
+            "runs on sm_80 and, through its PTX, on Hopper"
+        );
+        assert_eq!(
+            spec.kernel_args("F16", 128),
+            "F16, Light, d = 128, m = 16, n = 64, w = 4, stages = 3"
+        );
+        assert!(spec.check_head_dim(128).is_ok() && spec.check_head_dim(64).is_ok());
+        assert!(spec.check_head_dim(256).is_err());
+        assert!(Spec::from_entry(&decode(32, 64, 4, 3)).is_ok());
+        // 48 rows; warps whose key share is not a multiple of 16; no stages.
+        assert!(Spec::from_entry(&decode(48, 64, 4, 3)).is_err());
+        assert!(Spec::from_entry(&decode(16, 64, 8, 3)).is_err());
+        assert!(Spec::from_entry(&decode(16, 64, 4, 0)).is_err());
+        let mbarrier = Entry {
+            policy: Some(Policy::Mbarrier),
+            ..decode(16, 64, 4, 3)
+        };
+        assert!(Spec::from_entry(&mbarrier).is_err());
+        let err = Spec::from_entry(&Entry {
+            pingpong: Some(true),
+            ..decode(16, 64, 4, 3)
+        })
+        .unwrap_err();
+        assert!(
+            err.contains("`pingpong` is not a flash_decode parameter"),
+            "{err}"
+        );
+        // Eight stages of 128-key tiles at head dim 128 are more than a block's shared memory.
+        let deep = Spec::from_entry(&decode(16, 128, 4, 8)).unwrap();
+        assert!(deep.check_head_dim(128).unwrap_err().contains("shared memory"));
     }
 
     #[test]

@@ -79,6 +79,11 @@ mod tests {
         "flash_mma_m128_n32_w4_s2_qsmem_light",
         "flash_mma_m128_n32_w4_s3_qsmem_light",
         "flash_mma_m128_n64_c32_w4_s2_qsmem_light",
+        // Added with split-KV decode.
+        "flash_decode_m16_n64_w4_s3_light",
+        "flash_decode_m16_n64_w4_s4_light",
+        "flash_decode_m16_n128_w8_s3_light",
+        "flash_decode_m32_n64_w4_s3_light",
         "flash_wgmma_m128_n128_w8_s2_light",
         "flash_wgmma_m128_n64_w8_s3_light",
         "flash_wgmma_m192_n64_w12_s3_b1_light",

@@ -58,8 +58,14 @@ def load_fa3():
 
 
 def sdpa_call(backend, q, k, v, causal):
+    # Grouped-query attention (fewer K/V heads) through SDPA's own flag, which leaves K and V
+    # unexpanded for the backends that support it.
+    gqa = q.shape[1] != k.shape[1]
+
     def call():
         with sdpa_kernel([TORCH_BACKENDS[backend]]):
+            if gqa:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     return call
@@ -163,13 +169,22 @@ def bench(spec):
             report["fa3_error"] = f"flash_attn.cute not importable: {first_line(exc)}"
             backends.remove("fa3")
     results = []
-    for b, h, sq, sk, d in spec["shapes"]:
+    for shape in spec["shapes"]:
+        # [B, H, S_q, S_k, D] and, from hosts that send it, H_kv.
+        b, h, sq, sk, d = shape[:5]
+        hkv = shape[5] if len(shape) > 5 else h
         gen = torch.Generator(device="cuda").manual_seed(0)
         q = torch.randn(b, h, sq, d, device="cuda", dtype=dtype, generator=gen)
-        k = torch.randn(b, h, sk, d, device="cuda", dtype=dtype, generator=gen)
-        v = torch.randn(b, h, sk, d, device="cuda", dtype=dtype, generator=gen)
+        k = torch.randn(b, hkv, sk, d, device="cuda", dtype=dtype, generator=gen)
+        v = torch.randn(b, hkv, sk, d, device="cuda", dtype=dtype, generator=gen)
         for backend in backends:
-            row = {"backend": backend, "shape": [b, h, sq, d], "seq_k": sk, "causal": spec["causal"]}
+            row = {
+                "backend": backend,
+                "shape": [b, h, sq, d],
+                "seq_k": sk,
+                "heads_kv": hkv,
+                "causal": spec["causal"],
+            }
             if backend == "fa3":
                 # [B, S, H, D], contiguous, as flash_attn takes them; its causal mask is aligned
                 # bottom-right as ours is, so S_q != S_k compares too.

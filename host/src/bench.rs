@@ -14,7 +14,8 @@ use crate::Failure;
 #[derive(clap::Args)]
 pub struct Args {
     /// Named shape sets, comma-separated: small, mission, long, odd, large, std (std fixes its
-    /// own masks: 8 shapes non-causal, 3 causal).
+    /// own masks: 8 shapes non-causal, 3 causal), decode (one query per head against long KV
+    /// caches, some grouped: every row also reports GB/s of K and V read).
     #[arg(long, value_delimiter = ',', default_value = "small,mission,long")]
     shapes: Vec<String>,
     /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable, and combines with --shapes.
@@ -27,6 +28,10 @@ pub struct Args {
     /// Causal masking (for shape sets that do not fix it).
     #[arg(long)]
     causal: bool,
+    /// Key/value heads for every shape (grouped-query attention; must divide each shape's
+    /// heads). The peers run it through torch's `enable_gqa`.
+    #[arg(long)]
+    heads_kv: Option<usize>,
     /// Element type of inputs and outputs: f16 or bf16.
     #[arg(long, default_value = "f16")]
     dtype: DType,
@@ -93,8 +98,15 @@ impl Plan {
         if let Some(path) = &args.plot {
             crate::plot::check_path(path)?;
         }
+        let mut cases = inputs::cases(&args.shapes, &args.shape, masks, head_dims)?;
+        if let Some(heads_kv) = args.heads_kv {
+            for (shape, _) in &mut cases {
+                *shape = shape.with_heads_kv(heads_kv);
+                inputs::validate(shape, head_dims)?;
+            }
+        }
         Ok(Plan {
-            cases: inputs::cases(&args.shapes, &args.shape, masks, head_dims)?,
+            cases,
             variants: inputs::variants(&args.kernels)?,
             gates,
             peers,
@@ -176,7 +188,7 @@ fn time_ours(
             continue;
         }
         let params = Params { causal, scale: None };
-        let inputs = Inputs::random(shape, args.dtype, inputs::fresh_seed());
+        let inputs = Inputs::for_timing(shape, args.dtype, inputs::fresh_seed());
         let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
         let first = rows.len();
         let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
@@ -304,7 +316,7 @@ fn peer_row(r: peers::PeerRow, dtype: DType, notes: &mut Vec<String>) -> Result<
     let shape = Shape {
         batch: r.shape[0],
         heads: r.shape[1],
-        heads_kv: r.shape[1],
+        heads_kv: r.heads_kv.unwrap_or(r.shape[1]),
         seq_q: r.shape[2],
         seq_k: r.seq_k,
         head_dim: r.shape[3],
@@ -391,7 +403,13 @@ pub fn gate_failures(rows: &[Row], kernel: &str, ratio: f64) -> Vec<String> {
     for row in rows.iter().filter(|r| r.kernel == kernel) {
         let best_peer = rows
             .iter()
-            .filter(|p| p.peer && p.shape == row.shape && p.seq_k == row.seq_k && p.causal == row.causal)
+            .filter(|p| {
+                p.peer
+                    && p.shape == row.shape
+                    && p.seq_k == row.seq_k
+                    && p.heads_kv == row.heads_kv
+                    && p.causal == row.causal
+            })
             .min_by(|a, b| a.p50_us.total_cmp(&b.p50_us));
         let Some(peer) = best_peer else {
             failures.push(format!(
@@ -472,6 +490,7 @@ mod tests {
             backend: backend.into(),
             shape: [2, 16, 4096, 256],
             seq_k: 4096,
+            heads_kv: None,
             causal: true,
             method: Some("cuda_events_back_to_back".into()),
             method_note: Some("graph capture failed (x)".into()),

@@ -56,6 +56,62 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
                 ..Shape::new(1, 2, 160, 256)
             },
         ]),
+        // Decode-like problems that `flash_decode` splits over the key range (few query rows per
+        // KV head, keys many tiles long): one query; three queries of a group of 2; grouped and
+        // multi-query heads whose packed rows fill one or two 16-row tiles; key lengths that end
+        // mid-tile; and a single key.
+        "splitkv" => open(vec![
+            Shape {
+                seq_q: 1,
+                seq_k: 5000,
+                ..Shape::new(1, 8, 1, 128)
+            },
+            Shape {
+                seq_q: 3,
+                seq_k: 777,
+                ..Shape::new(2, 4, 3, 64).with_heads_kv(2)
+            },
+            Shape {
+                seq_q: 1,
+                seq_k: 4001,
+                ..Shape::new(2, 8, 1, 128).with_heads_kv(2)
+            },
+            Shape {
+                seq_q: 4,
+                seq_k: 2500,
+                ..Shape::new(1, 8, 4, 128).with_heads_kv(1)
+            },
+            Shape {
+                seq_q: 2,
+                seq_k: 3333,
+                ..Shape::new(1, 6, 2, 64).with_heads_kv(3)
+            },
+            Shape {
+                seq_q: 1,
+                seq_k: 1,
+                ..Shape::new(1, 4, 1, 64).with_heads_kv(2)
+            },
+        ]),
+        // Decode as served (`bench`): one query per head against long caches, then the same with
+        // 8 KV heads for 32 query heads (grouped-query attention), and a short prefill chunk.
+        "decode" => {
+            let one = |b, s_k| Shape {
+                seq_q: 1,
+                seq_k: s_k,
+                ..Shape::new(b, 32, 1, 128)
+            };
+            open(vec![
+                one(1, 32768),
+                one(8, 8192),
+                one(64, 2048),
+                Shape {
+                    seq_q: 128,
+                    ..Shape::new(4, 32, 4096, 128)
+                },
+                one(1, 32768).with_heads_kv(8),
+                one(16, 32768).with_heads_kv(8),
+            ])
+        }
         // The standard comparison with the peers: these non-causal, then these causal.
         "std" => {
             let plain = [
@@ -78,7 +134,7 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
         }
         other => {
             return Err(Failure::Usage(format!(
-                "unknown shape set `{other}` (small, mission, long, odd, edge, large, std)"
+                "unknown shape set `{other}` (small, mission, long, odd, edge, large, std, splitkv, decode)"
             )))
         }
     })
@@ -124,7 +180,7 @@ pub fn cases(
 }
 
 /// Everything `Shape::validate` checks, the head dim as `head_dims` says.
-fn validate(shape: &Shape, head_dims: HeadDims) -> Result<(), Failure> {
+pub fn validate(shape: &Shape, head_dims: HeadDims) -> Result<(), Failure> {
     let d = shape.head_dim;
     match shape.validate() {
         Err(flashrs::Error::UnsupportedHeadDim(..))
@@ -188,6 +244,38 @@ impl Inputs {
         }
     }
 
+    /// Inputs for timing only: as `random` up to 2^24 elements of K, beyond that uniform in
+    /// [-2, 2) from a counter hash, which draws the gigabytes of a long KV cache in seconds
+    /// instead of minutes (the values do not change a kernel's time).
+    pub fn for_timing(shape: Shape, dtype: DType, seed: u64) -> Inputs {
+        if shape.kv_len() <= 1 << 24 {
+            return Inputs::random(shape, dtype, seed);
+        }
+        let draw = |n: usize, stream: u64| -> Vec<u16> {
+            let mut out = vec![0u16; n];
+            let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+            let chunk = n.div_ceil(threads).max(1);
+            std::thread::scope(|scope| {
+                for (c, part) in out.chunks_mut(chunk).enumerate() {
+                    scope.spawn(move || {
+                        for (j, x) in part.iter_mut().enumerate() {
+                            let i = (c * chunk + j) as u64;
+                            let bits = splitmix64(seed ^ stream.rotate_left(40) ^ i);
+                            *x = dtype.encode((bits >> 40) as f32 / (1u64 << 22) as f32 - 2.0);
+                        }
+                    });
+                }
+            });
+            out
+        };
+        Inputs {
+            dtype,
+            q: draw(shape.q_len(), 1),
+            k: draw(shape.kv_len(), 2),
+            v: draw(shape.kv_len(), 3),
+        }
+    }
+
     /// Multiplies Q and K by `factor` (rounded back to the element type): larger scores.
     pub fn scale_queries_and_keys(&mut self, factor: f32) {
         let dtype = self.dtype;
@@ -200,6 +288,14 @@ impl Inputs {
         let widen = |x: &[u16]| flashrs::gpu::decode(self.dtype, x);
         (widen(&self.q), widen(&self.k), widen(&self.v))
     }
+}
+
+/// One step of SplitMix64: a well-mixed 64-bit hash of `x`.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// A seed from the clock, so every run draws new inputs; printed so `--seed` replays it.

@@ -75,6 +75,10 @@ pub struct PeerRow {
     pub backend: String,
     pub shape: [usize; 4],
     pub seq_k: usize,
+    /// Key/value heads of K and V (grouped-query attention through `enable_gqa`); absent from
+    /// helpers that predate it, meaning as many as the query heads.
+    #[serde(default)]
+    pub heads_kv: Option<usize>,
     pub causal: bool,
     /// `cuda_graph_replay`, or `cuda_events_back_to_back` where a graph could not be captured
     /// (`method_note` says why).
@@ -114,10 +118,10 @@ pub fn peer_bench(
     let backends: Vec<&str> = peers.iter().flat_map(|p| p.backends()).copied().collect();
     let mut reports = Vec::new();
     for causal in [false, true] {
-        let shapes: Vec<[usize; 5]> = cases
+        let shapes: Vec<[usize; 6]> = cases
             .iter()
             .filter(|(_, c)| *c == causal)
-            .map(|(s, _)| [s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim])
+            .map(|(s, _)| [s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim, s.heads_kv])
             .collect();
         if shapes.is_empty() || backends.is_empty() {
             continue;

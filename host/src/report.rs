@@ -14,6 +14,10 @@ pub struct Row {
     pub kernel: String,
     pub shape: [usize; 4],
     pub seq_k: usize,
+    /// Key/value heads (`H` itself without grouped-query attention); 0 in reports from before
+    /// it was recorded.
+    #[serde(default)]
+    pub heads_kv: usize,
     pub causal: bool,
     pub dtype: String,
     pub peer: bool,
@@ -31,6 +35,10 @@ pub struct Row {
     pub min_us: f64,
     /// From `p50_us`: 4*B*H*S_q*S_k*D, halved when causal.
     pub tflops: f64,
+    /// Effective bandwidth from `p50_us`, GB/s: the bytes of K and V read once per KV head
+    /// (2 * B * H_kv * S_k * D elements of 2 bytes), what bounds decode.
+    #[serde(default)]
+    pub gbps: f64,
     /// CUDA events around each single launch (launch overhead included); ours only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_p50_us: Option<f64>,
@@ -52,6 +60,7 @@ pub struct Row {
 pub struct ShapeSummary {
     pub shape: [usize; 4],
     pub seq_k: usize,
+    pub heads_kv: usize,
     pub causal: bool,
     pub ours: Option<String>,
     pub ours_us: Option<f64>,
@@ -115,6 +124,7 @@ pub fn row_from(
         kernel,
         shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
         seq_k: shape.seq_k,
+        heads_kv: shape.heads_kv,
         causal,
         dtype: dtype.long_name().to_string(),
         peer: backend.is_some(),
@@ -126,6 +136,7 @@ pub fn row_from(
         p99_us: s.p99,
         min_us: s.min,
         tflops: shape.flops(causal) / (s.p50 * 1e-6) / 1e12,
+        gbps: kv_bytes(shape) / (s.p50 * 1e-6) / 1e9,
         event_p50_us: None,
         speedup_vs_naive: None,
         barriers_per_tile: None,
@@ -134,9 +145,15 @@ pub fn row_from(
     })
 }
 
+/// Bytes of K and V read once per KV head (16-bit elements).
+pub fn kv_bytes(shape: Shape) -> f64 {
+    2.0 * shape.kv_len() as f64 * 2.0
+}
+
 fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
     row.shape == [shape.batch, shape.heads, shape.seq_q, shape.head_dim]
         && row.seq_k == shape.seq_k
+        && row.heads_kv == shape.heads_kv
         && row.causal == causal
 }
 
@@ -173,6 +190,7 @@ pub fn summarise(
             Some(ShapeSummary {
                 shape: [shape.batch, shape.heads, shape.seq_q, shape.head_dim],
                 seq_k: shape.seq_k,
+                heads_kv: shape.heads_kv,
                 causal,
                 ours: ours.map(|o| o.kernel.clone()),
                 ours_us: ours.map(|o| o.p50_us),
@@ -197,7 +215,7 @@ pub fn summarise(
 
 pub fn print_table(rows: &[Row]) {
     println!(
-        "{:<40} {:>22} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>10}",
+        "{:<40} {:>30} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>10}",
         "kernel",
         "shape",
         "causal",
@@ -205,6 +223,7 @@ pub fn print_table(rows: &[Row]) {
         "p90 us",
         "p99 us",
         "TFLOP/s",
+        "GB/s",
         "x naive",
         "bar/tile",
         "launch p50"
@@ -215,19 +234,32 @@ pub fn print_table(rows: &[Row]) {
             _ => "-".into(),
         };
         println!(
-            "{:<40} {:>22} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8} {:>9} {:>10}",
+            "{:<40} {:>30} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8.0} {:>8} {:>9} {:>10}",
             r.kernel,
-            format!("{:?}", r.shape),
+            shape_text(r),
             r.causal,
             r.p50_us,
             r.p90_us,
             r.p99_us,
             r.tflops,
+            r.gbps,
             r.speedup_vs_naive.map_or("-".to_string(), |s| format!("{s:.1}")),
             barriers,
             r.event_p50_us.map_or("-".to_string(), |e| format!("{e:.2}")),
         );
     }
+}
+
+/// `[B, H, S_q, D]`, with `k=S_k` when it differs and `kv=H_kv` when grouped.
+fn shape_text(r: &Row) -> String {
+    let mut text = format!("{:?}", r.shape);
+    if r.seq_k != r.shape[2] {
+        text += &format!(" k={}", r.seq_k);
+    }
+    if r.heads_kv != 0 && r.heads_kv != r.shape[1] {
+        text += &format!(" kv={}", r.heads_kv);
+    }
+    text
 }
 
 pub fn print_summary(summary: &[ShapeSummary]) {

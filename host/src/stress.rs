@@ -92,10 +92,24 @@ pub type RandomProblem = (Shape, bool, DType, Layout, f32);
 
 /// A random valid problem: sizes small enough for the float64 reference, one of `head_dims` (those
 /// of the kernels under test, so that no problem goes untested), grouped heads, unequal lengths,
-/// both masks, layouts and element types, and a random scale.
+/// both masks, layouts and element types, and a random scale. One problem in four is decode-like
+/// (a few queries against up to 6,000 keys), which the library's dispatch sends to `flash_decode`
+/// and its key slices.
 pub fn random_problem(seed: u64, head_dims: &[usize]) -> RandomProblem {
     let mut rng = StdRng::seed_from_u64(seed);
     let head_dim = head_dims[rng.random_range(0..head_dims.len())];
+    if rng.random_bool(0.25) {
+        let heads_kv = rng.random_range(1..=2);
+        let shape = Shape {
+            batch: rng.random_range(1..=2),
+            heads: heads_kv * rng.random_range(1..=4),
+            heads_kv,
+            seq_q: rng.random_range(1..=4),
+            seq_k: rng.random_range(1..=6000),
+            head_dim,
+        };
+        return finish_problem(&mut rng, shape);
+    }
     let heads_kv = rng.random_range(1..=3);
     let group = rng.random_range(1..=3);
     let shape = Shape {
@@ -118,6 +132,12 @@ pub fn random_problem(seed: u64, head_dims: &[usize]) -> RandomProblem {
         },
         ..shape
     };
+    finish_problem(&mut rng, shape)
+}
+
+/// The mask, element type, layout and scale of a random problem on `shape`.
+fn finish_problem(rng: &mut StdRng, shape: Shape) -> RandomProblem {
+    let head_dim = shape.head_dim;
     let causal = rng.random_bool(0.5);
     let dtype = if rng.random_bool(0.5) {
         DType::F16
@@ -224,6 +244,17 @@ mod tests {
         assert!(
             (0..100).all(|seed| random_problem(seed, &[128]).0.head_dim == 128),
             "only the head dims asked for"
+        );
+        // Decode-like problems that the dispatch sends to flash_decode, some of them split over
+        // the keys (planned as on an H100: 132 SMs, two blocks each).
+        let split = |p: &RandomProblem| {
+            flashrs::decode::decode_variant(p.0, 90).is_some_and(|v| {
+                flashrs::decode::Plan::new(p.0, v.block_m, v.block_n, 264).is_ok_and(|plan| plan.splits > 1)
+            })
+        };
+        assert!(
+            problems.iter().filter(|p| split(p)).count() >= 50,
+            "too few split-KV problems"
         );
     }
 }

@@ -18,8 +18,13 @@ pub struct Args {
     /// Seed of the random inputs (default: a fresh one, printed; pass it back to replay a run).
     #[arg(long)]
     seed: Option<u64>,
-    /// Named shape sets, comma-separated: small, mission, long, odd, edge, large, std.
-    #[arg(long, value_delimiter = ',', default_value = "small,mission,long,odd,edge")]
+    /// Named shape sets, comma-separated: small, mission, long, odd, edge, large, std, splitkv
+    /// (decode-like shapes that flash_decode splits over the keys), decode (bench's, large).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "small,mission,long,odd,edge,splitkv"
+    )]
     shapes: Vec<String>,
     /// A quick pass for slow tools (compute-sanitizer): the small, odd and edge shapes in fp16, our
     /// kernels only (not the cuBLAS path).

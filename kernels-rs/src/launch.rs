@@ -47,6 +47,13 @@ macro_rules! with_launch_params {
             barrier_log: u64 as *mut u32,
             /// flash_ws: the TMA descriptors the host builds for this call; 0 for every other family.
             tensor_maps: u64,
+            /// flash_decode: slices the key range is split into (1: the blocks write the output
+            /// directly); 1 for every other family.
+            kv_splits: u32,
+            /// flash_decode with `kv_splits > 1` (and its combine kernel): fp32 partial outputs
+            /// `[kv_splits, B*H, S_q, D]`, then their base-2 log-sum-exps `[kv_splits, B*H, S_q]`;
+            /// 0 otherwise.
+            workspace: u64 as *mut f32,
         }
     };
 }

@@ -39,6 +39,8 @@ impl launch::LaunchArgs {
             heads: self.heads,
             seq_major: self.seq_major != 0,
             batch_heads: self.batch_heads,
+            kv_splits: self.kv_splits,
+            workspace: self.workspace as *mut f32,
         }
     }
 }
@@ -131,6 +133,17 @@ macro_rules! kernel {
                 $t, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
             >(io, p));
     };
+    (flash_decode $name:ident $counted:ident $smem:ident $barriers:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
+     stages = $stages:literal) => {
+        kernel!(@export $name, $counted, $smem,
+            attention::decode::smem_bytes($d, $bm, $bn, $stages, $w), $barriers,
+            <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            |io, p, COUNT| attention::decode::flash_decode::<
+                $t, $policy, COUNT, $d, $bn, $w, { $bm / 16 }, $stages, { $bn / $w }, { $bn / $w / 8 },
+                { $d / 8 }, { $d / 16 },
+            >(io, p));
+    };
     (flash_wgmma $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
      pingpong = $pp:literal) => {
@@ -149,6 +162,22 @@ use policy::{Legacy, Light, Mbarrier};
 use tile::{Bf16, F16};
 
 include!(env!("FLASHRS_KERNEL_TABLE"));
+
+/// The merge of `flash_decode`'s split partials (`attention::decode::decode_combine`), one entry
+/// point per head dim and dtype, taking the same launch parameters as the attention kernels (the
+/// host launches it with the split launch's own arguments and grid `ceil(B*H*S_q / 4)` x 128).
+macro_rules! decode_combine {
+    ($name:ident, $t:ty, $d:literal) => {
+        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT| {
+            let _ = COUNT;
+            attention::decode::decode_combine::<$t, $d, { $d / 32 }>(io.out, p)
+        };));
+    };
+}
+decode_combine!(decode_combine_d64_f16, F16, 64);
+decode_combine!(decode_combine_d64_bf16, Bf16, 64);
+decode_combine!(decode_combine_d128_f16, F16, 128);
+decode_combine!(decode_combine_d128_bf16, Bf16, 128);
 
 /// Row softmax for the cuBLAS-composed attention: fp32 scores `[B*H, S_q, S_k]` to 16-bit
 /// probabilities, scaled, causal-aware. Grid `(ceil(S_q / 4), B*H)`, 128 threads.
@@ -175,6 +204,8 @@ macro_rules! softmax_rows {
                 heads: 1,
                 seq_major: false,
                 batch_heads: 0, // unused: the row softmax has its own grid
+                kv_splits: 1,
+                workspace: core::ptr::null_mut(),
             };
             attention::rows::softmax_rows::<$t>(scores, probs, problem)
         }

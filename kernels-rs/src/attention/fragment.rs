@@ -83,6 +83,30 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         softmax
     }
 
+    /// As `new`, for a warp whose rows are not consecutive query positions (`flash_decode` packs
+    /// the query heads that share a KV head into one tile): `key_end(row)` is the key end of the
+    /// warp's row `row` (counted from `warp_first_row`, as `row` returns them). Masking is then
+    /// skipped below the smallest key end of any of the warp's rows, not only its first.
+    #[inline(always)]
+    pub fn with_key_ends(problem: &Problem, warp_first_row: u32, key_end: impl Fn(u32) -> u32) -> Self {
+        let mut softmax = FragmentSoftmax {
+            state: [[RowState::EMPTY; 2]; ROW_TILES],
+            key_end: [[0; 2]; ROW_TILES],
+            warp_key_end: u32::MAX,
+            warp_first_row,
+            scale_log2: problem.scale_log2,
+        };
+        for mt in 0..ROW_TILES {
+            for half in 0..2 {
+                softmax.key_end[mt][half] = key_end(softmax.row(mt, half));
+            }
+        }
+        for row in 0..16 * ROW_TILES as u32 {
+            softmax.warp_key_end = softmax.warp_key_end.min(key_end(warp_first_row + row));
+        }
+        softmax
+    }
+
     /// The query row that this thread holds as half `half` of row tile `mt`.
     #[inline]
     pub fn row(&self, mt: usize, half: usize) -> u32 {
@@ -176,6 +200,20 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
             for (r, s) in fragment.registers_mut().iter_mut().enumerate() {
                 *s = softmax::probability(*s, self.scale_log2, offset[half_of(r)]);
                 state[half_of(r)].row_sum += *s;
+            }
+        }
+    }
+
+    /// The epilogue for kernels that place their rows themselves: completes each row's sum over
+    /// its quad, then hands every row this thread holds to `emit(mt, half, row, state)`.
+    #[inline(always)]
+    pub fn finish_with(mut self, mut emit: impl FnMut(usize, usize, u32, &RowState)) {
+        for mt in 0..ROW_TILES {
+            for half in 0..2 {
+                let row = self.row(mt, half);
+                let state = &mut self.state[mt][half];
+                state.row_sum = arch::quad_sum(state.row_sum);
+                emit(mt, half, row, state);
             }
         }
     }

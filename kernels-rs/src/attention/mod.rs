@@ -39,9 +39,11 @@ macro_rules! chained {
     }};
 }
 
+pub mod decode;
 pub mod fragment;
 pub mod mma;
 pub mod naive;
+pub mod packing;
 pub mod pipeline;
 pub mod rows;
 pub mod scalar;
@@ -104,6 +106,10 @@ pub struct Problem {
     /// `B * H`: the heads are spread over the grid's y and z (y is limited to 65,535), so the
     /// last z slice may have blocks past the end.
     pub batch_heads: u32,
+    /// flash_decode: slices of the key range, one block each (1: no split).
+    pub kv_splits: u32,
+    /// flash_decode: the split partials (see `launch.rs`), null when `kv_splits` is 1.
+    pub workspace: *mut f32,
 }
 
 impl Problem {

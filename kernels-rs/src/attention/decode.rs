@@ -1,0 +1,474 @@
+//! `flash_decode`: attention for decode-like problems (a few query rows per head, long key
+//! sequences), where a grid of one block per (head, 128 query rows) leaves most SMs idle and each
+//! query head re-reads the K/V its group shares. Two ideas (FlashDecoding's) make it bandwidth-bound:
+//!
+//! - **Grouped-query packing.** A block's rows are the `group x S_q` queries of all the query
+//!   heads that share one KV head (packed row `r` is query head `r / S_q` of the group, position
+//!   `r % S_q`), so K and V are read once per group, not once per query head.
+//! - **Split-KV.** Each row block's key range is cut into `kv_splits` slices of whole KV tiles,
+//!   one block each (grid x = row block + row blocks x split, grid y/z = the KV heads). With one
+//!   slice the block writes the output (and log-sum-exp) itself; with more, each block writes
+//!   its rows' normalised fp32 partial output and base-2 log-sum-exp into the workspace and
+//!   `decode_combine` merges the slices.
+//!
+//! Inside a block the warps share the rows and split each KV tile's keys (`WARP_KEYS` each), each
+//! warp with its own online softmax (`FragmentSoftmax`) on `mma.sync` fragments; K/V tiles stream
+//! through `KvPipeline`, `STAGES` deep. After the loop the warps' partial results are merged
+//! through shared memory. Two block barriers per KV tile under the light policy (tile landed;
+//! tile no longer read), as `flash_mma`.
+
+use super::fragment::FragmentSoftmax;
+use super::packing::{slice_tiles, PackedRows};
+use super::pipeline::KvPipeline;
+use super::{record_barriers, start_counting, Buffers, Problem};
+use crate::arch::{self, SharedAddr};
+use crate::policy::{sync, BarrierPolicy, SyncPoint};
+use crate::softmax::RowState;
+use crate::tile::{self, Element, Padded};
+
+/// Bytes of one warp's partial output row in the merge buffer: `D` floats plus 16 bytes, so the
+/// eight rows a fragment store touches at one column fall into different banks.
+const fn merge_row_bytes(d: usize) -> u32 {
+    (4 * d + 16) as u32
+}
+
+/// Shared memory for the cross-warp merge: every warp's (scaled max, sum) per row, then every
+/// warp's partial output rows. It reuses the K/V slots once the loop is done.
+const fn merge_bytes(d: usize, block_m: usize, warps: usize) -> u32 {
+    (warps * block_m) as u32 * (8 + merge_row_bytes(d))
+}
+
+/// Shared memory the kernel needs, in bytes: one Q tile, then the larger of the `STAGES` K/V
+/// slots and the merge buffers.
+pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize, warps: usize) -> u32 {
+    let kv = 2 * stages as u32 * tile::tile_bytes(block_n, d);
+    let merge = merge_bytes(d, block_m, warps);
+    tile::tile_bytes(block_m, d) + if kv > merge { kv } else { merge }
+}
+
+/// # Safety
+/// Launched as `attention`'s calling convention says for Q, K, V, the output and the LSE, but with
+/// the grid `(row blocks x kv_splits, KV heads on y/z)`, row blocks = `ceil(group * S_q / 16 /
+/// ROW_TILES)`; `problem.workspace` must hold the split partials when `kv_splits > 1`; the block
+/// has `32 * NUM_WARPS` threads and `smem_bytes` of dynamic shared memory; with `COUNT`,
+/// `barrier_log` holds four `u32` per block.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn flash_decode<
+    T: Element,
+    P: BarrierPolicy,
+    const COUNT: bool,
+    const D: usize,
+    const BLOCK_N: usize,
+    const NUM_WARPS: usize,
+    const ROW_TILES: usize,
+    const STAGES: usize,
+    // Keys of each KV tile that one warp takes: `BLOCK_N / NUM_WARPS`.
+    const WARP_KEYS: usize,
+    // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
+    const N_TILES: usize,
+    const D_TILES: usize,
+    const K_STEPS: usize,
+>(
+    io: Buffers,
+    problem: Problem,
+) {
+    let (q, k, v, out, barrier_log) = (io.q, io.k, io.v, io.out, io.barrier_log);
+    const {
+        assert!(WARP_KEYS * NUM_WARPS == BLOCK_N && WARP_KEYS.is_multiple_of(16));
+        assert!(N_TILES * 8 == WARP_KEYS && D_TILES * 8 == D && K_STEPS * 16 == D);
+        assert!(STAGES >= 1 && ROW_TILES >= 1);
+    };
+    let block_m = 16 * ROW_TILES as u32;
+    let threads = (NUM_WARPS * 32) as u32;
+    let (thread, lane, warp) = (arch::thread_idx_x(), arch::lane_id(), arch::warp_id());
+
+    // The KV head (= b * H_kv + h_kv) on y and z, as the other families put query heads there.
+    let kv_head = arch::block_idx_y() + arch::block_idx_z() * arch::grid_dim_y();
+    let group = problem.kv_group;
+    if kv_head >= problem.batch_heads / group {
+        return; // past the last KV head: before any barrier
+    }
+    let rows = PackedRows::new(kv_head, group, problem.seq_q);
+    let row_blocks = rows.count.div_ceil(block_m);
+    let splits = problem.kv_splits.max(1);
+    let (row_block, split) = (arch::block_idx_x() % row_blocks, arch::block_idx_x() / row_blocks);
+    let first_row = row_block * block_m;
+
+    // This split's whole KV tiles, trimmed to the keys the block's rows can see (causal).
+    let block_key_end = problem.key_end(rows.last_position(first_row, block_m));
+    let (first_tile, tiles) = slice_tiles(problem.seq_k, BLOCK_N as u32, splits, split, block_key_end);
+    let first_key = first_tile * BLOCK_N as u32;
+
+    let stride = tile::row_stride_bytes(D);
+    let q_smem = arch::dynamic_smem_base();
+    let kv_smem = q_smem + block_m * stride;
+
+    // Q: the block's packed rows, each from its own head and position (zeros past the last).
+    for chunk in (thread..block_m * D as u32 / 8).step_by(threads as usize) {
+        let (row, column) = (chunk / (D as u32 / 8), chunk % (D as u32 / 8));
+        let dst = q_smem + row * stride + column * 16;
+        if first_row + row < rows.count {
+            let (head, position) = rows.place(first_row + row);
+            let q_rows = problem.q_rows::<D>(q, head);
+            let src = q_rows
+                .base
+                .add(position as usize * q_rows.stride as usize + 8 * column as usize);
+            arch::cp_async_16(dst, src as *const u8, 16);
+        } else {
+            arch::cp_async_16(dst, q as *const u8, 0);
+        }
+    }
+    arch::cp_async_commit();
+
+    // K and V from this split's first key on: the pipeline counts tiles from there.
+    let skip = |mut kv_rows: tile::Rows| {
+        if tiles > 0 {
+            kv_rows.base = kv_rows.base.add(first_key as usize * kv_rows.stride as usize);
+            kv_rows.count -= first_key;
+        }
+        kv_rows
+    };
+    let head0 = rows.first_head as usize;
+    let (k_rows, v_rows) = (
+        skip(problem.kv_rows::<D>(k, head0)),
+        skip(problem.kv_rows::<D>(v, head0)),
+    );
+    let kv = KvPipeline::<Padded, D, BLOCK_N, STAGES>::new(kv_smem, k_rows, v_rows, tiles, thread, threads);
+    kv.start();
+    arch::cp_async_wait_stage::<STAGES>();
+    arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
+
+    let mut q_frag = [[[0u32; 4]; K_STEPS]; ROW_TILES];
+    for (mt, frags) in q_frag.iter_mut().enumerate() {
+        for (ks, frag) in frags.iter_mut().enumerate() {
+            let row = (16 * mt) as u32 + lane % 16;
+            let col = (16 * ks) as u32 + (lane / 16) * 8;
+            *frag = arch::ldmatrix_x4(q_smem + row * stride + col * 2);
+        }
+    }
+
+    // Every warp holds all the block's rows; a row past the packed ones sees every key (its
+    // zero query gives finite scores, and it is never written).
+    let key_end = |row: u32| {
+        if first_row + row < rows.count {
+            problem.key_end(rows.place(first_row + row).1)
+        } else {
+            problem.seq_k
+        }
+    };
+    let mut softmax = FragmentSoftmax::<ROW_TILES>::with_key_ends(&problem, 0, key_end);
+    let mut o_acc = [[[0.0f32; 4]; D_TILES]; ROW_TILES];
+    let warp_key0 = warp * WARP_KEYS as u32; // this warp's first key inside each tile
+    let loop_start = start_counting::<COUNT>(0);
+
+    for t in 0..tiles {
+        let stage = kv.advance(t);
+        sync::<P, COUNT>(SyncPoint::KvLoaded);
+
+        // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
+        let mut s_acc = [[[0.0f32; 4]; N_TILES]; ROW_TILES];
+        for ks in 0..K_STEPS {
+            for jp in 0..N_TILES / 2 {
+                let key_row = warp_key0 + (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
+                let col = (16 * ks) as u32 + ((lane / 8) % 2) * 8;
+                let b = arch::ldmatrix_x4(kv.k_tile(stage) + key_row * stride + col * 2);
+                for mt in 0..ROW_TILES {
+                    T::mma(&mut s_acc[mt][2 * jp], q_frag[mt][ks], [b[0], b[1]]);
+                    T::mma(&mut s_acc[mt][2 * jp + 1], q_frag[mt][ks], [b[2], b[3]]);
+                }
+            }
+        }
+        softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key + t * BLOCK_N as u32 + warp_key0);
+
+        // O += P V, P straight from the accumulators: tiles 2kk and 2kk+1 form k-step kk's A.
+        for kk in 0..N_TILES / 2 {
+            let mut a = [[0u32; 4]; ROW_TILES];
+            for (mt, frag) in a.iter_mut().enumerate() {
+                let (lo, hi) = (&s_acc[mt][2 * kk], &s_acc[mt][2 * kk + 1]);
+                *frag = [
+                    T::pack(lo[0], lo[1]),
+                    T::pack(lo[2], lo[3]),
+                    T::pack(hi[0], hi[1]),
+                    T::pack(hi[2], hi[3]),
+                ];
+            }
+            for dp in 0..D_TILES / 2 {
+                let key_row = warp_key0 + (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;
+                let col = (16 * dp) as u32 + (lane / 16) * 8;
+                let b = arch::ldmatrix_x4_trans(kv.v_tile(stage) + key_row * stride + col * 2);
+                for mt in 0..ROW_TILES {
+                    T::mma(&mut o_acc[mt][2 * dp], a[mt], [b[0], b[1]]);
+                    T::mma(&mut o_acc[mt][2 * dp + 1], a[mt], [b[2], b[3]]);
+                }
+            }
+        }
+        sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
+    }
+    kv.finish();
+    if COUNT {
+        record_barriers(barrier_log, tiles, loop_start, 0);
+    }
+
+    // The merge reuses the K/V slots: every warp must be done reading them (with no tiles, no
+    // loop barrier ran), and no copy is in flight (`finish`).
+    arch::sync_threads();
+    let merge = Merge::<D> {
+        stats: kv_smem,
+        partials: kv_smem + NUM_WARPS as u32 * block_m * 8,
+        block_m,
+        warps: NUM_WARPS as u32,
+    };
+    let scale_log2 = problem.scale_log2;
+    let mut warp_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
+    softmax.finish_with(|mt, half, row, state| {
+        warp_max[mt][half] = scaled_max(state, scale_log2);
+        if lane % 4 == 0 {
+            // Safety: row < block_m, warp < NUM_WARPS: inside the stats buffer.
+            unsafe { merge.put_stats(warp, row, warp_max[mt][half], state.row_sum) };
+        }
+    });
+    arch::sync_threads(); // every warp's row statistics visible
+
+    // Each warp's accumulators, rescaled to the block's row maximum, into its partial rows.
+    let group_lane = lane / 4;
+    let pair = lane % 4;
+    for mt in 0..ROW_TILES {
+        for half in 0..2 {
+            let row = (16 * mt + 8 * half) as u32 + group_lane;
+            let (row_max, _) = merge.row_totals(row);
+            let weight = weight(warp_max[mt][half], row_max);
+            for j in 0..D_TILES {
+                let col = (8 * j) as u32 + 2 * pair;
+                let x = &o_acc[mt][j];
+                merge.put_partial(warp, row, col, x[2 * half] * weight, x[2 * half + 1] * weight);
+            }
+        }
+    }
+    arch::sync_threads(); // every warp's partial rows visible
+
+    // Sum over the warps, normalise, write: four columns per step, spread over the block.
+    let quads = D as u32 / 4;
+    for item in (thread..block_m * quads).step_by(threads as usize) {
+        let (row, quad) = (item / quads, item % quads);
+        if first_row + row >= rows.count {
+            continue;
+        }
+        let (head, position) = rows.place(first_row + row);
+        let (row_max, row_sum) = merge.row_totals(row);
+        let sum = merge.summed(row, 4 * quad);
+        let norm = if row_sum > 0.0 { arch::recip(row_sum) } else { 0.0 };
+        // Base 2; -inf for a row that saw no key in this slice.
+        let lse2 = if row_sum > 0.0 {
+            row_max + arch::log2(row_sum)
+        } else {
+            f32::NEG_INFINITY
+        };
+        if splits == 1 {
+            let o = problem.out_row::<D>(out, head, position) as *mut u32;
+            arch::st_global_u32(o.add(2 * quad as usize), T::pack(sum[0] * norm, sum[1] * norm));
+            arch::st_global_u32(
+                o.add(2 * quad as usize + 1),
+                T::pack(sum[2] * norm, sum[3] * norm),
+            );
+            if quad == 0 && !problem.lse.is_null() {
+                let index = head * problem.seq_q as usize + position as usize;
+                *problem.lse.add(index) = lse2 * core::f32::consts::LN_2;
+            }
+        } else {
+            let partial = Partials::new(&problem, split);
+            let o = partial.output_row::<D>(head, position).add(4 * quad as usize);
+            for i in 0..4 {
+                *o.add(i) = sum[i] * norm;
+            }
+            if quad == 0 {
+                *partial.lse2::<D>(head, position) = lse2;
+            }
+        }
+    }
+}
+
+/// A row state's running maximum in the exponent's units (`max * scale_log2`), `-inf` for a row
+/// that has seen no key (unlike `RowState::offset`, which is 0 there so that no NaN appears).
+#[inline(always)]
+fn scaled_max(state: &RowState, scale_log2: f32) -> f32 {
+    if state.row_max == f32::NEG_INFINITY {
+        f32::NEG_INFINITY
+    } else {
+        state.row_max * scale_log2
+    }
+}
+
+/// `2^(max - total_max)`: how much a partial result with maximum `max` weighs against the merged
+/// maximum; 0 for a part that saw no key.
+#[inline(always)]
+fn weight(max: f32, total_max: f32) -> f32 {
+    if max == f32::NEG_INFINITY {
+        0.0
+    } else {
+        arch::exp2(max - total_max)
+    }
+}
+
+/// The cross-warp merge buffers in shared memory: per warp and row a (scaled max, sum) pair, then
+/// per warp and row `D` partial output floats (rows `merge_row_bytes` apart).
+struct Merge<const D: usize> {
+    stats: SharedAddr,
+    partials: SharedAddr,
+    block_m: u32,
+    warps: u32,
+}
+
+impl<const D: usize> Merge<D> {
+    /// # Safety
+    /// `warp < warps`, `row < block_m`; the buffers lie in this block's shared memory, and a
+    /// barrier separates this write from the reads.
+    #[inline(always)]
+    unsafe fn put_stats(&self, warp: u32, row: u32, max: f32, sum: f32) {
+        let at = self.stats + (warp * self.block_m + row) * 8;
+        arch::st_shared_f32(at, max);
+        arch::st_shared_f32(at + 4, sum);
+    }
+
+    /// Row `row`'s maximum over the warps and its sum of probabilities relative to it.
+    #[inline(always)]
+    fn row_totals(&self, row: u32) -> (f32, f32) {
+        let stat = |warp: u32| {
+            let at = self.stats + (warp * self.block_m + row) * 8;
+            // Safety: inside the stats buffer, written before the barrier that precedes this read.
+            unsafe { (arch::ld_shared_f32(at), arch::ld_shared_f32(at + 4)) }
+        };
+        let mut max = f32::NEG_INFINITY;
+        for warp in 0..self.warps {
+            max = arch::max(max, stat(warp).0);
+        }
+        let mut sum = 0.0;
+        for warp in 0..self.warps {
+            let (warp_max, warp_sum) = stat(warp);
+            sum += warp_sum * weight(warp_max, max);
+        }
+        (max, sum)
+    }
+
+    /// Writes columns `col, col + 1` of warp `warp`'s partial row `row`.
+    #[inline(always)]
+    fn put_partial(&self, warp: u32, row: u32, col: u32, lo: f32, hi: f32) {
+        let at = self.partials + (warp * self.block_m + row) * merge_row_bytes(D) + col * 4;
+        // Safety: inside the partial buffer (row < block_m, col + 1 < D); read after a barrier.
+        unsafe {
+            arch::st_shared_f32(at, lo);
+            arch::st_shared_f32(at + 4, hi);
+        }
+    }
+
+    /// Columns `col .. col + 4` of row `row`, summed over the warps.
+    #[inline(always)]
+    fn summed(&self, row: u32, col: u32) -> [f32; 4] {
+        let mut sum = [0.0f32; 4];
+        for warp in 0..self.warps {
+            let at = self.partials + (warp * self.block_m + row) * merge_row_bytes(D) + col * 4;
+            // Safety: 16 aligned bytes inside the partial buffer, written before the barrier.
+            let words = unsafe { arch::ld_shared_v4_u32(at) };
+            // Indexed, not zipped: an array's by-value iterator lands in local memory here.
+            for i in 0..4 {
+                sum[i] += f32::from_bits(words[i]);
+            }
+        }
+        sum
+    }
+}
+
+/// The workspace of a split launch: `[kv_splits, B*H, S_q, D]` fp32 partial outputs, then
+/// `[kv_splits, B*H, S_q]` base-2 log-sum-exps, one slice per split.
+struct Partials {
+    base: *mut f32,
+    /// `B * H * S_q`: rows per split.
+    rows: usize,
+    seq_q: usize,
+    split: usize,
+    splits: usize,
+}
+
+impl Partials {
+    #[inline(always)]
+    fn new(problem: &Problem, split: u32) -> Partials {
+        Partials {
+            base: problem.workspace,
+            rows: problem.batch_heads as usize * problem.seq_q as usize,
+            seq_q: problem.seq_q as usize,
+            split: split as usize,
+            splits: problem.kv_splits as usize,
+        }
+    }
+
+    /// # Safety
+    /// The workspace holds `splits` slices; `head < B*H`, `position < S_q`, `split < splits`.
+    #[inline(always)]
+    unsafe fn output_row<const D: usize>(&self, head: usize, position: u32) -> *mut f32 {
+        let row = self.split * self.rows + head * self.seq_q + position as usize;
+        self.base.add(row * D)
+    }
+
+    /// # Safety
+    /// As `output_row`.
+    #[inline(always)]
+    unsafe fn lse2<const D: usize>(&self, head: usize, position: u32) -> *mut f32 {
+        let lse = self.base.add(self.splits * self.rows * D);
+        lse.add(self.split * self.rows + head * self.seq_q + position as usize)
+    }
+}
+
+/// Merges the split partials of `problem.workspace` into the output (and the log-sum-exp, when
+/// asked): one warp per query row (`b * H + h`, position), `COLS = D / 32` columns per lane.
+/// Grid `ceil(B*H*S_q / 4)` blocks of 128 threads.
+///
+/// # Safety
+/// `out` (and `problem.lse` when not null) hold the problem's tensors; the workspace holds
+/// `kv_splits` slices every one of which the split kernel has written.
+#[inline(always)]
+pub unsafe fn decode_combine<T: Element, const D: usize, const COLS: usize>(out: *mut u16, problem: Problem) {
+    const { assert!(COLS * 32 == D && COLS.is_multiple_of(2)) };
+    let lane = arch::lane_id();
+    let rows = problem.batch_heads as usize * problem.seq_q as usize;
+    let row = (arch::block_idx_x() * 4 + arch::warp_id()) as usize;
+    if row >= rows {
+        return;
+    }
+    let splits = problem.kv_splits as usize;
+    let outputs = problem.workspace as *const f32;
+    let lse2 = outputs.add(splits * rows * D);
+    let mut max = f32::NEG_INFINITY;
+    for split in (lane as usize..splits).step_by(32) {
+        max = arch::max(max, *lse2.add(split * rows + row));
+    }
+    let max = arch::warp_max(max);
+    let mut total = 0.0f32;
+    let mut acc = [0.0f32; COLS];
+    for split in 0..splits {
+        let w = weight(*lse2.add(split * rows + row), max);
+        if w != 0.0 {
+            total += w;
+            let part = outputs.add((split * rows + row) * D + lane as usize * COLS);
+            for (c, a) in acc.iter_mut().enumerate() {
+                *a = arch::fma(w, *part.add(c), *a);
+            }
+        }
+    }
+    let norm = if total > 0.0 { arch::recip(total) } else { 0.0 };
+    let (head, position) = (
+        row / problem.seq_q as usize,
+        (row % problem.seq_q as usize) as u32,
+    );
+    let o = problem.out_row::<D>(out, head, position) as *mut u32;
+    for c in 0..COLS / 2 {
+        let packed = T::pack(acc[2 * c] * norm, acc[2 * c + 1] * norm);
+        arch::st_global_u32(o.add(lane as usize * COLS / 2 + c), packed);
+    }
+    if lane == 0 && !problem.lse.is_null() {
+        *problem.lse.add(row) = if total > 0.0 {
+            (max + arch::log2(total)) * core::f32::consts::LN_2
+        } else {
+            f32::NEG_INFINITY
+        };
+    }
+}

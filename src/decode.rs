@@ -1,0 +1,709 @@
+//! Decode-like problems (a few query rows per KV head, long key sequences) on `flash_decode`
+//! (`kernels-rs/src/attention/decode.rs`): which variant the dispatch takes, how many slices the
+//! key range is split into (a small pure heuristic), the launch grid, the workspace the slices
+//! write their partial results to (owned by the `Gpu`, grown as needed), and the combine kernel
+//! that merges them.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Kernel};
+use crate::launch::LaunchArgs;
+use crate::problem::Shape;
+use crate::variants::{Family, VariantSpec};
+
+/// Most packed rows per KV head (query heads per KV head x S_q) for which the dispatch takes
+/// `flash_decode`: up to two row tiles of 16, all warps sharing them.
+pub const DECODE_MAX_ROWS: usize = 32;
+
+/// The dispatch's variants: 16-row tiles when the packed rows fit, else 32. Three stages of
+/// 64-key tiles let two blocks share an SM at head dim 128 (see kernels.toml).
+const DECODE_VARIANT_16: &str = "flash_decode_m16_n64_w4_s3_light";
+const DECODE_VARIANT_32: &str = "flash_decode_m32_n64_w4_s3_light";
+
+/// Most slices of one row block's keys: bounds the workspace and the combine's loop.
+pub const MAX_SPLITS: u32 = 128;
+
+/// Fewest KV tiles a slice gets: below that, filling the pipeline and merging cost more than the
+/// slice's own copies.
+pub const MIN_TILES_PER_SPLIT: u32 = 2;
+
+/// The fixed cost of a block in the split heuristic, in KV-tile times: filling the pipeline
+/// before the first tile lands, and the epilogue.
+const BLOCK_OVERHEAD_TILES: u64 = 1;
+
+/// The combine kernel's cost in the same units: one short extra launch.
+const COMBINE_TILES: u64 = 1;
+
+/// Whether `Gpu::choose` sends decode-like problems to `flash_decode`. False until a GPU run has
+/// verified and timed it (session 4 had no GPU): a kernel becomes the default only once `verify`
+/// has seen it pass.
+pub const DISPATCH: bool = false;
+
+/// The `flash_decode` variant the library takes for `shape` on a GPU of architecture `arch` (x10),
+/// or `None` when the problem is not decode-like (more packed rows per KV head than one tile
+/// pair holds) or the head dim has no decode variant.
+pub fn decode_variant(shape: Shape, arch: u32) -> Option<&'static VariantSpec> {
+    let rows = shape.kv_group().checked_mul(shape.seq_q)?;
+    if arch < Family::FlashDecode.min_arch() || rows > DECODE_MAX_ROWS {
+        return None;
+    }
+    let compiled = |name| VariantSpec::by_name(name).filter(|v| v.head_dims.contains(&shape.head_dim));
+    // 17 to 32 rows: one 32-row block where that variant is compiled (head dim 64), else two
+    // 16-row blocks.
+    (rows > 16)
+        .then(|| compiled(DECODE_VARIANT_32))
+        .flatten()
+        .or_else(|| compiled(DECODE_VARIANT_16))
+}
+
+/// The work of one `flash_decode` launch as the split heuristic sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Work {
+    /// Blocks without splitting: KV heads x row blocks.
+    pub blocks: u64,
+    /// KV tiles of one row block's key range.
+    pub kv_tiles: u32,
+    /// Blocks the GPU holds at once: SMs x resident blocks per SM.
+    pub slots: u64,
+}
+
+/// How many slices to cut each row block's keys into. Each slice is a block; the cost of `s`
+/// slices is the waves of blocks the GPU runs (`ceil(blocks * s / slots)`) times a block's time
+/// (its tiles plus a fixed overhead), plus the combine when `s > 1`: so the split count fills the
+/// SMs when the unsplit grid cannot, and avoids a last wave that leaves most SMs idle. Ties go
+/// to fewer slices. The count returned leaves no slice empty (`ceil(tiles / ceil(tiles / s))`).
+pub fn choose_splits(work: Work) -> u32 {
+    let tiles = work.kv_tiles.max(1);
+    let slots = work.slots.max(1);
+    let most = (tiles / MIN_TILES_PER_SPLIT).clamp(1, MAX_SPLITS);
+    let cost = |splits: u32| {
+        let waves = (work.blocks * splits as u64).div_ceil(slots);
+        let per_split = tiles.div_ceil(splits) as u64;
+        waves * (per_split + BLOCK_OVERHEAD_TILES) + if splits > 1 { COMBINE_TILES } else { 0 }
+    };
+    let best = (1..=most).min_by_key(|&s| (cost(s), s)).unwrap_or(1);
+    tiles.div_ceil(tiles.div_ceil(best))
+}
+
+/// One `flash_decode` launch: its key slices and grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub splits: u32,
+    /// Blocks of `block_m` packed rows per KV head.
+    pub row_blocks: u32,
+    /// `B * H_kv`, spread over the grid's y and z.
+    pub kv_heads: u32,
+}
+
+/// The grid's y dimension limit: KV heads beyond it go to z.
+const MAX_GRID_Y: u32 = 65_535;
+/// The grid's x dimension limit.
+const MAX_GRID_X: u64 = i32::MAX as u64;
+
+impl Plan {
+    /// The plan for `shape` with `block_m`-row, `block_n`-key tiles on a GPU that holds `slots`
+    /// blocks at once. Errors (before any launch) when the packed rows or the grid exceed what
+    /// the kernel's 32-bit row indices and the grid's x dimension hold.
+    pub fn new(shape: Shape, block_m: u32, block_n: u32, slots: u64) -> Result<Plan> {
+        let rows = shape.kv_group() as u64 * shape.seq_q as u64;
+        let row_blocks = rows.div_ceil(block_m as u64);
+        if rows > u32::MAX as u64 / 2 || row_blocks > MAX_GRID_X {
+            return Err(Error::InvalidProblem(format!(
+                "{shape}: {rows} query rows per KV head are more than flash_decode indexes"
+            )));
+        }
+        let kv_heads = (shape.batch * shape.heads_kv) as u64;
+        let work = Work {
+            blocks: kv_heads * row_blocks,
+            kv_tiles: (shape.seq_k as u64).div_ceil(block_n as u64) as u32,
+            slots,
+        };
+        let mut splits = choose_splits(work);
+        // Both grids must fit in x: the split one, and the combine's one warp per query row.
+        let query_rows = (shape.batch * shape.heads * shape.seq_q) as u64;
+        if row_blocks * splits as u64 > MAX_GRID_X || query_rows.div_ceil(COMBINE_ROWS_PER_BLOCK) > MAX_GRID_X
+        {
+            splits = 1;
+        }
+        Ok(Plan {
+            splits,
+            row_blocks: row_blocks as u32,
+            kv_heads: kv_heads as u32,
+        })
+    }
+
+    /// The grid: row blocks x slices on x, the KV heads on y (spilling into z).
+    pub fn grid(&self, threads: u32, smem_bytes: u32) -> LaunchConfig {
+        let y = self.kv_heads.min(MAX_GRID_Y);
+        LaunchConfig {
+            grid_dim: (self.row_blocks * self.splits, y, self.kv_heads.div_ceil(y)),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: smem_bytes,
+        }
+    }
+
+    /// Floats of workspace the slices write: per slice and query row, `D` outputs and one
+    /// log-sum-exp; none without a split.
+    pub fn workspace_floats(&self, shape: Shape) -> usize {
+        if self.splits <= 1 {
+            return 0;
+        }
+        self.splits as usize * shape.batch * shape.heads * shape.seq_q * (shape.head_dim + 1)
+    }
+}
+
+/// Query rows the combine kernel merges per block (one warp each).
+const COMBINE_ROWS_PER_BLOCK: u64 = 4;
+
+/// What the `Gpu` keeps for decode launches, behind a lock (launches take `&Gpu`).
+#[derive(Default)]
+pub struct State {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Every workspace ever allocated, the largest last. Older ones are kept (not freed) until
+    /// the `Gpu` drops: a CUDA graph captured earlier may still replay with their addresses.
+    workspaces: Vec<CudaSlice<f32>>,
+    /// Resident blocks per SM of each decode kernel (the driver's occupancy calculator).
+    resident: HashMap<String, u32>,
+    /// The combine kernels loaded so far.
+    combine: HashMap<String, CudaFunction>,
+}
+
+/// Pushes every field of a `LaunchArgs` as one kernel argument, in parameter order.
+macro_rules! push_args {
+    ($builder:ident, $args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
+        $($builder.arg(&$args.$field);)*
+    };
+}
+
+impl Gpu {
+    /// The plan of a launch of `kernel` on `shape`: `Some` for `flash_decode` kernels only.
+    pub(crate) fn decode_plan(&self, kernel: &Kernel, shape: Shape) -> Result<Option<Plan>> {
+        if kernel.variant.family != Family::FlashDecode {
+            return Ok(None);
+        }
+        let resident = {
+            let cached = self.decode_state().resident.get(&kernel.symbol).copied();
+            match cached {
+                Some(blocks) => blocks,
+                None => {
+                    let blocks = self.resident_blocks(kernel)?.max(1);
+                    self.decode_state().resident.insert(kernel.symbol.clone(), blocks);
+                    blocks
+                }
+            }
+        };
+        let slots = self.sm_count as u64 * resident as u64;
+        Plan::new(shape, kernel.variant.block_m, kernel.variant.block_n, slots).map(Some)
+    }
+
+    /// The device address of a workspace of at least `floats` fp32 values (0 for none), grown by
+    /// powers of two and kept for this `Gpu`'s life (see `Inner::workspaces`).
+    pub(crate) fn decode_workspace(&self, floats: usize) -> Result<u64> {
+        if floats == 0 {
+            return Ok(0);
+        }
+        let mut state = self.decode_state();
+        if state.workspaces.last().is_none_or(|w| w.len() < floats) {
+            let buffer = self.stream().alloc_zeros::<f32>(floats.next_power_of_two())?;
+            state.workspaces.push(buffer);
+        }
+        let buffer = state.workspaces.last().expect("a workspace was just ensured");
+        let (address, _sync) = buffer.device_ptr(self.stream());
+        Ok(address)
+    }
+
+    /// Launches the merge of the slices of the split launch that `args` described (same
+    /// buffers, `args.workspace` written by it), on the same stream, after it.
+    pub(crate) fn decode_combine(&self, kernel: &Kernel, shape: Shape, args: &LaunchArgs) -> Result<()> {
+        let name = format!("decode_combine_d{}_{}", shape.head_dim, kernel.dtype.name());
+        let function = {
+            let cached = self.decode_state().combine.get(&name).cloned();
+            match cached {
+                Some(f) => f,
+                None => {
+                    let f = self.function(&name)?;
+                    self.decode_state().combine.insert(name, f.clone());
+                    f
+                }
+            }
+        };
+        let rows = (shape.batch * shape.heads * shape.seq_q) as u64;
+        let config = LaunchConfig {
+            grid_dim: (rows.div_ceil(COMBINE_ROWS_PER_BLOCK) as u32, 1, 1),
+            block_dim: (32 * COMBINE_ROWS_PER_BLOCK as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut builder = self.stream().launch_builder(&function);
+        with_launch_params!(push_args!(builder, args;));
+        // Safety: the combine entry points take the attention kernels' parameter list; `args`
+        // is the split launch's, whose buffers `Gpu::launch` checked against the shape and keeps
+        // alive across this call; the workspace holds `kv_splits` slices for this shape
+        // (`Plan::workspace_floats`), and the grid covers one warp per query row (the kernel
+        // returns for rows past the last).
+        unsafe { builder.launch(config) }?;
+        Ok(())
+    }
+
+    fn decode_state(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.decode.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The kernel's own index arithmetic (`kernels-rs/src/attention/packing.rs`), compiled here too so
+/// that the tests below check it against this module's plan.
+#[cfg(test)]
+#[path = "../kernels-rs/src/attention/packing.rs"]
+mod packing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The H100: 132 SMs, two decode blocks each (3 stages of 64 keys at head dim 128).
+    const H100_SLOTS: u64 = 264;
+
+    fn plan(shape: Shape) -> Plan {
+        Plan::new(shape, 16, 64, H100_SLOTS).unwrap()
+    }
+
+    #[test]
+    fn a_few_long_heads_are_split_to_fill_the_gpu() {
+        // (1, 32, 1, 32768): 32 blocks for 264 slots unsplit.
+        let p = plan(Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128)
+        });
+        assert!(p.splits >= 8, "{p:?}");
+        assert!(32 * p.splits as u64 <= 2 * H100_SLOTS, "at most two waves: {p:?}");
+        assert!(512u32.div_ceil(p.splits) >= MIN_TILES_PER_SPLIT);
+        // Grouped: 8 KV heads, the 4 query heads of each packed into one block.
+        let g = plan(Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128).with_heads_kv(8)
+        });
+        assert_eq!(g.kv_heads, 8);
+        assert_eq!(g.row_blocks, 1);
+        assert!(8 * g.splits as u64 >= H100_SLOTS / 2, "{g:?}");
+    }
+
+    #[test]
+    fn a_grid_that_fills_the_gpu_is_not_split() {
+        for shape in [Shape::new(64, 32, 2048, 128), Shape::new(8, 32, 8192, 128)] {
+            let p = plan(Shape { seq_q: 1, ..shape });
+            assert_eq!(p.splits, 1, "{shape}: {p:?}");
+            assert_eq!(p.workspace_floats(shape), 0);
+        }
+    }
+
+    #[test]
+    fn short_keys_are_never_cut_below_the_minimum_slice() {
+        for seq_k in 1..=300 {
+            let p = plan(Shape {
+                seq_q: 1,
+                seq_k,
+                ..Shape::new(1, 1, 1, 64)
+            });
+            let tiles = (seq_k as u32).div_ceil(64);
+            assert!(
+                p.splits == 1 || tiles.div_ceil(p.splits) >= MIN_TILES_PER_SPLIT,
+                "{seq_k}: {p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_slice_is_left_empty_and_the_count_is_bounded() {
+        for tiles in 1..600 {
+            for blocks in [1, 3, 32, 300] {
+                let splits = choose_splits(Work {
+                    blocks,
+                    kv_tiles: tiles,
+                    slots: 132,
+                });
+                assert!((1..=MAX_SPLITS).contains(&splits));
+                // The kernel gives slice s tiles [s * per, (s + 1) * per): the last one non-empty.
+                let per = tiles.div_ceil(splits);
+                assert!(
+                    (splits - 1) * per < tiles,
+                    "tiles {tiles} blocks {blocks}: {splits}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_split_count_minimises_the_modelled_time() {
+        // 32 blocks of 512 tiles on 264 slots: splitting by 8 runs one wave of 64-tile blocks
+        // (65 + 1), where 1 slice takes 513 and 33 slices four waves of 16 (68 + 1).
+        let work = Work {
+            blocks: 32,
+            kv_tiles: 512,
+            slots: 264,
+        };
+        assert_eq!(choose_splits(work), 8);
+        // One block already covers the GPU many times over: no split.
+        assert_eq!(
+            choose_splits(Work {
+                blocks: 2048,
+                kv_tiles: 32,
+                slots: 264
+            }),
+            1
+        );
+    }
+
+    #[test]
+    fn grids_cover_the_row_blocks_and_kv_heads() {
+        // Three queries of a group of 2 (6 rows) in one 16-row block; 2 x 2 KV heads.
+        let shape = Shape {
+            seq_q: 3,
+            seq_k: 777,
+            ..Shape::new(2, 4, 3, 64).with_heads_kv(2)
+        };
+        let p = plan(shape);
+        assert_eq!((p.row_blocks, p.kv_heads), (1, 4));
+        let grid = p.grid(128, 1000);
+        assert_eq!(grid.grid_dim, (p.splits, 4, 1));
+        assert_eq!(grid.block_dim, (128, 1, 1));
+        // 40 rows: three 16-row blocks.
+        let tall = Plan::new(
+            Shape {
+                seq_q: 5,
+                ..Shape::new(1, 8, 5, 128).with_heads_kv(1)
+            },
+            16,
+            64,
+            H100_SLOTS,
+        )
+        .unwrap();
+        assert_eq!(tall.row_blocks, 3);
+        // More KV heads than y holds spill into z.
+        let many = plan(Shape {
+            seq_q: 1,
+            ..Shape::new(70_000, 1, 64, 64)
+        });
+        assert_eq!(many.grid(128, 0).grid_dim.1, 65_535);
+        assert_eq!(many.grid(128, 0).grid_dim.2, 2);
+    }
+
+    #[test]
+    fn workspace_holds_outputs_and_lses_of_every_slice() {
+        let shape = Shape {
+            seq_q: 2,
+            ..Shape::new(3, 4, 2, 64)
+        };
+        let p = Plan {
+            splits: 5,
+            row_blocks: 1,
+            kv_heads: 12,
+        };
+        assert_eq!(p.workspace_floats(shape), 5 * 3 * 4 * 2 * 65);
+    }
+
+    #[test]
+    fn too_many_rows_per_kv_head_are_refused_in_one_line() {
+        let shape = Shape {
+            seq_q: 1 << 30,
+            seq_k: 1,
+            ..Shape::new(1, 8, 1, 64).with_heads_kv(1)
+        };
+        let err = Plan::new(shape, 16, 64, H100_SLOTS).unwrap_err().to_string();
+        assert!(err.contains("flash_decode") && err.lines().count() == 1, "{err}");
+    }
+
+    #[test]
+    fn dispatch_takes_decode_for_few_packed_rows_only() {
+        let decode = |shape: Shape| decode_variant(shape, 90).map(|v| v.name);
+        let one = Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128)
+        };
+        assert_eq!(decode(one), Some(DECODE_VARIANT_16));
+        assert_eq!(decode(one.with_heads_kv(8)), Some(DECODE_VARIANT_16));
+        // 4 queries x a group of 8: 32 rows, one block at head dim 64, two at 128.
+        let rows_32 = Shape {
+            seq_q: 4,
+            ..one.with_heads_kv(4)
+        };
+        assert_eq!(decode(rows_32), Some(DECODE_VARIANT_16));
+        assert_eq!(
+            decode(Shape {
+                head_dim: 64,
+                ..rows_32
+            }),
+            Some(DECODE_VARIANT_32)
+        );
+        assert_eq!(decode(Shape::new(2, 16, 4096, 128)), None);
+        assert_eq!(decode(Shape { seq_q: 128, ..one }), None);
+        assert_eq!(decode_variant(one, 75), None, "sm_80 and newer only");
+        assert_eq!(
+            decode(Shape { head_dim: 256, ..one }),
+            None,
+            "no decode variant at head dim 256"
+        );
+        // Every decode-like shape of a compiled head dim finds a variant for it.
+        for d in [64, 128] {
+            for rows in 1..=DECODE_MAX_ROWS {
+                let shape = Shape {
+                    seq_q: rows,
+                    head_dim: d,
+                    ..one
+                };
+                let v = decode(shape).and_then(VariantSpec::by_name);
+                assert!(v.is_some_and(|v| v.family == Family::FlashDecode && v.head_dims.contains(&d)));
+            }
+        }
+        assert!(VariantSpec::by_name(DECODE_VARIANT_32).unwrap().block_m as usize >= DECODE_MAX_ROWS);
+    }
+
+    /// The combine's arithmetic (`decode_combine` in the device crate), modelled on the CPU: the
+    /// merge of slices' normalised outputs by their base-2 log-sum-exps equals attention over
+    /// all keys, and slices that saw no key weigh nothing.
+    #[test]
+    fn merging_slices_by_their_log_sum_exps_equals_attention_over_all_keys() {
+        let scores = [0.3f64, -1.2, 2.5, 0.0, 1.1, -0.4, 3.0];
+        let values = [1.0f64, -2.0, 0.5, 4.0, -1.0, 2.0, 0.25];
+        let full = {
+            let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = scores.iter().map(|s| (s - m).exp2()).collect();
+            let sum: f64 = w.iter().sum();
+            (
+                w.iter().zip(values).map(|(w, v)| w * v).sum::<f64>() / sum,
+                m + sum.log2(),
+            )
+        };
+        // Slices as the split kernel writes them: (normalised output, base-2 LSE); an empty slice
+        // is (0, -inf).
+        let slice = |range: std::ops::Range<usize>| {
+            if range.is_empty() {
+                return (0.0, f64::NEG_INFINITY);
+            }
+            let m = scores[range.clone()]
+                .iter()
+                .cloned()
+                .fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = scores[range.clone()].iter().map(|s| (s - m).exp2()).sum();
+            let out: f64 = range
+                .clone()
+                .map(|i| (scores[i] - m).exp2() * values[i])
+                .sum::<f64>()
+                / sum;
+            (out, m + sum.log2())
+        };
+        let merge = |parts: &[(f64, f64)]| {
+            let m = parts.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+            let weight = |lse: f64| {
+                if lse == f64::NEG_INFINITY {
+                    0.0
+                } else {
+                    (lse - m).exp2()
+                }
+            };
+            let total: f64 = parts.iter().map(|p| weight(p.1)).sum();
+            let out = parts.iter().map(|p| weight(p.1) * p.0).sum::<f64>() / total;
+            (out, m + total.log2())
+        };
+        for cuts in [
+            vec![0, 7],
+            vec![0, 3, 7],
+            vec![0, 2, 2, 5, 7],
+            vec![0, 1, 2, 3, 4, 5, 6, 7],
+        ] {
+            let parts: Vec<_> = cuts.windows(2).map(|w| slice(w[0]..w[1])).collect();
+            let (out, lse) = merge(&parts);
+            assert!((out - full.0).abs() < 1e-12, "{cuts:?}: {out} vs {}", full.0);
+            assert!((lse - full.1).abs() < 1e-12, "{cuts:?}: {lse} vs {}", full.1);
+        }
+    }
+
+    /// The causal rule of `kernels-rs/src/attention/mod.rs` (`Problem::key_end`): bottom-right
+    /// aligned, query `i` sees key `j` iff `j <= i + seq_k - seq_q`.
+    fn key_end(shape: Shape, causal: bool, position: u32) -> u32 {
+        if !causal {
+            return shape.seq_k as u32;
+        }
+        (position as i64 + 1 + shape.seq_k as i64 - shape.seq_q as i64).clamp(0, shape.seq_k as i64) as u32
+    }
+
+    /// The whole split path modelled in float64 on the CPU with the kernel's index arithmetic:
+    /// every block of the plan's grid (KV head, row block, slice) computes its packed rows'
+    /// normalised partial output and base-2 log-sum-exp over the keys its slice walks; the
+    /// combine merges them. The result must equal the float64 reference (with the same causal
+    /// alignment), every (slice, query row) slot must be written exactly once, and the slices of
+    /// a row must cover its visible keys exactly once.
+    #[test]
+    fn the_split_path_modelled_on_the_cpu_equals_the_reference() {
+        use crate::reference;
+        let shapes = [
+            (
+                Shape {
+                    seq_q: 1,
+                    seq_k: 5000,
+                    ..Shape::new(1, 8, 1, 64)
+                },
+                16,
+            ),
+            (
+                Shape {
+                    seq_q: 3,
+                    seq_k: 777,
+                    ..Shape::new(2, 4, 3, 64).with_heads_kv(2)
+                },
+                16,
+            ),
+            (
+                Shape {
+                    seq_q: 4,
+                    seq_k: 2500,
+                    ..Shape::new(1, 8, 4, 64).with_heads_kv(1)
+                },
+                16,
+            ),
+            (
+                Shape {
+                    seq_q: 4,
+                    seq_k: 2500,
+                    ..Shape::new(1, 8, 4, 64).with_heads_kv(1)
+                },
+                32,
+            ),
+            (
+                Shape {
+                    seq_q: 7,
+                    seq_k: 65,
+                    ..Shape::new(1, 6, 7, 64).with_heads_kv(3)
+                },
+                16,
+            ),
+            (
+                Shape {
+                    seq_q: 1,
+                    seq_k: 1,
+                    ..Shape::new(1, 2, 1, 64)
+                },
+                16,
+            ),
+            (
+                Shape {
+                    seq_q: 9,
+                    seq_k: 5,
+                    ..Shape::new(1, 2, 9, 64).with_heads_kv(1)
+                },
+                16,
+            ),
+        ];
+        let (block_n, d) = (64u32, 64usize);
+        for (shape, block_m) in shapes {
+            for causal in [false, true] {
+                // A GPU of very many slots: every sequence of a few tiles is split.
+                let plan = Plan::new(shape, block_m, block_n, 100_000).unwrap();
+                assert_eq!(plan.splits > 1, shape.seq_k >= 256, "{shape}: {plan:?}");
+                let rows_per_split = shape.batch * shape.heads * shape.seq_q;
+                let value =
+                    |i: usize, salt: usize| (((i * 7919 + salt * 104_729) % 2003) as f32 / 1001.0) - 1.0;
+                let q: Vec<f32> = (0..shape.q_len()).map(|i| value(i, 1)).collect();
+                let k: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 2)).collect();
+                let v: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 3)).collect();
+                let scale = 0.3f64;
+                let splits = plan.splits as usize;
+                let mut outputs = vec![f64::NAN; splits * rows_per_split * d];
+                let mut lse2 = vec![f64::NAN; splits * rows_per_split];
+                let mut written = vec![0u32; splits * rows_per_split];
+                let mut seen = vec![0u32; rows_per_split * shape.seq_k];
+                let grid = plan.grid(128, 0).grid_dim;
+                for kv_head in 0..plan.kv_heads {
+                    let rows = packing::PackedRows::new(kv_head, shape.kv_group() as u32, shape.seq_q as u32);
+                    for x in 0..grid.0 {
+                        let (row_block, split) = (x % plan.row_blocks, x / plan.row_blocks);
+                        let first_row = row_block * block_m;
+                        let block_end = key_end(shape, causal, rows.last_position(first_row, block_m));
+                        let (first_tile, tiles) =
+                            packing::slice_tiles(shape.seq_k as u32, block_n, plan.splits, split, block_end);
+                        let keys =
+                            (first_tile * block_n)..((first_tile + tiles) * block_n).min(shape.seq_k as u32);
+                        for r in first_row..(first_row + block_m).min(rows.count) {
+                            let (head, position) = rows.place(r);
+                            let row = head * shape.seq_q + position as usize;
+                            let visible =
+                                keys.start..keys.end.min(key_end(shape, causal, position)).max(keys.start);
+                            let kv_base = (head / shape.kv_group()) * shape.seq_k;
+                            let scores: Vec<f64> = visible
+                                .clone()
+                                .map(|j| {
+                                    seen[row * shape.seq_k + j as usize] += 1;
+                                    let kj = &k[(kv_base + j as usize) * d..][..d];
+                                    let qi = &q[row * d..][..d];
+                                    qi.iter().zip(kj).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * scale
+                                        / std::f64::consts::LN_2
+                                })
+                                .collect();
+                            let slot = split as usize * rows_per_split + row;
+                            written[slot] += 1;
+                            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                            let sum: f64 = scores.iter().map(|s| (s - max).exp2()).sum();
+                            for c in 0..d {
+                                let acc: f64 = visible
+                                    .clone()
+                                    .zip(&scores)
+                                    .map(|(j, s)| (s - max).exp2() * v[(kv_base + j as usize) * d + c] as f64)
+                                    .sum();
+                                outputs[slot * d + c] = if sum > 0.0 { acc / sum } else { 0.0 };
+                            }
+                            lse2[slot] = if sum > 0.0 {
+                                max + sum.log2()
+                            } else {
+                                f64::NEG_INFINITY
+                            };
+                        }
+                    }
+                }
+                assert!(
+                    written.iter().all(|&n| n == 1),
+                    "{shape} causal={causal}: slots written {written:?}"
+                );
+                for row in 0..rows_per_split {
+                    let end = key_end(shape, causal, (row % shape.seq_q) as u32) as usize;
+                    let counts = &seen[row * shape.seq_k..][..shape.seq_k];
+                    assert!(counts[..end].iter().all(|&n| n == 1) && counts[end..].iter().all(|&n| n == 0));
+                }
+                // The combine, as `decode_combine` does it.
+                let mut merged = vec![0.0f64; rows_per_split * d];
+                for row in 0..rows_per_split {
+                    let max = (0..splits)
+                        .map(|s| lse2[s * rows_per_split + row])
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let weight = |s: usize| {
+                        let l = lse2[s * rows_per_split + row];
+                        if l == f64::NEG_INFINITY {
+                            0.0
+                        } else {
+                            (l - max).exp2()
+                        }
+                    };
+                    let total: f64 = (0..splits).map(weight).sum();
+                    for c in 0..d {
+                        let acc: f64 = (0..splits)
+                            .map(|s| weight(s) * outputs[(s * rows_per_split + row) * d + c])
+                            .sum();
+                        merged[row * d + c] = if total > 0.0 { acc / total } else { 0.0 };
+                    }
+                }
+                let expected = reference::attention_f64(&q, &k, &v, shape.reference_dims(), causal, scale);
+                let worst = merged
+                    .iter()
+                    .zip(&expected)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                assert!(worst < 1e-9, "{shape} causal={causal} splits={splits}: {worst}");
+            }
+        }
+    }
+}
