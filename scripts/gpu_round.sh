@@ -30,8 +30,18 @@ done
 run bash scripts/attend_check.sh || status=1
 run "$BIN/host" verify --peer torch --json "$OUT/verify_h100.json" ${VERIFY_ARGS:-} || status=1
 run "$BIN/host" verify --shapes small,odd --heads-kv 1 --lse --layout bhsd,bshd --peer torch --json "$OUT/verify_mqa_lse_h100.json" || status=1
+# The experimental variants (compiled and SASS-checked, never yet run on a GPU: session 4 had
+# none): every set, both layouts, GQA + LSE. A pass is what lets them into the dispatch
+# (kernels.toml's `experimental`, src/decode.rs's DISPATCH).
+WS_NEW="flash_ws_m128_n176_s2_ov_mbarrier flash_ws_m128_n176_s2_pp_ov_mbarrier flash_ws_m128_n192_s3_ov_mbarrier flash_ws_m128_n80_s2_ov_mbarrier flash_ws_m128_n80_s2_pp_ov_mbarrier"
+named=(); for k in $WS_NEW; do named+=(--kernel "$k"); done
+run "$BIN/host" verify "${named[@]}" --kernel flash_ws_m128_n128_s2_ov_mbarrier --layout bhsd,bshd --json "$OUT/verify_ws_new_h100.json" || status=1
+run "$BIN/host" verify "${named[@]}" --shapes small,odd,edge --heads-kv 1 --lse --layout bhsd,bshd --json "$OUT/verify_ws_new_mqa_h100.json" || status=1
+run "$BIN/host" verify --random 200 "${named[@]}" --json "$OUT/verify_ws_new_random_h100.json" || status=1
+run "$BIN/host" bench --shapes decode --peers torch --json "$OUT/bench_decode_h100.json" ${BENCH_ARGS:-} || status=1
 [ -n "${SKIP_BENCH:-}" ] && { echo "round finished with status $status (bench skipped)" | tee -a "$LOG"; exit $status; }
-# Head dim 256 has no kernel of ours yet: only the peers are timed there.
+# Head dim 256: only the experimental flash_ws_m128_n80 variants have it; bench names them below.
+run "$BIN/host" bench --shapes std --shape 2,16,4096,256 "${named[@]}" --kernel flash_ws_m128_n128_s2_ov_mbarrier --peers torch,fa3 --json "$OUT/bench_ws_new_h100.json" ${BENCH_ARGS:-} || status=1
 run "$BIN/host" bench --shapes std --shape 2,16,4096,256 --peers torch,fa3 --plot "$OUT/bench_h100.svg" --json "$OUT/bench_h100.json" ${BENCH_ARGS:-} || status=1
 run "$BIN/host" bench --shapes std --shape 2,16,4096,256 --dtype bf16 --peers torch,fa3 --json "$OUT/bench_bf16_h100.json" ${BENCH_ARGS:-} || status=1
 # The gate must fail on an unreachable ratio (exit 1), and say which shapes fail.

@@ -20,6 +20,7 @@
 use super::fragment::FragmentSoftmax;
 use super::packing::{slice_tiles, PackedRows};
 use super::pipeline::KvPipeline;
+use super::warp_mma;
 use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
@@ -169,40 +170,26 @@ pub unsafe fn flash_decode<
         // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
         let mut s_acc = [[[0.0f32; 4]; N_TILES]; ROW_TILES];
         for ks in 0..K_STEPS {
-            for jp in 0..N_TILES / 2 {
-                let key_row = warp_key0 + (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
-                let col = (16 * ks) as u32 + ((lane / 8) % 2) * 8;
-                let b = arch::ldmatrix_x4(kv.k_tile(stage) + key_row * stride + col * 2);
-                for mt in 0..ROW_TILES {
-                    T::mma(&mut s_acc[mt][2 * jp], q_frag[mt][ks], [b[0], b[1]]);
-                    T::mma(&mut s_acc[mt][2 * jp + 1], q_frag[mt][ks], [b[2], b[3]]);
-                }
-            }
+            let a = core::array::from_fn(|mt| q_frag[mt][ks]);
+            warp_mma::scores_step::<T, ROW_TILES, N_TILES>(
+                &mut s_acc,
+                &a,
+                kv.k_tile(stage),
+                warp_key0,
+                stride,
+                ks,
+            );
         }
         softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key + t * BLOCK_N as u32 + warp_key0);
 
-        // O += P V, P straight from the accumulators: tiles 2kk and 2kk+1 form k-step kk's A.
-        for kk in 0..N_TILES / 2 {
-            let mut a = [[0u32; 4]; ROW_TILES];
-            for (mt, frag) in a.iter_mut().enumerate() {
-                let (lo, hi) = (&s_acc[mt][2 * kk], &s_acc[mt][2 * kk + 1]);
-                *frag = [
-                    T::pack(lo[0], lo[1]),
-                    T::pack(lo[2], lo[3]),
-                    T::pack(hi[0], hi[1]),
-                    T::pack(hi[2], hi[3]),
-                ];
-            }
-            for dp in 0..D_TILES / 2 {
-                let key_row = warp_key0 + (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;
-                let col = (16 * dp) as u32 + (lane / 16) * 8;
-                let b = arch::ldmatrix_x4_trans(kv.v_tile(stage) + key_row * stride + col * 2);
-                for mt in 0..ROW_TILES {
-                    T::mma(&mut o_acc[mt][2 * dp], a[mt], [b[0], b[1]]);
-                    T::mma(&mut o_acc[mt][2 * dp + 1], a[mt], [b[2], b[3]]);
-                }
-            }
-        }
+        // O += P V, P straight from the accumulators.
+        warp_mma::attend::<T, ROW_TILES, N_TILES, D_TILES>(
+            &mut o_acc,
+            &s_acc,
+            kv.v_tile(stage),
+            warp_key0,
+            stride,
+        );
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }
     kv.finish();

@@ -47,6 +47,7 @@ pub mod packing;
 pub mod pipeline;
 pub mod rows;
 pub mod scalar;
+pub mod warp_mma;
 pub mod wgmma;
 pub mod ws;
 

@@ -1,0 +1,75 @@
+//! One warp's tensor-core products with `mma.sync.m16n8k16` on fragments in registers, the B
+//! operand read from a row-major K or V tile in shared memory by `ldmatrix` (FlashAttention-2's
+//! warp-level GEMMs). Shared by `flash_mma` and `flash_decode`.
+
+use crate::arch::{self, SharedAddr};
+use crate::tile::Element;
+
+/// One 16-column k-step `ks` of S = Q K^T: `a[mt]` is row tile `mt`'s A fragment of Q for this
+/// step; the keys are rows `first_key_row ..` of the K tile at `k_tile` (`stride` bytes per
+/// row). One `ldmatrix.x4` gives the B fragments of two adjacent 8-key tiles, used by every row
+/// tile.
+///
+/// # Safety
+/// `k_tile` must hold `first_key_row + 8 * N_TILES` rows of at least `16 * (ks + 1)` elements,
+/// written and made visible to this warp.
+#[inline(always)]
+pub unsafe fn scores_step<T: Element, const ROW_TILES: usize, const N_TILES: usize>(
+    s_acc: &mut [[[f32; 4]; N_TILES]; ROW_TILES],
+    a: &[[u32; 4]; ROW_TILES],
+    k_tile: SharedAddr,
+    first_key_row: u32,
+    stride: u32,
+    ks: usize,
+) {
+    let lane = arch::lane_id();
+    for jp in 0..N_TILES / 2 {
+        let key_row = first_key_row + (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
+        let col = (16 * ks) as u32 + ((lane / 8) % 2) * 8;
+        // Safety: inside the tile, the caller's contract.
+        let b = unsafe { arch::ldmatrix_x4(k_tile + key_row * stride + col * 2) };
+        for mt in 0..ROW_TILES {
+            T::mma(&mut s_acc[mt][2 * jp], a[mt], [b[0], b[1]]);
+            T::mma(&mut s_acc[mt][2 * jp + 1], a[mt], [b[2], b[3]]);
+        }
+    }
+}
+
+/// O += P V, P straight from the score accumulators (tiles 2kk and 2kk + 1 of a row tile form
+/// k-step kk's A fragment); V's rows `first_key_row ..` of the tile at `v_tile`, read transposed.
+///
+/// # Safety
+/// `v_tile` must hold `first_key_row + 8 * N_TILES` rows of `8 * D_TILES` elements, written and
+/// made visible to this warp.
+#[inline(always)]
+pub unsafe fn attend<T: Element, const ROW_TILES: usize, const N_TILES: usize, const D_TILES: usize>(
+    o_acc: &mut [[[f32; 4]; D_TILES]; ROW_TILES],
+    s_acc: &[[[f32; 4]; N_TILES]; ROW_TILES],
+    v_tile: SharedAddr,
+    first_key_row: u32,
+    stride: u32,
+) {
+    let lane = arch::lane_id();
+    for kk in 0..N_TILES / 2 {
+        let mut a = [[0u32; 4]; ROW_TILES];
+        for (mt, frag) in a.iter_mut().enumerate() {
+            let (lo, hi) = (&s_acc[mt][2 * kk], &s_acc[mt][2 * kk + 1]);
+            *frag = [
+                T::pack(lo[0], lo[1]),
+                T::pack(lo[2], lo[3]),
+                T::pack(hi[0], hi[1]),
+                T::pack(hi[2], hi[3]),
+            ];
+        }
+        for dp in 0..D_TILES / 2 {
+            let key_row = first_key_row + (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;
+            let col = (16 * dp) as u32 + (lane / 16) * 8;
+            // Safety: inside the tile, the caller's contract.
+            let b = unsafe { arch::ldmatrix_x4_trans(v_tile + key_row * stride + col * 2) };
+            for mt in 0..ROW_TILES {
+                T::mma(&mut o_acc[mt][2 * dp], a[mt], [b[0], b[1]]);
+                T::mma(&mut o_acc[mt][2 * dp + 1], a[mt], [b[2], b[3]]);
+            }
+        }
+    }
+}
