@@ -19,9 +19,10 @@ use crate::variants::{Family, VariantSpec};
 /// `flash_decode`: up to two row tiles of 16, all warps sharing them.
 pub const DECODE_MAX_ROWS: usize = 32;
 
-/// The dispatch's variants: 16-row tiles when the packed rows fit, else 32. Three stages of
-/// 64-key tiles let two blocks share an SM at head dim 128 (see kernels.toml).
-const DECODE_VARIANT_16: &str = "flash_decode_m16_n64_w4_s3_light";
+/// The dispatch's variants: 16-row tiles when the packed rows fit, else 32. Of the 16-row ones,
+/// 128-key tiles on 8 warps were the fastest or tied on every decode shape of the H100 run
+/// (evidence/bench_decode_h100.json: 190 us at (1,32,1,32768,128), 8% ahead of 3 stages of 64).
+const DECODE_VARIANT_16: &str = "flash_decode_m16_n128_w8_s3_light";
 const DECODE_VARIANT_32: &str = "flash_decode_m32_n64_w4_s3_light";
 
 /// Most slices of one row block's keys: bounds the workspace and the combine's loop.
@@ -38,17 +39,22 @@ const BLOCK_OVERHEAD_TILES: u64 = 1;
 /// The combine kernel's cost in the same units: one short extra launch.
 const COMBINE_TILES: u64 = 1;
 
-/// Whether `Gpu::choose` sends decode-like problems to `flash_decode`. False until a GPU run has
-/// verified and timed it (session 4 had no GPU): a kernel becomes the default only once `verify`
-/// has seen it pass.
-pub const DISPATCH: bool = false;
+/// Whether `Gpu::choose` sends decode-like problems to `flash_decode` (verified on the H100 in
+/// session 5: every shape set, 200 random problems, sanitizers).
+pub const DISPATCH: bool = true;
 
-/// The `flash_decode` variant the library takes for `shape` on a GPU of architecture `arch` (x10),
-/// or `None` when the problem is not decode-like (more packed rows per KV head than one tile
-/// pair holds) or the head dim has no decode variant.
-pub fn decode_variant(shape: Shape, arch: u32) -> Option<&'static VariantSpec> {
+/// The `flash_decode` variant the library takes for `shape` on a GPU of architecture `arch` (x10)
+/// with `sms` multiprocessors, or `None` when the problem is not decode-like (more packed rows
+/// per KV head than one tile pair holds), the head dim has no decode variant, or the regular
+/// kernels do as well: without grouped heads to pack, a grid of batch x heads blocks that fills
+/// every SM leaves nothing for key splits to gain (at (8,32,1,8192,128) flash_ws took 351 us,
+/// flash_decode 372).
+pub fn decode_variant(shape: Shape, arch: u32, sms: usize) -> Option<&'static VariantSpec> {
     let rows = shape.kv_group().checked_mul(shape.seq_q)?;
     if arch < Family::FlashDecode.min_arch() || rows > DECODE_MAX_ROWS {
+        return None;
+    }
+    if shape.kv_group() == 1 && shape.batch.saturating_mul(shape.heads) >= sms {
         return None;
     }
     let compiled = |name| VariantSpec::by_name(name).filter(|v| v.head_dims.contains(&shape.head_dim));
@@ -421,7 +427,7 @@ mod tests {
 
     #[test]
     fn dispatch_takes_decode_for_few_packed_rows_only() {
-        let decode = |shape: Shape| decode_variant(shape, 90).map(|v| v.name);
+        let decode = |shape: Shape| decode_variant(shape, 90, 132).map(|v| v.name);
         let one = Shape {
             seq_q: 1,
             ..Shape::new(1, 32, 32768, 128)
@@ -443,7 +449,13 @@ mod tests {
         );
         assert_eq!(decode(Shape::new(2, 16, 4096, 128)), None);
         assert_eq!(decode(Shape { seq_q: 128, ..one }), None);
-        assert_eq!(decode_variant(one, 75), None, "sm_80 and newer only");
+        assert_eq!(decode_variant(one, 75, 132), None, "sm_80 and newer only");
+        // Without grouped heads, a batch that fills the SMs stays on the regular kernels.
+        assert_eq!(decode(Shape { batch: 8, ..one }), None);
+        assert_eq!(
+            decode(Shape { batch: 8, ..one }.with_heads_kv(8)),
+            Some(DECODE_VARIANT_16)
+        );
         assert_eq!(
             decode(Shape { head_dim: 256, ..one }),
             None,

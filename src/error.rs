@@ -56,6 +56,8 @@ pub enum Error {
         "the stream belongs to another CUDA context than the GPU's: buffers and launches must share one"
     )]
     ForeignStream,
+    #[error("prebuilt kernels (FLASHRS_CUBIN_DIR): {0}")]
+    Cubin(String),
     #[error("CUDA driver error: {0}")]
     Driver(#[from] cudarc::driver::DriverError),
 }
@@ -115,6 +117,7 @@ mod tests {
                 align: 16,
             },
             Error::ForeignStream,
+            Error::Cubin("kernels_sm_90a.cubin was built from another PTX: run `host cubin` again".into()),
         ];
         for error in errors {
             let debug = format!("{error:?}");

@@ -314,17 +314,17 @@ impl Gpu {
         // A stream of our own: the legacy default stream cannot be captured into a graph.
         let stream = ctx.new_stream()?;
         let compute_capability = ctx.compute_capability()?;
-        let (arch, ptx_text) = match compute_capability {
+        let (arch, target, ptx_text) = match compute_capability {
             // The sm_90a PTX (wgmma) loads on Hopper only; anything newer takes the sm_80 PTX.
-            (9, 0) => (90, embedded::PTX_SM90),
-            (major, _) if major >= 8 => (80, embedded::PTX_SM80),
+            (9, 0) => (90, "sm_90a", embedded::PTX_SM90),
+            (major, _) if major >= 8 => (80, "sm_80", embedded::PTX_SM80),
             (major, minor) => {
                 return Err(Error::NoDevice(format!(
                     "compute capability {major}.{minor}: the kernels need sm_80 or newer"
                 )))
             }
         };
-        let module = ctx.load_module(Ptx::from_src(ptx_text))?;
+        let module = ctx.load_module(kernel_image(target, ptx_text)?)?;
         let max_smem_optin =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
@@ -599,10 +599,9 @@ impl Gpu {
     /// built-in `DISPATCH` heuristic.
     pub fn choose(&self, shape: Shape, dtype: DType, causal: bool) -> (&'static VariantSpec, Choice) {
         // Decode-like problems first: the tuned table's buckets are by sequence length, which
-        // for them is the key length alone. Off until a GPU has verified flash_decode (none was
-        // lent when it was written): `verify` and `bench` run it by name meanwhile.
+        // for them is the key length alone.
         if crate::decode::DISPATCH {
-            if let Some(variant) = crate::decode::decode_variant(shape, self.arch) {
+            if let Some(variant) = crate::decode::decode_variant(shape, self.arch, self.sm_count) {
                 return (variant, Choice::Heuristic);
             }
         }
@@ -986,6 +985,30 @@ fn eager_module_loading() {
     });
 }
 
+/// The module to load: the embedded PTX, which the driver compiles (about 40 s for every variant
+/// on sm_90a), or, where `FLASHRS_CUBIN_DIR` names a folder that `host cubin` filled, the cubin
+/// ptxas assembled from that same PTX. A cubin whose fingerprint does not match the embedded PTX
+/// is refused: its kernels could take other parameters than this build passes.
+fn kernel_image(target: &str, ptx_text: &str) -> Result<Ptx> {
+    let Some(dir) = std::env::var_os("FLASHRS_CUBIN_DIR").filter(|d| !d.is_empty()) else {
+        return Ok(Ptx::from_src(ptx_text));
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let (cubin, fingerprint) = embedded::cubin_files(target);
+    let read = |name: &str| {
+        std::fs::read(dir.join(name)).map_err(|e| Error::Cubin(format!("{}: {e}", dir.join(name).display())))
+    };
+    let expected = format!("{:016x}", embedded::fingerprint(ptx_text));
+    let found = read(&fingerprint)?;
+    if String::from_utf8_lossy(&found).trim() != expected {
+        return Err(Error::Cubin(format!(
+            "{cubin} in {} was built from another PTX than this build embeds: run `host cubin` again",
+            dir.display()
+        )));
+    }
+    Ok(Ptx::from_binary(read(&cubin)?))
+}
+
 /// The NaN bit pattern of `dtype`, for poisoning outputs.
 pub fn nan(dtype: DType) -> u16 {
     match dtype {
@@ -1124,31 +1147,45 @@ fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Result<()> {
 ///
 /// | arch | head dim | big (>= one wave of 128-row blocks) | small                    |
 /// |------|----------|-------------------------------------|--------------------------|
-/// | 90   | 64       | ws m128_n128_s2_ov                  | mma m64_n64_w4_s2_b3     |
-/// | 90   | 128      | ws m128_n128_s2_ov                  | wgmma m128_n128_s2_pp    |
+/// | 90   | 64       | ws m128_n128_s2_pp_ov               | mma m64_n64_w4_s2_b3     |
+/// | 90   | 128      | ws m128_n176_s2_pp_ov               | wgmma m128_n128_s2_pp    |
+/// | 90   | 256      | ws m128_n80_s2_ov                   | ws m128_n80_s2_ov        |
 /// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
 /// | 80   | 128      | mma m128_n32_w4_s3_qsmem            | mma m64_n64_w4_s2        |
 ///
 /// Small problems want more, smaller blocks: at (2,8,512,64) the 128-row tiles give 64 blocks for
-/// 132 SMs. Causal problems follow the same rule (measured the same ranking).
+/// 132 SMs. Causal problems follow the same rule (measured the same ranking). Decode-like
+/// problems go to `flash_decode` first (`Gpu::choose`, src/decode.rs).
 pub const DISPATCH: &[DispatchEntry] = &[
     DispatchEntry {
         arch: 90,
         head_dim: 64,
         big: true,
-        kernel: "flash_ws_m128_n128_s2_ov_mbarrier",
+        kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 128,
         big: true,
-        kernel: "flash_ws_m128_n128_s2_ov_mbarrier",
+        kernel: "flash_ws_m128_n176_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 128,
         big: false,
         kernel: "flash_wgmma_m128_n128_w8_s2_pp_light",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 256,
+        big: true,
+        kernel: "flash_ws_m128_n80_s2_ov_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 256,
+        big: false,
+        kernel: "flash_ws_m128_n80_s2_ov_mbarrier",
     },
     DispatchEntry {
         arch: 80,
@@ -1307,7 +1344,11 @@ mod tests {
         );
         assert_eq!(
             default_variant(Shape::new(2, 16, 4096, 64), 132, 90).name,
-            "flash_ws_m128_n128_s2_ov_mbarrier"
+            "flash_ws_m128_n128_s2_pp_ov_mbarrier"
+        );
+        assert_eq!(
+            default_variant(Shape::new(2, 16, 4096, 256), 132, 90).name,
+            "flash_ws_m128_n80_s2_ov_mbarrier"
         );
     }
 

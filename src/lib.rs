@@ -53,6 +53,24 @@ pub mod embedded {
             .filter_map(|&(name, number)| ptx(number).map(|text| (name, number, text)))
     }
 
+    /// A fingerprint of a PTX text (64-bit FNV-1a), written beside a cubin assembled from it so
+    /// that a cubin from another build is refused rather than launched with the wrong
+    /// parameters.
+    pub fn fingerprint(ptx: &str) -> u64 {
+        ptx.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+
+    /// The file names of a cubin assembled from the module of `target` (e.g. `sm_90a`) and of
+    /// its fingerprint, inside a `FLASHRS_CUBIN_DIR`.
+    pub fn cubin_files(target: &str) -> (String, String) {
+        (
+            format!("kernels_{target}.cubin"),
+            format!("kernels_{target}.ptx-fnv64"),
+        )
+    }
+
     /// The PTX for architecture `arch` (80 or 90).
     pub fn ptx(arch: u32) -> Option<&'static str> {
         match arch {

@@ -95,6 +95,11 @@ mod tests {
         "flash_ws_m128_n128_s2_pp_mbarrier",
         "flash_ws_m128_n128_s2_ov_mbarrier",
         "flash_ws_m128_n128_s2_pp_ov_mbarrier",
+        "flash_ws_m128_n176_s2_ov_mbarrier",
+        "flash_ws_m128_n176_s2_pp_ov_mbarrier",
+        "flash_ws_m128_n192_s3_ov_mbarrier",
+        "flash_ws_m128_n80_s2_ov_mbarrier",
+        "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     ];
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod attend;
 mod bench;
+mod cubin;
 mod harness;
 mod inputs;
 mod list;
@@ -60,6 +61,9 @@ enum Command {
     /// Evolutionary search over the compiled configurations, seeded by `micro`: every candidate
     /// gated (compiled, correct, then timed); `--save` records the winner for the library.
     Tune(tune::Args),
+    /// Assemble the embedded PTX to cubins with ptxas (no GPU needed), so that a GPU machine
+    /// skips the driver's JIT: set FLASHRS_CUBIN_DIR to the folder there.
+    Cubin(cubin::Args),
     /// (internal) the single launch `profile` runs under ncu.
     #[command(hide = true)]
     ProfileTarget(profile::TargetArgs),
@@ -119,6 +123,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => profile::run(cli.device, args),
         Command::Micro(args) => micro::run(cli.device, args),
         Command::Tune(args) => tune::run(cli.device, args),
+        Command::Cubin(args) => cubin::run(args),
         Command::ProfileTarget(args) => profile::run_target(cli.device, args),
     };
     match result {

@@ -248,7 +248,7 @@ mod tests {
         // Decode-like problems that the dispatch sends to flash_decode, some of them split over
         // the keys (planned as on an H100: 132 SMs, two blocks each).
         let split = |p: &RandomProblem| {
-            flashrs::decode::decode_variant(p.0, 90).is_some_and(|v| {
+            flashrs::decode::decode_variant(p.0, 90, 132).is_some_and(|v| {
                 flashrs::decode::Plan::new(p.0, v.block_m, v.block_n, 264).is_ok_and(|plan| plan.splits > 1)
             })
         };

@@ -256,18 +256,8 @@ pub fn fence_operand(value: &mut u32) {
 /// compiler from reading an accumulator of a chain left running before this point.
 #[inline(always)]
 pub fn wgmma_wait<const N: u32, const R: usize>(acc: &mut [f32; R]) {
-    wgmma_wait_tagged::<N, R, 0>(acc)
-}
-
-/// `wgmma_wait`, with `TAG` written into a PTX comment after the instruction: waits that differ
-/// only in the tag are different statements to the compiler, which therefore keeps one in each
-/// arm of a branch instead of hoisting a shared one above it.
-#[inline(always)]
-pub fn wgmma_wait_tagged<const N: u32, const R: usize, const TAG: u32>(acc: &mut [f32; R]) {
     // Safety: waiting touches no memory.
-    unsafe {
-        asm!("wgmma.wait_group.sync.aligned {n}; // {tag}", n = const N, tag = const TAG, options(nostack))
-    };
+    unsafe { asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack)) };
     for x in acc.iter_mut() {
         let mut bits = x.to_bits();
         fence_operand(&mut bits);

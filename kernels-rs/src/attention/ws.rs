@@ -498,6 +498,14 @@ impl<
 
     /// The KV loop with two chains in flight: tile t's S = Q K^T is issued with tile t - 1's
     /// O += P V, and the softmax of the new S runs while P V is still in the tensor cores.
+    ///
+    /// Tile t's V is waited for right after its softmax rather than before its product: the
+    /// mbarrier wait is a loop, so it ends the basic block that holds the exponentials, and
+    /// ptxas, which schedules within a basic block, can no longer hoist the `wait_group 0` that
+    /// follows above them (it did: docs/perf-notes.md, v10; `tests/sass_schedule.rs` checks).
+    /// Every warp of the warpgroup reaches that one `wait_group` at the same instruction, as
+    /// `.aligned` requires (an earlier fix that put a wait in each arm of the rescale branch
+    /// broke that: compute-sanitizer's synccheck, v11).
     #[inline(always)]
     unsafe fn overlapped(&mut self, tiles: u32) {
         if tiles == 0 {
@@ -516,11 +524,11 @@ impl<
             let _ = self.probabilities(0);
             self.pack();
         }
+        arch::mbarrier_wait(self.plan.barrier(V_FULL, 0), 0);
         for t in 1..tiles {
             let (stage, parity) = slot::<STAGES>(t);
-            let (prev_stage, prev_parity) = slot::<STAGES>(t - 1);
+            let prev_stage = slot::<STAGES>(t - 1).0;
             arch::mbarrier_wait(self.plan.barrier(K_FULL, stage), parity);
-            arch::mbarrier_wait(self.plan.barrier(V_FULL, prev_stage), prev_parity);
             self.turns.wait();
             if self.active(t) {
                 // Tile t - 1 is active too: active tiles are a prefix.
@@ -530,7 +538,9 @@ impl<
                 arch::wgmma_wait::<1, S_REGS>(&mut self.s_acc);
                 self.release(K_EMPTY, stage);
                 let correction = self.probabilities(t);
-                rescale_after_wait(&mut self.o_acc, correction);
+                arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
+                arch::wgmma_wait::<0, O_REGS>(&mut self.o_acc);
+                fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                 self.release(V_EMPTY, prev_stage);
                 self.pack();
             } else {
@@ -540,30 +550,15 @@ impl<
                 self.turns.pass();
                 self.release(K_EMPTY, stage);
                 self.release(V_EMPTY, prev_stage);
+                arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
             }
         }
-        let (stage, parity) = slot::<STAGES>(tiles - 1);
-        arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
+        let stage = slot::<STAGES>(tiles - 1).0;
         self.turns.wait();
         if self.active(tiles - 1) {
             self.attend::<false>(stage);
         }
         self.turns.pass();
         self.release(V_EMPTY, stage);
-    }
-}
-
-/// Waits for the running P V chain, then applies the corrections. The wait is written once in
-/// each arm of the branch on whether any row moved its maximum, and the two differ (a tag), so
-/// the compiler cannot hoist one shared wait above the branch: ptxas schedules within a basic
-/// block and moved a `wait_group 0` that shared the softmax's block to the top of it, which put
-/// the whole softmax behind the P V products (`tests/sass_schedule.rs` checks the SASS).
-#[inline(always)]
-fn rescale_after_wait<const O_REGS: usize>(o_acc: &mut [f32; O_REGS], correction: [[f32; 2]; 1]) {
-    if fragment::needs_rescale(&correction) {
-        arch::wgmma_wait::<0, O_REGS>(o_acc);
-        fragment::scale(core::array::from_mut(o_acc), correction);
-    } else {
-        arch::wgmma_wait_tagged::<0, O_REGS, 1>(o_acc);
     }
 }
