@@ -197,9 +197,18 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     fn exponentiate<S: Fragment>(&mut self, scores: &mut [S; ROW_TILES]) {
         for (fragment, state) in scores.iter_mut().zip(self.state.iter_mut()) {
             let offset = [state[0].offset(self.scale_log2), state[1].offset(self.scale_log2)];
-            for (r, s) in fragment.registers_mut().iter_mut().enumerate() {
-                *s = softmax::probability(*s, self.scale_log2, offset[half_of(r)]);
-                state[half_of(r)].row_sum += *s;
+            // Two chains per row (the first and the second register of each pair) halve the
+            // serial run of dependent adds; see docs/perf-notes.md, v11.
+            let (mut first, mut second) = ([0.0f32; 2], [0.0f32; 2]);
+            for (p, pair) in fragment.registers_mut().chunks_exact_mut(2).enumerate() {
+                let half = p % 2;
+                pair[0] = softmax::probability(pair[0], self.scale_log2, offset[half]);
+                pair[1] = softmax::probability(pair[1], self.scale_log2, offset[half]);
+                first[half] += pair[0];
+                second[half] += pair[1];
+            }
+            for (half, row) in state.iter_mut().enumerate() {
+                row.row_sum += first[half] + second[half];
             }
         }
     }
