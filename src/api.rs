@@ -125,16 +125,17 @@ impl<T: Element> DeviceTensor<T> {
         self.layout
     }
 
-    /// The device buffer, for interoperation (read-only: writes would need `&mut`).
-    pub fn as_slice(&self) -> &CudaSlice<T> {
-        &self.data
-    }
-
     fn operand(&self) -> Operand {
         Operand {
             dims: self.dims,
             layout: self.layout,
         }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for DeviceTensor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceTensor<{}>({:?}, {})", T::DTYPE, self.dims, self.layout)
     }
 }
 
@@ -170,6 +171,12 @@ impl LseBuffer {
     /// `[B, H, S_q]`.
     pub fn dims(&self) -> [usize; 3] {
         self.dims
+    }
+}
+
+impl std::fmt::Debug for LseBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LseBuffer({:?})", self.dims)
     }
 }
 
