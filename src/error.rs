@@ -56,6 +56,10 @@ pub enum Error {
         "the stream belongs to another CUDA context than the GPU's: buffers and launches must share one"
     )]
     ForeignStream,
+    #[error("incompatible tensors: {0}")]
+    Incompatible(String),
+    #[error("{what} was made on another Gpu than the one asked to run the call: each Gpu orders its work on its own stream")]
+    OtherGpu { what: &'static str },
     #[error("prebuilt kernels (FLASHRS_CUBIN_DIR): {0}")]
     Cubin(String),
     #[error("CUDA driver error: {0}")]
@@ -117,6 +121,8 @@ mod tests {
                 align: 16,
             },
             Error::ForeignStream,
+            Error::Incompatible("k is [1, 2, 64, 64] and v is [1, 2, 65, 64]: they must match".into()),
+            Error::OtherGpu { what: "k" },
             Error::Cubin("kernels_sm_90a.cubin was built from another PTX: run `host cubin` again".into()),
         ];
         for error in errors {

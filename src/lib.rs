@@ -3,6 +3,7 @@
 //!
 //! Data flows one way: a [`Shape`] and [`Params`] are validated, a variant is chosen (or named),
 //! [`Gpu::launch`] runs it; [`reference`] and [`stats`] turn outputs and timings into verdicts.
+//! [`api`] wraps that in typed device tensors and one builder call, [`attention`].
 
 // First: its macros (the launch parameter list) are used by `gpu`.
 /// The kernels' launch parameters: the device crate's own list, so both sides agree.
@@ -10,6 +11,7 @@
 #[path = "../kernels-rs/src/launch.rs"]
 pub mod launch;
 
+pub mod api;
 pub mod cublas;
 pub mod decode;
 pub mod error;
@@ -28,6 +30,7 @@ pub mod tma;
 pub mod tuned_table;
 pub mod variants;
 
+pub use api::{attention, Attention, DeviceTensor, Element, LseBuffer};
 pub use error::{Error, Result};
 pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};
 pub use layout::Layout;

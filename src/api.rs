@@ -1,0 +1,659 @@
+//! A typed front end in the spirit of PyTorch's `scaled_dot_product_attention` and
+//! FlashAttention's `flash_attn_func`: device tensors that know their element type, dims and
+//! layout, and one builder call.
+//!
+//! ```no_run
+//! use flashrs::api::{attention, f16, DeviceTensor};
+//! use flashrs::{Gpu, Layout};
+//!
+//! # fn main() -> Result<(), flashrs::Error> {
+//! let gpu = Gpu::open(0)?;
+//! let dims = [2, 8, 512, 64]; // [B, H, S, D]
+//! let host = vec![f16::from_f32(0.5); 2 * 8 * 512 * 64];
+//! let q = DeviceTensor::from_host(&gpu, &host, dims, Layout::Bhsd)?;
+//! let k = DeviceTensor::from_host(&gpu, &host, dims, Layout::Bhsd)?;
+//! let v = DeviceTensor::from_host(&gpu, &host, dims, Layout::Bhsd)?;
+//! let out = attention(&q, &k, &v).causal(true).run(&gpu)?;
+//! let out: Vec<f16> = out.to_host()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Every check between the tensors (layout, batch, head dim, heads, key/value dims, the
+//! log-sum-exp's dims) happens before anything is launched and fails with a typed [`Error`].
+//! The launch itself goes through [`Gpu::forward`], so the library's dispatch, its per-launch
+//! buffer checks and its kernels are the same as for [`crate::Tensors`]; the tensors are lent to
+//! it without a copy.
+//!
+//! Mixing element types does not compile:
+//!
+//! ```compile_fail,E0308
+//! # use flashrs::api::{bf16, f16, DeviceTensor};
+//! # fn mix(q: &DeviceTensor<f16>, kv: &DeviceTensor<bf16>) {
+//! let _ = flashrs::api::attention(q, kv, kv);
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, RawBuffer, RawTensors};
+use crate::layout::Layout;
+use crate::problem::{DType, Params, Shape};
+use crate::variants::VariantSpec;
+
+pub use half::{bf16, f16};
+
+mod sealed {
+    /// What a launch needs of an element type; outside the crate it cannot be named, so no type
+    /// other than the two below can become an [`Element`](super::Element).
+    pub trait Sealed:
+        cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy + Send + Sync + 'static
+    {
+    }
+
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+}
+
+// The kernels and `RawTensors` count Q, K, V and the output in 16-bit elements.
+const _: () = assert!(std::mem::size_of::<f16>() == 2 && std::mem::size_of::<bf16>() == 2);
+
+/// An element type of Q, K, V and the output: [`f16`](struct@f16) or [`bf16`] (sealed, since
+/// the kernels exist for those two only). Accumulation is fp32 either way.
+pub trait Element: sealed::Sealed {
+    /// The kernels' name for this type.
+    const DTYPE: DType;
+}
+
+impl Element for f16 {
+    const DTYPE: DType = DType::F16;
+}
+
+impl Element for bf16 {
+    const DTYPE: DType = DType::Bf16;
+}
+
+/// A tensor of `T` on the GPU, with its logical dims `[B, H, S, D]` (batch, heads, sequence,
+/// head dim) and the [`Layout`] its elements are stored in. The dims are always given in that
+/// logical order: a [`Layout::Bshd`] tensor of dims `[2, 8, 512, 64]` holds 8 heads of 512
+/// positions, stored position-major.
+///
+/// The buffer's length matches the dims by construction; the fields are private, so it stays so.
+pub struct DeviceTensor<T: Element> {
+    data: CudaSlice<T>,
+    dims: [usize; 4],
+    layout: Layout,
+}
+
+impl<T: Element> DeviceTensor<T> {
+    /// Copies `data`, laid out as `layout`, to a new tensor on `gpu`. `data` must hold exactly
+    /// `B * H * S * D` elements (else [`Error::Length`]) and every dim must be at least 1.
+    pub fn from_host(gpu: &Gpu, data: &[T], dims: [usize; 4], layout: Layout) -> Result<Self> {
+        check_host_len(dims, layout, data.len())?;
+        Ok(DeviceTensor {
+            data: gpu.stream().clone_htod(data)?,
+            dims,
+            layout,
+        })
+    }
+
+    /// A tensor of zeros on `gpu`, for instance an output for [`Attention::run_into`].
+    pub fn zeros(gpu: &Gpu, dims: [usize; 4], layout: Layout) -> Result<Self> {
+        let elements = elements(&dims, layout)?;
+        Ok(DeviceTensor {
+            data: gpu.stream().alloc_zeros(elements)?,
+            dims,
+            layout,
+        })
+    }
+
+    /// Copies the tensor back, in its own layout, after the work already enqueued on it.
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        Ok(self.data.stream().clone_dtoh(&self.data)?)
+    }
+
+    /// The logical dims `[B, H, S, D]`, whatever the layout.
+    pub fn dims(&self) -> [usize; 4] {
+        self.dims
+    }
+
+    /// How the elements are ordered in memory.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn operand(&self) -> Operand {
+        Operand {
+            dims: self.dims,
+            layout: self.layout,
+        }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for DeviceTensor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceTensor<{}>({:?}, {})", T::DTYPE, self.dims, self.layout)
+    }
+}
+
+/// Each query row's log-sum-exp of its scaled scores (natural log, fp32) on the GPU, `[B, H,
+/// S_q]`: what a backward pass or a combine of partial attentions needs. Filled by a call given
+/// it through [`Attention::lse`]; a row that sees no key gets `-inf`.
+pub struct LseBuffer {
+    data: CudaSlice<f32>,
+    dims: [usize; 3],
+}
+
+impl LseBuffer {
+    /// A buffer for `[B, H, S_q]` rows on `gpu`, filled with NaN until a call writes it.
+    pub fn new(gpu: &Gpu, dims: [usize; 3]) -> Result<Self> {
+        let rows = checked_elements(&dims, || format!("{dims:?}"))?;
+        Ok(LseBuffer {
+            data: gpu.stream().clone_htod(&vec![f32::NAN; rows])?,
+            dims,
+        })
+    }
+
+    /// A buffer for the queries `q`: its `[B, H, S_q]`.
+    pub fn for_queries<T: Element>(gpu: &Gpu, q: &DeviceTensor<T>) -> Result<Self> {
+        let [batch, heads, seq_q, _] = q.dims;
+        LseBuffer::new(gpu, [batch, heads, seq_q])
+    }
+
+    /// Copies the rows back, after the work already enqueued on them.
+    pub fn to_host(&self) -> Result<Vec<f32>> {
+        Ok(self.data.stream().clone_dtoh(&self.data)?)
+    }
+
+    /// `[B, H, S_q]`.
+    pub fn dims(&self) -> [usize; 3] {
+        self.dims
+    }
+}
+
+impl std::fmt::Debug for LseBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LseBuffer({:?})", self.dims)
+    }
+}
+
+/// Starts an attention call `softmax(scale * Q K^T) V` on `q` (`[B, H, S_q, D]`) with keys `k`
+/// and values `v` (both `[B, H_kv, S_k, D]`). `H_kv` dividing `H` is grouped-query attention
+/// (multi-query when 1); `S_q` and `S_k` may differ. All three share one layout, which the
+/// output takes too. Configure the call with the builder's methods and launch it with
+/// [`Attention::run`].
+pub fn attention<'a, T: Element>(
+    q: &'a DeviceTensor<T>,
+    k: &'a DeviceTensor<T>,
+    v: &'a DeviceTensor<T>,
+) -> Attention<'a, T> {
+    Attention {
+        q,
+        k,
+        v,
+        params: Params {
+            causal: false,
+            scale: None,
+        },
+        lse: None,
+        kernel: None,
+    }
+}
+
+/// One attention call being configured; see [`attention`]. Nothing runs until [`Attention::run`]
+/// or [`Attention::run_into`].
+#[must_use = "nothing runs until `run` or `run_into`"]
+pub struct Attention<'a, T: Element> {
+    q: &'a DeviceTensor<T>,
+    k: &'a DeviceTensor<T>,
+    v: &'a DeviceTensor<T>,
+    params: Params,
+    lse: Option<&'a mut LseBuffer>,
+    kernel: Option<&'static VariantSpec>,
+}
+
+impl<'a, T: Element> Attention<'a, T> {
+    /// Masks key `j` from query `i` unless `j <= i + S_k - S_q` (aligned bottom-right, as
+    /// FlashAttention-2; a query that sees no key gets zeros). Off by default.
+    pub fn causal(mut self, causal: bool) -> Self {
+        self.params.causal = causal;
+        self
+    }
+
+    /// The softmax scale; `1 / sqrt(D)` unless set. Must be positive and finite.
+    pub fn scale(mut self, scale: f32) -> Self {
+        self.params.scale = Some(scale);
+        self
+    }
+
+    /// Also writes each query row's log-sum-exp into `lse`, whose dims must be `[B, H, S_q]`.
+    pub fn lse(mut self, lse: &'a mut LseBuffer) -> Self {
+        self.lse = Some(lse);
+        self
+    }
+
+    /// Runs `variant` (one of [`crate::VARIANTS`] or the experimental ones) instead of the
+    /// library's choice.
+    pub fn kernel(mut self, variant: &'static VariantSpec) -> Self {
+        self.kernel = Some(variant);
+        self
+    }
+
+    /// Checks the call and enqueues it on `gpu`'s stream; returns the output, `[B, H, S_q, D]`
+    /// in q's layout. Asynchronous: [`DeviceTensor::to_host`] waits for it.
+    pub fn run(self, gpu: &Gpu) -> Result<DeviceTensor<T>> {
+        // Checked first so that a refused call allocates nothing.
+        self.plan(None)?;
+        let mut out = DeviceTensor::zeros(gpu, self.q.dims, self.q.layout)?;
+        self.run_into(gpu, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Attention::run`], writing into `out` (q's dims and layout), for instance to reuse
+    /// one output across calls. Returns the variant that ran.
+    pub fn run_into(self, gpu: &Gpu, out: &mut DeviceTensor<T>) -> Result<&'static VariantSpec> {
+        let shape = self.plan(Some(out.operand()))?;
+        let kernel = self.kernel.map(compiled_variant).transpose()?;
+        let stream = gpu.stream();
+        let on_gpu = |what, other: &cudarc::driver::CudaStream| {
+            // One stream orders the uploads, the launch, the downloads and the frees.
+            if *other == **stream {
+                Ok(())
+            } else {
+                Err(Error::OtherGpu { what })
+            }
+        };
+        on_gpu("q", self.q.data.stream())?;
+        on_gpu("k", self.k.data.stream())?;
+        on_gpu("v", self.v.data.stream())?;
+        on_gpu("out", out.data.stream())?;
+        let mut lse = self.lse;
+        if let Some(lse) = &lse {
+            on_gpu("lse", lse.data.stream())?;
+        }
+        // The guards keep the pointers valid until the launch is enqueued (their event tracking
+        // is off on the library's contexts).
+        let (q_ptr, _q_guard) = self.q.data.device_ptr(stream);
+        let (k_ptr, _k_guard) = self.k.data.device_ptr(stream);
+        let (v_ptr, _v_guard) = self.v.data.device_ptr(stream);
+        let out_len = out.data.len();
+        let (out_ptr, _out_guard) = out.data.device_ptr_mut(stream);
+        let lse_len = lse.as_ref().map(|lse| lse.data.len());
+        let (lse_ptr, _lse_guard) = match lse.as_mut() {
+            Some(lse) => {
+                let (ptr, guard) = lse.data.device_ptr_mut(stream);
+                (Some(ptr), Some(guard))
+            }
+            None => (None, None),
+        };
+        let raw = RawTensors {
+            q: RawBuffer::new(q_ptr, self.q.data.len()),
+            k: RawBuffer::new(k_ptr, self.k.data.len()),
+            v: RawBuffer::new(v_ptr, self.v.data.len()),
+            out: RawBuffer::new(out_ptr, out_len),
+            lse: lse_ptr.zip(lse_len).map(|(ptr, len)| RawBuffer::new(ptr, len)),
+        };
+        // Safety (the contract of `tensors_from_raw`):
+        // - every pointer is a live `CudaSlice` of `len` elements of a 16-bit `T` (or f32 for the
+        //   log-sum-exp) allocated on `stream`, so in this GPU's context (streams checked above);
+        // - the slices are borrowed for this whole function, longer than the `Tensors`, and a
+        //   `CudaSlice` is freed on its own stream (`stream`), after the work enqueued here;
+        // - every access to a `DeviceTensor` or `LseBuffer` runs on its stream, `stream`, so
+        //   it is ordered with this launch; the borrows (`&` for q, k, v, `&mut` for out and lse)
+        //   rule out a write to Q, K, V and any other use of out and lse meanwhile;
+        // - out and lse are exclusive borrows of distinct objects, so they overlap neither each
+        //   other nor Q, K, V.
+        let mut tensors = unsafe { gpu.tensors_from_raw(stream, self.q.layout, shape, T::DTYPE, raw) }?;
+        gpu.forward(&mut tensors, self.params, kernel.map(|v| v.name))
+    }
+
+    /// Every check between the tensors, before anything is allocated or launched.
+    fn plan(&self, out: Option<Operand>) -> Result<Shape> {
+        plan(
+            self.q.operand(),
+            self.k.operand(),
+            self.v.operand(),
+            out,
+            self.lse.as_ref().map(|lse| lse.dims),
+            self.params,
+        )
+    }
+}
+
+/// The compiled variant `variant` names, refusing one whose fields were changed from those of
+/// the compiled variant of that name (its fields are public, so a copy could carry other tiles).
+fn compiled_variant(variant: &'static VariantSpec) -> Result<&'static VariantSpec> {
+    match VariantSpec::by_name(variant.name) {
+        Some(compiled) if compiled == variant => Ok(compiled),
+        _ => Err(Error::UnknownKernel(variant.name.to_string())),
+    }
+}
+
+/// What the checks need of a tensor.
+#[derive(Clone, Copy, Debug)]
+struct Operand {
+    dims: [usize; 4],
+    layout: Layout,
+}
+
+/// The shape of an attention call on `q`, `k`, `v` (and `out`, `lse` when given), or the typed
+/// error of the first mismatch between them. Pure, so every refusal is tested without a GPU.
+fn plan(
+    q: Operand,
+    k: Operand,
+    v: Operand,
+    out: Option<Operand>,
+    lse: Option<[usize; 3]>,
+    params: Params,
+) -> Result<Shape> {
+    let incompatible = |message: String| Err(Error::Incompatible(message));
+    for (name, other) in [("k", k), ("v", v)] {
+        if other.layout != q.layout {
+            return incompatible(format!(
+                "q is {} and {name} is {}: q, k and v need one layout",
+                q.layout, other.layout
+            ));
+        }
+    }
+    if v.dims != k.dims {
+        return incompatible(format!(
+            "k is {:?} and v is {:?}: keys and values need the same dims",
+            k.dims, v.dims
+        ));
+    }
+    let [batch, heads, seq_q, head_dim] = q.dims;
+    let [batch_kv, heads_kv, seq_k, head_dim_kv] = k.dims;
+    if batch_kv != batch {
+        return incompatible(format!(
+            "q has batch {batch}, k and v have {batch_kv}: they need the same batch"
+        ));
+    }
+    if head_dim_kv != head_dim {
+        return incompatible(format!(
+            "q has head dim {head_dim}, k and v have {head_dim_kv}: they need the same head dim"
+        ));
+    }
+    if heads_kv == 0 || !heads.is_multiple_of(heads_kv) {
+        return incompatible(format!(
+            "k and v have {heads_kv} heads, which must divide q's {heads} (grouped-query attention)"
+        ));
+    }
+    if let Some(out) = out {
+        if out.dims != q.dims || out.layout != q.layout {
+            return incompatible(format!(
+                "the output is {:?} {} and q is {:?} {}: the output takes q's dims and layout",
+                out.dims, out.layout, q.dims, q.layout
+            ));
+        }
+    }
+    if let Some(lse) = lse {
+        if lse != [batch, heads, seq_q] {
+            return incompatible(format!(
+                "the log-sum-exp buffer is {lse:?}, q needs [B, H, S_q] = {:?}",
+                [batch, heads, seq_q]
+            ));
+        }
+    }
+    let shape = Shape {
+        batch,
+        heads,
+        heads_kv,
+        seq_q,
+        seq_k,
+        head_dim,
+    };
+    shape.validate()?;
+    params.validate()?;
+    Ok(shape)
+}
+
+/// Checks that host data of `len` elements fills a tensor of `dims`.
+fn check_host_len(dims: [usize; 4], layout: Layout, len: usize) -> Result<()> {
+    let expected = elements(&dims, layout)?;
+    if len == expected {
+        Ok(())
+    } else {
+        Err(Error::Length {
+            what: "host data",
+            expected,
+            actual: len,
+            shape: format!("{dims:?} {layout}"),
+        })
+    }
+}
+
+/// Elements of a tensor of `dims`, each at least 1.
+fn elements(dims: &[usize; 4], layout: Layout) -> Result<usize> {
+    checked_elements(dims, || format!("{dims:?} {layout}"))
+}
+
+/// The product of `dims`, refusing a zero dim (no kernel takes an empty tensor, and an empty
+/// device allocation is not a thing) and a count whose bytes `isize` cannot hold.
+fn checked_elements(dims: &[usize], describe: impl Fn() -> String) -> Result<usize> {
+    if dims.contains(&0) {
+        return Err(Error::InvalidProblem(format!(
+            "every dimension must be at least 1, got {}",
+            describe()
+        )));
+    }
+    dims.iter()
+        .try_fold(1usize, |product, &dim| product.checked_mul(dim))
+        // 4 bytes per element at most (the log-sum-exp's).
+        .filter(|&n| n.checked_mul(4).is_some_and(|bytes| bytes <= isize::MAX as usize))
+        .ok_or_else(|| {
+            Error::InvalidProblem(format!(
+                "{} has more elements than memory can address",
+                describe()
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bhsd(dims: [usize; 4]) -> Operand {
+        Operand {
+            dims,
+            layout: Layout::Bhsd,
+        }
+    }
+
+    fn plain() -> Params {
+        Params {
+            causal: false,
+            scale: None,
+        }
+    }
+
+    /// `plan` on q, k, v (and out, lse), for tests.
+    fn check(
+        q: Operand,
+        k: Operand,
+        v: Operand,
+        out: Option<Operand>,
+        lse: Option<[usize; 3]>,
+    ) -> Result<Shape> {
+        plan(q, k, v, out, lse, plain())
+    }
+
+    /// The message of an `Incompatible` error (anything else fails the test); one line.
+    fn incompatible(result: Result<Shape>) -> String {
+        match result {
+            Err(Error::Incompatible(message)) => {
+                let line = format!("{:?}", Error::Incompatible(message.clone()));
+                assert_eq!(line.lines().count(), 1, "{line}");
+                message
+            }
+            other => panic!("expected Incompatible, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn grouped_query_and_cross_attention_shapes_are_accepted() {
+        let q = bhsd([2, 8, 100, 64]);
+        let kv = bhsd([2, 2, 37, 64]);
+        let shape = check(q, kv, kv, Some(q), Some([2, 8, 100])).unwrap();
+        assert_eq!(
+            shape,
+            Shape {
+                batch: 2,
+                heads: 8,
+                heads_kv: 2,
+                seq_q: 100,
+                seq_k: 37,
+                head_dim: 64,
+            }
+        );
+        assert_eq!(shape.kv_group(), 4);
+        // Multi-query (one key/value head), and plain self-attention in the other layout.
+        let mqa = check(q, bhsd([2, 1, 300, 64]), bhsd([2, 1, 300, 64]), None, None).unwrap();
+        assert_eq!((mqa.heads_kv, mqa.seq_k), (1, 300));
+        let bshd = Operand {
+            dims: [1, 4, 50, 128],
+            layout: Layout::Bshd,
+        };
+        assert_eq!(
+            check(bshd, bshd, bshd, Some(bshd), None).unwrap(),
+            Shape::new(1, 4, 50, 128)
+        );
+    }
+
+    #[test]
+    fn layouts_must_agree() {
+        let q = bhsd([1, 2, 16, 64]);
+        let other = Operand {
+            layout: Layout::Bshd,
+            ..q
+        };
+        let message = incompatible(check(q, other, q, None, None));
+        assert!(message.contains("q is bhsd and k is bshd"), "{message}");
+        let message = incompatible(check(q, q, other, None, None));
+        assert!(message.contains("v is bshd"), "{message}");
+        let message = incompatible(check(q, q, q, Some(other), None));
+        assert!(message.contains("output"), "{message}");
+    }
+
+    #[test]
+    fn keys_and_values_must_have_the_same_dims() {
+        let q = bhsd([1, 4, 16, 64]);
+        for v in [[1, 4, 17, 64], [1, 2, 16, 64], [2, 4, 16, 64], [1, 4, 16, 128]] {
+            let message = incompatible(check(q, q, bhsd(v), None, None));
+            assert!(message.contains("keys and values"), "{v:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn batch_head_dim_and_heads_must_fit_q() {
+        let q = bhsd([2, 8, 16, 64]);
+        let kv = |dims| (bhsd(dims), bhsd(dims));
+        let (k, v) = kv([1, 8, 16, 64]);
+        assert!(incompatible(check(q, k, v, None, None)).contains("batch"));
+        let (k, v) = kv([2, 8, 16, 128]);
+        assert!(incompatible(check(q, k, v, None, None)).contains("head dim"));
+        for heads_kv in [3, 16, 0] {
+            let (k, v) = kv([2, heads_kv, 16, 64]);
+            let message = incompatible(check(q, k, v, None, None));
+            assert!(message.contains("must divide q's 8"), "{heads_kv}: {message}");
+        }
+    }
+
+    #[test]
+    fn the_output_takes_qs_dims() {
+        let q = bhsd([1, 4, 16, 64]);
+        let kv = bhsd([1, 4, 32, 64]);
+        // Shaped like the keys (S_k) rather than the queries (S_q): refused.
+        let message = incompatible(check(q, kv, kv, Some(kv), None));
+        assert!(message.contains("q's dims and layout"), "{message}");
+    }
+
+    #[test]
+    fn the_log_sum_exp_is_batch_heads_query_rows() {
+        let q = bhsd([2, 8, 100, 64]);
+        let kv = bhsd([2, 2, 37, 64]);
+        // Key heads or key length instead of the queries': refused.
+        for lse in [[2, 2, 100], [2, 8, 37], [1, 8, 100], [2, 8, 101]] {
+            let message = incompatible(check(q, kv, kv, None, Some(lse)));
+            assert!(
+                message.contains("[B, H, S_q] = [2, 8, 100]"),
+                "{lse:?}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_the_kernels_cannot_take_is_refused_too() {
+        let d96 = bhsd([1, 2, 16, 96]);
+        assert!(matches!(
+            check(d96, d96, d96, None, None),
+            Err(Error::UnsupportedHeadDim(96, _))
+        ));
+        let q = bhsd([1, 2, 16, 64]);
+        for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            let params = Params {
+                causal: true,
+                scale: Some(scale),
+            };
+            assert!(
+                matches!(plan(q, q, q, None, None, params), Err(Error::InvalidProblem(_))),
+                "{scale}"
+            );
+        }
+        let empty = bhsd([1, 2, 0, 64]);
+        assert!(matches!(
+            check(empty, empty, empty, None, None),
+            Err(Error::InvalidProblem(_))
+        ));
+    }
+
+    #[test]
+    fn host_data_must_fill_the_dims() {
+        let dims = [2, 3, 5, 64];
+        assert!(check_host_len(dims, Layout::Bshd, 2 * 3 * 5 * 64).is_ok());
+        for len in [0, 2 * 3 * 5 * 64 - 1, 2 * 3 * 5 * 64 + 1] {
+            match check_host_len(dims, Layout::Bshd, len) {
+                Err(Error::Length {
+                    expected: 1920,
+                    actual,
+                    ..
+                }) if actual == len => {}
+                other => panic!("{len}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            check_host_len([1, 0, 5, 64], Layout::Bhsd, 0),
+            Err(Error::InvalidProblem(_))
+        ));
+        // A count that wraps must not match a small slice.
+        let huge = [usize::MAX / 2 + 1, 2, 1, 1];
+        assert!(matches!(
+            check_host_len(huge, Layout::Bhsd, 0),
+            Err(Error::InvalidProblem(_))
+        ));
+    }
+
+    #[test]
+    fn element_types_name_their_dtype() {
+        assert_eq!(<f16 as Element>::DTYPE, DType::F16);
+        assert_eq!(<bf16 as Element>::DTYPE, DType::Bf16);
+    }
+
+    #[test]
+    fn a_named_variant_must_be_a_compiled_one() {
+        let compiled = &crate::VARIANTS[0];
+        assert_eq!(compiled_variant(compiled).unwrap(), compiled);
+        // A copy with other tiles under a compiled variant's name is refused, not launched with
+        // the compiled variant's facts or its own.
+        let forged: &'static VariantSpec = Box::leak(Box::new(VariantSpec {
+            spec: crate::Spec {
+                block_m: compiled.block_m * 2,
+                ..compiled.spec
+            },
+            ..*compiled
+        }));
+        assert!(matches!(compiled_variant(forged), Err(Error::UnknownKernel(_))));
+    }
+}

@@ -1,0 +1,316 @@
+//! GPU tests of the typed API (`flashrs::api`): the builder against the float64 reference, and
+//! mismatched inputs refused before a launch. `#[ignore]`d like `tests/gpu.rs`: they need an
+//! NVIDIA GPU and run there with `--ignored`.
+
+use flashrs::api::{attention, bf16, f16, DeviceTensor, Element, LseBuffer};
+use flashrs::reference;
+use flashrs::{DType, Error, Gpu, Layout, Shape};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn gpu() -> Gpu {
+    Gpu::open(0).unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
+}
+
+/// How the tests make and read elements of either type.
+trait Half: Element {
+    fn from_f32(x: f32) -> Self;
+    fn to_f32(self) -> f32;
+    fn nan() -> Self;
+}
+
+impl Half for f16 {
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    fn nan() -> Self {
+        f16::NAN
+    }
+}
+
+impl Half for bf16 {
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    fn nan() -> Self {
+        bf16::NAN
+    }
+}
+
+/// Random elements in `[-2, 2)`, stored in `[B, H, S, D]` order.
+fn random<T: Half>(n: usize, rng: &mut StdRng) -> Vec<T> {
+    (0..n)
+        .map(|_| T::from_f32(rng.random_range(-2.0f32..2.0)))
+        .collect()
+}
+
+fn widen<T: Half>(x: &[T]) -> Vec<f32> {
+    x.iter().map(|&e| e.to_f32()).collect()
+}
+
+/// One call's inputs on the host in `[B, H, S, D]` order, their reference output and
+/// log-sum-exp, and the device tensors in `layout`.
+struct Case<T: Half> {
+    shape: Shape,
+    layout: Layout,
+    q: DeviceTensor<T>,
+    k: DeviceTensor<T>,
+    v: DeviceTensor<T>,
+    expected: Vec<f64>,
+    expected_lse: Vec<f64>,
+}
+
+fn case<T: Half>(gpu: &Gpu, shape: Shape, layout: Layout, causal: bool, rng: &mut StdRng) -> Case<T> {
+    let q: Vec<T> = random(shape.q_len(), rng);
+    let k: Vec<T> = random(shape.kv_len(), rng);
+    let v: Vec<T> = random(shape.kv_len(), rng);
+    let scale = 1.0 / (shape.head_dim as f64).sqrt();
+    let dims = shape.reference_dims();
+    let (qf, kf, vf) = (widen(&q), widen(&k), widen(&v));
+    let expected = reference::attention_f64(&qf, &kf, &vf, dims, causal, scale);
+    let expected_lse = reference::log_sum_exp_f64(&qf, &kf, dims, causal, scale);
+    let q_dims = [shape.batch, shape.heads, shape.seq_q, shape.head_dim];
+    let kv_dims = [shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim];
+    let upload = |data: &[T], [b, h, s, d]: [usize; 4]| {
+        DeviceTensor::from_host(gpu, &layout.from_bhsd(data, b, h, s, d), [b, h, s, d], layout).unwrap()
+    };
+    Case {
+        shape,
+        layout,
+        q: upload(&q, q_dims),
+        k: upload(&k, kv_dims),
+        v: upload(&v, kv_dims),
+        expected,
+        expected_lse,
+    }
+}
+
+impl<T: Half> Case<T> {
+    /// An output poisoned with NaN, so that an element no kernel writes fails the comparison.
+    fn poisoned_out(&self, gpu: &Gpu) -> DeviceTensor<T> {
+        let dims = self.q.dims();
+        DeviceTensor::from_host(gpu, &vec![T::nan(); self.shape.q_len()], dims, self.layout).unwrap()
+    }
+
+    /// Checks `out` (in the case's layout) against the reference.
+    fn check(&self, out: &DeviceTensor<T>, what: &str) {
+        assert_eq!(out.dims(), self.q.dims(), "{what}");
+        assert_eq!(out.layout(), self.layout, "{what}");
+        let s = self.shape;
+        let host = self
+            .layout
+            .to_bhsd(&out.to_host().unwrap(), s.batch, s.heads, s.seq_q, s.head_dim);
+        let cmp = reference::compare(&widen(&host), &self.expected);
+        assert!(
+            cmp.passes(T::DTYPE.tolerance()),
+            "{what} on {s} {} {}: {cmp:?}",
+            T::DTYPE,
+            self.layout
+        );
+    }
+
+    fn check_lse(&self, lse: &LseBuffer, what: &str) {
+        for (row, (&a, &r)) in lse.to_host().unwrap().iter().zip(&self.expected_lse).enumerate() {
+            let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
+            assert!(ok, "{what} on {}: lse row {row}: {a} vs {r}", self.shape);
+        }
+    }
+}
+
+fn seeded() -> (u64, StdRng) {
+    let seed = rand::rng().random();
+    (seed, StdRng::seed_from_u64(seed))
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn plain_f16_matches_the_reference() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    for shape in [Shape::new(2, 4, 200, 64), Shape::new(1, 3, 77, 128)] {
+        let case: Case<f16> = case(&gpu, shape, Layout::Bhsd, false, &mut rng);
+        let out = attention(&case.q, &case.k, &case.v).run(&gpu).unwrap();
+        case.check(&out, &format!("run, seed {seed}"));
+        // Into a NaN-poisoned output, which must be fully overwritten.
+        let mut into = case.poisoned_out(&gpu);
+        let variant = attention(&case.q, &case.k, &case.v)
+            .run_into(&gpu, &mut into)
+            .unwrap();
+        case.check(&into, &format!("run_into ({}), seed {seed}", variant.name));
+        // Every compiled variant this GPU runs, named through the builder.
+        for variant in flashrs::VARIANTS
+            .iter()
+            .filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
+        {
+            let mut out = case.poisoned_out(&gpu);
+            let ran = attention(&case.q, &case.k, &case.v)
+                .kernel(variant)
+                .run_into(&gpu, &mut out)
+                .unwrap();
+            assert_eq!(ran.name, variant.name);
+            case.check(&out, &format!("{}, seed {seed}", variant.name));
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn grouped_query_causal_bf16_with_log_sum_exp_matches_the_reference() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    for shape in [
+        Shape::new(2, 8, 150, 64).with_heads_kv(2),
+        Shape::new(1, 8, 300, 128).with_heads_kv(1),
+    ] {
+        let case: Case<bf16> = case(&gpu, shape, Layout::Bhsd, true, &mut rng);
+        let mut lse = LseBuffer::for_queries(&gpu, &case.q).unwrap();
+        assert_eq!(lse.dims(), [shape.batch, shape.heads, shape.seq_q]);
+        let out = attention(&case.q, &case.k, &case.v)
+            .causal(true)
+            .lse(&mut lse)
+            .run(&gpu)
+            .unwrap();
+        case.check(&out, &format!("seed {seed}"));
+        case.check_lse(&lse, &format!("seed {seed}"));
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn bshd_layout_matches_the_reference() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    let shape = Shape::new(2, 6, 133, 64).with_heads_kv(3);
+    for causal in [false, true] {
+        let case: Case<f16> = case(&gpu, shape, Layout::Bshd, causal, &mut rng);
+        let mut lse = LseBuffer::for_queries(&gpu, &case.q).unwrap();
+        let out = attention(&case.q, &case.k, &case.v)
+            .causal(causal)
+            .lse(&mut lse)
+            .run(&gpu)
+            .unwrap();
+        case.check(&out, &format!("causal={causal}, seed {seed}"));
+        case.check_lse(&lse, &format!("causal={causal}, seed {seed}"));
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn different_query_and_key_lengths_match_the_reference() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    let cross = |seq_q, seq_k, head_dim| Shape {
+        seq_q,
+        seq_k,
+        ..Shape::new(1, 4, 1, head_dim)
+    };
+    // S_q > S_k with a causal mask: the first query rows see no key and must be zeros.
+    for (shape, causal) in [
+        (cross(100, 37, 64), true),
+        (cross(37, 150, 128), true),
+        (cross(1, 500, 64), false),
+    ] {
+        let case: Case<f16> = case(&gpu, shape, Layout::Bhsd, causal, &mut rng);
+        let mut out = case.poisoned_out(&gpu);
+        attention(&case.q, &case.k, &case.v)
+            .causal(causal)
+            .run_into(&gpu, &mut out)
+            .unwrap();
+        case.check(&out, &format!("causal={causal}, seed {seed}"));
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn mismatched_inputs_are_refused_before_a_launch() {
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(7);
+    let shape = Shape::new(1, 4, 64, 64).with_heads_kv(2);
+    let case: Case<f16> = case(&gpu, shape, Layout::Bhsd, false, &mut rng);
+    let mut tensor = |dims: [usize; 4], layout| {
+        let n = dims.iter().product();
+        DeviceTensor::<f16>::from_host(&gpu, &random(n, &mut rng), dims, layout).unwrap()
+    };
+    let kv_bshd = tensor([1, 2, 64, 64], Layout::Bshd);
+    let kv_long = tensor([1, 2, 65, 64], Layout::Bhsd);
+    let kv_three_heads = tensor([1, 3, 64, 64], Layout::Bhsd);
+    let kv_batch_two = tensor([2, 2, 64, 64], Layout::Bhsd);
+    let kv_d128 = tensor([1, 2, 64, 128], Layout::Bhsd);
+    let (q, k, v) = (&case.q, &case.k, &case.v);
+    let refused: Vec<(&str, &DeviceTensor<f16>, &DeviceTensor<f16>)> = vec![
+        ("layout", &kv_bshd, &kv_bshd),
+        ("k and v dims", k, &kv_long),
+        ("heads", &kv_three_heads, &kv_three_heads),
+        ("batch", &kv_batch_two, &kv_batch_two),
+        ("head dim", &kv_d128, &kv_d128),
+    ];
+    let mut out = case.poisoned_out(&gpu);
+    for (what, k, v) in refused {
+        match attention(q, k, v).run_into(&gpu, &mut out) {
+            Err(Error::Incompatible(message)) => assert_eq!(message.lines().count(), 1),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(matches!(
+            attention(q, k, v).run(&gpu),
+            Err(Error::Incompatible(_))
+        ));
+    }
+    // The log-sum-exp shaped for the keys, an output shaped like the keys, a bad scale.
+    let mut lse = LseBuffer::new(&gpu, [1, 2, 64]).unwrap();
+    assert!(matches!(
+        attention(q, k, v).lse(&mut lse).run_into(&gpu, &mut out),
+        Err(Error::Incompatible(_))
+    ));
+    let mut wrong_out = tensor([1, 2, 64, 64], Layout::Bhsd);
+    assert!(matches!(
+        attention(q, k, v).run_into(&gpu, &mut wrong_out),
+        Err(Error::Incompatible(_))
+    ));
+    assert!(matches!(
+        attention(q, k, v).scale(-1.0).run_into(&gpu, &mut out),
+        Err(Error::InvalidProblem(_))
+    ));
+    // Tensors of another Gpu (its own stream) are refused rather than raced.
+    let other = gpu_again();
+    let foreign = DeviceTensor::<f16>::from_host(
+        &other,
+        &random(64 * 64 * 2, &mut rng),
+        [1, 2, 64, 64],
+        Layout::Bhsd,
+    )
+    .unwrap();
+    assert!(matches!(
+        attention(q, &foreign, v).run_into(&gpu, &mut out),
+        Err(Error::OtherGpu { what: "k" })
+    ));
+    // Nothing ran: the output is still all NaN.
+    let untouched = out.to_host().unwrap();
+    assert!(
+        untouched.iter().all(|x| x.is_nan()),
+        "a refused call wrote the output"
+    );
+    // Host data that does not fill its dims.
+    match DeviceTensor::<bf16>::from_host(&gpu, &[bf16::ZERO; 10], [1, 1, 4, 64], Layout::Bhsd) {
+        Err(Error::Length {
+            expected: 256,
+            actual: 10,
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    // The same call with the right inputs runs and overwrites every element.
+    attention(q, k, v).run_into(&gpu, &mut out).unwrap();
+    case.check(&out, "after the refusals");
+    assert_eq!(DType::F16, <f16 as Element>::DTYPE);
+}
+
+/// A second `Gpu` on the same device: same context, another stream.
+fn gpu_again() -> Gpu {
+    gpu()
+}
