@@ -324,7 +324,8 @@ impl Gpu {
                 )))
             }
         };
-        let module = ctx.load_module(kernel_image(target, ptx_text)?)?;
+        let cubin_dir = std::env::var_os("FLASHRS_CUBIN_DIR").filter(|d| !d.is_empty());
+        let module = ctx.load_module(kernel_image(cubin_dir.map(Into::into), target, ptx_text)?)?;
         let max_smem_optin =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
@@ -989,11 +990,10 @@ fn eager_module_loading() {
 /// on sm_90a), or, where `FLASHRS_CUBIN_DIR` names a folder that `host cubin` filled, the cubin
 /// ptxas assembled from that same PTX. A cubin whose fingerprint does not match the embedded PTX
 /// is refused: its kernels could take other parameters than this build passes.
-fn kernel_image(target: &str, ptx_text: &str) -> Result<Ptx> {
-    let Some(dir) = std::env::var_os("FLASHRS_CUBIN_DIR").filter(|d| !d.is_empty()) else {
+fn kernel_image(cubin_dir: Option<std::path::PathBuf>, target: &str, ptx_text: &str) -> Result<Ptx> {
+    let Some(dir) = cubin_dir else {
         return Ok(Ptx::from_src(ptx_text));
     };
-    let dir = std::path::PathBuf::from(dir);
     let (cubin, fingerprint) = embedded::cubin_files(target);
     let read = |name: &str| {
         std::fs::read(dir.join(name)).map_err(|e| Error::Cubin(format!("{}: {e}", dir.join(name).display())))
@@ -1566,6 +1566,29 @@ mod tests {
             }
         }
         assert!(check_alignment("lse", 0x7f00_0000_0104, 4).is_ok());
+    }
+
+    #[test]
+    fn a_cubin_is_loaded_only_with_the_fingerprint_of_this_ptx() {
+        let dir = std::env::temp_dir().join(format!("flashrs-cubin-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cubin, fingerprint) = embedded::cubin_files("sm_90a");
+        let ptx = ".version 8.0\n.target sm_90a\n";
+        let image = |dir: &std::path::Path| kernel_image(Some(dir.to_path_buf()), "sm_90a", ptx);
+        // Nothing written yet: the missing file is named.
+        assert!(matches!(image(&dir), Err(Error::Cubin(m)) if m.contains("ptx-fnv64")));
+        std::fs::write(dir.join(&cubin), b"\x7fELF").unwrap();
+        std::fs::write(dir.join(&fingerprint), "0123456789abcdef\n").unwrap();
+        assert!(matches!(image(&dir), Err(Error::Cubin(m)) if m.contains("another PTX")));
+        let own = format!("{:016x}\n", embedded::fingerprint(ptx));
+        std::fs::write(dir.join(&fingerprint), own).unwrap();
+        assert!(image(&dir).is_ok(), "the matching cubin loads");
+        // Without a folder the PTX itself is what loads.
+        assert!(kernel_image(None, "sm_90a", ptx)
+            .unwrap()
+            .to_src()
+            .contains(".target sm_90a"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -24,6 +24,15 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let ptxas = ptxas::find_ptxas().ok_or_else(|| {
         Failure::Usage("ptxas not found: run scripts/setup.sh, or set FLASHRS_PTXAS to a ptxas binary".into())
     })?;
+    if let Some(unknown) = args
+        .arch
+        .iter()
+        .find(|&&a| !embedded::modules().any(|(_, number, _)| number == a))
+    {
+        return Err(Failure::Usage(format!(
+            "no embedded PTX for sm_{unknown}: the architectures are 80 and 90"
+        )));
+    }
     std::fs::create_dir_all(&args.out)?;
     for (target, number, ptx_text) in embedded::modules() {
         if !args.arch.is_empty() && !args.arch.contains(&number) {
