@@ -98,6 +98,7 @@ pub fn choose_splits(work: Work) -> u32 {
 /// One `flash_decode` launch: its key slices and grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
+    /// Slices the key range is split into (1: the blocks write the output directly, no combine).
     pub splits: u32,
     /// Blocks of `block_m` packed rows per KV head.
     pub row_blocks: u32,

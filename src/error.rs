@@ -9,59 +9,93 @@ use thiserror::Error;
 /// the variant's structure; match on the variants for the details.
 #[derive(Error)]
 pub enum Error {
+    /// libcuda could not be loaded: the machine has no NVIDIA driver.
     #[error("no CUDA driver found (libcuda could not be loaded): this needs a machine with an NVIDIA GPU and its driver")]
     NoDriver,
+    /// No usable device: the ordinal is past the device count, or the GPU is older than sm_80.
     #[error("no CUDA device: {0}")]
     NoDevice(String),
+    /// The shape or parameters cannot be run (a zero dim, more elements than memory can
+    /// address, a kernel compiled for other head dims or dtype); the message says which.
     #[error("invalid problem: {0}")]
     InvalidProblem(String),
+    /// The head dim (first) is not one the kernels are compiled for (second: the compiled ones).
     #[error("unsupported head dim {0}: compiled head dims are {1:?}")]
     UnsupportedHeadDim(usize, &'static [usize]),
+    /// No compiled variant has this name.
     #[error("unknown kernel `{0}`: run `list` for the compiled variants")]
     UnknownKernel(String),
+    /// A buffer holds the wrong number of elements for the shape.
     #[error("{what}: expected {expected} elements for shape {shape}, got {actual}")]
     Length {
+        /// Which buffer (`"q"`, `"out"`, `"host data"`, ...).
         what: &'static str,
+        /// Elements the shape implies.
         expected: usize,
+        /// Elements the buffer holds, counted in the expected element type.
         actual: usize,
+        /// The shape the count was derived from, as text.
         shape: String,
     },
+    /// The kernel needs more shared memory per block than the device's opt-in maximum.
     #[error(
         "kernel {kernel} needs {needed} bytes of shared memory per block, the device allows {available}"
     )]
     SharedMemory {
+        /// The kernel's PTX symbol (variant, head dim, dtype).
         kernel: String,
+        /// Shared memory the kernel needs per block, in bytes.
         needed: u32,
+        /// The device's opt-in maximum per block, in bytes.
         available: u32,
     },
+    /// The variant needs a newer architecture than the device's PTX targets.
     #[error("kernel {kernel} needs compute capability {needed_arch} (sm_{needed_arch}a for wgmma); this device's PTX is sm_{arch}")]
     Architecture {
+        /// The variant's name.
         kernel: &'static str,
+        /// The oldest compute capability (x10, e.g. 90) that has the variant.
         needed_arch: u32,
+        /// The compute capability (x10) of the PTX this device loaded: 80 or 90.
         arch: u32,
     },
+    /// The embedded PTX has no symbol by this name: the build and the variant table disagree.
     #[error("the embedded PTX lacks `{0}`: the build and the variant table disagree")]
     MissingSymbol(String),
+    /// libcublas could not be loaded (needed only by the cuBLAS baseline).
     #[error("cuBLAS (libcublas) could not be loaded: the `cublas` path needs it on the library path")]
     NoCublas,
+    /// A cuBLAS call failed; the message is cuBLAS's error.
     #[error("cuBLAS error: {0}")]
     Cublas(String),
+    /// A device pointer is not aligned as the kernels need.
     #[error("{what}: device address {ptr:#x} is not aligned to {align} bytes")]
     Misaligned {
+        /// Which buffer.
         what: &'static str,
+        /// Its device address.
         ptr: u64,
+        /// The alignment it needs, in bytes.
         align: u64,
     },
+    /// A stream handed in belongs to another CUDA context than the `Gpu`'s.
     #[error(
         "the stream belongs to another CUDA context than the GPU's: buffers and launches must share one"
     )]
     ForeignStream,
+    /// The tensors of one call do not fit together (layouts, batch, head dim or heads differ).
     #[error("incompatible tensors: {0}")]
     Incompatible(String),
+    /// A tensor was allocated on another `Gpu` than the one running the call.
     #[error("{what} was made on another Gpu than the one asked to run the call: each Gpu orders its work on its own stream")]
-    OtherGpu { what: &'static str },
+    OtherGpu {
+        /// Which tensor (`"q"`, `"k"`, ...).
+        what: &'static str,
+    },
+    /// Prebuilt cubins in `FLASHRS_CUBIN_DIR` could not be read or do not match the embedded PTX.
     #[error("prebuilt kernels (FLASHRS_CUBIN_DIR): {0}")]
     Cubin(String),
+    /// A CUDA driver call failed (a launch, a copy, an allocation, a fault while running).
     #[error("CUDA driver error: {0}")]
     Driver(#[from] cudarc::driver::DriverError),
 }
@@ -81,6 +115,7 @@ impl fmt::Debug for Error {
     }
 }
 
+/// The library's `Result`, with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -33,7 +33,9 @@ pub struct Gpu {
     module: Arc<CudaModule>,
     /// The PTX architecture loaded (80 or 90).
     pub arch: u32,
+    /// The device's name, as the driver reports it.
     pub name: String,
+    /// The device's compute capability, `(major, minor)`.
     pub compute_capability: (i32, i32),
     max_smem_optin: u32,
     /// Streaming multiprocessors, for the dispatch rule.
@@ -66,14 +68,17 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// The compiled variant this kernel belongs to.
     pub fn variant(&self) -> &'static VariantSpec {
         self.variant
     }
 
+    /// The head dim this kernel is compiled for.
     pub fn head_dim(&self) -> usize {
         self.head_dim
     }
 
+    /// The element type of Q, K, V and the output.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
@@ -147,12 +152,15 @@ impl<T> Drop for DeviceBuffer<T> {
 /// length in elements of `T`.
 #[derive(Debug)]
 pub struct RawBuffer<T> {
+    /// The buffer's device address.
     pub ptr: cudarc::driver::sys::CUdeviceptr,
+    /// Its length in elements of `T`.
     pub len: usize,
     _element: PhantomData<T>,
 }
 
 impl<T> RawBuffer<T> {
+    /// Names `len` elements of `T` at device address `ptr`; [`Gpu::tensors_from_raw`] checks them.
     pub fn new(ptr: cudarc::driver::sys::CUdeviceptr, len: usize) -> RawBuffer<T> {
         RawBuffer {
             ptr,
@@ -174,10 +182,15 @@ impl<T> Copy for RawBuffer<T> {}
 /// the output hold the bits of the dtype (f16 or bf16); the log-sum-exp is fp32.
 #[derive(Clone, Copy, Debug)]
 pub struct RawTensors {
+    /// Q, `[B, H, S_q, D]` (or `[B, S_q, H, D]`).
     pub q: RawBuffer<u16>,
+    /// K, `[B, H_kv, S_k, D]` (or `[B, S_k, H_kv, D]`).
     pub k: RawBuffer<u16>,
+    /// V, laid out as K.
     pub v: RawBuffer<u16>,
+    /// The output, laid out as Q.
     pub out: RawBuffer<u16>,
+    /// Each query row's log-sum-exp (`[B, H, S_q]` fp32), when the caller wants it.
     pub lse: Option<RawBuffer<f32>>,
 }
 
@@ -223,6 +236,7 @@ pub struct Tensors {
 }
 
 impl Tensors {
+    /// The shape the buffers were made for.
     pub fn shape(&self) -> Shape {
         self.shape
     }
@@ -232,18 +246,22 @@ impl Tensors {
         self.layout
     }
 
+    /// The element type of Q, K, V and the output.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The query buffer (the dtype's bits).
     pub fn q(&self) -> &CudaSlice<u16> {
         &self.q
     }
 
+    /// The key buffer (the dtype's bits).
     pub fn k(&self) -> &CudaSlice<u16> {
         &self.k
     }
 
+    /// The value buffer (the dtype's bits).
     pub fn v(&self) -> &CudaSlice<u16> {
         &self.v
     }
@@ -269,7 +287,9 @@ impl Tensors {
 pub struct BarrierCount {
     /// Block barriers per KV tile, identical for every block (else an error says which differ).
     pub per_tile: f64,
+    /// Blocks the kernel was launched with.
     pub blocks: usize,
+    /// KV tiles the blocks processed, summed over all blocks.
     pub tiles: u64,
     /// SM clock cycles per KV tile, the median over blocks of a block's cycles (from the start of
     /// its KV loop to its end) over its tiles.
@@ -350,10 +370,12 @@ impl Gpu {
         })
     }
 
+    /// The stream all of this GPU's own work is enqueued on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
 
+    /// The CUDA context of this device.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
@@ -1242,9 +1264,11 @@ fn builtin_tuned() -> Option<&'static crate::tuned_table::TunedTable> {
 pub struct DispatchEntry {
     /// The oldest architecture (x10) the entry applies to.
     pub arch: u32,
+    /// The head dim the entry applies to.
     pub head_dim: usize,
     /// At least one wave of 128-row query blocks.
     pub big: bool,
+    /// The variant the entry picks, by name.
     pub kernel: &'static str,
 }
 

@@ -21,8 +21,10 @@ pub enum Layout {
 }
 
 impl Layout {
+    /// Both layouts, the default first.
     pub const ALL: [Layout; 2] = [Layout::Bhsd, Layout::Bshd];
 
+    /// The layout's lowercase name (`"bhsd"` or `"bshd"`), as the CLI and JSON spell it.
     pub fn name(self) -> &'static str {
         match self {
             Layout::Bhsd => "bhsd",

@@ -39,7 +39,10 @@ pub use variants::{Family, Policy, Spec, VariantSpec, VARIANTS};
 
 /// The PTX of every kernel, one module per architecture, embedded at build time.
 pub mod embedded {
+    /// The sm_80 PTX (the variants whose `min_arch` is 80), loaded on every GPU of compute
+    /// capability 8.0 or newer but Hopper.
     pub static PTX_SM80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_80.ptx"));
+    /// The sm_90a PTX (every variant, wgmma and TMA ones included), loaded on Hopper (9.0) only.
     pub static PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_90a.ptx"));
 
     /// Milliseconds `build.rs` spent building the PTX of every architecture when it last ran (a

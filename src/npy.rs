@@ -32,7 +32,9 @@ const ALIGN: usize = 64;
 /// The elements of an array.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NpyData {
+    /// Half-precision elements (`<f2`).
     F16(Vec<f16>),
+    /// Single-precision elements (`<f4`).
     F32(Vec<f32>),
 }
 
@@ -55,7 +57,9 @@ impl NpyData {
 /// An array read from or written to a `.npy` file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NpyArray {
+    /// The dimensions, outermost first (C order); empty for a scalar.
     pub shape: Vec<usize>,
+    /// The elements, in C order.
     pub data: NpyData,
 }
 
@@ -65,6 +69,7 @@ impl NpyArray {
         self.data.len()
     }
 
+    /// Whether the array has no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -86,7 +91,9 @@ impl NpyArray {
 /// The element types this module handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NpyDtype {
+    /// IEEE half precision (`<f2`, numpy's `float16`).
     F16,
+    /// IEEE single precision (`<f4`, numpy's `float32`).
     F32,
 }
 
@@ -159,55 +166,111 @@ impl fmt::Display for NpyShape {
 /// Everything that can go wrong reading or writing a `.npy` file, each a one-line message.
 #[derive(Debug, Error)]
 pub enum NpyError {
+    /// Reading or writing the file failed.
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        /// The file's path.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// A parse error of [`read_npy`], with the file's name in front.
     #[error("{path}: {error}")]
-    InFile { path: String, error: Box<NpyError> },
+    InFile {
+        /// The file's path.
+        path: String,
+        /// What was wrong with its contents.
+        error: Box<NpyError>,
+    },
+    /// Fewer bytes (the count) than the magic, version and header length take.
     #[error("truncated: {0} bytes, too short for a .npy preamble (magic, version, header length)")]
     TruncatedPreamble(usize),
+    /// The bytes do not start with `\x93NUMPY`.
     #[error("not a .npy file: it does not start with the magic bytes \\x93NUMPY")]
     BadMagic,
+    /// A format version other than 1.0, 2.0 and 3.0.
     #[error("unsupported .npy format version {major}.{minor}: versions 1.0, 2.0 and 3.0 are read")]
-    UnsupportedVersion { major: u8, minor: u8 },
+    UnsupportedVersion {
+        /// The major version byte.
+        major: u8,
+        /// The minor version byte.
+        minor: u8,
+    },
+    /// The header length field points past the end of the file.
     #[error("truncated: the header length field says {declared} bytes but only {available} follow it")]
-    HeaderPastEnd { declared: usize, available: usize },
+    HeaderPastEnd {
+        /// Header bytes the length field declares.
+        declared: usize,
+        /// Bytes that follow the field.
+        available: usize,
+    },
+    /// The header is not UTF-8 text.
     #[error("malformed header: it is not ASCII/UTF-8 text")]
     HeaderNotText,
+    /// The header dict could not be parsed.
     #[error("malformed header {header:?}: {reason}")]
-    Header { header: String, reason: String },
+    Header {
+        /// The header text (abbreviated when long).
+        header: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A `descr` other than `<f2` and `<f4` (the descr, abbreviated).
     #[error("unsupported dtype `{0}`: only little-endian float16 (<f2) and float32 (<f4) are supported")]
     UnsupportedDtype(String),
+    /// A big-endian `descr` (the descr, abbreviated).
     #[error("big-endian data (`{0}`) is not supported: save it with .astype('<f4') or .astype('<f2')")]
     BigEndian(String),
+    /// The header says `'fortran_order': True`.
     #[error("Fortran-ordered arrays are not supported: save np.ascontiguousarray(a) instead")]
     FortranOrder,
+    /// The shape's size in bytes overflows `usize`.
     #[error("header declares {shape} {dtype}: more bytes than this machine can address")]
-    TooLarge { shape: NpyShape, dtype: NpyDtype },
+    TooLarge {
+        /// The declared shape.
+        shape: NpyShape,
+        /// The declared element type.
+        dtype: NpyDtype,
+    },
+    /// The file holds fewer data bytes than the header declares.
     #[error(
         "truncated: header declares {shape} {dtype} ({expected} bytes of data) but the file holds {actual}"
     )]
     TruncatedData {
+        /// The declared shape.
         shape: NpyShape,
+        /// The declared element type.
         dtype: NpyDtype,
+        /// Data bytes the header declares.
         expected: usize,
+        /// Data bytes present.
         actual: usize,
     },
+    /// The file holds more data bytes than the header declares.
     #[error(
         "{extra} bytes after the declared {shape} {dtype} data ({expected} bytes): not a single .npy array"
     )]
     TrailingData {
+        /// The declared shape.
         shape: NpyShape,
+        /// The declared element type.
         dtype: NpyDtype,
+        /// Data bytes the header declares.
         expected: usize,
+        /// Bytes past them.
         extra: usize,
     },
+    /// Writing: the data's length is not the shape's element count.
     #[error("shape {shape} needs {expected} elements but the data has {actual}")]
     ShapeMismatch {
+        /// The shape asked for.
         shape: NpyShape,
+        /// Elements the shape holds.
         expected: usize,
+        /// Elements the data holds.
         actual: usize,
     },
+    /// Writing: the header would need more than format 2.0's 32-bit length (the bytes).
     #[error("the .npy header would be {0} bytes, more than format 2.0's 4 GiB limit")]
     HeaderTooLong(usize),
 }

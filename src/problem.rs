@@ -10,11 +10,17 @@ use crate::variants::HEAD_DIMS;
 /// `heads_kv` divides `heads`: grouped-query attention (multi-query when 1) when smaller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Shape {
+    /// Independent sequences in the batch (`B`).
     pub batch: usize,
+    /// Query heads (`H`).
     pub heads: usize,
+    /// Key/value heads; divides `heads`.
     pub heads_kv: usize,
+    /// Query rows per head (`S_q`).
     pub seq_q: usize,
+    /// Key/value rows per head (`S_k`).
     pub seq_k: usize,
+    /// Elements per head vector (`D`), the same for Q, K and V.
     pub head_dim: usize,
 }
 
@@ -85,6 +91,7 @@ impl Shape {
         }
     }
 
+    /// The same dims as the CPU reference's [`Dims`](crate::reference::Dims).
     pub fn reference_dims(&self) -> crate::reference::Dims {
         crate::reference::Dims {
             batch: self.batch,
@@ -198,11 +205,14 @@ impl std::str::FromStr for Shape {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// IEEE half precision.
     F16,
+    /// bfloat16: fp32's exponent range with an 8-bit significand.
     Bf16,
 }
 
 impl DType {
+    /// Both types, f16 first.
     pub const ALL: [DType; 2] = [DType::F16, DType::Bf16];
 
     /// The suffix of the PTX symbols (`f16`, `bf16`).
@@ -236,6 +246,7 @@ impl DType {
         }
     }
 
+    /// The `f32` value of the bits `bits` of this type (exact).
     pub fn decode(self, bits: u16) -> f32 {
         match self {
             DType::F16 => half::f16::from_bits(bits).to_f32(),
@@ -272,16 +283,20 @@ impl std::fmt::Display for DType {
 /// Mask and scale of one call.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Params {
+    /// Masks the scores causally, aligned bottom-right: query row `i` sees keys
+    /// `0..=i + seq_k - seq_q`.
     pub causal: bool,
     /// Softmax scale; `None` means `1 / sqrt(head_dim)`.
     pub scale: Option<f32>,
 }
 
 impl Params {
+    /// The softmax scale used for `head_dim`: `scale`, or `1 / sqrt(head_dim)` when unset.
     pub fn scale_for(&self, head_dim: usize) -> f32 {
         self.scale.unwrap_or(1.0 / (head_dim as f32).sqrt())
     }
 
+    /// Checks the scale: when set it must be positive and finite (else [`Error::InvalidProblem`]).
     pub fn validate(&self) -> Result<()> {
         match self.scale {
             Some(s) if !(s.is_finite() && s > 0.0) => Err(Error::InvalidProblem(format!(

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 /// One `.entry` of a PTX module: its name and its instruction lines.
 #[derive(Debug, Clone)]
 pub struct Entry<'a> {
+    /// The entry point's name.
     pub name: &'a str,
+    /// Its body's lines, trimmed, from the opening `{` to the matching `}`.
     pub body: Vec<&'a str>,
 }
 

@@ -23,29 +23,42 @@ use thiserror::Error;
 /// What ptxas reports for one kernel (`.entry`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct KernelResources {
+    /// The kernel's PTX entry name.
     pub kernel: String,
     /// The architecture it was assembled for, e.g. `sm_90`.
     pub arch: String,
+    /// Registers per thread.
     pub registers: u32,
     /// Named barriers used (`bar.sync` ids).
     pub barriers: u32,
     /// Static shared memory; dynamic shared memory (set at launch) is not included.
     pub shared_bytes: u64,
+    /// Stack frame per thread, in bytes.
     pub stack_frame_bytes: u64,
+    /// Bytes per thread stored to local memory because registers ran out (0: no spills).
     pub spill_stores_bytes: u64,
+    /// Bytes per thread loaded back from those spills.
     pub spill_loads_bytes: u64,
     /// Constant bank 0 (kernel parameters and driver constants), where ptxas reports it: ptxas
     /// 13.0 does for `sm_80`, not for `sm_90`.
     pub constant_bytes: Option<u64>,
 }
 
+/// Why running or reading ptxas failed.
 #[derive(Debug, Error)]
 pub enum PtxasError {
+    /// ptxas could not be started, or its input could not be written.
     #[error("running ptxas: {0}")]
     Io(#[from] std::io::Error),
     /// ptxas rejected the PTX; `stderr` holds its first error lines.
     #[error("ptxas rejected the PTX ({status}):\n{stderr}")]
-    Failed { status: String, stderr: String },
+    Failed {
+        /// ptxas's exit status, as text.
+        status: String,
+        /// Its first error lines.
+        stderr: String,
+    },
+    /// ptxas's report did not have the expected form; the message says what was off.
     #[error("unexpected ptxas report: {0}")]
     Parse(String),
 }

@@ -12,11 +12,17 @@ use serde::Serialize;
 /// multi-query when 1). Query head `h` reads key/value head `h / (heads / heads_kv)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
+    /// Independent sequences in the batch.
     pub batch: usize,
+    /// Query heads.
     pub heads: usize,
+    /// Key/value heads; divides `heads`.
     pub heads_kv: usize,
+    /// Query rows per head.
     pub seq_q: usize,
+    /// Key/value rows per head.
     pub seq_k: usize,
+    /// Elements per head vector, the same for Q, K and V.
     pub head_dim: usize,
 }
 
@@ -274,7 +280,9 @@ pub fn compare(actual: &[f32], reference: &[f64]) -> Comparison {
 /// Pass bounds for a comparison: both must hold.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Tolerance {
+    /// Most `max_abs_err` that passes.
     pub max_abs: f64,
+    /// Most `rel_l2_err` that passes.
     pub rel_l2: f64,
 }
 

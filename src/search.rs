@@ -38,21 +38,34 @@ use crate::variants::{Family, Policy, VariantSpec};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Param {
+    /// The kernel family ([`Spec::family`]).
     Family,
+    /// Query rows per block ([`Spec::block_m`]).
     BlockM,
+    /// Keys per KV tile ([`Spec::block_n`]).
     BlockN,
+    /// Keys per compute step inside a KV tile ([`Spec::sub_n`]).
     SubN,
+    /// Warps per block ([`Spec::warps`]).
     Warps,
+    /// Elements per shared-memory vector load ([`Spec::vec`]).
     Vec,
+    /// Depth of the K/V copy pipeline ([`Spec::stages`]).
     Stages,
+    /// The barrier policy ([`Spec::policy`]).
     Policy,
+    /// Whether Q stays in registers ([`Spec::q_in_regs`]).
     QInRegs,
+    /// Whether consumer warpgroups take turns ([`Spec::pingpong`]).
     Pingpong,
+    /// Launch bounds: blocks per SM ([`Spec::min_blocks_per_sm`]).
     MinBlocksPerSm,
+    /// Whether QK^T overlaps the softmax ([`Spec::overlap`]).
     Overlap,
 }
 
 impl Param {
+    /// Every parameter, in the evaluation log's column order.
     pub const ALL: [Param; 12] = [
         Param::Family,
         Param::BlockM,
@@ -220,30 +233,37 @@ impl Space {
         Space::from_refs(kept, self.head_dim)
     }
 
+    /// The head dim every variant of the space is compiled for.
     pub fn head_dim(&self) -> usize {
         self.head_dim
     }
 
+    /// The number of variants in the space.
     pub fn len(&self) -> usize {
         self.variants.len()
     }
 
+    /// Whether the space has no variants.
     pub fn is_empty(&self) -> bool {
         self.variants.is_empty()
     }
 
+    /// The variants, in table order; an index into the space is an index into this.
     pub fn variants(&self) -> &[&'static VariantSpec] {
         &self.variants
     }
 
+    /// The variant at `index`.
     pub fn variant(&self, index: usize) -> &'static VariantSpec {
         self.variants[index]
     }
 
+    /// The parameters of the variant at `index`.
     pub fn spec(&self, index: usize) -> &Spec {
         &self.specs[index]
     }
 
+    /// The index of the variant called `name`, if the space has it.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.variants.iter().position(|v| v.name == name)
     }
@@ -380,24 +400,38 @@ pub enum Outcome {
     /// Gate 1: no PTX for this variant on this device (architecture, symbol, shared memory).
     NotCompiled,
     /// Gate 2: the output disagreed with the reference on fresh random inputs.
-    Incorrect { max_err: f64 },
+    Incorrect {
+        /// The largest absolute error against the float64 reference.
+        max_err: f64,
+    },
     /// The launch or the measurement failed (driver error, timeout, ...).
-    Failed { message: String },
+    Failed {
+        /// The error, as text.
+        message: String,
+    },
     /// Passed both gates; the median time per call in microseconds.
-    Timed { p50_us: f64 },
+    Timed {
+        /// Median time per call, in microseconds.
+        p50_us: f64,
+    },
 }
 
 /// The outcome's kind without its data, as the log writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeKind {
+    /// Gate 1 failed: no PTX for the variant on this device.
     NotCompiled,
+    /// Gate 2 failed: the output disagreed with the reference.
     Incorrect,
+    /// The launch or the measurement failed.
     Failed,
+    /// Passed both gates and was timed.
     Timed,
 }
 
 impl OutcomeKind {
+    /// The name the log writes (`not_compiled`, `incorrect`, `failed`, `timed`).
     pub fn name(self) -> &'static str {
         match self {
             OutcomeKind::NotCompiled => "not_compiled",
@@ -409,6 +443,7 @@ impl OutcomeKind {
 }
 
 impl Outcome {
+    /// The outcome's kind, without its data.
     pub fn kind(&self) -> OutcomeKind {
         match self {
             Outcome::NotCompiled => OutcomeKind::NotCompiled,
@@ -430,6 +465,7 @@ impl Outcome {
 
 /// Runs the gates on one variant (on a GPU, or a fake in tests).
 pub trait Evaluator {
+    /// Runs the gates on `v` and says how far it got.
     fn evaluate(&mut self, v: &'static VariantSpec) -> Outcome;
 }
 
@@ -447,13 +483,16 @@ pub enum Origin {
     Seed,
     /// Random top-up of the first population.
     Random,
+    /// A mutation of one parent: one parameter moved to a neighbouring compiled value.
     Mutation,
+    /// A recombination of two parents, snapped to the nearest compiled variant.
     Crossover,
     /// A random unevaluated variant, when the operators kept proposing evaluated ones.
     Immigrant,
 }
 
 impl Origin {
+    /// The name the log writes (`seed`, `random`, `mutation`, `crossover`, `immigrant`).
     pub fn name(self) -> &'static str {
         match self {
             Origin::Seed => "seed",
@@ -468,14 +507,22 @@ impl Origin {
 /// One evaluation: a row of `evidence/evo_log.csv`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EvalRecord {
+    /// The generation it was made in (0: the seeded first population).
     pub generation: usize,
+    /// The variant's name.
     pub variant: &'static str,
+    /// The variant's parameters (one log column each).
     #[serde(flatten)]
     pub spec: Spec,
+    /// How the candidate came to be evaluated.
     pub origin: Origin,
+    /// The first gate it failed, or `timed`.
     pub outcome: OutcomeKind,
+    /// For an incorrect outcome: the largest absolute error against the reference.
     pub max_err: Option<f64>,
+    /// For a timed outcome: the median time per call, in microseconds.
     pub p50_us: Option<f64>,
+    /// For a failed outcome: the error message.
     pub message: Option<String>,
 }
 
@@ -561,6 +608,7 @@ pub struct SearchConfig {
     pub elite: usize,
     /// Probability that a child is a recombination of two parents (else a mutation of one).
     pub crossover: f64,
+    /// Seed of the search's random generator ([`search_rng`]): one seed, one search.
     pub seed: u64,
 }
 
@@ -582,8 +630,11 @@ impl Default for SearchConfig {
 /// A correct, timed candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Ranked {
+    /// The variant's name.
     pub variant: &'static str,
+    /// Its median time per call, in microseconds.
     pub p50_us: f64,
+    /// The variant itself.
     #[serde(skip)]
     pub spec: &'static VariantSpec,
     #[serde(skip)]
@@ -593,12 +644,15 @@ pub struct Ranked {
 /// What a search found: `evidence/evo_best.json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct SearchResult {
+    /// The head dim the search ran at.
     pub head_dim: usize,
+    /// The knobs it ran with.
     pub config: SearchConfig,
     /// The fastest correct candidate, or `None` when nothing passed the gates.
     pub best: Option<Ranked>,
     /// The last population, fastest first (it holds `best`: elitism).
     pub population: Vec<Ranked>,
+    /// Distinct variants evaluated (at most the budget).
     pub evaluations: usize,
     /// Generations run after the first (generation 0 is the seeded population).
     pub generations: usize,
@@ -606,6 +660,7 @@ pub struct SearchResult {
     pub exhausted: bool,
     /// Seed names that are not in the space (unknown, `naive`, or not compiled for this head dim).
     pub ignored_seeds: Vec<String>,
+    /// Every evaluation in order: the rows of `evo_log.csv`.
     pub history: Vec<EvalRecord>,
 }
 

@@ -112,19 +112,31 @@ impl Policy {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
+    /// The kernel family.
     pub family: Family,
+    /// Query rows per block ([`Spec::block_m`]).
     pub block_m: Option<u32>,
+    /// Keys per KV tile ([`Spec::block_n`]).
     pub block_n: Option<u32>,
+    /// Warps per block ([`Spec::warps`]).
     pub warps: Option<u32>,
+    /// Elements per shared-memory vector load ([`Spec::vec`]).
     pub vec: Option<u32>,
+    /// Depth of the K/V copy pipeline ([`Spec::stages`]).
     pub stages: Option<u32>,
+    /// The barrier policy ([`Spec::policy`]).
     pub policy: Option<Policy>,
+    /// Whether Q stays in registers ([`Spec::q_in_regs`]).
     pub q_in_regs: Option<bool>,
     /// Head dims to compile this variant for (default: the table's `head_dims`).
     pub head_dims: Option<Vec<u32>>,
+    /// Blocks per SM that ptxas must fit ([`Spec::min_blocks_per_sm`]).
     pub min_blocks_per_sm: Option<u32>,
+    /// Keys per compute step inside a KV tile ([`Spec::sub_n`]).
     pub sub_n: Option<u32>,
+    /// Whether consumer warpgroups take turns ([`Spec::pingpong`]).
     pub pingpong: Option<bool>,
+    /// Whether QK^T overlaps the softmax ([`Spec::overlap`]).
     pub overlap: Option<bool>,
     /// Compiled (and so checked by ptxas) but not yet trusted: outside the variant list that
     /// `verify`, `bench`, the search and the dispatch walk; reachable by name only. Not a kernel
@@ -135,6 +147,7 @@ pub struct Entry {
 /// A variant's compile-time parameters, every one resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Spec {
+    /// The kernel family, which picks the kernel body.
     pub family: Family,
     /// Query rows per block.
     pub block_m: u32,

@@ -11,12 +11,19 @@ use serde::Serialize;
 /// Order statistics and the mean of a set of timings (in whatever unit the samples are).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Summary {
+    /// Number of samples.
     pub n: usize,
+    /// The smallest sample.
     pub min: f64,
+    /// The median (50th percentile).
     pub p50: f64,
+    /// The 90th percentile.
     pub p90: f64,
+    /// The 99th percentile.
     pub p99: f64,
+    /// The arithmetic mean.
     pub mean: f64,
+    /// The largest sample.
     pub max: f64,
 }
 

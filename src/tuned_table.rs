@@ -34,19 +34,25 @@ static BUILTIN: &str = include_str!("../tuned/h100.json");
 /// keep a full tuning run (2 dtypes x 2 head dims x 5 x 2) small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum SeqBucket {
+    /// Lengths 0 to 512.
     #[serde(rename = "<=512")]
     Le512,
+    /// Lengths 513 to 1024.
     #[serde(rename = "<=1024")]
     Le1024,
+    /// Lengths 1025 to 2048.
     #[serde(rename = "<=2048")]
     Le2048,
+    /// Lengths 2049 to 4096.
     #[serde(rename = "<=4096")]
     Le4096,
+    /// Lengths above 4096.
     #[serde(rename = ">4096")]
     Gt4096,
 }
 
 impl SeqBucket {
+    /// Every bucket, shortest first.
     pub const ALL: [SeqBucket; 5] = [
         SeqBucket::Le512,
         SeqBucket::Le1024,
@@ -116,8 +122,11 @@ impl std::str::FromStr for SeqBucket {
 pub struct Entry {
     /// `f16` or `bf16` (`DType::name`).
     pub dtype: String,
+    /// The head dim the entry applies to.
     pub head_dim: usize,
+    /// The bucket of `max(seq_q, seq_k)` the entry applies to.
     pub seq_bucket: SeqBucket,
+    /// Whether the entry is for the causal mask.
     pub causal: bool,
     /// The variant name (`kernels.toml`).
     pub kernel: String,
@@ -139,22 +148,51 @@ impl Entry {
 /// Errors of loading, saving and resolving a tuned table.
 #[derive(Debug, thiserror::Error)]
 pub enum TunedError {
+    /// The table's file could not be read.
     #[error("cannot read tuned table {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The table's file or its directory could not be written.
     #[error("cannot write tuned table {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The text is not JSON of the table's form.
     #[error("tuned table is not valid JSON of the expected form: {0}")]
     Parse(#[from] serde_json::Error),
+    /// One GPU lists the same (dtype, head dim, bucket, mask) twice.
     #[error("tuned table lists {gpu} / {key} twice: dispatch would be ambiguous")]
-    Duplicate { gpu: String, key: String },
+    Duplicate {
+        /// The GPU's name.
+        gpu: String,
+        /// The repeated key, as text (e.g. `f16 d128 <=1024 causal`).
+        key: String,
+    },
+    /// An entry names a variant this build does not have.
     #[error("tuned table names unknown kernel `{kernel}` for {gpu}: not in kernels.toml (retune or remove the entry)")]
-    UnknownKernel { gpu: String, kernel: String },
+    UnknownKernel {
+        /// The GPU's name.
+        gpu: String,
+        /// The unknown variant name.
+        kernel: String,
+    },
+    /// An entry names a variant at a head dim it is not compiled for.
     #[error(
         "tuned table names kernel `{kernel}` for {gpu} at head dim {head_dim}, which it is not compiled for"
     )]
     HeadDim {
+        /// The GPU's name.
         gpu: String,
+        /// The variant name.
         kernel: String,
+        /// The entry's head dim.
         head_dim: usize,
     },
 }
@@ -163,6 +201,7 @@ pub enum TunedError {
 /// diffs cleanly between tuning runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TunedTable {
+    /// Each GPU's entries, keyed by the GPU name the driver reports, sorted by [`Entry::key`].
     pub gpus: BTreeMap<String, Vec<Entry>>,
 }
 
@@ -177,6 +216,7 @@ fn key_string(e: &Entry) -> String {
 }
 
 impl TunedTable {
+    /// An empty table.
     pub fn new() -> TunedTable {
         TunedTable::default()
     }
@@ -201,6 +241,7 @@ impl TunedTable {
         Ok(table)
     }
 
+    /// Reads and parses the table at `path` (as [`TunedTable::parse`]).
     pub fn load(path: impl AsRef<Path>) -> Result<TunedTable, TunedError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| TunedError::Read {
@@ -235,6 +276,7 @@ impl TunedTable {
         self.gpus.values().map(Vec::len).sum()
     }
 
+    /// Whether the table has no entries at all.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

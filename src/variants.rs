@@ -13,6 +13,7 @@ pub struct VariantSpec {
     /// `spec.name()`, computed by `build.rs` so that it can be a `&'static str`.
     pub name: &'static str,
     #[serde(flatten)]
+    /// The compile-time parameters.
     pub spec: Spec,
     /// Head dims this variant is compiled for.
     pub head_dims: &'static [usize],
