@@ -194,15 +194,23 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
         .iter()
         .flat_map(|v| v.head_dims.iter().copied())
         .collect();
+    src.push_str("/// Every head dim some variant is compiled for, ascending.\n");
     writeln!(
         src,
         "pub const HEAD_DIMS: &[usize] = &{:?};",
         Vec::from_iter(head_dims)
     )
     .unwrap();
+    src.push_str("/// The element types every variant is compiled for (`DType::name`).\n");
     writeln!(src, "pub const DTYPES: &[&str] = &{:?};", table.dtypes).unwrap();
+    src.push_str("/// The PTX targets built: the `sm_` name and its compute capability (x10).\n");
     writeln!(src, "pub const ARCHES: &[(&str, u32)] = &{ARCHES:?};").unwrap();
     for (list, experimental) in [("VARIANTS", false), ("EXPERIMENTAL_VARIANTS", true)] {
+        src.push_str(if experimental {
+            "/// Variants compiled but not yet trusted: reachable by name only ([`VariantSpec::by_name`]).\n"
+        } else {
+            "/// Trusted variants, in `kernels.toml` order: what verify, bench, search and dispatch use.\n"
+        });
         writeln!(src, "pub const {list}: &[VariantSpec] = &[").unwrap();
         for v in variants.iter().filter(|v| v.experimental == experimental) {
             writeln!(

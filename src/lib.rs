@@ -5,6 +5,8 @@
 //! [`Gpu::launch`] runs it; [`reference`] and [`stats`] turn outputs and timings into verdicts.
 //! [`api`] wraps that in typed device tensors and one builder call, [`attention`].
 
+#![warn(missing_docs)]
+
 // First: its macros (the launch parameter list) are used by `gpu`.
 /// The kernels' launch parameters: the device crate's own list, so both sides agree.
 #[macro_use]

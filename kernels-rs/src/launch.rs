@@ -27,7 +27,9 @@ macro_rules! with_launch_params {
             v: u64 as *const u16,
             /// The output, laid out as Q.
             out: u64 as *mut u16,
+            /// Query rows per head (`S_q`).
             seq_q: u32,
+            /// Key/value rows per head (`S_k`).
             seq_k: u32,
             /// `scale * log2(e)`: scores become base-2 exponents with one multiply.
             scale_log2: f32,
