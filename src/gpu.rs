@@ -64,6 +64,8 @@ pub struct Kernel {
     pub(crate) dtype: DType,
     pub(crate) symbol: String,
     pub(crate) smem_bytes: u32,
+    /// A persistent variant's most blocks: as many as the SMs hold at once (0 for the others).
+    pub(crate) resident_grid: u32,
     function: CudaFunction,
 }
 
@@ -435,12 +437,23 @@ impl Gpu {
                 f
             }
         };
+        let resident_grid = if variant.persistent {
+            let per_sm = function.occupancy_max_active_blocks_per_multiprocessor(
+                variant.threads(),
+                smem_bytes as usize,
+                None,
+            )?;
+            per_sm.max(1) * self.sm_count as u32
+        } else {
+            0
+        };
         Ok(Kernel {
             variant,
             head_dim,
             dtype,
             symbol,
             smem_bytes,
+            resident_grid,
             function,
         })
     }
@@ -1044,14 +1057,26 @@ pub fn decode(dtype: DType, bits: &[u16]) -> Vec<f32> {
     bits.iter().map(|&b| dtype.decode(b)).collect()
 }
 
-/// The grid for `kernel` on `shape`: `(query blocks, batch * heads)`.
+/// The grid for `kernel` on `shape`: `(query blocks, batch * heads)`, or for a persistent
+/// variant as many blocks as the GPU holds at once (fewer if there are fewer work items), each
+/// walking its share of the `(query block, head)` items.
 pub fn launch_config(kernel: &Kernel, shape: Shape) -> LaunchConfig {
     let v = kernel.variant;
     // Heads on y, spilling into z past the 65,535 that y allows; blocks past B*H return at once.
     let heads = (shape.batch * shape.heads) as u32;
+    let row_blocks = (shape.seq_q as u32).div_ceil(v.block_m);
     let y = heads.min(MAX_GRID_Y);
+    let grid_dim = if v.persistent {
+        (
+            row_blocks.saturating_mul(heads).min(kernel.resident_grid).max(1),
+            1,
+            1,
+        )
+    } else {
+        (row_blocks, y, heads.div_ceil(y))
+    };
     LaunchConfig {
-        grid_dim: ((shape.seq_q as u32).div_ceil(v.block_m), y, heads.div_ceil(y)),
+        grid_dim,
         block_dim: (v.threads(), 1, 1),
         shared_mem_bytes: kernel.smem_bytes,
     }

@@ -62,11 +62,13 @@ pub enum Param {
     MinBlocksPerSm,
     /// Whether QK^T overlaps the softmax ([`Spec::overlap`]).
     Overlap,
+    /// Whether one block per SM walks the work items ([`Spec::persistent`]).
+    Persistent,
 }
 
 impl Param {
     /// Every parameter, in the evaluation log's column order.
-    pub const ALL: [Param; 12] = [
+    pub const ALL: [Param; 13] = [
         Param::Family,
         Param::BlockM,
         Param::BlockN,
@@ -79,6 +81,7 @@ impl Param {
         Param::Pingpong,
         Param::MinBlocksPerSm,
         Param::Overlap,
+        Param::Persistent,
     ];
 
     /// The column name in the evaluation log.
@@ -96,6 +99,7 @@ impl Param {
             Param::Pingpong => "pingpong",
             Param::MinBlocksPerSm => "min_blocks_per_sm",
             Param::Overlap => "overlap",
+            Param::Persistent => "persistent",
         }
     }
 }
@@ -122,6 +126,7 @@ impl Spec {
             Param::Pingpong => u32::from(self.pingpong),
             Param::MinBlocksPerSm => self.min_blocks_per_sm.unwrap_or(0),
             Param::Overlap => u32::from(self.overlap),
+            Param::Persistent => u32::from(self.persistent),
         }
     }
 
@@ -140,6 +145,7 @@ impl Spec {
             Param::Pingpong => self.pingpong = other.pingpong,
             Param::MinBlocksPerSm => self.min_blocks_per_sm = other.min_blocks_per_sm,
             Param::Overlap => self.overlap = other.overlap,
+            Param::Persistent => self.persistent = other.persistent,
         }
         self
     }
@@ -160,6 +166,7 @@ impl Spec {
             Param::QInRegs => self.q_in_regs.to_string(),
             Param::Pingpong => self.pingpong.to_string(),
             Param::Overlap => self.overlap.to_string(),
+            Param::Persistent => self.persistent.to_string(),
             Param::SubN => self.sub_n.map(|n| n.to_string()).unwrap_or_default(),
             Param::MinBlocksPerSm => self.min_blocks_per_sm.map(|n| n.to_string()).unwrap_or_default(),
             _ => self.key(p).to_string(),
@@ -1375,7 +1382,7 @@ mod tests {
         }
         assert_eq!(
             rows[0].to_csv_row(),
-            "2,flash_mma_m64_n64_w4_s2_b3_light,flash_mma,64,64,,4,8,2,light,true,false,3,false,\
+            "2,flash_mma_m64_n64_w4_s2_b3_light,flash_mma,64,64,,4,8,2,light,true,false,3,false,false,\
              mutation,timed,,8.5,"
         );
         assert!(rows[1].to_csv_row().contains(",seed,incorrect,0.25,,"));

@@ -138,6 +138,8 @@ pub struct Entry {
     pub pingpong: Option<bool>,
     /// Whether QK^T overlaps the softmax ([`Spec::overlap`]).
     pub overlap: Option<bool>,
+    /// Whether one block per SM walks a list of work items ([`Spec::persistent`]).
+    pub persistent: Option<bool>,
     /// Compiled (and so checked by ptxas) but not yet trusted: outside the variant list that
     /// `verify`, `bench`, the search and the dispatch walk; reachable by name only. Not a kernel
     /// parameter, so not part of the name.
@@ -172,6 +174,9 @@ pub struct Spec {
     pub pingpong: bool,
     /// flash_ws: the next tile's QK^T overlaps this tile's softmax inside a warpgroup (`_ov`).
     pub overlap: bool,
+    /// flash_ws: one block per SM walks the (row block, head) work items, the next item's copies
+    /// under this one's epilogue (`_ps`).
+    pub persistent: bool,
     /// Launch bounds: ptxas fits this many blocks per SM (`.minnctapersm`, `_b<N>`), which caps
     /// registers per thread.
     pub min_blocks_per_sm: Option<u32>,
@@ -201,6 +206,7 @@ impl Spec {
             sub_n,
             pingpong,
             overlap,
+            persistent,
         } = entry;
         let given = [
             ("block_m", block_m.is_some()),
@@ -214,6 +220,7 @@ impl Spec {
             ("sub_n", sub_n.is_some()),
             ("pingpong", pingpong.is_some()),
             ("overlap", overlap.is_some()),
+            ("persistent", persistent.is_some()),
         ];
         let takes: &[&str] = match family {
             Family::Naive => &[],
@@ -252,6 +259,7 @@ impl Spec {
                 "min_blocks_per_sm",
                 "pingpong",
                 "overlap",
+                "persistent",
             ],
             Family::FlashDecode => &["block_m", "block_n", "warps", "stages", "policy"],
         };
@@ -279,6 +287,7 @@ impl Spec {
             q_in_regs: false,
             pingpong: entry.pingpong.unwrap_or(false),
             overlap: entry.overlap.unwrap_or(false),
+            persistent: entry.persistent.unwrap_or(false),
             min_blocks_per_sm: entry.min_blocks_per_sm,
         };
         match family {
@@ -351,9 +360,10 @@ impl Spec {
             Family::FlashWgmma => write!(name, "_m{m}_n{n}_w{w}_s{s}{}", flag(self.pingpong, "_pp")),
             Family::FlashWs => write!(
                 name,
-                "_m{m}_n{n}_s{s}{}{}",
+                "_m{m}_n{n}_s{s}{}{}{}",
                 flag(self.pingpong, "_pp"),
-                flag(self.overlap, "_ov")
+                flag(self.overlap, "_ov"),
+                flag(self.persistent, "_ps")
             ),
             Family::FlashDecode => write!(name, "_m{m}_n{n}_w{w}_s{s}"),
         }
@@ -383,6 +393,9 @@ impl Spec {
         }
         if self.overlap && self.family != Family::FlashWs {
             return problem("overlap is for flash_ws");
+        }
+        if self.persistent && self.family != Family::FlashWs {
+            return problem("persistent is for flash_ws");
         }
         if self.sub_n.is_some() && self.family != Family::FlashMma {
             return problem("sub_n is for flash_mma");
@@ -489,7 +502,7 @@ impl Spec {
         if self.family == Family::FlashWs {
             let tile = |rows: u32| rows * d * 2;
             let bytes =
-                1024 + tile(self.block_m) + 2 * self.stages * tile(self.block_n) + 8 * (1 + 4 * self.stages);
+                1024 + tile(self.block_m) + 2 * self.stages * tile(self.block_n) + 8 * (2 + 4 * self.stages);
             if bytes > MAX_SMEM_BYTES {
                 return Err(format!(
                     "{}: at head dim {d} the tiles take {bytes} bytes of shared memory, more than the {MAX_SMEM_BYTES} a block can have",
@@ -539,8 +552,8 @@ impl Spec {
                 format!("{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}", self.pingpong)
             }
             Family::FlashWs => format!(
-                "{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}, overlap = {}",
-                self.pingpong, self.overlap
+                "{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}, overlap = {}, persistent = {}",
+                self.pingpong, self.overlap, self.persistent
             ),
             Family::FlashDecode => {
                 format!("{element}, {policy}, d = {d}, m = {m}, n = {n}, w = {w}, stages = {s}")
@@ -576,6 +589,7 @@ mod tests {
             sub_n: None,
             pingpong: None,
             overlap: None,
+            persistent: None,
             experimental: None,
         }
     }
@@ -776,7 +790,7 @@ mod tests {
         let spec = Spec::from_entry(&ws(128, 128, true, false)).unwrap();
         assert_eq!(
             spec.kernel_args("Bf16", 128),
-            "Bf16, Mbarrier, d = 128, m = 128, n = 128, stages = 2, pingpong = true, overlap = false"
+            "Bf16, Mbarrier, d = 128, m = 128, n = 128, stages = 2, pingpong = true, overlap = false, persistent = false"
         );
     }
 }

@@ -125,12 +125,12 @@ macro_rules! kernel {
     };
     (flash_ws $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
-     pingpong = $pp:literal, overlap = $ov:literal) => {
+     pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         kernel!(@export $name, $counted, $smem,
             attention::ws::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |io, p, COUNT| attention::ws::flash_ws::<
-                $t, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
+                $t, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, $ps, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
             >(io, p));
     };
     (flash_decode $name:ident $counted:ident $smem:ident $barriers:ident,

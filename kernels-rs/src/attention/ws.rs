@@ -40,12 +40,13 @@ const MAP_V: usize = 2;
 const MAP_BYTES: usize = 128;
 
 /// Shared memory the kernel needs: slack to align the tiles to 1024 bytes, the Q tile, `STAGES`
-/// K and V tiles, and the mbarriers (Q full, then K full, V full, K empty, V empty per stage).
+/// K and V tiles, and the mbarriers (Q full, Q empty, then K full, V full, K empty, V empty per
+/// stage).
 pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize) -> u32 {
     ATOM_BYTES
         + swizzled::tile_bytes(block_m, d)
         + 2 * stages as u32 * swizzled::tile_bytes(block_n, d)
-        + 8 * (1 + 4 * stages as u32)
+        + 8 * (2 + 4 * stages as u32)
 }
 
 /// Where the tiles and the barriers live in shared memory.
@@ -78,10 +79,15 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> Plan<D, BLOCK_N,
     fn q_full(&self) -> SharedAddr {
         self.barriers
     }
+    /// Q's buffer is free: every consumer warp's last S = Q K^T of a work item has completed.
+    #[inline(always)]
+    fn q_empty(&self) -> SharedAddr {
+        self.barriers + 8
+    }
     /// Barrier `kind` (0 K full, 1 V full, 2 K empty, 3 V empty) of `stage`.
     #[inline(always)]
     fn barrier(&self, kind: u32, stage: u32) -> SharedAddr {
-        self.barriers + 8 * (1 + kind * STAGES as u32 + stage)
+        self.barriers + 8 * (2 + kind * STAGES as u32 + stage)
     }
 }
 
@@ -96,12 +102,111 @@ fn slot<const STAGES: usize>(t: u32) -> (u32, u32) {
     (t % STAGES as u32, (t / STAGES as u32) & 1)
 }
 
+/// Runs `$work` (an expression of `$i`, the item's index in the block, `$head`, `$first_row` and
+/// `$ring`, the KV tiles of the items before, that yields the item's own KV tiles) on each of the
+/// block's items; evaluates to the total of the tiles. Without `PERSISTENT` a straight call, no
+/// loop: a loop around the kernel's body costs the non-persistent kernels registers (ptxas
+/// spilled), and a closure in place of the macro was not inlined (its body ended up a PTX call).
+macro_rules! for_each_item {
+    ($schedule:expr, |$i:ident, $head:ident, $first_row:ident, $ring:ident| $work:expr) => {{
+        let schedule = $schedule;
+        let mut $ring: u32 = 0;
+        if schedule.persistent() {
+            let mut $i: u32 = 0;
+            while let Some(($head, $first_row)) = schedule.item($i) {
+                $ring += $work;
+                $i += 1;
+            }
+        } else {
+            // Safety: the kernel returned at its start when the block has no item.
+            let ($head, $first_row) = unsafe { schedule.item(0).unwrap_unchecked() };
+            let $i: u32 = 0;
+            $ring = $work;
+        }
+        $ring
+    }};
+}
+
+/// The work items one block computes: (query head, first query row) pairs of `BLOCK_M` rows.
+///
+/// Without `PERSISTENT` the grid has one block per item (`attention`'s convention: row block x,
+/// head y and z). With it, one block per SM walks items `block, block + grid, ...`, so that the
+/// producer copies the next item's Q and first K/V tiles while the consumers still finish this
+/// one's products and epilogue. Items run head by head (the blocks working at once share their
+/// heads' K and V in L2); causal items go longest first (the last row blocks see the most keys),
+/// so that the blocks' shares even out as the list drains.
+#[derive(Clone, Copy)]
+struct Schedule<const PERSISTENT: bool> {
+    block_m: u32,
+    block_n: u32,
+    row_blocks: u32,
+    batch_heads: u32,
+    causal: bool,
+    /// Without `PERSISTENT`: the block's one head (`None` past the last) and its KV tiles.
+    head: Option<usize>,
+    tiles: u32,
+}
+
+impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
+    /// The schedule of a warpgroup, made after `setmaxnreg` (values made before it and carried
+    /// into the loops cost the persistent consumers spills). `single_tiles`: without
+    /// `PERSISTENT`, the block's one item's KV tiles, counted before the warpgroups part (counted
+    /// after it, they cost the head-dim-256 consumers spills: ptxas is that close to the edge).
+    #[inline(always)]
+    fn new(problem: &Problem, block_m: u32, block_n: u32, single_tiles: u32) -> Self {
+        Schedule {
+            block_m,
+            block_n,
+            row_blocks: problem.seq_q.div_ceil(block_m),
+            batch_heads: problem.batch_heads,
+            causal: problem.causal,
+            head: if PERSISTENT { None } else { problem.head() },
+            tiles: single_tiles,
+        }
+    }
+
+    /// The KV tiles of the item whose first query row is `first_row`.
+    #[inline(always)]
+    fn tiles(&self, problem: &Problem, first_row: u32) -> u32 {
+        if PERSISTENT {
+            problem.kv_tiles(first_row, self.block_m, self.block_n)
+        } else {
+            self.tiles
+        }
+    }
+
+    #[inline(always)]
+    fn persistent(&self) -> bool {
+        PERSISTENT
+    }
+
+    /// The block's `i`-th item, `None` past its last.
+    #[inline(always)]
+    fn item(&self, i: u32) -> Option<(usize, u32)> {
+        if !PERSISTENT {
+            let head = self.head.filter(|_| i == 0)?;
+            return Some((head, arch::block_idx_x() * self.block_m));
+        }
+        let w = arch::block_idx_x() + i * arch::grid_dim_x();
+        if w >= self.row_blocks * self.batch_heads {
+            return None;
+        }
+        let (head, row_block) = if self.causal {
+            (w % self.batch_heads, self.row_blocks - 1 - w / self.batch_heads)
+        } else {
+            (w / self.row_blocks, w % self.row_blocks)
+        };
+        Some((head as usize, row_block * self.block_m))
+    }
+}
+
 /// The kernel body (see the module's documentation).
 ///
 /// # Safety
 /// Launched with `128 * (CONSUMERS + 1)` threads, `smem_bytes(..)` of dynamic shared memory, the
-/// grid of `attention`'s convention, an output buffer of the shape `problem` describes and `maps`
-/// pointing at the encoded tensor maps of Q, K and V (`src/tma.rs`) for this shape and tiles.
+/// grid of `attention`'s convention (with `PERSISTENT`: any number of blocks along x, one y and z
+/// slice), an output buffer of the shape `problem` describes and `maps` pointing at the encoded
+/// tensor maps of Q, K and V (`src/tma.rs`) for this shape and tiles.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_ws<
@@ -113,6 +218,7 @@ pub unsafe fn flash_ws<
     const STAGES: usize,
     const PINGPONG: bool,
     const OVERLAP: bool,
+    const PERSISTENT: bool,
     // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
     const S_REGS: usize,
     const O_REGS: usize,
@@ -129,15 +235,17 @@ pub unsafe fn flash_ws<
     };
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
-    let Some(head) = problem.head() else {
+    // A persistent grid has no block without work (the host launches at most one per item).
+    if !PERSISTENT && problem.head().is_none() {
         return; // past the last head (the grid's z slices round B*H up): before any barrier
-    };
-    let first_row = arch::block_idx_x() * block_m;
-    let tiles = problem.kv_tiles(first_row, block_m, BLOCK_N as u32);
+    }
     let plan = Plan::<D, BLOCK_N, STAGES>::new(block_m);
 
     if thread == 0 {
         arch::mbarrier_init(plan.q_full(), 1);
+        if PERSISTENT {
+            arch::mbarrier_init(plan.q_empty(), 4 * CONSUMERS as u32);
+        }
         for stage in 0..STAGES as u32 {
             arch::mbarrier_init(plan.barrier(K_FULL, stage), 1);
             arch::mbarrier_init(plan.barrier(V_FULL, stage), 1);
@@ -156,87 +264,92 @@ pub unsafe fn flash_ws<
     const RECORDER: u32 = 128;
     let loop_start = start_counting::<COUNT>(RECORDER);
 
+    let single_tiles = if PERSISTENT {
+        0
+    } else {
+        problem.kv_tiles(arch::block_idx_x() * block_m, block_m, BLOCK_N as u32)
+    };
+    let schedule = || Schedule::<PERSISTENT>::new(&problem, block_m, BLOCK_N as u32, single_tiles);
     let warpgroup = arch::warp_id() / 4;
+    let mut tiles = 0;
     if warpgroup == 0 {
         arch::setmaxnreg_dec::<PRODUCER_REGS>();
         if thread == 0 {
-            produce::<D, BLOCK_N, STAGES>(&plan, &problem, maps, head, first_row, block_m, tiles);
+            produce::<D, BLOCK_N, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
         }
     } else {
         arch::setmaxnreg_inc::<CONSUMER_REGS>();
-        consume::<T, D, BLOCK_N, CONSUMERS, STAGES, PINGPONG, OVERLAP, S_REGS, O_REGS, PV_STEPS>(
-            &plan,
-            &problem,
-            out,
-            head,
-            first_row,
-            tiles,
-            warpgroup - 1,
-        );
+        tiles = consume::<
+            T,
+            D,
+            BLOCK_N,
+            CONSUMERS,
+            STAGES,
+            PINGPONG,
+            OVERLAP,
+            PERSISTENT,
+            S_REGS,
+            O_REGS,
+            PV_STEPS,
+        >(&plan, &problem, out, &schedule(), warpgroup - 1);
     }
     if COUNT {
         record_barriers(barrier_log, tiles, loop_start, RECORDER);
     }
 }
 
-/// The producer: one thread issues every copy of the block.
+/// The producer: one thread issues every copy of the block. The ring's slots and phases run on
+/// across work items (`ring` counts the KV tiles issued so far).
 #[inline(always)]
-unsafe fn produce<const D: usize, const BLOCK_N: usize, const STAGES: usize>(
+unsafe fn produce<const D: usize, const BLOCK_N: usize, const STAGES: usize, const PERSISTENT: bool>(
     plan: &Plan<D, BLOCK_N, STAGES>,
     problem: &Problem,
     maps: *const u8,
-    head: usize,
-    first_row: u32,
-    block_m: u32,
-    tiles: u32,
+    schedule: &Schedule<PERSISTENT>,
 ) {
     let map = |i: usize| maps.add(i * MAP_BYTES);
     for i in [MAP_Q, MAP_K, MAP_V] {
         arch::prefetch_tensormap(map(i));
     }
-    // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
     let heads = problem.heads as usize;
-    let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
-    let kv_head = q_head / problem.kv_group as i32;
-    // A tile is D / 64 boxes of 64 columns (128 bytes, the swizzle span), one column block each.
-    let load = |dst: SharedAddr, rows: u32, m: usize, bar: SharedAddr, row: u32, head: i32| {
-        for block in 0..D as u32 / 64 {
-            let at = [64 * block as i32, row as i32, head, batch];
-            arch::tma_load_4d(dst + block * swizzled::column_block_bytes(rows), map(m), bar, at);
-        }
-    };
-
-    arch::mbarrier_arrive_expect_tx(plan.q_full(), swizzled::tile_bytes(block_m as usize, D));
-    load(plan.q, block_m, MAP_Q, plan.q_full(), first_row, q_head);
+    let block_m = schedule.block_m;
     let kv_bytes = swizzled::tile_bytes(BLOCK_N, D);
-    for t in 0..tiles {
-        let (stage, parity) = slot::<STAGES>(t);
-        let first_key = t * BLOCK_N as u32;
-        // Parity flipped: the first round finds every slot free.
-        arch::mbarrier_wait(plan.barrier(K_EMPTY, stage), parity ^ 1);
-        arch::mbarrier_arrive_expect_tx(plan.barrier(K_FULL, stage), kv_bytes);
-        load(
-            plan.k(stage),
-            BLOCK_N as u32,
-            MAP_K,
-            plan.barrier(K_FULL, stage),
-            first_key,
-            kv_head,
-        );
-        arch::mbarrier_wait(plan.barrier(V_EMPTY, stage), parity ^ 1);
-        arch::mbarrier_arrive_expect_tx(plan.barrier(V_FULL, stage), kv_bytes);
-        load(
-            plan.v(stage),
-            BLOCK_N as u32,
-            MAP_V,
-            plan.barrier(V_FULL, stage),
-            first_key,
-            kv_head,
-        );
-    }
+    for_each_item!(schedule, |i, head, first_row, ring| {
+        // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
+        let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
+        let kv_head = q_head / problem.kv_group as i32;
+        // A tile is D / 64 boxes of 64 columns (128 bytes, the swizzle span), one column block each.
+        let load = |dst: SharedAddr, rows: u32, m: usize, bar: SharedAddr, row: u32, head: i32| {
+            for block in 0..D as u32 / 64 {
+                let at = [64 * block as i32, row as i32, head, batch];
+                arch::tma_load_4d(dst + block * swizzled::column_block_bytes(rows), map(m), bar, at);
+            }
+        };
+        if PERSISTENT {
+            // Parity flipped, as for the ring's slots: the first item finds Q's buffer free.
+            arch::mbarrier_wait(plan.q_empty(), (i & 1) ^ 1);
+        }
+        arch::mbarrier_arrive_expect_tx(plan.q_full(), swizzled::tile_bytes(block_m as usize, D));
+        load(plan.q, block_m, MAP_Q, plan.q_full(), first_row, q_head);
+        let tiles = problem.kv_tiles(first_row, block_m, BLOCK_N as u32);
+        for t in 0..tiles {
+            let (stage, parity) = slot::<STAGES>(ring + t);
+            let first_key = t * BLOCK_N as u32;
+            arch::mbarrier_wait(plan.barrier(K_EMPTY, stage), parity ^ 1);
+            arch::mbarrier_arrive_expect_tx(plan.barrier(K_FULL, stage), kv_bytes);
+            let k_full = plan.barrier(K_FULL, stage);
+            load(plan.k(stage), BLOCK_N as u32, MAP_K, k_full, first_key, kv_head);
+            arch::mbarrier_wait(plan.barrier(V_EMPTY, stage), parity ^ 1);
+            arch::mbarrier_arrive_expect_tx(plan.barrier(V_FULL, stage), kv_bytes);
+            let v_full = plan.barrier(V_FULL, stage);
+            load(plan.v(stage), BLOCK_N as u32, MAP_V, v_full, first_key, kv_head);
+        }
+        tiles
+    });
 }
 
-/// A consumer warpgroup: 64 query rows, all of the block's KV tiles.
+/// A consumer warpgroup: 64 query rows of each of the block's work items, all of their KV tiles.
+/// Returns the KV tiles it went through.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn consume<
@@ -247,6 +360,7 @@ unsafe fn consume<
     const STAGES: usize,
     const PINGPONG: bool,
     const OVERLAP: bool,
+    const PERSISTENT: bool,
     const S_REGS: usize,
     const O_REGS: usize,
     const PV_STEPS: usize,
@@ -254,40 +368,55 @@ unsafe fn consume<
     plan: &Plan<D, BLOCK_N, STAGES>,
     problem: &Problem,
     out: *mut u16,
-    head: usize,
-    first_row: u32,
-    tiles: u32,
+    schedule: &Schedule<PERSISTENT>,
     consumer: u32,
-) {
+) -> u32 {
     let group_row0 = 64 * consumer;
-    let mut c = Consumer::<T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS> {
-        plan,
-        operands: Operands::new(plan, 64 * CONSUMERS as u32, group_row0),
-        turns: Turns::new(consumer, CONSUMERS as u32),
-        softmax: FragmentSoftmax::new(problem, first_row + group_row0 + 16 * (arch::warp_id() % 4)),
-        group_key_end: problem.key_end(first_row + group_row0 + 63),
-        lane: arch::lane_id(),
-        o_acc: [0.0; O_REGS],
-        // S is never zeroed: the first product of a chain overwrites it (`accumulate` false), and
-        // reusing one array keeps non-wgmma writes out of the chains that ptxas would have to fence.
-        s_acc: [0.0; S_REGS],
-        p_frag: [[0; 4]; PV_STEPS],
-        _element: core::marker::PhantomData,
-    };
-    if PINGPONG && consumer + 1 == CONSUMERS as u32 {
-        c.turns.pass(); // consumer 0 goes first
-    }
-    arch::mbarrier_wait(plan.q_full(), 0);
-    if OVERLAP {
-        c.overlapped(tiles);
-    } else {
-        c.serial(tiles);
-    }
-    if PINGPONG && consumer == 0 {
-        c.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
-    }
-    c.softmax
-        .finish::<T, D, _>(core::array::from_ref(&c.o_acc), problem, out, head);
+    let tiles = for_each_item!(schedule, |i, head, first_row, ring| {
+        let tiles = schedule.tiles(problem, first_row);
+        let mut c = Consumer::<T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS> {
+            plan,
+            operands: Operands::new(plan, schedule.block_m, group_row0),
+            turns: Turns::new(consumer, CONSUMERS as u32),
+            softmax: FragmentSoftmax::new(problem, first_row + group_row0 + 16 * (arch::warp_id() % 4)),
+            group_key_end: problem.key_end(first_row + group_row0 + 63),
+            lane: arch::lane_id(),
+            ring,
+            reuses_q: PERSISTENT,
+            o_acc: [0.0; O_REGS],
+            // S is never zeroed: the first product of a chain overwrites it (`accumulate` false),
+            // and reusing one array keeps non-wgmma writes out of the chains that ptxas would have
+            // to fence.
+            s_acc: [0.0; S_REGS],
+            p_frag: [[0; 4]; PV_STEPS],
+            _element: core::marker::PhantomData,
+        };
+        if PINGPONG && i == 0 && consumer + 1 == CONSUMERS as u32 {
+            c.turns.pass(); // consumer 0 goes first
+        }
+        arch::mbarrier_wait(plan.q_full(), i & 1);
+        if OVERLAP {
+            c.overlapped(tiles);
+        } else {
+            c.serial(tiles);
+        }
+        if PINGPONG && consumer == 0 && schedule.item(i + 1).is_none() {
+            c.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
+        }
+        // The item's head again, from an opaque copy of its index: a value derived from the loop's
+        // counter cannot be re-read from a special register as the block index can, so carried
+        // through the KV loop it would take registers the loop has none of (ptxas spilled O).
+        let head = if PERSISTENT {
+            // Safety: item `i` exists (the loop is on it).
+            unsafe { schedule.item(arch::opaque(i)).unwrap_unchecked().0 }
+        } else {
+            head
+        };
+        c.softmax
+            .finish::<T, D, _>(core::array::from_ref(&c.o_acc), problem, out, head);
+        tiles
+    });
+    tiles
 }
 
 /// The `wgmma` descriptors of one consumer warpgroup's operands: its 64 rows of Q, and the K and
@@ -387,6 +516,10 @@ struct Consumer<
     /// `key_end` of the group's last row, the largest: tiles from there on have no key for it.
     group_key_end: u32,
     lane: u32,
+    /// KV tiles of the block's earlier work items: where this item's tiles start in the ring.
+    ring: u32,
+    /// Q's buffer takes another item's Q after this one (persistent): release it when done.
+    reuses_q: bool,
     o_acc: [f32; O_REGS],
     s_acc: [f32; S_REGS],
     p_frag: [[u32; 4]; PV_STEPS],
@@ -411,12 +544,32 @@ impl<
         t * (BLOCK_N as u32) < self.group_key_end
     }
 
+    /// The ring slot of this item's tile `t` and the parity of its round.
+    #[inline(always)]
+    fn slot(&self, t: u32) -> (u32, u32) {
+        slot::<STAGES>(self.ring + t)
+    }
+
     /// One arrival per warp on an "empty" barrier, once this warp's products have read the tile.
     #[inline(always)]
     fn release(&self, kind: u32, stage: u32) {
+        self.arrive(self.plan.barrier(kind, stage));
+    }
+
+    /// One arrival per warp on Q's "empty" barrier, once its last S = Q K^T of the item is done:
+    /// the producer then copies the next item's Q while this one's last P V and epilogue run.
+    #[inline(always)]
+    fn release_q(&self) {
+        if self.reuses_q {
+            self.arrive(self.plan.q_empty());
+        }
+    }
+
+    #[inline(always)]
+    fn arrive(&self, barrier: SharedAddr) {
         if self.lane == 0 {
             // Safety: the plan's mbarriers were initialised before the kernel's one block barrier.
-            unsafe { arch::mbarrier_arrive(self.plan.barrier(kind, stage)) };
+            unsafe { arch::mbarrier_arrive(barrier) };
         }
     }
 
@@ -472,12 +625,18 @@ impl<
     /// The KV loop one product at a time: S, its softmax, then P V.
     #[inline(always)]
     unsafe fn serial(&mut self, tiles: u32) {
+        if tiles == 0 {
+            self.release_q();
+        }
         for t in 0..tiles {
-            let (stage, parity) = slot::<STAGES>(t);
+            let (stage, parity) = self.slot(t);
             arch::mbarrier_wait(self.plan.barrier(K_FULL, stage), parity);
             self.turns.wait();
             if self.active(t) {
                 self.scores::<false>(stage);
+            }
+            if t + 1 == tiles {
+                self.release_q();
             }
             self.turns.pass();
             self.release(K_EMPTY, stage);
@@ -509,25 +668,27 @@ impl<
     #[inline(always)]
     unsafe fn overlapped(&mut self, tiles: u32) {
         if tiles == 0 {
+            self.release_q();
             return;
         }
         // Tile 0's scores alone.
-        arch::mbarrier_wait(self.plan.barrier(K_FULL, 0), 0);
+        let (first_stage, first_parity) = self.slot(0);
+        arch::mbarrier_wait(self.plan.barrier(K_FULL, first_stage), first_parity);
         self.turns.wait();
         if self.active(0) {
-            self.scores::<false>(0);
+            self.scores::<false>(first_stage);
         }
         self.turns.pass();
-        self.release(K_EMPTY, 0);
+        self.release(K_EMPTY, first_stage);
         if self.active(0) {
             // Nothing is accumulated yet, so the correction has nothing to scale.
             let _ = self.probabilities(0);
             self.pack();
         }
-        arch::mbarrier_wait(self.plan.barrier(V_FULL, 0), 0);
+        arch::mbarrier_wait(self.plan.barrier(V_FULL, first_stage), first_parity);
         for t in 1..tiles {
-            let (stage, parity) = slot::<STAGES>(t);
-            let prev_stage = slot::<STAGES>(t - 1).0;
+            let (stage, parity) = self.slot(t);
+            let prev_stage = self.slot(t - 1).0;
             arch::mbarrier_wait(self.plan.barrier(K_FULL, stage), parity);
             self.turns.wait();
             if self.active(t) {
@@ -553,7 +714,9 @@ impl<
                 arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
             }
         }
-        let stage = slot::<STAGES>(tiles - 1).0;
+        // Every S = Q K^T of the item has completed (waited for in its iteration, or not issued).
+        self.release_q();
+        let stage = self.slot(tiles - 1).0;
         self.turns.wait();
         if self.active(tiles - 1) {
             self.attend::<false>(stage);
