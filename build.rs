@@ -179,6 +179,11 @@ fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String
                     format!("{symbol} {symbol}_counted {symbol}_smem_bytes {symbol}_barriers_per_tile");
                 let args = v.spec.kernel_args(dtype_type(dtype), d);
                 writeln!(src, "kernel!({} {names}, {args});", v.spec.family.name()).unwrap();
+                // flash_decode's paged-cache twins (the library's `VariantSpec::paged_symbol`).
+                if v.spec.family == spec::Family::FlashDecode {
+                    let paged = format!("{symbol}_paged {symbol}_paged_counted");
+                    writeln!(src, "kernel!(flash_decode_paged {paged}, {args});").unwrap();
+                }
             }
         }
     }

@@ -259,6 +259,24 @@ impl Gpu {
         Ok(())
     }
 
+    /// Launches `kernel` with `args` pushed as its parameter list.
+    ///
+    /// # Safety
+    /// `kernel` takes the launch parameter list, and `args` and `config` satisfy its contract
+    /// (buffers as long as the shape says, the grid it expects).
+    pub(crate) unsafe fn launch_decode_args(
+        &self,
+        kernel: &Kernel,
+        config: LaunchConfig,
+        args: &LaunchArgs,
+    ) -> Result<()> {
+        let mut builder = self.stream().launch_builder(&kernel.function);
+        with_launch_params!(push_args!(builder, args;));
+        // Safety: the caller's contract.
+        unsafe { builder.launch(config) }?;
+        Ok(())
+    }
+
     fn decode_state(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.decode.inner.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -66,7 +66,7 @@ pub struct Kernel {
     pub(crate) smem_bytes: u32,
     /// A persistent variant's most blocks: as many as the SMs hold at once (0 for the others).
     pub(crate) resident_grid: u32,
-    function: CudaFunction,
+    pub(crate) function: CudaFunction,
 }
 
 impl Kernel {
@@ -395,6 +395,18 @@ impl Gpu {
         } else {
             variant.symbol(head_dim, dtype.name())
         };
+        self.kernel_with_symbol(variant, head_dim, dtype, symbol)
+    }
+
+    /// `kernel` for one of `variant`'s entry points named `symbol` (its own, its counted twin,
+    /// or a paged one: `paged.rs`); launch facts from the variant's globals.
+    pub(crate) fn kernel_with_symbol(
+        &self,
+        variant: &'static VariantSpec,
+        head_dim: usize,
+        dtype: DType,
+        symbol: String,
+    ) -> Result<Kernel> {
         if variant.min_arch > self.arch {
             return Err(Error::Architecture {
                 kernel: variant.name,
@@ -794,6 +806,8 @@ impl Gpu {
             batch_heads: (shape.batch * shape.heads) as u32,
             kv_splits: decode.map_or(1, |plan| plan.splits),
             workspace,
+            // Contiguous K and V: no block table (the paged launch is `paged.rs`).
+            ..LaunchArgs::default()
         };
         let mut builder = stream.launch_builder(&kernel.function);
         with_launch_params!(push_launch_args!(builder, args;));
@@ -1431,7 +1445,11 @@ mod tests {
             for v in VARIANTS.iter().filter(|v| v.min_arch <= arch) {
                 for &d in v.head_dims {
                     for dtype in crate::variants::DTYPES {
-                        for symbol in [v.symbol(d, dtype), v.counted_symbol(d, dtype)] {
+                        let paged = [false, true].map(|counted| v.paged_symbol(d, dtype, counted));
+                        for symbol in [v.symbol(d, dtype), v.counted_symbol(d, dtype)]
+                            .into_iter()
+                            .chain(paged.into_iter().flatten())
+                        {
                             assert_eq!(
                                 declared_param_bytes(ptx, &symbol),
                                 LaunchArgs::PARAM_BYTES,
@@ -1449,12 +1467,12 @@ mod tests {
     #[test]
     fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
         // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
-        // workspace), the scalars as 32 bits: a field's type changing silently would change
+        // workspace; the block table and lengths), the scalars as 32 bits: a field's type changing silently would change
         // every kernel's signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 17);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 8);
-        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 9);
+        assert_eq!(bytes.len(), 21);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 10);
+        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 11);
     }
 
     fn lens_for(shape: Shape) -> BufferLens {

@@ -20,6 +20,7 @@ pub mod error;
 pub mod gpu;
 pub mod layout;
 pub mod npy;
+pub mod paged;
 pub mod problem;
 pub mod ptx;
 pub mod ptxas;
@@ -36,6 +37,7 @@ pub use api::{attention, Attention, DeviceTensor, Element, LseBuffer};
 pub use error::{Error, Result};
 pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};
 pub use layout::Layout;
+pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};
 pub use variants::{Family, Policy, Spec, VariantSpec, VARIANTS};
 

@@ -153,6 +153,39 @@ pub fn log_sum_exp_f64(q: &[f32], k: &[f32], dims: Dims, causal: bool, scale: f6
 
 /// The internal-API contract: lengths must match `dims`. A mismatch is a caller's bug, reported
 /// with a message rather than an out-of-bounds index deep in a worker thread.
+/// Attention over a paged KV cache in float64, one sequence at a time: sequence `b`'s keys and
+/// values are gathered through `cache`'s block table from `k_cache` and `v_cache` (`[num_blocks,
+/// block_size, heads_kv, D]`), then attended as [`attention_f64`] does with `seq_k` its own
+/// length (causal masks aligned bottom-right per sequence). `q` is `[batch, heads, seq_q, D]`
+/// (`dims.seq_k` is not used). Returns the output, shaped like Q, and each row's log-sum-exp
+/// (natural log, `-inf` for a row that sees no key).
+pub fn paged_attention_f64(
+    q: &[f32],
+    (k_cache, v_cache): (&[f32], &[f32]),
+    cache: &crate::paged::PagedKv,
+    dims: Dims,
+    causal: bool,
+    scale: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let per_sequence = dims.heads * dims.seq_q * dims.head_dim;
+    assert_eq!(q.len(), dims.batch * per_sequence, "q for {dims:?}");
+    assert_eq!(cache.batch(), dims.batch, "the cache's batch for {dims:?}");
+    let (mut out, mut lse) = (Vec::with_capacity(q.len()), Vec::new());
+    for b in 0..dims.batch {
+        let k = cache.gather(k_cache, b, dims.heads_kv, dims.head_dim);
+        let v = cache.gather(v_cache, b, dims.heads_kv, dims.head_dim);
+        let one = Dims {
+            batch: 1,
+            seq_k: cache.seqlens_k()[b] as usize,
+            ..dims
+        };
+        let q = &q[b * per_sequence..][..per_sequence];
+        out.extend(attention_f64(q, &k, &v, one, causal, scale));
+        lse.extend(log_sum_exp_f64(q, &k, one, causal, scale));
+    }
+    (out, lse)
+}
+
 fn check_lengths(q: &[f32], k: &[f32], v: &[f32], dims: Dims) {
     assert!(
         dims.heads_kv > 0 && dims.heads.is_multiple_of(dims.heads_kv),

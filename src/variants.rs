@@ -40,6 +40,15 @@ impl VariantSpec {
         format!("{}_counted", self.symbol(head_dim, dtype))
     }
 
+    /// The paged-cache entry point of a `flash_decode` variant (`None` for other families), or
+    /// its barrier-counting twin: K and V read through a block table (`src/paged.rs`).
+    pub fn paged_symbol(&self, head_dim: usize, dtype: &str, counted: bool) -> Option<String> {
+        (self.family == Family::FlashDecode).then(|| {
+            let twin = if counted { "_counted" } else { "" };
+            format!("{}_paged{twin}", self.symbol(head_dim, dtype))
+        })
+    }
+
     /// The variant called `name`, among `VARIANTS` and the experimental ones (which only a name
     /// reaches).
     pub fn by_name(name: &str) -> Option<&'static VariantSpec> {

@@ -709,3 +709,113 @@ fn tensors_over_2_pow_31_elements_index_in_64_bits() {
         used.name
     );
 }
+
+/// A paged KV cache: every flash_decode variant's paged entry point against the float64 paged
+/// reference, on pages in a shuffled order with unused pages of NaN (a stray read poisons the
+/// output), lengths 0, 1, a page tail and one long enough to split, grouped heads, causal with
+/// S_q > 1, block sizes 16, 64 and 256; the LSE too. Then the contiguous path on the same keys
+/// gives the same output (all sequences full).
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn paged_kv_cache_matches_the_paged_reference() {
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(11);
+    for block_size in [16usize, 64, 256] {
+        for (heads, heads_kv, seq_q, d, lens) in [
+            (8usize, 2usize, 1usize, 128usize, vec![0i32, 1, 3000]),
+            (8, 1, 3, 64, vec![2, 257, 40]),
+        ] {
+            let used: Vec<usize> = lens.iter().map(|&l| (l as usize).div_ceil(block_size)).collect();
+            let max_blocks = used.iter().copied().max().unwrap().max(1);
+            let num_blocks = used.iter().sum::<usize>() + 2;
+            let mut pages: Vec<i32> = (0..num_blocks as i32).collect();
+            for i in (1..pages.len()).rev() {
+                pages.swap(i, rng.random_range(0..=i));
+            }
+            let mut table = vec![-1; lens.len() * max_blocks];
+            let mut next = pages.iter();
+            for (b, &n) in used.iter().enumerate() {
+                for j in 0..n {
+                    table[b * max_blocks + j] = *next.next().unwrap();
+                }
+            }
+            let cache = flashrs::PagedKv::new(block_size, num_blocks, table, lens.clone()).unwrap();
+            let shape = cache.shape(heads, heads_kv, seq_q, d).unwrap();
+            let cache_len = cache.cache_len(shape).unwrap();
+            for causal in [false, true] {
+                let dtype = DType::F16;
+                let q = random(shape.q_len(), dtype, &mut rng);
+                let mut k = random(cache_len, dtype, &mut rng);
+                let mut v = random(cache_len, dtype, &mut rng);
+                let page = block_size * heads_kv * d;
+                for &unused in next.clone() {
+                    let at = unused as usize * page;
+                    k[at..at + page].fill(flashrs::gpu::nan(dtype));
+                    v[at..at + page].fill(flashrs::gpu::nan(dtype));
+                }
+                let params = Params { causal, scale: None };
+                let (expected, expected_lse) = reference::paged_attention_f64(
+                    &widen(dtype, &q),
+                    (&widen(dtype, &k), &widen(dtype, &v)),
+                    &cache,
+                    shape.reference_dims(),
+                    causal,
+                    params.scale_for(d) as f64,
+                );
+                for variant in VARIANTS
+                    .iter()
+                    .filter(|v| v.family == flashrs::Family::FlashDecode && v.head_dims.contains(&d))
+                {
+                    let kernel = gpu.paged_kernel(variant, d, dtype, false).unwrap();
+                    let mut tensors = gpu
+                        .paged_tensors(Layout::Bhsd, shape, dtype, &q, &k, &v, cache.clone())
+                        .unwrap();
+                    gpu.request_paged_lse(&mut tensors).unwrap();
+                    gpu.launch_paged(&kernel, &mut tensors, params, None).unwrap();
+                    let out = widen(dtype, &gpu.download(tensors.out()).unwrap());
+                    let cmp = reference::compare(&out, &expected);
+                    let what = format!(
+                        "{} block {block_size} lens {lens:?} causal {causal}",
+                        variant.name
+                    );
+                    assert!(cmp.passes(dtype.tolerance()), "{what}: {cmp:?}");
+                    let lse = gpu.download(tensors.lse().unwrap()).unwrap();
+                    for (a, r) in lse.iter().zip(&expected_lse) {
+                        assert!(
+                            (*a as f64 == *r) || (*a as f64 - r).abs() < 1e-3,
+                            "{what}: lse {a} vs {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Bad paged input is refused before any launch: a contiguous-only variant, a shape that does
+/// not match the cache, caches of the wrong length.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn paged_bad_input_is_refused_before_any_launch() {
+    let gpu = gpu();
+    let cache = flashrs::PagedKv::new(16, 2, vec![0, 1], vec![20]).unwrap();
+    let shape = cache.shape(4, 2, 1, 64).unwrap();
+    let mma = VARIANTS
+        .iter()
+        .find(|v| v.family == flashrs::Family::FlashMma)
+        .unwrap();
+    let err = gpu.paged_kernel(mma, 64, DType::F16, false).err().unwrap();
+    assert!(err.to_string().contains("no paged entry point"), "{err}");
+    let q = vec![0u16; shape.q_len()];
+    let kv = vec![0u16; cache.cache_len(shape).unwrap()];
+    let short = vec![0u16; kv.len() - 1];
+    let err = gpu
+        .paged_tensors(Layout::Bhsd, shape, DType::F16, &q, &short, &kv, cache.clone())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("k cache"), "{err}");
+    let wrong = Shape { seq_k: 99, ..shape };
+    assert!(gpu
+        .paged_tensors(Layout::Bhsd, wrong, DType::F16, &q, &kv, &kv, cache)
+        .is_err());
+}

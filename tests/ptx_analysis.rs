@@ -110,3 +110,53 @@ fn shared_memory_is_declared_for_every_tiled_variant() {
         }
     }
 }
+
+/// Every flash_decode variant has its paged entry points (and counted twin), with as many block
+/// barriers as the contiguous entry and at least the declared ones inside its KV loop. (The
+/// loop-nest count itself can be larger: in the paged PTX, LLVM places a block of the epilogue
+/// so that a backward branch spans the loop and the merge, whose barriers then count too; the
+/// `_counted` twin's run-time count, which `tests/gpu.rs` and `verify` check, is exact.)
+#[test]
+fn every_decode_variant_has_paged_entry_points_with_its_barriers() {
+    let mut checked = 0;
+    let barriers = |e: &ptx::Entry| e.body.iter().filter(|l| ptx::is_block_barrier(l)).count();
+    for (arch, arch_number, text) in modules() {
+        let globals = ptx::u32_globals(text);
+        let entries = ptx::entries(text);
+        let find = |name: &str| {
+            entries
+                .iter()
+                .find(|e| e.name == name)
+                .unwrap_or_else(|| panic!("{arch}: {name} missing"))
+        };
+        for v in VARIANTS.iter().filter(|v| v.min_arch <= arch_number) {
+            for (&d, &dtype) in v
+                .head_dims
+                .iter()
+                .flat_map(|d| DTYPES.iter().map(move |t| (d, t)))
+            {
+                let declared = globals[format!("{}_barriers_per_tile", v.symbol(d, dtype)).as_str()] as usize;
+                for counted in [false, true] {
+                    let Some(name) = v.paged_symbol(d, dtype, counted) else {
+                        let paged = format!("{}_paged", v.symbol(d, dtype));
+                        assert!(!entries.iter().any(|e| e.name.starts_with(&paged)));
+                        continue;
+                    };
+                    let contiguous = if counted {
+                        v.counted_symbol(d, dtype)
+                    } else {
+                        v.symbol(d, dtype)
+                    };
+                    let entry = find(&name);
+                    assert_eq!(barriers(entry), barriers(find(&contiguous)), "{arch} {name}");
+                    assert!(
+                        ptx::barriers_in_loop(entry).unwrap_or(0) >= declared,
+                        "{arch} {name}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 16, "only {checked} paged entry points");
+}

@@ -61,6 +61,11 @@ pub struct Args {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also time the flash_decode variants' paged entry points on a paged KV cache of pages of
+    /// this many keys (16 to 256, a power of two; comma-separated for several), every sequence
+    /// at the shape's S_k, pages in a random order: rows `<variant>_paged`, `block_size` set.
+    #[arg(long, value_delimiter = ',')]
+    block_size: Vec<usize>,
 }
 
 /// Above this many multiply-adds (B*H*S_q*S_k*D) `naive` and `flash_scalar` are skipped unless
@@ -98,6 +103,13 @@ impl Plan {
         if let Some(path) = &args.plot {
             crate::plot::check_path(path)?;
         }
+        for &block_size in &args.block_size {
+            if !block_size.is_power_of_two() || !flashrs::paged::BLOCK_SIZES.contains(&block_size) {
+                return Err(Failure::Usage(format!(
+                    "--block-size {block_size}: a power of two from 16 to 256"
+                )));
+            }
+        }
         let mut cases = inputs::cases(&args.shapes, &args.shape, masks, head_dims)?;
         if let Some(heads_kv) = args.heads_kv {
             for (shape, _) in &mut cases {
@@ -124,6 +136,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     );
     let mut notes = Vec::new();
     let mut rows = time_ours(&gpu, &plan, &args, &mut notes)?;
+    rows.extend(time_paged(&gpu, &plan, &args)?);
     rows.extend(time_peers(&plan, &args, &mut notes)?);
     for note in &notes {
         println!("note: {note}");
@@ -226,6 +239,49 @@ fn time_ours(
         }
     }
     bar.finish_and_clear();
+    Ok(rows)
+}
+
+/// The flash_decode variants' paged entry points on every case, once per `--block-size`.
+fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, Failure> {
+    let mut rows = Vec::new();
+    let decode: Vec<_> = plan
+        .variants
+        .iter()
+        .filter(|v| v.family == Family::FlashDecode && v.min_arch <= gpu.arch)
+        .collect();
+    for &(shape, causal) in &plan.cases {
+        for &block_size in &args.block_size {
+            let problem = crate::paged::Problem {
+                heads: shape.heads,
+                heads_kv: shape.heads_kv,
+                seq_q: shape.seq_q,
+                head_dim: shape.head_dim,
+                block_size,
+                lens: vec![shape.seq_k as i32; shape.batch],
+                causal,
+                dtype: args.dtype,
+            };
+            let data = crate::paged::data(&problem, inputs::fresh_seed(), true)?;
+            let mut tensors = crate::paged::upload(gpu, &data, args.dtype)?;
+            let params = Params { causal, scale: None };
+            for variant in decode.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
+                let kernel = gpu.paged_kernel(variant, shape.head_dim, args.dtype, false)?;
+                let (warmup, iters) = (args.warmup as usize, args.iters as usize);
+                let mut launch = || gpu.launch_paged(&kernel, &mut tensors, params, None);
+                let singles = gpu.time_each(warmup, iters, &mut launch)?;
+                let singles = Summary::from_samples(&singles)
+                    .ok_or_else(|| Failure::Usage("no valid timings".into()))?;
+                let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
+                let samples = gpu.time_graph_of(calls as usize, warmup, iters, &mut launch)?;
+                let name = format!("{}_paged", variant.name);
+                let mut row = row_from(name, shape, args.dtype, causal, calls, samples, None)?;
+                row.block_size = Some(block_size);
+                row.event_p50_us = Some(singles.p50);
+                rows.push(row);
+            }
+        }
+    }
     Ok(rows)
 }
 

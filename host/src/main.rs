@@ -8,6 +8,7 @@ mod harness;
 mod inputs;
 mod list;
 mod micro;
+mod paged;
 mod peers;
 mod plot;
 mod profile;

@@ -39,6 +39,9 @@ pub struct Row {
     /// (2 * B * H_kv * S_k * D elements of 2 bytes), what bounds decode.
     #[serde(default)]
     pub gbps: f64,
+    /// Keys per page of a paged KV cache (`bench --block-size`); null for contiguous K and V.
+    #[serde(default)]
+    pub block_size: Option<usize>,
     /// CUDA events around each single launch (launch overhead included); ours only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_p50_us: Option<f64>,
@@ -137,6 +140,7 @@ pub fn row_from(
         min_us: s.min,
         tflops: shape.flops(causal) / (s.p50 * 1e-6) / 1e12,
         gbps: kv_bytes(shape) / (s.p50 * 1e-6) / 1e9,
+        block_size: None,
         event_p50_us: None,
         speedup_vs_naive: None,
         barriers_per_tile: None,
@@ -255,6 +259,9 @@ fn shape_text(r: &Row) -> String {
     let mut text = format!("{:?}", r.shape);
     if r.seq_k != r.shape[2] {
         text += &format!(" k={}", r.seq_k);
+    }
+    if let Some(block_size) = r.block_size {
+        text += &format!(" pg={block_size}");
     }
     if r.heads_kv != 0 && r.heads_kv != r.shape[1] {
         text += &format!(" kv={}", r.heads_kv);

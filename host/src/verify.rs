@@ -19,11 +19,13 @@ pub struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Named shape sets, comma-separated: small, mission, long, odd, edge, large, std, splitkv
-    /// (decode-like shapes that flash_decode splits over the keys), decode (bench's, large).
+    /// (decode-like shapes that flash_decode splits over the keys), decode (bench's, large),
+    /// paged (flash_decode's paged entry points on a paged KV cache: block sizes 16, 64, 256,
+    /// random page permutations, lengths from 0, grouped heads, causal with S_q > 1).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "small,mission,long,odd,edge,splitkv"
+        default_value = "small,mission,long,odd,edge,splitkv,paged"
     )]
     shapes: Vec<String>,
     /// A quick pass for slow tools (compute-sanitizer): the small, odd and edge shapes in fp16, our
@@ -134,6 +136,8 @@ struct Report {
     /// Pass bounds against the float64 reference (and torch), per dtype.
     tolerances: Vec<(DType, Tolerance)>,
     cases: Vec<Case>,
+    /// The `paged` set: flash_decode's paged entry points against the float64 paged reference.
+    paged: Vec<crate::paged::Case>,
     barriers: Vec<BarrierCheck>,
 }
 
@@ -170,6 +174,7 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let paged = check_paged(&gpu, &variants, &args, seed)?;
     let torch_note = cross.torch_note(&args);
     if let Some(note) = &torch_note {
         println!("note: {note}");
@@ -179,14 +184,18 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
     }
     let barriers = check_barriers(&gpu, &variants, &args.dtype)?;
     print_cases(&cases);
+    print_paged(&paged);
     print_barriers(&barriers);
     let report = Report {
         peer_note: torch_note,
         gpu: gpu.name.clone(),
         seed,
-        all_pass: cases.iter().all(|c| c.pass) && barriers.iter().all(|b| b.pass),
+        all_pass: cases.iter().all(|c| c.pass)
+            && paged.iter().all(|c| c.pass)
+            && barriers.iter().all(|b| b.pass),
         tolerances: args.dtype.iter().map(|&t| (t, t.tolerance())).collect(),
         cases,
+        paged,
         barriers,
     };
     verdict(report, &args.json)
@@ -232,8 +241,10 @@ fn problems(args: &Args) -> Result<Vec<(Shape, bool, DType)>, Failure> {
         Masks::Causal => &[true],
         Masks::Both => &[false, true],
     };
+    // The paged set is not a list of dense shapes (`check_paged` runs it).
+    let sets: Vec<String> = args.shapes.iter().filter(|s| *s != "paged").cloned().collect();
     let mut problems: Vec<(Shape, bool, DType)> =
-        inputs::cases(&args.shapes, &args.shape, masks, inputs::HeadDims::Ours)?
+        inputs::cases(&sets, &args.shape, masks, inputs::HeadDims::Ours)?
             .into_iter()
             .flat_map(|(s, c)| args.dtype.iter().map(move |&t| (s, c, t)))
             .collect();
@@ -255,14 +266,19 @@ fn run_random(
     json: &Option<PathBuf>,
 ) -> Result<(), Failure> {
     let results = crate::stress::random(gpu, variants, count, seed)?;
-    let failed = results.iter().filter(|r| !r.pass).count();
-    let runs: usize = results.iter().map(|r| r.kernels).sum();
+    // One paged problem per four dense ones (at least one), on the flash_decode variants tested.
+    let paged = random_paged(gpu, variants, count.div_ceil(4), seed)?;
+    let failed = results.iter().filter(|r| !r.pass).count() + paged.iter().filter(|c| !c.pass).count();
+    let runs: usize = results.iter().map(|r| r.kernels).sum::<usize>() + paged.len();
     stress_verdict(
         json,
         serde_json::json!({ "gpu": gpu.name, "seed": seed, "problems": count, "kernel_runs": runs,
-                            "all_pass": failed == 0, "random": results }),
+                            "all_pass": failed == 0, "random": results, "paged": paged }),
         failed,
-        &format!("{count} random problems, {runs} kernel runs against float64"),
+        &format!(
+            "{count} random problems and {} paged ones, {runs} kernel runs against float64",
+            count.div_ceil(4)
+        ),
     )
 }
 
@@ -413,8 +429,9 @@ fn check_problem(
 
 /// Writes the report's JSON and turns it into the exit status.
 fn verdict(report: Report, json: &Option<PathBuf>) -> Result<(), Failure> {
-    let failed =
-        report.cases.iter().filter(|c| !c.pass).count() + report.barriers.iter().filter(|b| !b.pass).count();
+    let failed = report.cases.iter().filter(|c| !c.pass).count()
+        + report.paged.iter().filter(|c| !c.pass).count()
+        + report.barriers.iter().filter(|b| !b.pass).count();
     let (all_pass, seed) = (report.all_pass, report.seed);
     if let Some(path) = json {
         inputs::write_json(path, &report)?;
@@ -651,6 +668,92 @@ pub fn static_barriers(
         runtime: runtime[0],
         runtime_causal: runtime[1],
         pass: agree && in_range,
+    }
+}
+
+/// The `paged` set, when asked for: every flash_decode variant under test on each problem.
+fn check_paged(
+    gpu: &Gpu,
+    variants: &[&'static VariantSpec],
+    args: &Args,
+    seed: u64,
+) -> Result<Vec<crate::paged::Case>, Failure> {
+    if !args.shapes.iter().any(|s| s == "paged") {
+        return Ok(Vec::new());
+    }
+    let masks: &[bool] = match args.masks {
+        Masks::None => &[false],
+        Masks::Causal => &[true],
+        Masks::Both => &[false, true],
+    };
+    let problems = crate::paged::problems(&args.dtype, masks);
+    let bar = inputs::progress(problems.len(), "paged");
+    let mut cases = Vec::new();
+    for (index, problem) in problems.iter().enumerate() {
+        bar.set_message(problem.describe());
+        let case_seed = seed.wrapping_add(1_000_000 + index as u64);
+        cases.extend(crate::paged::check(
+            gpu,
+            variants,
+            problem,
+            case_seed,
+            LSE_TOLERANCE,
+            lse_error,
+        )?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(cases)
+}
+
+/// `--random`'s paged problems: problem `i` from seed `seed + i` (replay: `--random 1 --seed`).
+fn random_paged(
+    gpu: &Gpu,
+    variants: &[&'static VariantSpec],
+    count: usize,
+    seed: u64,
+) -> Result<Vec<crate::paged::Case>, Failure> {
+    let mut cases = Vec::new();
+    for i in 0..count as u64 {
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed.wrapping_add(i));
+        let problem = crate::paged::random_problem(&mut rng);
+        let found = crate::paged::check(
+            gpu,
+            variants,
+            &problem,
+            seed.wrapping_add(i),
+            LSE_TOLERANCE,
+            lse_error,
+        )?;
+        for c in found.iter().filter(|c| !c.pass) {
+            println!(
+                "FAIL paged {} on {} causal={}: max_abs {:.3e}, lse {:.3e} (replay: --random 1 --seed {})",
+                c.kernel,
+                c.problem,
+                c.causal,
+                c.max_abs_err,
+                c.lse_max_abs_err,
+                seed.wrapping_add(i)
+            );
+        }
+        cases.extend(found);
+    }
+    Ok(cases)
+}
+
+fn print_paged(cases: &[crate::paged::Case]) {
+    for c in cases {
+        println!(
+            "{:<40} paged {} causal={} {} {:>11.3e} {:>11.3e} lse {:.1e}  {}",
+            c.kernel,
+            c.problem,
+            c.causal,
+            c.dtype,
+            c.max_abs_err,
+            c.rel_l2_err,
+            c.lse_max_abs_err,
+            if c.pass { "PASS" } else { "FAIL" }
+        );
     }
 }
 

@@ -56,6 +56,15 @@ macro_rules! with_launch_params {
             /// `[kv_splits, B*H, S_q, D]`, then their base-2 log-sum-exps `[kv_splits, B*H, S_q]`;
             /// 0 otherwise.
             workspace: u64 as *mut f32,
+            /// flash_decode's paged entry points: the block table `[B, max_blocks]` (int32), the
+            /// cache page holding each `block_size` keys of each sequence; 0 for every other kernel.
+            block_table: u64 as *const u32,
+            /// Paged: each sequence's key count, `[B]` int32; 0 otherwise.
+            seqlens_k: u64 as *const u32,
+            /// Paged: keys per page, a power of two from 16 to 256; 0 otherwise.
+            block_size: u32,
+            /// Paged: entries per block-table row (`max_blocks`); 0 otherwise.
+            max_blocks: u32,
         }
     };
 }

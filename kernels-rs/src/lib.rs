@@ -41,6 +41,12 @@ impl launch::LaunchArgs {
             batch_heads: self.batch_heads,
             kv_splits: self.kv_splits,
             workspace: self.workspace as *mut f32,
+            pages: attention::paged::PageTable {
+                table: self.block_table as *const u32,
+                seqlens: self.seqlens_k as *const u32,
+                block_size: self.block_size,
+                max_blocks: self.max_blocks,
+            },
         }
     }
 }
@@ -139,10 +145,24 @@ macro_rules! kernel {
         kernel!(@export $name, $counted, $smem,
             attention::decode::smem_bytes($d, $bm, $bn, $stages, $w), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |io, p, COUNT| attention::decode::flash_decode::<
-                $t, $policy, COUNT, $d, $bn, $w, { $bm / 16 }, $stages, { $bn / $w }, { $bn / $w / 8 },
-                { $d / 8 }, { $d / 16 },
-            >(io, p));
+            |io, p, COUNT| kernel!(@decode io, p, COUNT, false, $t, $policy, $d, $bm, $bn, $w, $stages));
+    };
+    // The paged-cache twins of a flash_decode variant: the same body reading K and V through
+    // the block table (`attention::paged`); shared memory and barriers are the variant's own.
+    (flash_decode_paged $name:ident $counted:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
+     stages = $stages:literal) => {
+        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
+            kernel!(@decode io, p, COUNT, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
+        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
+            kernel!(@decode io, p, COUNT, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
+    };
+    (@decode $io:ident, $p:ident, $count:ident, $paged:literal, $t:ty, $policy:ty, $d:literal,
+     $bm:literal, $bn:literal, $w:literal, $stages:literal) => {
+        attention::decode::flash_decode::<
+            $t, $policy, $count, $paged, $d, $bn, $w, { $bm / 16 }, $stages, { $bn / $w },
+            { $bn / $w / 8 }, { $d / 8 }, { $d / 16 },
+        >($io, $p)
     };
     (flash_wgmma $name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
@@ -206,6 +226,7 @@ macro_rules! softmax_rows {
                 batch_heads: 0, // unused: the row softmax has its own grid
                 kv_splits: 1,
                 workspace: core::ptr::null_mut(),
+                pages: attention::paged::PageTable::NONE,
             };
             attention::rows::softmax_rows::<$t>(scores, probs, problem)
         }

@@ -19,6 +19,7 @@
 
 use super::fragment::FragmentSoftmax;
 use super::packing::{slice_tiles, PackedRows};
+use super::paged::DecodeKv;
 use super::pipeline::KvPipeline;
 use super::warp_mma;
 use super::{record_barriers, start_counting, Buffers, Problem};
@@ -52,13 +53,17 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize,
 /// the grid `(row blocks x kv_splits, KV heads on y/z)`, row blocks = `ceil(group * S_q / 16 /
 /// ROW_TILES)`; `problem.workspace` must hold the split partials when `kv_splits > 1`; the block
 /// has `32 * NUM_WARPS` threads and `smem_bytes` of dynamic shared memory; with `COUNT`,
-/// `barrier_log` holds four `u32` per block.
+/// `barrier_log` holds four `u32` per block. With `PAGED`, K and V are the paged cache that
+/// `problem.pages` describes (`attention::paged`): `seqlens` holds `B` lengths and the table
+/// lists an existing page for every key below each length.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_decode<
     T: Element,
     P: BarrierPolicy,
     const COUNT: bool,
+    // K and V in a paged cache (`attention::paged`): the paged entry points.
+    const PAGED: bool,
     const D: usize,
     const BLOCK_N: usize,
     const NUM_WARPS: usize,
@@ -90,6 +95,13 @@ pub unsafe fn flash_decode<
     if kv_head >= problem.batch_heads / group {
         return; // past the last KV head: before any barrier
     }
+    let heads_kv = problem.heads / group;
+    // Paged: this sequence's own length is the key count everything below sees.
+    let problem = if PAGED {
+        problem.pages.sequence(&problem, kv_head / heads_kv)
+    } else {
+        problem
+    };
     let rows = PackedRows::new(kv_head, group, problem.seq_q);
     let row_blocks = rows.count.div_ceil(block_m);
     let splits = problem.kv_splits.max(1);
@@ -131,11 +143,17 @@ pub unsafe fn flash_decode<
         kv_rows
     };
     let head0 = rows.first_head as usize;
-    let (k_rows, v_rows) = (
-        skip(problem.kv_rows::<D>(k, head0)),
-        skip(problem.kv_rows::<D>(v, head0)),
-    );
-    let kv = KvPipeline::<Padded, D, BLOCK_N, STAGES>::new(kv_smem, k_rows, v_rows, tiles, thread, threads);
+    let source = if PAGED {
+        let sequence = (kv_head / heads_kv, kv_head % heads_kv, heads_kv);
+        DecodeKv::<PAGED>::paged(problem.pages.rows::<D>(k, v, sequence, first_key, problem.seq_k))
+    } else {
+        DecodeKv::<PAGED>::contiguous(
+            skip(problem.kv_rows::<D>(k, head0)),
+            skip(problem.kv_rows::<D>(v, head0)),
+        )
+    };
+    let kv =
+        KvPipeline::<Padded, D, BLOCK_N, STAGES, _>::from_source(kv_smem, source, tiles, thread, threads);
     kv.start();
     arch::cp_async_wait_stage::<STAGES>();
     arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)

@@ -44,6 +44,7 @@ pub mod fragment;
 pub mod mma;
 pub mod naive;
 pub mod packing;
+pub mod paged;
 pub mod pipeline;
 pub mod rows;
 pub mod scalar;
@@ -111,6 +112,9 @@ pub struct Problem {
     pub kv_splits: u32,
     /// flash_decode: the split partials (see `launch.rs`), null when `kv_splits` is 1.
     pub workspace: *mut f32,
+    /// flash_decode's paged entry points: the block table and the sequence lengths; null and 0
+    /// for every other kernel.
+    pub pages: paged::PageTable,
 }
 
 impl Problem {

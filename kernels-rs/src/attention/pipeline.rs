@@ -12,12 +12,65 @@ use core::marker::PhantomData;
 use crate::arch::{self, SharedAddr};
 use crate::tile::{Rows, TileLayout};
 
+/// Where a pipeline's K and V rows come from: a pair of `Rows` (contiguous tensors), or a paged
+/// cache (`paged::PagedRows`, padded tiles only).
+pub trait KvSource<L: TileLayout>: Copy {
+    /// Issues the `cp.async` copies of K and V rows `first_row .. first_row + ROWS` into the
+    /// slot at `slot` (K's tile, then V's right after it, both `ROWS`-row tiles of layout `L`),
+    /// spread over `threads` threads of which this is `thread`; rows past the source's end are
+    /// zero-filled.
+    ///
+    /// # Safety
+    /// The source must be readable for its rows, and the slot in this block's shared memory,
+    /// not read by anyone until the copies have landed.
+    unsafe fn load_tile<const D: usize, const ROWS: usize>(
+        &self,
+        slot: SharedAddr,
+        first_row: u32,
+        thread: u32,
+        threads: u32,
+    );
+}
+
+/// K and V as two tensors of rows: the layout's own copies, K's tile then V's.
+impl<L: TileLayout> KvSource<L> for (Rows, Rows) {
+    /// # Safety
+    /// As `KvSource::load_tile`.
+    #[inline(always)]
+    unsafe fn load_tile<const D: usize, const ROWS: usize>(
+        &self,
+        slot: SharedAddr,
+        first_row: u32,
+        thread: u32,
+        threads: u32,
+    ) {
+        let rows = ROWS as u32;
+        // Safety: the caller's contract.
+        unsafe {
+            L::load_async::<D>(slot, self.0, first_row, rows, thread, threads);
+            L::load_async::<D>(
+                slot + L::tile_bytes::<D>(rows),
+                self.1,
+                first_row,
+                rows,
+                thread,
+                threads,
+            );
+        }
+    }
+}
+
 /// The K/V tiles of one head, `BLOCK_N` keys each, staged through `STAGES` slots laid out as
-/// `[K tile, V tile]` per slot in layout `L`.
-pub struct KvPipeline<L: TileLayout, const D: usize, const BLOCK_N: usize, const STAGES: usize> {
+/// `[K tile, V tile]` per slot in layout `L`, copied from `S`.
+pub struct KvPipeline<
+    L: TileLayout,
+    const D: usize,
+    const BLOCK_N: usize,
+    const STAGES: usize,
+    S: KvSource<L> = (Rows, Rows),
+> {
     base: SharedAddr,
-    k_rows: Rows,
-    v_rows: Rows,
+    source: S,
     tiles: u32,
     thread: u32,
     threads: u32,
@@ -31,11 +84,20 @@ impl<L: TileLayout, const D: usize, const BLOCK_N: usize, const STAGES: usize>
     /// spread over `threads` threads of which this is `thread`.
     #[inline(always)]
     pub fn new(base: SharedAddr, k_rows: Rows, v_rows: Rows, tiles: u32, thread: u32, threads: u32) -> Self {
+        Self::from_source(base, (k_rows, v_rows), tiles, thread, threads)
+    }
+}
+
+impl<L: TileLayout, const D: usize, const BLOCK_N: usize, const STAGES: usize, S: KvSource<L>>
+    KvPipeline<L, D, BLOCK_N, STAGES, S>
+{
+    /// A pipeline over `tiles` tiles of `source`, otherwise as `new`.
+    #[inline(always)]
+    pub fn from_source(base: SharedAddr, source: S, tiles: u32, thread: u32, threads: u32) -> Self {
         const { assert!(STAGES >= 1) };
         KvPipeline {
             base,
-            k_rows,
-            v_rows,
+            source,
             tiles,
             thread,
             threads,
@@ -101,12 +163,11 @@ impl<L: TileLayout, const D: usize, const BLOCK_N: usize, const STAGES: usize>
     unsafe fn issue(&self, t: u32) {
         if t < self.tiles {
             let stage = t % STAGES as u32;
-            let (first_key, keys) = (t * BLOCK_N as u32, BLOCK_N as u32);
-            let (thread, threads) = (self.thread, self.threads);
-            // Safety: the caller's contract (readable rows, an idle slot of `keys` rows).
+            let first_key = t * BLOCK_N as u32;
+            // Safety: the caller's contract (readable rows, an idle slot of `BLOCK_N` rows).
             unsafe {
-                L::load_async::<D>(self.k_tile(stage), self.k_rows, first_key, keys, thread, threads);
-                L::load_async::<D>(self.v_tile(stage), self.v_rows, first_key, keys, thread, threads);
+                self.source
+                    .load_tile::<D, BLOCK_N>(self.k_tile(stage), first_key, self.thread, self.threads)
             }
         }
         // Committing even an empty group keeps "group t is tile t" true for the waits.

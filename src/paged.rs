@@ -1,0 +1,632 @@
+//! Decoding against a paged KV cache (issue #11, item 3): K and V as `[num_blocks, block_size,
+//! H_kv, D]`, a block table `[B, max_blocks]` (int32) naming the page of each `block_size` keys
+//! of each sequence, and each sequence's own length `seqlens_k` `[B]` (int32). Queries are
+//! `[B, H, S_q, D]` (or `[B, S_q, H, D]`), the same `S_q` for every sequence, causal masks
+//! aligned bottom-right per sequence.
+//!
+//! [`PagedKv`] is the host's description, checked in full before anything reaches a GPU (table
+//! entries inside the cache, lengths inside the table, block sizes); [`PagedTensors`] holds it on
+//! the device beside Q, the caches and the output; [`Gpu::launch_paged`] runs a `flash_decode`
+//! variant's paged entry point (`kernels-rs/src/attention/paged.rs`) with the split-KV plan and
+//! combine of `decode.rs`, the plan sized by the longest sequence.
+
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Kernel};
+use crate::launch::LaunchArgs;
+use crate::layout::Layout;
+use crate::problem::{DType, Params, Shape};
+use crate::variants::{Family, VariantSpec};
+
+/// Smallest and largest keys per page the kernels take (powers of two in between).
+pub const BLOCK_SIZES: std::ops::RangeInclusive<usize> = 16..=256;
+
+/// A paged KV cache's index: which page holds which keys of which sequence. The pages
+/// themselves (K and V) live in [`PagedTensors`]. Entries of the table past a sequence's last
+/// page are never read and may hold anything (`-1` is customary).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PagedKv {
+    block_size: usize,
+    num_blocks: usize,
+    max_blocks: usize,
+    block_table: Vec<i32>,
+    seqlens_k: Vec<i32>,
+}
+
+fn refuse<T>(message: String) -> Result<T> {
+    Err(Error::InvalidProblem(format!("paged KV cache: {message}")))
+}
+
+impl PagedKv {
+    /// The index of a cache of `num_blocks` pages of `block_size` keys: `block_table` is
+    /// `[B, max_blocks]` row-major (`B = seqlens_k.len()`), `seqlens_k` each sequence's key
+    /// count. Refuses (one line each) a block size that is not a power of two in
+    /// [`BLOCK_SIZES`], an empty batch, a table that is not `B` equal rows, a negative length or
+    /// one beyond its table row, and a table entry of a used page outside `0..num_blocks`.
+    pub fn new(
+        block_size: usize,
+        num_blocks: usize,
+        block_table: Vec<i32>,
+        seqlens_k: Vec<i32>,
+    ) -> Result<PagedKv> {
+        if !block_size.is_power_of_two() || !BLOCK_SIZES.contains(&block_size) {
+            return refuse(format!(
+                "block size {block_size} is not a power of two from {} to {}",
+                BLOCK_SIZES.start(),
+                BLOCK_SIZES.end()
+            ));
+        }
+        let batch = seqlens_k.len();
+        if batch == 0 {
+            return refuse("seqlens_k is empty: no sequence".into());
+        }
+        if block_table.is_empty() || !block_table.len().is_multiple_of(batch) {
+            return refuse(format!(
+                "the block table's {} entries are not {batch} equal rows (one per sequence)",
+                block_table.len()
+            ));
+        }
+        if num_blocks == 0 || num_blocks > i32::MAX as usize {
+            return refuse(format!("{num_blocks} pages: need 1 to {}", i32::MAX));
+        }
+        let max_blocks = block_table.len() / batch;
+        let capacity = max_blocks.saturating_mul(block_size);
+        for (b, &len) in seqlens_k.iter().enumerate() {
+            if len < 0 || len as usize > capacity {
+                return refuse(format!(
+                    "seqlens_k[{b}] = {len} is outside 0..={capacity} (max_blocks {max_blocks} x block size {block_size})"
+                ));
+            }
+            let used = (len as usize).div_ceil(block_size);
+            for (j, &page) in block_table[b * max_blocks..][..used].iter().enumerate() {
+                if page < 0 || page as usize >= num_blocks {
+                    return refuse(format!(
+                        "block_table[{b}, {j}] = {page} is outside the cache's {num_blocks} pages"
+                    ));
+                }
+            }
+        }
+        Ok(PagedKv {
+            block_size,
+            num_blocks,
+            max_blocks,
+            block_table,
+            seqlens_k,
+        })
+    }
+
+    /// Sequences (`B`).
+    pub fn batch(&self) -> usize {
+        self.seqlens_k.len()
+    }
+
+    /// Keys per page.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// Pages in the cache.
+    pub fn num_blocks(&self) -> usize {
+        self.num_blocks
+    }
+
+    /// Entries per block-table row.
+    pub fn max_blocks(&self) -> usize {
+        self.max_blocks
+    }
+
+    /// The block table, `[B, max_blocks]` row-major.
+    pub fn block_table(&self) -> &[i32] {
+        &self.block_table
+    }
+
+    /// Each sequence's key count.
+    pub fn seqlens_k(&self) -> &[i32] {
+        &self.seqlens_k
+    }
+
+    /// The longest sequence's key count.
+    pub fn max_len(&self) -> usize {
+        self.seqlens_k.iter().map(|&l| l as usize).max().unwrap_or(0)
+    }
+
+    /// Keys held by the sequences together: what a decode step reads once per KV head.
+    pub fn total_len(&self) -> usize {
+        self.seqlens_k.iter().map(|&l| l as usize).sum()
+    }
+
+    /// The problem's [`Shape`] for queries `[B, heads, seq_q, head_dim]` and `heads_kv` KV heads:
+    /// `seq_k` is the longest sequence's length (at least 1), which sizes the split-KV plan.
+    /// Validated, and refused when the batch differs from the cache's.
+    pub fn shape(&self, heads: usize, heads_kv: usize, seq_q: usize, head_dim: usize) -> Result<Shape> {
+        let shape = Shape {
+            batch: self.batch(),
+            heads,
+            heads_kv,
+            seq_q,
+            seq_k: self.max_len().max(1),
+            head_dim,
+        };
+        shape.validate()?;
+        self.cache_len(shape)?;
+        Ok(shape)
+    }
+
+    /// Elements of K (and of V): `num_blocks * block_size * H_kv * D`; refused past what memory
+    /// addresses or when `shape`'s batch is not the cache's.
+    pub fn cache_len(&self, shape: Shape) -> Result<usize> {
+        if shape.batch != self.batch() {
+            return refuse(format!(
+                "{} sequences in seqlens_k, the queries have batch {}",
+                self.batch(),
+                shape.batch
+            ));
+        }
+        [self.block_size, shape.heads_kv, shape.head_dim]
+            .iter()
+            .try_fold(self.num_blocks, |n, &d| n.checked_mul(d))
+            .filter(|&n| n.checked_mul(4).is_some_and(|b| b <= isize::MAX as usize))
+            .map_or_else(
+                || {
+                    refuse(format!(
+                        "{} pages of {shape} are more than memory addresses",
+                        self.num_blocks
+                    ))
+                },
+                Ok,
+            )
+    }
+
+    /// Sequence `b`'s keys (or values) of `cache` (`[num_blocks, block_size, heads_kv, D]`),
+    /// gathered through the table into a contiguous `[heads_kv, seqlens_k[b], D]`.
+    pub fn gather(&self, cache: &[f32], b: usize, heads_kv: usize, head_dim: usize) -> Vec<f32> {
+        let len = self.seqlens_k[b] as usize;
+        let mut out = Vec::with_capacity(heads_kv * len * head_dim);
+        for h in 0..heads_kv {
+            for key in 0..len {
+                let page = self.block_table[b * self.max_blocks + key / self.block_size] as usize;
+                let slot = page * self.block_size + key % self.block_size;
+                out.extend_from_slice(&cache[(slot * heads_kv + h) * head_dim..][..head_dim]);
+            }
+        }
+        out
+    }
+}
+
+/// Q, the paged K and V caches, the output (and optionally the log-sum-exp) on the device, with
+/// the block table and lengths: made by [`Gpu::paged_tensors`], run by [`Gpu::launch_paged`].
+pub struct PagedTensors {
+    q: CudaSlice<u16>,
+    k: CudaSlice<u16>,
+    v: CudaSlice<u16>,
+    out: CudaSlice<u16>,
+    lse: Option<CudaSlice<f32>>,
+    block_table: CudaSlice<i32>,
+    seqlens_k: CudaSlice<i32>,
+    cache: PagedKv,
+    shape: Shape,
+    dtype: DType,
+    layout: Layout,
+}
+
+impl PagedTensors {
+    /// The problem's shape (`seq_k`: the longest sequence).
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// The cache's index.
+    pub fn cache(&self) -> &PagedKv {
+        &self.cache
+    }
+
+    /// The output, laid out as Q.
+    pub fn out(&self) -> &CudaSlice<u16> {
+        &self.out
+    }
+
+    /// The log-sum-exp (`[B, H, S_q]`, natural log), once asked for.
+    pub fn lse(&self) -> Option<&CudaSlice<f32>> {
+        self.lse.as_ref()
+    }
+
+    /// Bytes of K and V a decode step reads: each sequence's keys once per KV head.
+    pub fn kv_bytes(&self) -> usize {
+        2 * self.cache.total_len() * self.shape.heads_kv * self.shape.head_dim * self.dtype.bytes()
+    }
+}
+
+/// A `flash_decode` variant's paged entry point, resolved by [`Gpu::paged_kernel`]: only these
+/// reach [`Gpu::launch_paged`], so a contiguous kernel never reads a paged cache.
+#[derive(Clone)]
+pub struct PagedKernel(Kernel);
+
+impl PagedKernel {
+    /// The kernel (variant, symbol, launch facts).
+    pub fn kernel(&self) -> &Kernel {
+        &self.0
+    }
+}
+
+impl Gpu {
+    /// The paged entry point of `variant` (a `flash_decode` one) for `head_dim` and `dtype`, or
+    /// its barrier-counting twin.
+    pub fn paged_kernel(
+        &self,
+        variant: &'static VariantSpec,
+        head_dim: usize,
+        dtype: DType,
+        counted: bool,
+    ) -> Result<PagedKernel> {
+        let symbol = variant
+            .paged_symbol(head_dim, dtype.name(), counted)
+            .ok_or_else(|| {
+                Error::InvalidProblem(format!(
+                    "{} has no paged entry point: only flash_decode variants read a paged KV cache",
+                    variant.name
+                ))
+            })?;
+        self.kernel_with_symbol(variant, head_dim, dtype, symbol)
+            .map(PagedKernel)
+    }
+
+    /// Uploads Q (`layout`), the K and V caches (`[num_blocks, block_size, H_kv, D]`, the bits of
+    /// `dtype`), the table and lengths, and a NaN-poisoned output. Every length is checked
+    /// against `shape` (made by [`PagedKv::shape`]) and `cache` first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn paged_tensors(
+        &self,
+        layout: Layout,
+        shape: Shape,
+        dtype: DType,
+        q: &[u16],
+        k_cache: &[u16],
+        v_cache: &[u16],
+        cache: PagedKv,
+    ) -> Result<PagedTensors> {
+        shape.validate()?;
+        if shape.seq_k != cache.max_len().max(1) {
+            return refuse(format!(
+                "{shape}: seq_k must be the longest sequence ({}); build the shape with PagedKv::shape",
+                cache.max_len()
+            ));
+        }
+        let cache_len = cache.cache_len(shape)?;
+        for (what, len, expected) in [
+            ("q", q.len(), shape.q_len()),
+            ("k cache", k_cache.len(), cache_len),
+            ("v cache", v_cache.len(), cache_len),
+        ] {
+            if len != expected {
+                return Err(Error::Length {
+                    what,
+                    expected,
+                    actual: len,
+                    shape: shape.to_string(),
+                });
+            }
+        }
+        Ok(PagedTensors {
+            q: self.upload(q)?,
+            k: self.upload(k_cache)?,
+            v: self.upload(v_cache)?,
+            out: self.upload(&vec![crate::gpu::nan(dtype); shape.q_len()])?,
+            lse: None,
+            block_table: self.upload(&cache.block_table)?,
+            seqlens_k: self.upload(&cache.seqlens_k)?,
+            cache,
+            shape,
+            dtype,
+            layout,
+        })
+    }
+
+    /// Makes the next paged launches also write each row's log-sum-exp (NaN-poisoned here).
+    pub fn request_paged_lse(&self, tensors: &mut PagedTensors) -> Result<()> {
+        let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
+        tensors.lse = Some(self.upload(&vec![f32::NAN; rows])?);
+        Ok(())
+    }
+
+    /// Launches `kernel` on the paged tensors (asynchronously, on this GPU's stream): the
+    /// split-KV plan of `decode.rs` for the longest sequence, then the combine when it splits.
+    /// `barrier_log`, for a counted kernel, gets four `u32` per block.
+    pub fn launch_paged(
+        &self,
+        kernel: &PagedKernel,
+        tensors: &mut PagedTensors,
+        params: Params,
+        barrier_log: Option<&mut CudaSlice<u32>>,
+    ) -> Result<()> {
+        let (kernel, shape) = (&kernel.0, tensors.shape);
+        params.validate()?;
+        if kernel.dtype() != tensors.dtype || kernel.head_dim() != shape.head_dim {
+            return refuse(format!(
+                "kernel {} does not take {} at head dim {}",
+                kernel.symbol(),
+                tensors.dtype,
+                shape.head_dim
+            ));
+        }
+        debug_assert_eq!(kernel.variant().family, Family::FlashDecode);
+        let plan = self
+            .decode_plan(kernel, shape)?
+            .expect("a paged kernel is a flash_decode one");
+        let config = plan.grid(kernel.variant().threads(), kernel.smem_bytes());
+        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        // The buffers were sized at `paged_tensors` and cannot be replaced; the barrier log is
+        // the caller's.
+        if let Some(log) = &barrier_log {
+            if log.len() != 4 * blocks {
+                return Err(Error::Length {
+                    what: "barrier log",
+                    expected: 4 * blocks,
+                    actual: log.len(),
+                    shape: shape.to_string(),
+                });
+            }
+        }
+        let workspace = self.decode_workspace(plan.workspace_floats(shape))?;
+        let stream = self.stream().clone();
+        let PagedTensors {
+            q,
+            k,
+            v,
+            out,
+            lse,
+            block_table,
+            seqlens_k,
+            cache,
+            layout,
+            ..
+        } = tensors;
+        let (q_ptr, _q) = q.device_ptr(&stream);
+        let (k_ptr, _k) = k.device_ptr(&stream);
+        let (v_ptr, _v) = v.device_ptr(&stream);
+        let (out_ptr, _out) = out.device_ptr_mut(&stream);
+        let (table_ptr, _table) = block_table.device_ptr(&stream);
+        let (lens_ptr, _lens) = seqlens_k.device_ptr(&stream);
+        let (lse_ptr, _lse) = match lse {
+            Some(lse) => {
+                let (ptr, guard) = lse.device_ptr_mut(&stream);
+                (ptr, Some(guard))
+            }
+            None => (0, None),
+        };
+        let (log_ptr, _log) = match barrier_log {
+            Some(log) => {
+                let (ptr, guard) = log.device_ptr_mut(&stream);
+                (ptr, Some(guard))
+            }
+            None => (0, None),
+        };
+        let args = LaunchArgs {
+            q: q_ptr,
+            k: k_ptr,
+            v: v_ptr,
+            out: out_ptr,
+            seq_q: shape.seq_q as u32,
+            seq_k: shape.seq_k as u32,
+            scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
+            causal: params.causal as u32,
+            kv_group: shape.kv_group() as u32,
+            lse: lse_ptr,
+            heads: shape.heads as u32,
+            seq_major: (*layout == Layout::Bshd) as u32,
+            batch_heads: (shape.batch * shape.heads) as u32,
+            barrier_log: log_ptr,
+            tensor_maps: 0,
+            kv_splits: plan.splits,
+            workspace,
+            block_table: table_ptr,
+            seqlens_k: lens_ptr,
+            block_size: cache.block_size as u32,
+            max_blocks: cache.max_blocks as u32,
+        };
+        // Safety: a paged flash_decode entry point (only `paged_kernel` makes a `PagedKernel`)
+        // with the launch parameter list; Q, the output and the LSE hold what the shape implies,
+        // the caches `num_blocks * block_size * H_kv * D` elements and the table and lengths
+        // what `PagedKv::new` checked (every page a sequence uses is inside the cache, every
+        // length inside its table row), all sized at `paged_tensors` and private since; the grid
+        // and workspace are the plan's for this shape, the barrier log was checked above.
+        unsafe { self.launch_decode_args(kernel, config, &args) }?;
+        if plan.splits > 1 {
+            self.decode_combine(kernel, shape, &args)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(block_size: usize, num_blocks: usize, table: &[i32], lens: &[i32]) -> Result<PagedKv> {
+        PagedKv::new(block_size, num_blocks, table.to_vec(), lens.to_vec())
+    }
+
+    /// Every refusal is one line naming the paged cache.
+    fn refused(result: Result<PagedKv>) -> String {
+        let message = result.unwrap_err().to_string();
+        assert!(
+            message.contains("paged KV cache") && message.lines().count() == 1,
+            "{message}"
+        );
+        message
+    }
+
+    #[test]
+    fn a_well_formed_cache_is_accepted() {
+        let c = cache(16, 4, &[3, 1, -1, 0, 2, 9], &[20, 1]).unwrap();
+        assert_eq!(
+            (c.batch(), c.max_blocks(), c.max_len(), c.total_len()),
+            (2, 3, 20, 21)
+        );
+        // Entries past a sequence's last page (-1, 9) are never read: not checked.
+        assert!(cache(256, 1, &[0], &[0]).is_ok(), "an empty sequence");
+        assert!(cache(64, 2, &[0, 1], &[128]).is_ok(), "a full table row");
+    }
+
+    #[test]
+    fn block_sizes_are_powers_of_two_from_16_to_256() {
+        for bad in [0, 8, 24, 48, 512, 1000] {
+            assert!(refused(cache(bad, 4, &[0], &[1])).contains("block size"));
+        }
+        for good in [16, 32, 64, 128, 256] {
+            assert!(cache(good, 4, &[0], &[1]).is_ok());
+        }
+    }
+
+    #[test]
+    fn table_entries_outside_the_cache_are_refused() {
+        assert!(refused(cache(16, 4, &[0, 4], &[17])).contains("block_table[0, 1] = 4"));
+        assert!(refused(cache(16, 4, &[0, -1], &[17])).contains("block_table[0, 1] = -1"));
+        assert!(refused(cache(16, 4, &[0, 1, 2, 7], &[1, 17])).contains("block_table[1, 1] = 7"));
+    }
+
+    #[test]
+    fn lengths_beyond_the_table_or_negative_are_refused() {
+        assert!(refused(cache(16, 4, &[0, 1], &[33])).contains("seqlens_k[0] = 33"));
+        assert!(refused(cache(16, 4, &[0, 1], &[-1])).contains("seqlens_k[0] = -1"));
+    }
+
+    #[test]
+    fn shapes_of_the_table_and_batch_must_agree() {
+        assert!(refused(cache(16, 4, &[0, 1, 2], &[1, 1])).contains("equal rows"));
+        assert!(refused(cache(16, 4, &[], &[1])).contains("equal rows"));
+        assert!(refused(cache(16, 4, &[0], &[])).contains("empty"));
+        assert!(refused(cache(16, 0, &[0], &[0])).contains("pages"));
+        let c = cache(16, 4, &[0, 1], &[5, 16]).unwrap();
+        let message = c.cache_len(Shape::new(3, 8, 1, 128)).unwrap_err().to_string();
+        assert!(
+            message.contains("batch 3") && message.lines().count() == 1,
+            "{message}"
+        );
+        let shape = c.shape(8, 2, 1, 128).unwrap();
+        assert_eq!((shape.batch, shape.seq_k, shape.heads_kv), (2, 16, 2));
+        assert_eq!(c.cache_len(shape).unwrap(), 4 * 16 * 2 * 128);
+        assert!(c.shape(8, 3, 1, 128).is_err(), "heads_kv must divide heads");
+        assert!(c.shape(8, 2, 1, 96).is_err(), "head dim");
+        let huge = cache(256, i32::MAX as usize, &[0], &[1]).unwrap();
+        assert!(huge.cache_len(Shape::new(1, 1 << 20, 1, 128)).is_err());
+    }
+
+    #[test]
+    fn gather_follows_the_table() {
+        // Two pages of 16 keys, one KV head of dim 1: key i of page p holds 100 p + i.
+        let k: Vec<f32> = (0..2 * 16).map(|i| (100 * (i / 16) + i % 16) as f32).collect();
+        let c = cache(16, 2, &[1, 0], &[20]).unwrap();
+        let gathered = c.gather(&k, 0, 1, 1);
+        let expected: Vec<f32> = (0..16)
+            .map(|i| (100 + i) as f32)
+            .chain((0..4).map(|i| i as f32))
+            .collect();
+        assert_eq!(gathered, expected);
+    }
+}
+
+#[cfg(test)]
+mod reference_tests {
+    use super::*;
+    use crate::reference::{self, Dims};
+
+    /// A small deterministic generator: the tests need no seed plumbing.
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            self.0 >> 33
+        }
+        fn value(&mut self) -> f32 {
+            (self.next() % 2001) as f32 / 1000.0 - 1.0
+        }
+    }
+
+    /// Contiguous K `[B, H_kv, L, D]` scattered into a cache of shuffled pages (plus unused ones),
+    /// with the table that finds them again.
+    fn scatter(k: &[f32], dims: Dims, block_size: usize, lens: &[i32], rng: &mut Lcg) -> (Vec<f32>, PagedKv) {
+        let (b_count, h_kv, l, d) = (dims.batch, dims.heads_kv, dims.seq_k, dims.head_dim);
+        let max_blocks = l.div_ceil(block_size);
+        let num_blocks = b_count * max_blocks + 3;
+        let mut pages: Vec<usize> = (0..num_blocks).collect();
+        for i in (1..pages.len()).rev() {
+            pages.swap(i, rng.next() as usize % (i + 1));
+        }
+        let table: Vec<i32> = pages[..b_count * max_blocks].iter().map(|&p| p as i32).collect();
+        let mut cache = vec![f32::NAN; num_blocks * block_size * h_kv * d];
+        for b in 0..b_count {
+            for key in 0..l {
+                let slot = table[b * max_blocks + key / block_size] as usize * block_size + key % block_size;
+                for h in 0..h_kv {
+                    let src = &k[((b * h_kv + h) * l + key) * d..][..d];
+                    cache[(slot * h_kv + h) * d..][..d].copy_from_slice(src);
+                }
+            }
+        }
+        (
+            cache,
+            PagedKv::new(block_size, num_blocks, table, lens.to_vec()).unwrap(),
+        )
+    }
+
+    /// The paged reference equals the contiguous one on the same keys: the whole batch at full
+    /// length, and each sequence alone at its own length (0 and 1 included), causal or not.
+    #[test]
+    fn the_paged_reference_equals_the_contiguous_one() {
+        let mut rng = Lcg(7);
+        for (block_size, seq_q, heads, heads_kv) in [(16, 1, 4, 2), (64, 3, 4, 1), (256, 2, 2, 2)] {
+            let dims = Dims {
+                batch: 3,
+                heads,
+                heads_kv,
+                seq_q,
+                seq_k: 300,
+                head_dim: 8,
+            };
+            let q: Vec<f32> = (0..dims.batch * heads * seq_q * 8).map(|_| rng.value()).collect();
+            let k: Vec<f32> = (0..dims.batch * heads_kv * 300 * 8)
+                .map(|_| rng.value())
+                .collect();
+            let v: Vec<f32> = (0..k.len()).map(|_| rng.value()).collect();
+            for lens in [[300, 300, 300], [0, 1, 257]] {
+                let (k_cache, cache) = scatter(&k, dims, block_size, &lens, &mut Lcg(lens[1] as u64));
+                let (v_cache, _) = scatter(&v, dims, block_size, &lens, &mut Lcg(lens[1] as u64));
+                for causal in [false, true] {
+                    let (out, lse) =
+                        reference::paged_attention_f64(&q, (&k_cache, &v_cache), &cache, dims, causal, 0.4);
+                    for b in 0..dims.batch {
+                        let len = lens[b] as usize;
+                        let take = |x: &[f32]| -> Vec<f32> {
+                            (0..heads_kv)
+                                .flat_map(|h| x[((b * heads_kv + h) * 300) * 8..][..len * 8].to_vec())
+                                .collect()
+                        };
+                        let one = Dims {
+                            batch: 1,
+                            seq_k: len,
+                            ..dims
+                        };
+                        let rows = heads * seq_q;
+                        let qb = &q[b * rows * 8..][..rows * 8];
+                        let expected = reference::attention_f64(qb, &take(&k), &take(&v), one, causal, 0.4);
+                        assert_eq!(
+                            &out[b * rows * 8..][..rows * 8],
+                            &expected[..],
+                            "b {b} lens {lens:?}"
+                        );
+                        let expected_lse = reference::log_sum_exp_f64(qb, &take(&k), one, causal, 0.4);
+                        assert_eq!(&lse[b * rows..][..rows], &expected_lse[..]);
+                    }
+                    if lens[0] == 300 {
+                        let whole = reference::attention_f64(&q, &k, &v, dims, causal, 0.4);
+                        assert_eq!(out, whole, "block size {block_size} causal {causal}");
+                    }
+                }
+            }
+        }
+    }
+}
