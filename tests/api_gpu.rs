@@ -1,10 +1,16 @@
-//! GPU tests of the typed API (`flashrs::api`): the builder against the float64 reference, and
-//! mismatched inputs refused before a launch. `#[ignore]`d like `tests/gpu.rs`: they need an
+//! GPU tests of the typed API (`flashrs::api`): the builder against the float64 reference,
+//! `attention_raw` on views against the builder on every kind of stream, and mismatched inputs
+//! refused before a launch. `#[ignore]`d like `tests/gpu.rs`: they need an
 //! NVIDIA GPU and run there with `--ignored`.
 
-use flashrs::api::{attention, bf16, f16, DeviceTensor, Element, LseBuffer};
+use std::ffi::c_void;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+use flashrs::api::{
+    attention, attention_raw, bf16, f16, DeviceTensor, Element, LseBuffer, RawOptions, TensorView,
+};
 use flashrs::reference;
-use flashrs::{DType, Error, Gpu, Layout, Shape};
+use flashrs::{DType, Error, Gpu, Layout, Shape, VariantSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -313,4 +319,258 @@ fn mismatched_inputs_are_refused_before_a_launch() {
 /// A second `Gpu` on the same device: same context, another stream.
 fn gpu_again() -> Gpu {
     gpu()
+}
+
+/// A fresh f32 buffer of `rows` NaNs on `gpu`'s stream, for `attention_raw`'s log-sum-exp.
+fn lse_rows(gpu: &Gpu, rows: usize) -> CudaSlice<f32> {
+    gpu.upload(&vec![f32::NAN; rows]).unwrap()
+}
+
+fn address<T>(gpu: &Gpu, buffer: &CudaSlice<T>) -> u64 {
+    buffer.device_ptr(gpu.stream()).0
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn attention_raw_on_views_matches_the_safe_path_on_any_stream() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    let other = gpu.context().new_stream().unwrap();
+    // The GPU's own stream, another stream of its context, and the legacy default stream (null).
+    let streams: [(&str, *mut c_void); 3] = [
+        ("own", gpu.stream().cu_stream().cast()),
+        ("other", other.cu_stream().cast()),
+        ("legacy", std::ptr::null_mut()),
+    ];
+    let decode = Shape {
+        seq_q: 1,
+        seq_k: 4096,
+        ..Shape::new(2, 8, 1, 128).with_heads_kv(2)
+    };
+    let cases = [
+        (Shape::new(2, 4, 200, 64), Layout::Bhsd, false),
+        (Shape::new(1, 8, 300, 128).with_heads_kv(2), Layout::Bshd, true),
+        // Split over keys (flash_decode and its combine, with a workspace).
+        (decode, Layout::Bhsd, false),
+    ];
+    for (shape, layout, causal) in cases {
+        let case: Case<f16> = case(&gpu, shape, layout, causal, &mut rng);
+        let mut safe_lse = LseBuffer::for_queries(&gpu, &case.q).unwrap();
+        let safe = attention(&case.q, &case.k, &case.v)
+            .causal(causal)
+            .lse(&mut safe_lse)
+            .run(&gpu)
+            .unwrap();
+        let want = safe.to_host().unwrap();
+        let want_lse = safe_lse.to_host().unwrap();
+        let (chosen, _) = gpu.choose(shape, DType::F16, causal);
+        for (name, stream) in streams {
+            let what = format!("{shape} {layout} causal={causal} on the {name} stream, seed {seed}");
+            let out = case.poisoned_out(&gpu);
+            let lse = lse_rows(&gpu, shape.batch * shape.heads * shape.seq_q);
+            // The uploads above ran on the GPU's stream, which does not wait for the others.
+            gpu.synchronize().unwrap();
+            let options = RawOptions { causal, scale: None };
+            // Safety: views of live tensors of this GPU, the output and log-sum-exp distinct
+            // buffers of the right sizes; every stream is of this GPU's context (or null), and
+            // the context is synchronised below before anything reads or frees them.
+            let ran = unsafe {
+                attention_raw(
+                    &gpu,
+                    case.q.view(),
+                    case.k.view(),
+                    case.v.view(),
+                    out.view(),
+                    Some(address(&gpu, &lse)),
+                    options,
+                    stream,
+                )
+            }
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            gpu.context().synchronize().unwrap();
+            assert_eq!(ran.name, chosen.name, "{what}: the safe path's dispatch");
+            let got = out.to_host().unwrap();
+            assert!(
+                got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: not the safe path's output"
+            );
+            let got_lse = gpu.download(&lse).unwrap();
+            assert!(
+                got_lse
+                    .iter()
+                    .zip(&want_lse)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: not the safe path's log-sum-exp"
+            );
+            case.check(&out, &what);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn attention_raw_refuses_every_buffer_mismatch_before_a_launch() {
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(11);
+    let shape = Shape::new(1, 4, 64, 64).with_heads_kv(2);
+    let case: Case<f16> = case(&gpu, shape, Layout::Bhsd, false, &mut rng);
+    let out = case.poisoned_out(&gpu);
+    let lse = lse_rows(&gpu, 4 * 64);
+    let lse_ptr = address(&gpu, &lse);
+    let (q, k, v) = (case.q.view(), case.k.view(), case.v.view());
+    let stream: *mut c_void = gpu.stream().cu_stream().cast();
+    let moved = |t: TensorView<'_, f16>, dims: [usize; 4], layout: Layout, offset: u64| {
+        // Safety: only passed to calls that refuse it before a launch (asserted below).
+        unsafe { TensorView::<f16>::from_raw(t.ptr() + offset, dims, layout) }
+    };
+    let run = |q, k, v, out, lse, options, stream| {
+        // Safety: every call here is refused by its checks before anything is launched (the
+        // assertions below fail otherwise); the valid views are of live tensors of this GPU.
+        unsafe { attention_raw(&gpu, q, k, v, out, lse, options, stream) }
+    };
+    let plain = RawOptions::default();
+    let o = out.view();
+    let kv_dims = k.dims();
+    let refused: Vec<(&str, Result<&VariantSpec, Error>)> = vec![
+        (
+            "out dims",
+            run(
+                q,
+                k,
+                v,
+                moved(o, [1, 4, 65, 64], Layout::Bhsd, 0),
+                None,
+                plain,
+                stream,
+            ),
+        ),
+        (
+            "out layout",
+            run(q, k, v, moved(o, q.dims(), Layout::Bshd, 0), None, plain, stream),
+        ),
+        (
+            "out like k",
+            run(q, k, v, moved(o, kv_dims, Layout::Bhsd, 0), None, plain, stream),
+        ),
+        (
+            "k and v",
+            run(
+                q,
+                k,
+                moved(v, [1, 2, 63, 64], Layout::Bhsd, 0),
+                o,
+                None,
+                plain,
+                stream,
+            ),
+        ),
+        (
+            "heads",
+            run(
+                q,
+                moved(k, [1, 3, 64, 64], Layout::Bhsd, 0),
+                moved(v, [1, 3, 64, 64], Layout::Bhsd, 0),
+                o,
+                None,
+                plain,
+                stream,
+            ),
+        ),
+        (
+            "layout",
+            run(
+                q,
+                moved(k, kv_dims, Layout::Bshd, 0),
+                moved(v, kv_dims, Layout::Bshd, 0),
+                o,
+                None,
+                plain,
+                stream,
+            ),
+        ),
+        (
+            "head dim",
+            run(
+                moved(q, [1, 4, 32, 96], Layout::Bhsd, 0),
+                moved(k, [1, 2, 32, 96], Layout::Bhsd, 0),
+                moved(v, [1, 2, 32, 96], Layout::Bhsd, 0),
+                moved(o, [1, 4, 32, 96], Layout::Bhsd, 0),
+                None,
+                plain,
+                stream,
+            ),
+        ),
+        (
+            "scale",
+            run(
+                q,
+                k,
+                v,
+                o,
+                None,
+                RawOptions {
+                    causal: false,
+                    scale: Some(-1.0),
+                },
+                stream,
+            ),
+        ),
+        (
+            "q misaligned",
+            run(moved(q, q.dims(), Layout::Bhsd, 2), k, v, o, None, plain, stream),
+        ),
+        (
+            "out misaligned",
+            run(q, k, v, moved(o, q.dims(), Layout::Bhsd, 8), None, plain, stream),
+        ),
+        (
+            "k null",
+            run(
+                q,
+                moved(k, kv_dims, Layout::Bhsd, 0u64.wrapping_sub(k.ptr())),
+                v,
+                o,
+                None,
+                plain,
+                stream,
+            ),
+        ),
+        ("lse null", run(q, k, v, o, Some(0), plain, stream)),
+        (
+            "lse misaligned",
+            run(q, k, v, o, Some(lse_ptr + 2), plain, stream),
+        ),
+        (
+            "out is q",
+            run(q, k, v, moved(q, q.dims(), Layout::Bhsd, 0), None, plain, stream),
+        ),
+        (
+            "lse inside out",
+            run(q, k, v, o, Some(o.ptr() + 64), plain, stream),
+        ),
+    ];
+    for (what, result) in refused {
+        match result {
+            Err(e) if !e.is_gpu_fault() => assert_eq!(e.to_string().lines().count(), 1, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // A stream of another context: refused, not launched into a context without the kernels.
+    let foreign = cudarc::driver::CudaContext::new_non_primary(0, 0).unwrap();
+    let foreign_stream = foreign.new_stream().unwrap();
+    assert!(matches!(
+        run(q, k, v, o, None, plain, foreign_stream.cu_stream().cast()),
+        Err(Error::ForeignStream)
+    ));
+    drop(foreign_stream);
+    drop(foreign);
+    // Nothing ran: the output and log-sum-exp are still all NaN.
+    assert!(
+        out.to_host().unwrap().iter().all(|x| x.is_nan()),
+        "a refused call wrote the output"
+    );
+    assert!(gpu.download(&lse).unwrap().iter().all(|x| x.is_nan()));
+    // The same views, right, run.
+    run(q, k, v, o, Some(lse_ptr), plain, stream).unwrap();
+    case.check(&out, "after the refusals");
 }
