@@ -478,18 +478,6 @@ pub fn check_views<T: Element>(
     lse: Option<u64>,
     options: RawOptions,
 ) -> Result<Shape> {
-    Ok(plan_views(q, k, v, out, lse, options)?.0)
-}
-
-/// `check_views`, also returning the buffers as `Gpu::tensors_from_raw` takes them.
-fn plan_views<T: Element>(
-    q: &TensorView<'_, T>,
-    k: &TensorView<'_, T>,
-    v: &TensorView<'_, T>,
-    out: Option<&TensorView<'_, T>>,
-    lse: Option<u64>,
-    options: RawOptions,
-) -> Result<(Shape, RawTensors)> {
     let shape = plan(
         q.operand(),
         k.operand(),
@@ -536,17 +524,23 @@ fn plan_views<T: Element>(
             }
         }
     }
-    let out_ptr = out.map_or(0, |out| out.ptr);
-    Ok((
-        shape,
-        RawTensors {
-            q: RawBuffer::new(q.ptr, shape.q_len()),
-            k: RawBuffer::new(k.ptr, shape.kv_len()),
-            v: RawBuffer::new(v.ptr, shape.kv_len()),
-            out: RawBuffer::new(out_ptr, shape.q_len()),
-            lse: lse.map(|ptr| RawBuffer::new(ptr, lse_rows)),
-        },
-    ))
+    Ok(shape)
+}
+
+/// The buffers of views that `check_views` accepted for `shape`, as `Gpu::tensors_from_raw`
+/// takes them.
+fn raw_tensors<T: Element>(
+    [q, k, v, out]: [&TensorView<'_, T>; 4],
+    lse: Option<u64>,
+    shape: Shape,
+) -> RawTensors {
+    RawTensors {
+        q: RawBuffer::new(q.ptr, shape.q_len()),
+        k: RawBuffer::new(k.ptr, shape.kv_len()),
+        v: RawBuffer::new(v.ptr, shape.kv_len()),
+        out: RawBuffer::new(out.ptr, shape.q_len()),
+        lse: lse.map(|ptr| RawBuffer::new(ptr, shape.lse_len().unwrap_or(0))),
+    }
 }
 
 /// Attention on caller-owned device memory, enqueued on the caller's stream: what
@@ -589,14 +583,15 @@ pub unsafe fn attention_raw<T: Element>(
     options: RawOptions,
     stream: *mut std::ffi::c_void,
 ) -> Result<&'static VariantSpec> {
-    let (shape, raw) = plan_views(&q, &k, &v, Some(&out), lse, options)?;
+    let shape = check_views(&q, &k, &v, Some(&out), lse, options)?;
+    let raw = raw_tensors([&q, &k, &v, &out], lse, shape);
     // Safety: `stream` is null or a live stream handle for this call (this function's contract).
     let stream = unsafe { borrow_stream(gpu, stream) }?;
     // Safety (the contract of `tensors_from_raw`): the views address allocations of this GPU's
-    // context holding the elements their dims imply, which plan_views checked against the
+    // context holding the elements their dims imply, which check_views checked against the
     // shape, and stay valid until `stream` has run the work (this function's contract); nothing
     // else touches them unordered with `stream` meanwhile (same); the output and log-sum-exp
-    // overlap neither each other nor Q, K, V (checked by plan_views).
+    // overlap neither each other nor Q, K, V (checked by check_views).
     let mut tensors = unsafe { gpu.tensors_from_raw(&stream, q.layout, shape, T::DTYPE, raw) }?;
     gpu.forward(&mut tensors, options.into(), None)
 }
@@ -968,7 +963,8 @@ mod tests {
         [q, k, v, out]: [TensorView<'static, f16>; 4],
         lse: Option<u64>,
     ) -> Result<(Shape, RawTensors)> {
-        plan_views(&q, &k, &v, Some(&out), lse, RawOptions::default())
+        let shape = check_views(&q, &k, &v, Some(&out), lse, RawOptions::default())?;
+        Ok((shape, raw_tensors([&q, &k, &v, &out], lse, shape)))
     }
 
     #[test]
@@ -1010,7 +1006,7 @@ mod tests {
             scale: Some(f32::NAN),
         };
         assert!(matches!(
-            plan_views(&q, &k, &v, Some(&out), None, bad_scale),
+            check_views(&q, &k, &v, Some(&out), None, bad_scale),
             Err(Error::InvalidProblem(_))
         ));
     }

@@ -10,7 +10,7 @@ use flashrs::api::{
     attention, attention_raw, bf16, f16, DeviceTensor, Element, LseBuffer, RawOptions, TensorView,
 };
 use flashrs::reference;
-use flashrs::{DType, Error, Gpu, Layout, Shape, VariantSpec};
+use flashrs::{DType, Error, Gpu, Layout, Shape};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -121,6 +121,17 @@ impl<T: Half> Case<T> {
         );
     }
 
+    /// The builder's call with a log-sum-exp: the output and the log-sum-exp.
+    fn run_with_lse(&self, gpu: &Gpu, causal: bool) -> (DeviceTensor<T>, LseBuffer) {
+        let mut lse = LseBuffer::for_queries(gpu, &self.q).unwrap();
+        let out = attention(&self.q, &self.k, &self.v)
+            .causal(causal)
+            .lse(&mut lse)
+            .run(gpu)
+            .unwrap();
+        (out, lse)
+    }
+
     fn check_lse(&self, lse: &LseBuffer, what: &str) {
         for (row, (&a, &r)) in lse.to_host().unwrap().iter().zip(&self.expected_lse).enumerate() {
             let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
@@ -195,12 +206,7 @@ fn bshd_layout_matches_the_reference() {
     let shape = Shape::new(2, 6, 133, 64).with_heads_kv(3);
     for causal in [false, true] {
         let case: Case<f16> = case(&gpu, shape, Layout::Bshd, causal, &mut rng);
-        let mut lse = LseBuffer::for_queries(&gpu, &case.q).unwrap();
-        let out = attention(&case.q, &case.k, &case.v)
-            .causal(causal)
-            .lse(&mut lse)
-            .run(&gpu)
-            .unwrap();
+        let (out, lse) = case.run_with_lse(&gpu, causal);
         case.check(&out, &format!("causal={causal}, seed {seed}"));
         case.check_lse(&lse, &format!("causal={causal}, seed {seed}"));
     }
@@ -236,9 +242,7 @@ fn different_query_and_key_lengths_match_the_reference() {
 #[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
 fn mismatched_inputs_are_refused_before_a_launch() {
     let gpu = gpu();
-    let mut rng = StdRng::seed_from_u64(7);
-    let shape = Shape::new(1, 4, 64, 64).with_heads_kv(2);
-    let case: Case<f16> = case(&gpu, shape, Layout::Bhsd, false, &mut rng);
+    let (case, mut rng) = small_grouped_case(&gpu, 7);
     let mut tensor = |dims: [usize; 4], layout| {
         let n = dims.iter().product();
         DeviceTensor::<f16>::from_host(&gpu, &random(n, &mut rng), dims, layout).unwrap()
@@ -316,6 +320,13 @@ fn mismatched_inputs_are_refused_before_a_launch() {
     assert_eq!(DType::F16, <f16 as Element>::DTYPE);
 }
 
+/// The refusal tests' problem, `[1, 4, 64, 64]` queries on 2 key/value heads, and its generator.
+fn small_grouped_case(gpu: &Gpu, seed: u64) -> (Case<f16>, StdRng) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let shape = Shape::new(1, 4, 64, 64).with_heads_kv(2);
+    (case(gpu, shape, Layout::Bhsd, false, &mut rng), rng)
+}
+
 /// A second `Gpu` on the same device: same context, another stream.
 fn gpu_again() -> Gpu {
     gpu()
@@ -355,12 +366,7 @@ fn attention_raw_on_views_matches_the_safe_path_on_any_stream() {
     ];
     for (shape, layout, causal) in cases {
         let case: Case<f16> = case(&gpu, shape, layout, causal, &mut rng);
-        let mut safe_lse = LseBuffer::for_queries(&gpu, &case.q).unwrap();
-        let safe = attention(&case.q, &case.k, &case.v)
-            .causal(causal)
-            .lse(&mut safe_lse)
-            .run(&gpu)
-            .unwrap();
+        let (safe, safe_lse) = case.run_with_lse(&gpu, causal);
         let want = safe.to_host().unwrap();
         let want_lse = safe_lse.to_host().unwrap();
         let (chosen, _) = gpu.choose(shape, DType::F16, causal);
@@ -411,9 +417,7 @@ fn attention_raw_on_views_matches_the_safe_path_on_any_stream() {
 #[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
 fn attention_raw_refuses_every_buffer_mismatch_before_a_launch() {
     let gpu = gpu();
-    let mut rng = StdRng::seed_from_u64(11);
-    let shape = Shape::new(1, 4, 64, 64).with_heads_kv(2);
-    let case: Case<f16> = case(&gpu, shape, Layout::Bhsd, false, &mut rng);
+    let (case, _) = small_grouped_case(&gpu, 11);
     let out = case.poisoned_out(&gpu);
     let lse = lse_rows(&gpu, 4 * 64);
     let lse_ptr = address(&gpu, &lse);
@@ -431,126 +435,77 @@ fn attention_raw_refuses_every_buffer_mismatch_before_a_launch() {
     let plain = RawOptions::default();
     let o = out.view();
     let kv_dims = k.dims();
-    let refused: Vec<(&str, Result<&VariantSpec, Error>)> = vec![
-        (
-            "out dims",
-            run(
-                q,
-                k,
-                v,
-                moved(o, [1, 4, 65, 64], Layout::Bhsd, 0),
-                None,
-                plain,
-                stream,
-            ),
-        ),
+    let bhsd = |t, dims| moved(t, dims, Layout::Bhsd, 0);
+    let d96 = [
+        bhsd(q, [1, 4, 32, 96]),
+        bhsd(k, [1, 2, 32, 96]),
+        bhsd(v, [1, 2, 32, 96]),
+        bhsd(o, [1, 4, 32, 96]),
+    ];
+    let negative = RawOptions {
+        causal: false,
+        scale: Some(-1.0),
+    };
+    // (what, [q, k, v, out], lse, options)
+    let refused = [
+        ("out dims", [q, k, v, bhsd(o, [1, 4, 65, 64])], None, plain),
         (
             "out layout",
-            run(q, k, v, moved(o, q.dims(), Layout::Bshd, 0), None, plain, stream),
+            [q, k, v, moved(o, q.dims(), Layout::Bshd, 0)],
+            None,
+            plain,
         ),
-        (
-            "out like k",
-            run(q, k, v, moved(o, kv_dims, Layout::Bhsd, 0), None, plain, stream),
-        ),
-        (
-            "k and v",
-            run(
-                q,
-                k,
-                moved(v, [1, 2, 63, 64], Layout::Bhsd, 0),
-                o,
-                None,
-                plain,
-                stream,
-            ),
-        ),
+        ("out like k", [q, k, v, bhsd(o, kv_dims)], None, plain),
+        ("k and v", [q, k, bhsd(v, [1, 2, 63, 64]), o], None, plain),
         (
             "heads",
-            run(
-                q,
-                moved(k, [1, 3, 64, 64], Layout::Bhsd, 0),
-                moved(v, [1, 3, 64, 64], Layout::Bhsd, 0),
-                o,
-                None,
-                plain,
-                stream,
-            ),
+            [q, bhsd(k, [1, 3, 64, 64]), bhsd(v, [1, 3, 64, 64]), o],
+            None,
+            plain,
         ),
         (
             "layout",
-            run(
+            [
                 q,
                 moved(k, kv_dims, Layout::Bshd, 0),
                 moved(v, kv_dims, Layout::Bshd, 0),
                 o,
-                None,
-                plain,
-                stream,
-            ),
+            ],
+            None,
+            plain,
         ),
-        (
-            "head dim",
-            run(
-                moved(q, [1, 4, 32, 96], Layout::Bhsd, 0),
-                moved(k, [1, 2, 32, 96], Layout::Bhsd, 0),
-                moved(v, [1, 2, 32, 96], Layout::Bhsd, 0),
-                moved(o, [1, 4, 32, 96], Layout::Bhsd, 0),
-                None,
-                plain,
-                stream,
-            ),
-        ),
-        (
-            "scale",
-            run(
-                q,
-                k,
-                v,
-                o,
-                None,
-                RawOptions {
-                    causal: false,
-                    scale: Some(-1.0),
-                },
-                stream,
-            ),
-        ),
+        ("head dim", d96, None, plain),
+        ("scale", [q, k, v, o], None, negative),
         (
             "q misaligned",
-            run(moved(q, q.dims(), Layout::Bhsd, 2), k, v, o, None, plain, stream),
+            [moved(q, q.dims(), Layout::Bhsd, 2), k, v, o],
+            None,
+            plain,
         ),
         (
             "out misaligned",
-            run(q, k, v, moved(o, q.dims(), Layout::Bhsd, 8), None, plain, stream),
+            [q, k, v, moved(o, q.dims(), Layout::Bhsd, 8)],
+            None,
+            plain,
         ),
         (
             "k null",
-            run(
+            [
                 q,
                 moved(k, kv_dims, Layout::Bhsd, 0u64.wrapping_sub(k.ptr())),
                 v,
                 o,
-                None,
-                plain,
-                stream,
-            ),
+            ],
+            None,
+            plain,
         ),
-        ("lse null", run(q, k, v, o, Some(0), plain, stream)),
-        (
-            "lse misaligned",
-            run(q, k, v, o, Some(lse_ptr + 2), plain, stream),
-        ),
-        (
-            "out is q",
-            run(q, k, v, moved(q, q.dims(), Layout::Bhsd, 0), None, plain, stream),
-        ),
-        (
-            "lse inside out",
-            run(q, k, v, o, Some(o.ptr() + 64), plain, stream),
-        ),
+        ("lse null", [q, k, v, o], Some(0), plain),
+        ("lse misaligned", [q, k, v, o], Some(lse_ptr + 2), plain),
+        ("out is q", [q, k, v, bhsd(q, q.dims())], None, plain),
+        ("lse inside out", [q, k, v, o], Some(o.ptr() + 64), plain),
     ];
-    for (what, result) in refused {
-        match result {
+    for (what, [q, k, v, out], lse, options) in refused {
+        match run(q, k, v, out, lse, options, stream) {
             Err(e) if !e.is_gpu_fault() => assert_eq!(e.to_string().lines().count(), 1, "{what}"),
             other => panic!("{what}: {other:?}"),
         }
