@@ -36,10 +36,13 @@
 
 #![warn(missing_docs)]
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, RawBuffer, RawTensors};
+use crate::gpu::{check_alignment, Gpu, RawBuffer, RawTensors, TENSOR_ALIGN};
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
 use crate::variants::VariantSpec;
@@ -330,6 +333,293 @@ fn compiled_variant(variant: &'static VariantSpec) -> Result<&'static VariantSpe
         Some(compiled) if compiled == variant => Ok(compiled),
         _ => Err(Error::UnknownKernel(variant.name.to_string())),
     }
+}
+
+/// A borrowed `[B, H, S, D]` tensor of `T` in device memory that the library does not own: a
+/// [`DeviceTensor`]'s ([`DeviceTensor::view`]) or another library's (PyTorch's, candle's), made
+/// from its address with [`TensorView::from_raw`]. [`attention_raw`] reads and writes through
+/// views on the caller's stream. The dims are logical (`[B, H, S, D]`) whatever the layout.
+pub struct TensorView<'a, T: Element> {
+    ptr: u64,
+    dims: [usize; 4],
+    layout: Layout,
+    _borrow: PhantomData<&'a T>,
+}
+
+impl<T: Element> Clone for TensorView<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Element> Copy for TensorView<'_, T> {}
+
+impl<T: Element> std::fmt::Debug for TensorView<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "TensorView<{}>({:#x}, {:?}, {})",
+            T::DTYPE,
+            self.ptr,
+            self.dims,
+            self.layout
+        )
+    }
+}
+
+impl<T: Element> DeviceTensor<T> {
+    /// A view of this tensor for [`attention_raw`], borrowing it.
+    pub fn view(&self) -> TensorView<'_, T> {
+        let (ptr, _record) = self.data.device_ptr(self.data.stream());
+        TensorView {
+            ptr,
+            dims: self.dims,
+            layout: self.layout,
+            _borrow: PhantomData,
+        }
+    }
+}
+
+impl<'a, T: Element> TensorView<'a, T> {
+    /// Views `dims` (`[B, H, S, D]`) elements of `T` at device address `ptr`, stored in `layout`.
+    /// Nothing is checked here; [`attention_raw`] and [`check_views`] check the dims against each
+    /// other and the address for null and alignment.
+    ///
+    /// # Safety
+    /// `ptr` is a device pointer in the context of the [`Gpu`] the view will be used with, to
+    /// `dims` elements of `T`, contiguous in `layout` (`[B, H, S, D]` or `[B, S, H, D]`), 16-byte
+    /// aligned (checked anyway), valid for reads and, for an output, writes, for `'a`.
+    pub unsafe fn from_raw(ptr: u64, dims: [usize; 4], layout: Layout) -> Self {
+        TensorView {
+            ptr,
+            dims,
+            layout,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The logical dims `[B, H, S, D]`, whatever the layout.
+    pub fn dims(&self) -> [usize; 4] {
+        self.dims
+    }
+
+    /// How the elements are ordered in memory.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The device address of the first element.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    fn operand(&self) -> Operand {
+        Operand {
+            dims: self.dims,
+            layout: self.layout,
+        }
+    }
+}
+
+/// The options of an [`attention_raw`] call: what [`Attention::causal`] and [`Attention::scale`]
+/// set on the safe path. The default is no mask and a scale of `1 / sqrt(D)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RawOptions {
+    /// Masks key `j` from query `i` unless `j <= i + S_k - S_q` (aligned bottom-right).
+    pub causal: bool,
+    /// The softmax scale; `1 / sqrt(D)` when `None`. Must be positive and finite.
+    pub scale: Option<f32>,
+}
+
+impl From<RawOptions> for Params {
+    fn from(options: RawOptions) -> Params {
+        Params {
+            causal: options.causal,
+            scale: options.scale,
+        }
+    }
+}
+
+/// The layout of a tensor of logical dims `[B, H, S, D]` whose elements are `strides` apart
+/// (in elements, in the order of `dims`), when it is one the kernels read in place: contiguous
+/// `[B, H, S, D]`, or contiguous `[B, S, H, D]` (for instance a `[B, S, H, D]` tensor viewed as
+/// `[B, H, S, D]` through a transpose, as models hand to PyTorch's SDPA). The stride of a dim of
+/// size 1 is never used, so it may be anything (as in PyTorch's own contiguity test). `what`
+/// names the tensor in the error.
+pub fn layout_from_strides(what: &'static str, dims: [usize; 4], strides: [i64; 4]) -> Result<Layout> {
+    let contiguous = |order: [usize; 4]| {
+        let mut expected: i64 = 1;
+        order.iter().rev().all(|&axis| {
+            let fits = dims[axis] <= 1 || strides[axis] == expected;
+            expected = expected.saturating_mul(dims[axis] as i64);
+            fits
+        })
+    };
+    // When both fit (one head or one position) the memory order is the same either way.
+    if contiguous([0, 1, 2, 3]) {
+        Ok(Layout::Bhsd)
+    } else if contiguous([0, 2, 1, 3]) {
+        Ok(Layout::Bshd)
+    } else {
+        Err(Error::NotContiguous { what, dims, strides })
+    }
+}
+
+/// Every check [`attention_raw`] makes before it touches the GPU, without one: the dims and
+/// layouts of the views against each other (as the safe path checks them), the head dim and
+/// options the kernels take, and null, misaligned and overlapping addresses. `out` and `lse` are
+/// optional so that inputs can be checked before their output is allocated. Returns the
+/// problem's shape.
+pub fn check_views<T: Element>(
+    q: &TensorView<'_, T>,
+    k: &TensorView<'_, T>,
+    v: &TensorView<'_, T>,
+    out: Option<&TensorView<'_, T>>,
+    lse: Option<u64>,
+    options: RawOptions,
+) -> Result<Shape> {
+    let shape = plan(
+        q.operand(),
+        k.operand(),
+        v.operand(),
+        out.map(TensorView::operand),
+        None,
+        options.into(),
+    )?;
+    let bytes = |elements: usize| elements as u128 * std::mem::size_of::<T>() as u128;
+    let (q_bytes, kv_bytes) = (bytes(shape.q_len()), bytes(shape.kv_len()));
+    let lse_rows = shape.lse_len().unwrap_or(usize::MAX);
+    let mut buffers = vec![
+        ("q", q.ptr, q_bytes),
+        ("k", k.ptr, kv_bytes),
+        ("v", v.ptr, kv_bytes),
+    ];
+    buffers.extend(out.map(|out| ("out", out.ptr, q_bytes)));
+    for &(what, ptr, _) in &buffers {
+        if ptr == 0 {
+            return Err(Error::NullPointer { what });
+        }
+        check_alignment(what, ptr, TENSOR_ALIGN)?;
+    }
+    if let Some(ptr) = lse {
+        if ptr == 0 {
+            return Err(Error::NullPointer { what: "lse" });
+        }
+        check_alignment("lse", ptr, 4)?;
+    }
+    // What is written must not overlap anything else of the call (the kernels read Q, K, V while
+    // other blocks write the output).
+    let written = buffers
+        .iter()
+        .filter(|(what, ..)| *what == "out")
+        .copied()
+        .chain(lse.map(|ptr| ("lse", ptr, 4 * lse_rows as u128)));
+    for (what, ptr, len) in written {
+        for &(other, other_ptr, other_len) in buffers.iter().filter(|b| b.0 != what) {
+            let (start, end) = (ptr as u128, ptr as u128 + len);
+            if start < other_ptr as u128 + other_len && (other_ptr as u128) < end {
+                return Err(Error::Incompatible(format!(
+                    "{what} overlaps {other}: the output and log-sum-exp need memory of their own"
+                )));
+            }
+        }
+    }
+    Ok(shape)
+}
+
+/// The buffers of views that `check_views` accepted for `shape`, as `Gpu::tensors_from_raw`
+/// takes them.
+fn raw_tensors<T: Element>(
+    [q, k, v, out]: [&TensorView<'_, T>; 4],
+    lse: Option<u64>,
+    shape: Shape,
+) -> RawTensors {
+    RawTensors {
+        q: RawBuffer::new(q.ptr, shape.q_len()),
+        k: RawBuffer::new(k.ptr, shape.kv_len()),
+        v: RawBuffer::new(v.ptr, shape.kv_len()),
+        out: RawBuffer::new(out.ptr, shape.q_len()),
+        lse: lse.map(|ptr| RawBuffer::new(ptr, shape.lse_len().unwrap_or(0))),
+    }
+}
+
+/// Attention on caller-owned device memory, enqueued on the caller's stream: what
+/// [`Attention::run_into`] does for [`DeviceTensor`]s, for views of another library's tensors
+/// (PyTorch's, candle's). The same checks run first ([`check_views`]: dims, layouts, GQA from the
+/// shapes, head dim, output dims and layout, null and misaligned addresses; a mismatch is a typed
+/// error and nothing is launched), then the library's dispatch picks the kernel, which is
+/// returned. `lse`, when given, receives each query row's log-sum-exp (`[B, H, S_q]` fp32).
+/// Asynchronous: the work is ordered on `stream` after what the caller enqueued there before.
+///
+/// Views of two element types do not mix:
+///
+/// ```compile_fail,E0308
+/// # use flashrs::api::{attention_raw, bf16, f16, RawOptions, TensorView};
+/// # unsafe fn mix(gpu: &flashrs::Gpu, q: TensorView<'_, f16>, kv: TensorView<'_, bf16>) {
+/// let _ = attention_raw(gpu, q, kv, kv, q, None, RawOptions::default(), std::ptr::null_mut());
+/// # }
+/// ```
+///
+/// # Safety
+/// - every view satisfies the contract of [`TensorView::from_raw`] until the stream has run the
+///   launch (`out` for writes);
+/// - `lse`, when `Some`, points at `B * H * S_q` f32 laid out `[B, H, S_q]`, valid for writes
+///   likewise;
+/// - `stream` is a valid `CUstream` of the `Gpu`'s context (cudarc uses the device's primary
+///   context, as PyTorch and candle do), or null for the legacy default stream, and stays valid
+///   for the call;
+/// - nothing else writes `q`, `k`, `v` or touches `out` and `lse` until the stream has run the
+///   launch, unless ordered after it.
+// The signature mirrors the safe path's inputs one by one, as foreign callers hold them (a candle
+// op is written against it), rather than bundled into a struct of its own.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_raw<T: Element>(
+    gpu: &Gpu,
+    q: TensorView<'_, T>,
+    k: TensorView<'_, T>,
+    v: TensorView<'_, T>,
+    out: TensorView<'_, T>,
+    lse: Option<u64>,
+    options: RawOptions,
+    stream: *mut std::ffi::c_void,
+) -> Result<&'static VariantSpec> {
+    let shape = check_views(&q, &k, &v, Some(&out), lse, options)?;
+    let raw = raw_tensors([&q, &k, &v, &out], lse, shape);
+    // Safety: `stream` is null or a live stream handle for this call (this function's contract).
+    let stream = unsafe { borrow_stream(gpu, stream) }?;
+    // Safety (the contract of `tensors_from_raw`): the views address allocations of this GPU's
+    // context holding the elements their dims imply, which check_views checked against the
+    // shape, and stay valid until `stream` has run the work (this function's contract); nothing
+    // else touches them unordered with `stream` meanwhile (same); the output and log-sum-exp
+    // overlap neither each other nor Q, K, V (checked by check_views).
+    let mut tensors = unsafe { gpu.tensors_from_raw(&stream, q.layout, shape, T::DTYPE, raw) }?;
+    gpu.forward(&mut tensors, options.into(), None)
+}
+
+/// `stream` as a cudarc stream of `gpu`'s context that the library never destroys, refusing a
+/// stream of another context (its launches could not see this context's module or memory).
+///
+/// # Safety
+/// `stream` is null (the legacy default stream) or a `CUstream` handle that stays valid while the
+/// returned wrapper lives.
+unsafe fn borrow_stream(gpu: &Gpu, stream: *mut std::ffi::c_void) -> Result<Arc<CudaStream>> {
+    let ctx = gpu.context();
+    // The null handle means the legacy stream of the context current on this thread: make it ours.
+    ctx.bind_to_thread()?;
+    let stream: sys::CUstream = stream.cast();
+    if !stream.is_null() {
+        let mut owner: sys::CUcontext = std::ptr::null_mut();
+        // Safety: `stream` is a valid handle (this function's contract) and `owner` a valid place
+        // for the driver to write the answer.
+        unsafe { sys::cuStreamGetCtx(stream, &mut owner) }.result()?;
+        if owner != ctx.cu_ctx() {
+            return Err(Error::ForeignStream);
+        }
+    }
+    // Safety: the stream belongs to `ctx` (checked above, or the legacy stream, which every
+    // context has) and outlives the wrapper (this function's contract); the wrapper is not an
+    // owner, so dropping it never destroys the caller's stream.
+    Ok(unsafe { ctx.wrap_borrowed_stream(stream) })
 }
 
 /// What the checks need of a tensor.
@@ -655,5 +945,144 @@ mod tests {
             ..*compiled
         }));
         assert!(matches!(compiled_variant(forged), Err(Error::UnknownKernel(_))));
+    }
+
+    /// A view at `ptr`; nothing dereferences it in these tests.
+    fn view(ptr: u64, dims: [usize; 4], layout: Layout) -> TensorView<'static, f16> {
+        // Safety: the checks below only read the address and dims.
+        unsafe { TensorView::from_raw(ptr, dims, layout) }
+    }
+
+    /// Q, K, V and an output of `[1, 4, 64, 64]` (32 KiB each) at distinct, aligned addresses.
+    fn views() -> [TensorView<'static, f16>; 4] {
+        let base = 0x7f00_0000_0000;
+        [0, 1, 2, 3].map(|i| view(base + i * 0x10_0000, [1, 4, 64, 64], Layout::Bhsd))
+    }
+
+    fn raw_check(
+        [q, k, v, out]: [TensorView<'static, f16>; 4],
+        lse: Option<u64>,
+    ) -> Result<(Shape, RawTensors)> {
+        let shape = check_views(&q, &k, &v, Some(&out), lse, RawOptions::default())?;
+        Ok((shape, raw_tensors([&q, &k, &v, &out], lse, shape)))
+    }
+
+    #[test]
+    fn views_pass_the_safe_paths_checks_and_name_their_buffers() {
+        let [q, k, v, out] = views();
+        let (shape, raw) = raw_check([q, k, v, out], Some(0x7f00_1000_0000)).unwrap();
+        assert_eq!(shape, Shape::new(1, 4, 64, 64));
+        assert_eq!((raw.q.ptr, raw.q.len), (q.ptr(), 4 * 64 * 64));
+        assert_eq!((raw.out.ptr, raw.out.len), (out.ptr(), 4 * 64 * 64));
+        assert_eq!(raw.lse.map(|l| (l.ptr, l.len)), Some((0x7f00_1000_0000, 4 * 64)));
+        // Inputs alone (before an output exists), grouped heads from the shapes.
+        let kv = view(k.ptr(), [1, 2, 100, 64], Layout::Bhsd);
+        let shape = check_views(&q, &kv, &kv, None, None, RawOptions::default()).unwrap();
+        assert_eq!((shape.heads_kv, shape.seq_k), (2, 100));
+    }
+
+    #[test]
+    fn a_wrong_output_or_mismatched_view_is_a_typed_error() {
+        let [q, k, v, out] = views();
+        let wrong = [
+            view(out.ptr(), [1, 4, 65, 64], Layout::Bhsd),
+            view(out.ptr(), [1, 4, 64, 64], Layout::Bshd),
+        ];
+        for out in wrong {
+            assert!(incompatible(raw_check([q, k, v, out], None).map(|r| r.0)).contains("output"));
+        }
+        let v_bshd = view(v.ptr(), [1, 4, 64, 64], Layout::Bshd);
+        assert!(matches!(
+            raw_check([q, k, v_bshd, out], None),
+            Err(Error::Incompatible(_))
+        ));
+        let d96 = [q, k, v, out].map(|t| view(t.ptr(), [1, 4, 64, 96], Layout::Bhsd));
+        assert!(matches!(
+            raw_check(d96, None),
+            Err(Error::UnsupportedHeadDim(96, _))
+        ));
+        let bad_scale = RawOptions {
+            causal: true,
+            scale: Some(f32::NAN),
+        };
+        assert!(matches!(
+            check_views(&q, &k, &v, Some(&out), None, bad_scale),
+            Err(Error::InvalidProblem(_))
+        ));
+    }
+
+    #[test]
+    fn null_misaligned_and_overlapping_addresses_are_typed_errors() {
+        let names = ["q", "k", "v", "out"];
+        for (i, name) in names.into_iter().enumerate() {
+            let mut null = views();
+            null[i] = view(0, null[i].dims(), Layout::Bhsd);
+            assert!(
+                matches!(raw_check(null, None), Err(Error::NullPointer { what }) if what == name),
+                "{name}"
+            );
+            let mut odd = views();
+            odd[i] = view(odd[i].ptr() + 8, odd[i].dims(), Layout::Bhsd);
+            assert!(
+                matches!(raw_check(odd, None), Err(Error::Misaligned { what, align: 16, .. }) if what == name),
+                "{name}"
+            );
+        }
+        assert!(matches!(
+            raw_check(views(), Some(0)),
+            Err(Error::NullPointer { what: "lse" })
+        ));
+        assert!(matches!(
+            raw_check(views(), Some(0x7f00_1000_0002)),
+            Err(Error::Misaligned {
+                what: "lse",
+                align: 4,
+                ..
+            })
+        ));
+        // The output on top of V's last half, the log-sum-exp inside Q or the output.
+        let [q, k, v, _] = views();
+        let out = view(v.ptr() + 0x4000, v.dims(), Layout::Bhsd);
+        let message = incompatible(raw_check([q, k, v, out], None).map(|r| r.0));
+        assert!(message.contains("out overlaps v"), "{message}");
+        for (inside, name) in [(q.ptr(), "q"), (views()[3].ptr() + 0x7ffc, "out")] {
+            let message = incompatible(raw_check(views(), Some(inside)).map(|r| r.0));
+            assert!(message.contains(&format!("lse overlaps {name}")), "{message}");
+        }
+        // Adjacent is fine: the output right after V.
+        let out = view(v.ptr() + 0x8000, v.dims(), Layout::Bhsd);
+        assert!(raw_check([q, k, v, out], None).is_ok());
+    }
+
+    #[test]
+    fn strides_tell_the_layout_or_are_refused() {
+        let dims = [2, 8, 100, 64];
+        assert_eq!(
+            layout_from_strides("q", dims, [8 * 100 * 64, 100 * 64, 64, 1]).unwrap(),
+            Layout::Bhsd
+        );
+        // A [B, S, H, D] tensor transposed to [B, H, S, D].
+        assert_eq!(
+            layout_from_strides("q", dims, [100 * 8 * 64, 64, 8 * 64, 1]).unwrap(),
+            Layout::Bshd
+        );
+        // Size-1 dims may have any stride.
+        assert_eq!(
+            layout_from_strides("q", [1, 8, 1, 64], [0, 64, 7, 1]).unwrap(),
+            Layout::Bhsd
+        );
+        for strides in [
+            [8 * 100 * 64, 100 * 64, 64, 2],
+            [8 * 100 * 128, 100 * 128, 128, 1],
+            [64, 100 * 64, 8 * 100 * 64, 1],
+            [-(8 * 100 * 64), 100 * 64, 64, 1],
+        ] {
+            match layout_from_strides("k", dims, strides) {
+                Err(e @ Error::NotContiguous { what: "k", .. }) => {
+                    assert_eq!(e.to_string().lines().count(), 1)
+                }
+                other => panic!("{strides:?}: {other:?}"),
+            }
+        }
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel};
@@ -228,8 +228,14 @@ impl Gpu {
     }
 
     /// Launches the merge of the slices of the split launch that `args` described (same
-    /// buffers, `args.workspace` written by it), on the same stream, after it.
-    pub(crate) fn decode_combine(&self, kernel: &Kernel, shape: Shape, args: &LaunchArgs) -> Result<()> {
+    /// buffers, `args.workspace` written by it), on its stream `stream`, after it.
+    pub(crate) fn decode_combine(
+        &self,
+        stream: &CudaStream,
+        kernel: &Kernel,
+        shape: Shape,
+        args: &LaunchArgs,
+    ) -> Result<()> {
         let name = format!("decode_combine_d{}_{}", shape.head_dim, kernel.dtype.name());
         let function = {
             let cached = self.decode_state().combine.get(&name).cloned();
@@ -248,7 +254,7 @@ impl Gpu {
             block_dim: (32 * COMBINE_ROWS_PER_BLOCK as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut builder = self.stream().launch_builder(&function);
+        let mut builder = stream.launch_builder(&function);
         with_launch_params!(push_args!(builder, args;));
         // Safety: the combine entry points take the attention kernels' parameter list; `args`
         // is the split launch's, whose buffers `Gpu::launch` checked against the shape and keeps

@@ -78,6 +78,22 @@ pub enum Error {
         /// The alignment it needs, in bytes.
         align: u64,
     },
+    /// A caller's device pointer is null.
+    #[error("{what}: the device pointer is null")]
+    NullPointer {
+        /// Which buffer.
+        what: &'static str,
+    },
+    /// A caller's tensor is strided in neither layout the kernels read in place.
+    #[error("{what}: strides {strides:?} for dims [B, H, S, D] = {dims:?} are those of neither a contiguous [B, H, S, D] nor a contiguous [B, S, H, D] tensor")]
+    NotContiguous {
+        /// Which tensor.
+        what: &'static str,
+        /// Its logical dims `[B, H, S, D]`.
+        dims: [usize; 4],
+        /// Its element strides, in the order of `dims`.
+        strides: [i64; 4],
+    },
     /// A stream handed in belongs to another CUDA context than the `Gpu`'s.
     #[error(
         "the stream belongs to another CUDA context than the GPU's: buffers and launches must share one"
@@ -154,6 +170,12 @@ mod tests {
                 what: "q",
                 ptr: 0x1002,
                 align: 16,
+            },
+            Error::NullPointer { what: "out" },
+            Error::NotContiguous {
+                what: "q",
+                dims: [1, 2, 3, 64],
+                strides: [384, 1, 128, 2],
             },
             Error::ForeignStream,
             Error::Incompatible("k is [1, 2, 64, 64] and v is [1, 2, 65, 64]: they must match".into()),

@@ -749,7 +749,18 @@ impl Gpu {
             uses_maps,
         )?;
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
-        let workspace = self.decode_workspace(decode.map_or(0, |plan| plan.workspace_floats(shape)))?;
+        let floats = decode.map_or(0, |plan| plan.workspace_floats(shape));
+        // The cached workspace is ordered on this GPU's stream only: a caller's stream gets one of
+        // its own, allocated and freed (after the combine) in that stream's order.
+        let call_workspace = if floats > 0 && *tensors.stream != *self.stream {
+            Some(tensors.stream.alloc_zeros::<f32>(floats)?)
+        } else {
+            None
+        };
+        let workspace = match &call_workspace {
+            Some(buffer) => buffer.device_ptr(&tensors.stream).0,
+            None => self.decode_workspace(floats)?,
+        };
         let Tensors {
             q,
             k,
@@ -820,7 +831,7 @@ impl Gpu {
         // the crate.
         unsafe { builder.launch(config) }?;
         if args.kv_splits > 1 {
-            self.decode_combine(kernel, shape, &args)?;
+            self.decode_combine(stream, kernel, shape, &args)?;
         }
         Ok(())
     }
@@ -1190,9 +1201,9 @@ fn too_large(shape: Shape) -> Error {
 
 /// Alignment of Q, K, V and the output: the kernels copy 16 bytes at a time (`cp.async`,
 /// vector loads) and TMA needs 16-byte-aligned tensors.
-const TENSOR_ALIGN: u64 = 16;
+pub(crate) const TENSOR_ALIGN: u64 = 16;
 
-fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Result<()> {
+pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Result<()> {
     if ptr != 0 && ptr.is_multiple_of(align) {
         Ok(())
     } else {

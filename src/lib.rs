@@ -33,7 +33,10 @@ pub mod tma;
 pub mod tuned_table;
 pub mod variants;
 
-pub use api::{attention, Attention, DeviceTensor, Element, LseBuffer};
+pub use api::{
+    attention, attention_raw, check_views, layout_from_strides, Attention, DeviceTensor, Element, LseBuffer,
+    RawOptions, TensorView,
+};
 pub use error::{Error, Result};
 pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};
 pub use layout::Layout;

@@ -1,8 +1,14 @@
-//! GPU tests of the typed API (`flashrs::api`): the builder against the float64 reference, and
-//! mismatched inputs refused before a launch. `#[ignore]`d like `tests/gpu.rs`: they need an
+//! GPU tests of the typed API (`flashrs::api`): the builder against the float64 reference,
+//! `attention_raw` on views against the builder on every kind of stream, and mismatched inputs
+//! refused before a launch. `#[ignore]`d like `tests/gpu.rs`: they need an
 //! NVIDIA GPU and run there with `--ignored`.
 
-use flashrs::api::{attention, bf16, f16, DeviceTensor, Element, LseBuffer};
+use std::ffi::c_void;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+use flashrs::api::{
+    attention, attention_raw, bf16, f16, DeviceTensor, Element, LseBuffer, RawOptions, TensorView,
+};
 use flashrs::reference;
 use flashrs::{DType, Error, Gpu, Layout, Shape};
 use rand::rngs::StdRng;
@@ -115,6 +121,17 @@ impl<T: Half> Case<T> {
         );
     }
 
+    /// The builder's call with a log-sum-exp: the output and the log-sum-exp.
+    fn run_with_lse(&self, gpu: &Gpu, causal: bool) -> (DeviceTensor<T>, LseBuffer) {
+        let mut lse = LseBuffer::for_queries(gpu, &self.q).unwrap();
+        let out = attention(&self.q, &self.k, &self.v)
+            .causal(causal)
+            .lse(&mut lse)
+            .run(gpu)
+            .unwrap();
+        (out, lse)
+    }
+
     fn check_lse(&self, lse: &LseBuffer, what: &str) {
         for (row, (&a, &r)) in lse.to_host().unwrap().iter().zip(&self.expected_lse).enumerate() {
             let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
@@ -189,12 +206,7 @@ fn bshd_layout_matches_the_reference() {
     let shape = Shape::new(2, 6, 133, 64).with_heads_kv(3);
     for causal in [false, true] {
         let case: Case<f16> = case(&gpu, shape, Layout::Bshd, causal, &mut rng);
-        let mut lse = LseBuffer::for_queries(&gpu, &case.q).unwrap();
-        let out = attention(&case.q, &case.k, &case.v)
-            .causal(causal)
-            .lse(&mut lse)
-            .run(&gpu)
-            .unwrap();
+        let (out, lse) = case.run_with_lse(&gpu, causal);
         case.check(&out, &format!("causal={causal}, seed {seed}"));
         case.check_lse(&lse, &format!("causal={causal}, seed {seed}"));
     }
@@ -230,9 +242,7 @@ fn different_query_and_key_lengths_match_the_reference() {
 #[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
 fn mismatched_inputs_are_refused_before_a_launch() {
     let gpu = gpu();
-    let mut rng = StdRng::seed_from_u64(7);
-    let shape = Shape::new(1, 4, 64, 64).with_heads_kv(2);
-    let case: Case<f16> = case(&gpu, shape, Layout::Bhsd, false, &mut rng);
+    let (case, mut rng) = small_grouped_case(&gpu, 7);
     let mut tensor = |dims: [usize; 4], layout| {
         let n = dims.iter().product();
         DeviceTensor::<f16>::from_host(&gpu, &random(n, &mut rng), dims, layout).unwrap()
@@ -310,7 +320,212 @@ fn mismatched_inputs_are_refused_before_a_launch() {
     assert_eq!(DType::F16, <f16 as Element>::DTYPE);
 }
 
+/// The refusal tests' problem, `[1, 4, 64, 64]` queries on 2 key/value heads, and its generator.
+fn small_grouped_case(gpu: &Gpu, seed: u64) -> (Case<f16>, StdRng) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let shape = Shape::new(1, 4, 64, 64).with_heads_kv(2);
+    (case(gpu, shape, Layout::Bhsd, false, &mut rng), rng)
+}
+
 /// A second `Gpu` on the same device: same context, another stream.
 fn gpu_again() -> Gpu {
     gpu()
+}
+
+/// A fresh f32 buffer of `rows` NaNs on `gpu`'s stream, for `attention_raw`'s log-sum-exp.
+fn lse_rows(gpu: &Gpu, rows: usize) -> CudaSlice<f32> {
+    gpu.upload(&vec![f32::NAN; rows]).unwrap()
+}
+
+fn address<T>(gpu: &Gpu, buffer: &CudaSlice<T>) -> u64 {
+    buffer.device_ptr(gpu.stream()).0
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn attention_raw_on_views_matches_the_safe_path_on_any_stream() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    let other = gpu.context().new_stream().unwrap();
+    // The GPU's own stream, another stream of its context, and the legacy default stream (null).
+    let streams: [(&str, *mut c_void); 3] = [
+        ("own", gpu.stream().cu_stream().cast()),
+        ("other", other.cu_stream().cast()),
+        ("legacy", std::ptr::null_mut()),
+    ];
+    let decode = Shape {
+        seq_q: 1,
+        seq_k: 4096,
+        ..Shape::new(2, 8, 1, 128).with_heads_kv(2)
+    };
+    let cases = [
+        (Shape::new(2, 4, 200, 64), Layout::Bhsd, false),
+        (Shape::new(1, 8, 300, 128).with_heads_kv(2), Layout::Bshd, true),
+        // Split over keys (flash_decode and its combine, with a workspace).
+        (decode, Layout::Bhsd, false),
+    ];
+    for (shape, layout, causal) in cases {
+        let case: Case<f16> = case(&gpu, shape, layout, causal, &mut rng);
+        let (safe, safe_lse) = case.run_with_lse(&gpu, causal);
+        let want = safe.to_host().unwrap();
+        let want_lse = safe_lse.to_host().unwrap();
+        let (chosen, _) = gpu.choose(shape, DType::F16, causal);
+        for (name, stream) in streams {
+            let what = format!("{shape} {layout} causal={causal} on the {name} stream, seed {seed}");
+            let out = case.poisoned_out(&gpu);
+            let lse = lse_rows(&gpu, shape.batch * shape.heads * shape.seq_q);
+            // The uploads above ran on the GPU's stream, which does not wait for the others.
+            gpu.synchronize().unwrap();
+            let options = RawOptions { causal, scale: None };
+            // Safety: views of live tensors of this GPU, the output and log-sum-exp distinct
+            // buffers of the right sizes; every stream is of this GPU's context (or null), and
+            // the context is synchronised below before anything reads or frees them.
+            let ran = unsafe {
+                attention_raw(
+                    &gpu,
+                    case.q.view(),
+                    case.k.view(),
+                    case.v.view(),
+                    out.view(),
+                    Some(address(&gpu, &lse)),
+                    options,
+                    stream,
+                )
+            }
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            gpu.context().synchronize().unwrap();
+            assert_eq!(ran.name, chosen.name, "{what}: the safe path's dispatch");
+            let got = out.to_host().unwrap();
+            assert!(
+                got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: not the safe path's output"
+            );
+            let got_lse = gpu.download(&lse).unwrap();
+            assert!(
+                got_lse
+                    .iter()
+                    .zip(&want_lse)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: not the safe path's log-sum-exp"
+            );
+            case.check(&out, &what);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn attention_raw_refuses_every_buffer_mismatch_before_a_launch() {
+    let gpu = gpu();
+    let (case, _) = small_grouped_case(&gpu, 11);
+    let out = case.poisoned_out(&gpu);
+    let lse = lse_rows(&gpu, 4 * 64);
+    let lse_ptr = address(&gpu, &lse);
+    let (q, k, v) = (case.q.view(), case.k.view(), case.v.view());
+    let stream: *mut c_void = gpu.stream().cu_stream().cast();
+    let moved = |t: TensorView<'_, f16>, dims: [usize; 4], layout: Layout, offset: u64| {
+        // Safety: only passed to calls that refuse it before a launch (asserted below).
+        unsafe { TensorView::<f16>::from_raw(t.ptr() + offset, dims, layout) }
+    };
+    let run = |q, k, v, out, lse, options, stream| {
+        // Safety: every call here is refused by its checks before anything is launched (the
+        // assertions below fail otherwise); the valid views are of live tensors of this GPU.
+        unsafe { attention_raw(&gpu, q, k, v, out, lse, options, stream) }
+    };
+    let plain = RawOptions::default();
+    let o = out.view();
+    let kv_dims = k.dims();
+    let bhsd = |t, dims| moved(t, dims, Layout::Bhsd, 0);
+    let d96 = [
+        bhsd(q, [1, 4, 32, 96]),
+        bhsd(k, [1, 2, 32, 96]),
+        bhsd(v, [1, 2, 32, 96]),
+        bhsd(o, [1, 4, 32, 96]),
+    ];
+    let negative = RawOptions {
+        causal: false,
+        scale: Some(-1.0),
+    };
+    // (what, [q, k, v, out], lse, options)
+    let refused = [
+        ("out dims", [q, k, v, bhsd(o, [1, 4, 65, 64])], None, plain),
+        (
+            "out layout",
+            [q, k, v, moved(o, q.dims(), Layout::Bshd, 0)],
+            None,
+            plain,
+        ),
+        ("out like k", [q, k, v, bhsd(o, kv_dims)], None, plain),
+        ("k and v", [q, k, bhsd(v, [1, 2, 63, 64]), o], None, plain),
+        (
+            "heads",
+            [q, bhsd(k, [1, 3, 64, 64]), bhsd(v, [1, 3, 64, 64]), o],
+            None,
+            plain,
+        ),
+        (
+            "layout",
+            [
+                q,
+                moved(k, kv_dims, Layout::Bshd, 0),
+                moved(v, kv_dims, Layout::Bshd, 0),
+                o,
+            ],
+            None,
+            plain,
+        ),
+        ("head dim", d96, None, plain),
+        ("scale", [q, k, v, o], None, negative),
+        (
+            "q misaligned",
+            [moved(q, q.dims(), Layout::Bhsd, 2), k, v, o],
+            None,
+            plain,
+        ),
+        (
+            "out misaligned",
+            [q, k, v, moved(o, q.dims(), Layout::Bhsd, 8)],
+            None,
+            plain,
+        ),
+        (
+            "k null",
+            [
+                q,
+                moved(k, kv_dims, Layout::Bhsd, 0u64.wrapping_sub(k.ptr())),
+                v,
+                o,
+            ],
+            None,
+            plain,
+        ),
+        ("lse null", [q, k, v, o], Some(0), plain),
+        ("lse misaligned", [q, k, v, o], Some(lse_ptr + 2), plain),
+        ("out is q", [q, k, v, bhsd(q, q.dims())], None, plain),
+        ("lse inside out", [q, k, v, o], Some(o.ptr() + 64), plain),
+    ];
+    for (what, [q, k, v, out], lse, options) in refused {
+        match run(q, k, v, out, lse, options, stream) {
+            Err(e) if !e.is_gpu_fault() => assert_eq!(e.to_string().lines().count(), 1, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // A stream of another context: refused, not launched into a context without the kernels.
+    let foreign = cudarc::driver::CudaContext::new_non_primary(0, 0).unwrap();
+    let foreign_stream = foreign.new_stream().unwrap();
+    assert!(matches!(
+        run(q, k, v, o, None, plain, foreign_stream.cu_stream().cast()),
+        Err(Error::ForeignStream)
+    ));
+    drop(foreign_stream);
+    drop(foreign);
+    // Nothing ran: the output and log-sum-exp are still all NaN.
+    assert!(
+        out.to_host().unwrap().iter().all(|x| x.is_nan()),
+        "a refused call wrote the output"
+    );
+    assert!(gpu.download(&lse).unwrap().iter().all(|x| x.is_nan()));
+    // The same views, right, run.
+    run(q, k, v, o, Some(lse_ptr), plain, stream).unwrap();
+    case.check(&out, "after the refusals");
 }

@@ -1,0 +1,280 @@
+//! `flashrs._flashrs`: the native half of the Python package. It knows nothing of torch: the
+//! wrapper `python/flashrs/__init__.py` describes each tensor by plain values (address, shape,
+//! strides, dtype and device names) and hands over torch's current stream as an integer, so this
+//! crate builds without torch or a GPU. Every check runs here, before the GPU is opened, so bad
+//! input is a `ValueError` with the library's one-line message on any machine.
+
+use std::sync::Mutex;
+
+use flashrs::api::{attention_raw, bf16, check_views, f16, RawOptions, TensorView};
+use flashrs::{layout_from_strides, Element, Error, Gpu, Layout};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+/// A tensor as the wrapper describes it: `(data_ptr, shape, stride, dtype, device type, device
+/// index)`, with torch's names for the dtype (`"torch.float16"`) and device type (`"cuda"`).
+#[derive(FromPyObject)]
+struct Described(u64, Vec<usize>, Vec<i64>, String, String, Option<i64>);
+
+/// A checked description of q, k, v or the output.
+struct Operand {
+    ptr: u64,
+    dims: [usize; 4],
+    layout: Layout,
+    dtype: String,
+    device: i64,
+}
+
+/// The input errors, which Python callers expect as `ValueError`; the rest (no driver, a CUDA
+/// fault, a missing kernel) are `RuntimeError`.
+fn to_py(error: Error) -> PyErr {
+    match error {
+        Error::InvalidProblem(_)
+        | Error::UnsupportedHeadDim(..)
+        | Error::Length { .. }
+        | Error::Misaligned { .. }
+        | Error::NullPointer { .. }
+        | Error::NotContiguous { .. }
+        | Error::ForeignStream
+        | Error::Incompatible(_)
+        | Error::OtherGpu { .. } => PyValueError::new_err(error.to_string()),
+        _ => PyRuntimeError::new_err(error.to_string()),
+    }
+}
+
+fn invalid(message: String) -> PyErr {
+    PyValueError::new_err(message)
+}
+
+/// Where the dims of a `[B, H, S, D]` tensor sit in the caller's shape, by the wrapper's
+/// `layout` argument (the order of the dims, not of memory, which the strides tell).
+fn dim_order(layout: Option<&str>) -> PyResult<[usize; 4]> {
+    match layout {
+        None | Some("bhsd") => Ok([0, 1, 2, 3]),
+        Some("bshd") => Ok([0, 2, 1, 3]),
+        Some(other) => Err(invalid(format!(
+            "layout must be None, \"bhsd\" or \"bshd\", got {other:?}"
+        ))),
+    }
+}
+
+fn device_name(kind: &str, index: Option<i64>) -> String {
+    match index {
+        Some(i) => format!("{kind}:{i}"),
+        None => kind.to_string(),
+    }
+}
+
+/// Checks what one tensor alone must satisfy and reads its layout from its strides.
+fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Operand> {
+    let Described(ptr, shape, strides, dtype, kind, index) = t;
+    let device = match (kind.as_str(), index) {
+        ("cuda", Some(i)) if *i >= 0 => *i,
+        _ => {
+            return Err(invalid(format!(
+                "{what} is on {}: flashrs needs CUDA tensors",
+                device_name(kind, *index)
+            )))
+        }
+    };
+    if !matches!(dtype.as_str(), "torch.float16" | "torch.bfloat16") {
+        return Err(invalid(format!(
+            "{what} has dtype {dtype}: flashrs takes torch.float16 or torch.bfloat16"
+        )));
+    }
+    if shape.len() != 4 || strides.len() != 4 {
+        return Err(invalid(format!(
+            "{what} has {} dims {shape:?}: flashrs takes 4, [B, H, S, D] (or [B, S, H, D] with layout=\"bshd\")",
+            shape.len()
+        )));
+    }
+    let dims = order.map(|axis| shape[axis]);
+    let layout = layout_from_strides(what, dims, order.map(|axis| strides[axis])).map_err(to_py)?;
+    Ok(Operand {
+        ptr: *ptr,
+        dims,
+        layout,
+        dtype: dtype.clone(),
+        device,
+    })
+}
+
+/// q, k, v (and the output when given) checked alone and against each other for what only the
+/// wrapper's description shows (dtype, device); the attention checks come after, in the library.
+fn operands(inputs: [&Described; 3], out: Option<&Described>, order: [usize; 4]) -> PyResult<Vec<Operand>> {
+    let names = ["q", "k", "v", "out"];
+    let all = inputs.into_iter().chain(out);
+    let operands = names
+        .into_iter()
+        .zip(all)
+        .map(|(what, t)| operand(what, t, order))
+        .collect::<PyResult<Vec<_>>>()?;
+    let q = &operands[0];
+    for (what, other) in names.iter().zip(&operands).skip(1) {
+        if other.dtype != q.dtype {
+            return Err(invalid(format!(
+                "q is {} and {what} is {}: q, k, v and the output need one dtype",
+                q.dtype, other.dtype
+            )));
+        }
+        if other.device != q.device {
+            return Err(invalid(format!(
+                "q is on cuda:{} and {what} on cuda:{}: q, k, v and the output need one device",
+                q.device, other.device
+            )));
+        }
+    }
+    Ok(operands)
+}
+
+fn view<T: Element>(operand: &Operand) -> TensorView<'static, T> {
+    // Safety: a view is only an address with dims; `check_views` and `attention_raw` check it,
+    // and `attention` below states what makes the address valid.
+    unsafe { TensorView::from_raw(operand.ptr, operand.dims, operand.layout) }
+}
+
+/// The log-sum-exp's address, once its description fits q's `[B, H, S_q]` as fp32, contiguous.
+fn lse_address(lse: &Described, rows: [usize; 3], device: i64) -> PyResult<u64> {
+    let Described(ptr, shape, strides, dtype, kind, index) = lse;
+    if kind != "cuda" || *index != Some(device) {
+        return Err(invalid(format!(
+            "lse is on {}, q on cuda:{device}: they need one device",
+            device_name(kind, *index)
+        )));
+    }
+    let contiguous = [rows[1] * rows[2], rows[2], 1];
+    let strides_fit =
+        strides.len() == 3 && (0..3).all(|i| rows[i] <= 1 || strides[i] == contiguous[i] as i64);
+    if dtype != "torch.float32" || shape.as_slice() != rows || !strides_fit {
+        return Err(invalid(format!(
+            "lse is {dtype} {shape:?} with strides {strides:?}: it must be a contiguous torch.float32 [B, H, S_q] = {rows:?}"
+        )));
+    }
+    Ok(*ptr)
+}
+
+fn options(causal: bool, scale: Option<f32>) -> RawOptions {
+    RawOptions { causal, scale }
+}
+
+/// Checks q, k and v as `attention` will, without a GPU; returns `(B, H, S_q)`, the dims of the
+/// log-sum-exp, so that the wrapper allocates the outputs only for a call that will be accepted.
+#[pyfunction]
+#[pyo3(signature = (q, k, v, layout, causal, scale))]
+fn check(
+    q: Described,
+    k: Described,
+    v: Described,
+    layout: Option<&str>,
+    causal: bool,
+    scale: Option<f32>,
+) -> PyResult<(usize, usize, usize)> {
+    let ops = operands([&q, &k, &v], None, dim_order(layout)?)?;
+    let options = options(causal, scale);
+    let shape = match ops[0].dtype.as_str() {
+        "torch.float16" => check_typed::<f16>(&ops, options),
+        _ => check_typed::<bf16>(&ops, options),
+    }
+    .map_err(to_py)?;
+    Ok((shape.batch, shape.heads, shape.seq_q))
+}
+
+fn check_typed<T: Element>(ops: &[Operand], options: RawOptions) -> flashrs::Result<flashrs::Shape> {
+    check_views(
+        &view::<T>(&ops[0]),
+        &view::<T>(&ops[1]),
+        &view::<T>(&ops[2]),
+        ops.get(3).map(view::<T>).as_ref(),
+        None,
+        options,
+    )
+}
+
+/// One `Gpu` per device for the life of the process: opening one loads (and the first time
+/// JIT-compiles) the kernels, far too slow for every call. Never dropped, since the CUDA
+/// teardown at interpreter exit is torch's.
+static GPUS: Mutex<Vec<(i64, &'static Gpu)>> = Mutex::new(Vec::new());
+
+fn gpu(device: i64) -> flashrs::Result<&'static Gpu> {
+    let mut gpus = GPUS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, gpu)) = gpus.iter().find(|(d, _)| *d == device) {
+        return Ok(gpu);
+    }
+    let gpu: &'static Gpu = Box::leak(Box::new(Gpu::open(device as usize)?));
+    gpus.push((device, gpu));
+    Ok(gpu)
+}
+
+/// Runs attention on the described tensors, writing `out` (and `lse` when given), enqueued on
+/// `stream` (torch's current stream of the tensors' device, `cuda_stream`; 0 is the legacy
+/// default stream). Returns the kernel's name. Every check of `check` runs again, with the
+/// output and log-sum-exp, before the GPU is opened.
+#[pyfunction]
+#[pyo3(signature = (q, k, v, out, lse, layout, causal, scale, stream))]
+#[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one.
+fn attention(
+    py: Python<'_>,
+    q: Described,
+    k: Described,
+    v: Described,
+    out: Described,
+    lse: Option<Described>,
+    layout: Option<&str>,
+    causal: bool,
+    scale: Option<f32>,
+    stream: usize,
+) -> PyResult<&'static str> {
+    let ops = operands([&q, &k, &v], Some(&out), dim_order(layout)?)?;
+    let options = options(causal, scale);
+    let f16 = ops[0].dtype == "torch.float16";
+    let shape = if f16 {
+        check_typed::<f16>(&ops, options)
+    } else {
+        check_typed::<bf16>(&ops, options)
+    }
+    .map_err(to_py)?;
+    let lse = lse
+        .map(|lse| lse_address(&lse, [shape.batch, shape.heads, shape.seq_q], ops[0].device))
+        .transpose()?;
+    let device = ops[0].device;
+    // The first call opens the GPU (seconds); other Python threads run meanwhile.
+    let ran = py.detach(move || {
+        let gpu = gpu(device)?;
+        // Safety: the wrapper hands over torch tensors it holds until this returns, of the device
+        // `device` (checked above), whose data pointers address their elements as the shape and
+        // strides describe (the strides were checked to be a contiguous layout), in the primary
+        // context torch shares with cudarc; the output and log-sum-exp are fresh `torch.empty`
+        // tensors; `stream` is torch's current stream of that device, on which torch orders the
+        // later uses and the frees of all of them (its caching allocator is stream-ordered).
+        unsafe {
+            if f16 {
+                run::<f16>(gpu, &ops, lse, options, stream)
+            } else {
+                run::<bf16>(gpu, &ops, lse, options, stream)
+            }
+        }
+    });
+    ran.map(|variant| variant.name).map_err(to_py)
+}
+
+/// # Safety
+/// `attention_raw`'s contract for the views of `ops` (q, k, v, out), `lse` and `stream`.
+unsafe fn run<T: Element>(
+    gpu: &Gpu,
+    ops: &[Operand],
+    lse: Option<u64>,
+    options: RawOptions,
+    stream: usize,
+) -> flashrs::Result<&'static flashrs::VariantSpec> {
+    let [q, k, v, out] = [0, 1, 2, 3].map(|i| view::<T>(&ops[i]));
+    // Safety: this function's contract.
+    unsafe { attention_raw(gpu, q, k, v, out, lse, options, stream as *mut std::ffi::c_void) }
+}
+
+/// The native module; `flashrs` (the Python package) is its user-facing wrapper.
+#[pymodule]
+fn _flashrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(attention, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,211 @@
+"""Bad input to flashrs.attention, without torch or a GPU: small stand-ins carry the attributes the
+wrapper reads of a torch tensor, and every check before the launch must answer with a one-line
+ValueError. Runs in CI (python -m unittest discover python/tests)."""
+
+import ctypes
+import unittest
+
+import flashrs
+
+BASE = 0x7F00_0000_0000
+
+
+def _contiguous(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+class Dtype:
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+class Device:
+    def __init__(self, kind="cuda", index=0):
+        self.type, self.index = kind, index
+
+
+class FakeTensor:
+    """What flashrs reads of a torch tensor: data_ptr(), shape, stride(), dtype, device."""
+
+    def __init__(self, shape, ptr, dtype="float16", device=None, strides=None):
+        self.shape = tuple(shape)
+        self._ptr = ptr
+        self._strides = tuple(strides) if strides is not None else _contiguous(shape)
+        self.dtype = Dtype(dtype)
+        self.device = device or Device()
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self):
+        return self._strides
+
+
+def tensors(q=(2, 8, 128, 64), kv=(2, 2, 256, 64), **kw):
+    """q, k, v 16 MiB apart (far more than any of them spans)."""
+    return (
+        FakeTensor(q, BASE, **kw),
+        FakeTensor(kv, BASE + (16 << 20), **kw),
+        FakeTensor(kv, BASE + (32 << 20), **kw),
+    )
+
+
+def _has_cuda_driver():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+class Allocations:
+    """Stands in for torch's allocation and stream in the wrapper while a test runs."""
+
+    def __init__(self, out=None, lse=None):
+        self.out, self.lse = out, lse
+        self.saved = {}
+
+    def __enter__(self):
+        for name in ("_empty_like", "_empty_lse", "_current_stream"):
+            self.saved[name] = getattr(flashrs, name)
+        flashrs._empty_like = lambda q: self.out(q) if self.out else FakeTensor(
+            q.shape, BASE + (48 << 20), str(q.dtype)[6:], strides=q.stride()
+        )
+        flashrs._empty_lse = lambda q, rows: self.lse(rows) if self.lse else FakeTensor(
+            rows, BASE + (64 << 20), "float32"
+        )
+        flashrs._current_stream = lambda q: 0
+        return self
+
+    def __exit__(self, *exc):
+        for name, value in self.saved.items():
+            setattr(flashrs, name, value)
+
+
+class BadInput(unittest.TestCase):
+    def refused(self, *words, args=None, **kw):
+        """Calls attention, expecting a one-line ValueError containing every word."""
+        with Allocations():
+            with self.assertRaises(ValueError) as caught:
+                flashrs.attention(*(args or tensors()), **kw)
+        message = str(caught.exception)
+        self.assertEqual(len(message.splitlines()), 1, message)
+        for word in words:
+            self.assertIn(word, message)
+        return message
+
+    def test_not_a_tensor(self):
+        q, k, v = tensors()
+        self.refused("k must be a torch.Tensor", "list", args=(q, [1, 2], v))
+
+    def test_not_on_cuda(self):
+        q, k, v = tensors()
+        v.device = Device("cpu", None)
+        self.refused("v is on cpu", "CUDA tensors", args=(q, k, v))
+
+    def test_dtype(self):
+        self.refused("q has dtype torch.float32", "float16 or torch.bfloat16", args=tensors(dtype="float32"))
+        q, k, v = tensors()
+        k.dtype = Dtype("bfloat16")
+        self.refused("q is torch.float16 and k is torch.bfloat16", args=(q, k, v))
+
+    def test_devices_differ(self):
+        q, k, v = tensors()
+        k.device = Device("cuda", 1)
+        self.refused("q is on cuda:0 and k on cuda:1", args=(q, k, v))
+
+    def test_dims(self):
+        self.refused("q has 3 dims", args=tensors(q=(8, 128, 64)))
+
+    def test_not_contiguous(self):
+        q, k, v = tensors()
+        q._strides = (8 * 128 * 128, 128 * 128, 128, 1)  # a slice of a D=128 tensor
+        self.refused("q: strides", "neither", args=(q, k, v))
+        q, k, v = tensors()
+        k._strides = (2 * 256 * 64, 256 * 64, 1, 256)  # transposed S and D
+        self.refused("k: strides", args=(q, k, v))
+
+    def test_shape_mismatches(self):
+        self.refused("keys and values need the same dims", args=(tensors()[0], tensors()[1], FakeTensor((2, 2, 255, 64), BASE + (32 << 20))))
+        self.refused("batch", args=tensors(kv=(1, 2, 256, 64)))
+        self.refused("must divide q's 8", args=tensors(kv=(2, 3, 256, 64)))
+        self.refused("same head dim", args=tensors(kv=(2, 2, 256, 128)))
+        self.refused("at least 1", args=tensors(q=(2, 8, 0, 64)))
+
+    def test_layouts_differ(self):
+        q, k, v = tensors()
+        # k stored [B, S, H, D] (a transposed view), q and v [B, H, S, D].
+        k._strides = (256 * 2 * 64, 64, 2 * 64, 1)
+        self.refused("q is bhsd and k is bshd", args=(q, k, v))
+
+    def test_head_dim(self):
+        self.refused("unsupported head dim 96", args=tensors(q=(1, 2, 16, 96), kv=(1, 2, 16, 96)))
+
+    def test_addresses(self):
+        q, k, v = tensors()
+        q._ptr += 2
+        self.refused("q: device address", "not aligned to 16 bytes", args=(q, k, v))
+        q, k, v = tensors()
+        v._ptr = 0
+        self.refused("v: the device pointer is null", args=(q, k, v))
+
+    def test_options(self):
+        self.refused("scale must be a positive finite number", scale=-1.0)
+        self.refused("scale", scale=float("nan"))
+        self.refused('layout must be None, "bhsd" or "bshd"', layout="bhds")
+
+    def test_bshd_order_reads_the_shape_as_b_s_h_d(self):
+        # [B, S, H, D] shapes are a mismatch in the default order (S=128 "heads" vs 256).
+        q, k, v = tensors(q=(2, 128, 8, 64), kv=(2, 256, 2, 64))
+        self.refused("must divide", args=(q, k, v))
+        self.assertEqual(
+            flashrs._flashrs.check(*(flashrs._describe("t", t) for t in (q, k, v)), "bshd", False, None),
+            (2, 8, 128),
+        )
+
+    def test_outputs_are_checked_too(self):
+        # An output torch got wrong (as if empty_like had not kept the dims) and a bad LSE.
+        q, k, v = tensors()
+        wrong_out = lambda q: FakeTensor((2, 8, 127, 64), BASE + (48 << 20))
+        with Allocations(out=wrong_out), self.assertRaises(ValueError) as caught:
+            flashrs.attention(q, k, v)
+        self.assertIn("the output takes q's dims", str(caught.exception))
+        over_q = lambda q: FakeTensor(q.shape, BASE + 4096)
+        with Allocations(out=over_q), self.assertRaises(ValueError) as caught:
+            flashrs.attention(q, k, v)
+        self.assertIn("out overlaps q", str(caught.exception))
+        half_lse = lambda rows: FakeTensor(rows, BASE + (64 << 20), "float16")
+        with Allocations(lse=half_lse), self.assertRaises(ValueError) as caught:
+            flashrs.attention(q, k, v, return_lse=True)
+        self.assertIn("contiguous torch.float32 [B, H, S_q] = [2, 8, 128]", str(caught.exception))
+
+
+class GoodInput(unittest.TestCase):
+    def test_checks_pass_for_every_accepted_form(self):
+        describe = lambda ts: [flashrs._describe(n, t) for n, t in zip("qkv", ts)]
+        check = flashrs._flashrs.check
+        self.assertEqual(check(*describe(tensors()), None, True, 0.125), (2, 8, 128))
+        self.assertEqual(check(*describe(tensors(dtype="bfloat16")), "bhsd", False, None), (2, 8, 128))
+        # [B, S, H, D] memory seen through a transpose to [B, H, S, D] (SDPA callers' usual q).
+        q, k, v = tensors()
+        q._strides = (128 * 8 * 64, 64, 8 * 64, 1)
+        k._strides = v._strides = (256 * 2 * 64, 64, 2 * 64, 1)
+        self.assertEqual(check(*describe((q, k, v)), None, False, None), (2, 8, 128))
+
+    @unittest.skipIf(_has_cuda_driver(), "launches on the fake addresses where a GPU is present")
+    def test_accepted_input_reaches_the_gpu(self):
+        with Allocations():
+            with self.assertRaises(RuntimeError) as caught:
+                flashrs.attention(*tensors(), causal=True, return_lse=True)
+        self.assertIn("no CUDA driver found", str(caught.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
