@@ -26,7 +26,7 @@ fi
 run python3 -c "$smoke" || status=1
 # From the checkout's root, so that python/flashrs (no native module) does not shadow the install.
 run python3 -m unittest discover -v -s python/tests -t python/tests || status=1
-run python3 python/bench_torch.py --json "$OUT/bench_torch_h100.json" || status=1
-run python3 python/bench_torch.py --dtype bf16 --json "$OUT/bench_torch_bf16_h100.json" || status=1
+run python3 python/bench/bench_torch.py --json "$OUT/bench_torch_h100.json" || status=1
+run python3 python/bench/bench_torch.py --dtype bf16 --json "$OUT/bench_torch_bf16_h100.json" || status=1
 echo "python round finished with status $status" | tee -a "$LOG"
 exit $status

@@ -447,22 +447,28 @@ impl From<RawOptions> for Params {
 /// size 1 is never used, so it may be anything (as in PyTorch's own contiguity test). `what`
 /// names the tensor in the error.
 pub fn layout_from_strides(what: &'static str, dims: [usize; 4], strides: [i64; 4]) -> Result<Layout> {
-    let contiguous = |order: [usize; 4]| {
-        let mut expected: i64 = 1;
-        order.iter().rev().all(|&axis| {
-            let fits = dims[axis] <= 1 || strides[axis] == expected;
-            expected = expected.saturating_mul(dims[axis] as i64);
-            fits
-        })
-    };
     // When both fit (one head or one position) the memory order is the same either way.
-    if contiguous([0, 1, 2, 3]) {
-        Ok(Layout::Bhsd)
-    } else if contiguous([0, 2, 1, 3]) {
-        Ok(Layout::Bshd)
-    } else {
-        Err(Error::NotContiguous { what, dims, strides })
-    }
+    [Layout::Bhsd, Layout::Bshd]
+        .into_iter()
+        .find(|&layout| fits_layout(dims, strides, layout))
+        .ok_or(Error::NotContiguous { what, dims, strides })
+}
+
+/// Whether a tensor of `dims` (`[B, H, S, D]`) with `strides` (elements, same order) is
+/// contiguous in `layout`; a dim of size 1 fits any stride. A tensor with one head or one
+/// position fits both layouts: callers that read several tensors' layouts should pick one that
+/// fits them all (see the Python package's `operands`).
+pub fn fits_layout(dims: [usize; 4], strides: [i64; 4], layout: Layout) -> bool {
+    let order = match layout {
+        Layout::Bhsd => [0, 1, 2, 3],
+        Layout::Bshd => [0, 2, 1, 3],
+    };
+    let mut expected: i64 = 1;
+    order.iter().rev().all(|&axis| {
+        let fits = dims[axis] <= 1 || strides[axis] == expected;
+        expected = expected.saturating_mul(dims[axis] as i64);
+        fits
+    })
 }
 
 /// Every check [`attention_raw`] makes before it touches the GPU, without one: the dims and

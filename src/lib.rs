@@ -34,8 +34,8 @@ pub mod tuned_table;
 pub mod variants;
 
 pub use api::{
-    attention, attention_raw, check_views, layout_from_strides, Attention, DeviceTensor, Element, LseBuffer,
-    RawOptions, TensorView,
+    attention, attention_raw, check_views, fits_layout, layout_from_strides, Attention, DeviceTensor,
+    Element, LseBuffer, RawOptions, TensorView,
 };
 pub use error::{Error, Result};
 pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};

@@ -7,7 +7,7 @@
 use std::sync::Mutex;
 
 use flashrs::api::{attention_raw, bf16, check_views, f16, RawOptions, TensorView};
-use flashrs::{layout_from_strides, Element, Error, Gpu, Layout};
+use flashrs::{fits_layout, layout_from_strides, Element, Error, Gpu, Layout};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -20,6 +20,8 @@ struct Described(u64, Vec<usize>, Vec<i64>, String, String, Option<i64>);
 struct Operand {
     ptr: u64,
     dims: [usize; 4],
+    /// Strides in the order of `dims`.
+    strides: [i64; 4],
     layout: Layout,
     dtype: String,
     device: i64,
@@ -89,10 +91,12 @@ fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Ope
         )));
     }
     let dims = order.map(|axis| shape[axis]);
-    let layout = layout_from_strides(what, dims, order.map(|axis| strides[axis])).map_err(to_py)?;
+    let strides = order.map(|axis| strides[axis]);
+    let layout = layout_from_strides(what, dims, strides).map_err(to_py)?;
     Ok(Operand {
         ptr: *ptr,
         dims,
+        strides,
         layout,
         dtype: dtype.clone(),
         device,
@@ -104,11 +108,20 @@ fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Ope
 fn operands(inputs: [&Described; 3], out: Option<&Described>, order: [usize; 4]) -> PyResult<Vec<Operand>> {
     let names = ["q", "k", "v", "out"];
     let all = inputs.into_iter().chain(out);
-    let operands = names
+    let mut operands = names
         .into_iter()
         .zip(all)
         .map(|(what, t)| operand(what, t, order))
-        .collect::<PyResult<Vec<_>>>()?;
+        .collect::<PyResult<Vec<Operand>>>()?;
+    // A tensor with one head (k and v under multi-query attention) or one position fits both
+    // layouts: take one that fits every tensor, so that such a tensor does not read as the other
+    // layout than q's. When none does, each keeps its own and the library names the mismatch.
+    let fits_all = |layout| operands.iter().all(|o| fits_layout(o.dims, o.strides, layout));
+    if let Some(common) = [Layout::Bhsd, Layout::Bshd].into_iter().find(|&l| fits_all(l)) {
+        for o in &mut operands {
+            o.layout = common;
+        }
+    }
     let q = &operands[0];
     for (what, other) in names.iter().zip(&operands).skip(1) {
         if other.dtype != q.dtype {

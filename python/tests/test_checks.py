@@ -198,6 +198,11 @@ class GoodInput(unittest.TestCase):
         q._strides = (128 * 8 * 64, 64, 8 * 64, 1)
         k._strides = v._strides = (256 * 2 * 64, 64, 2 * 64, 1)
         self.assertEqual(check(*describe((q, k, v)), None, False, None), (2, 8, 128))
+        # Multi-query k and v (one head) are contiguous in both layouts: they must take q's
+        # [B, S, H, D] memory order rather than read as [B, H, S, D] (seen on the H100).
+        q, k, v = tensors(kv=(2, 1, 256, 64))
+        q._strides = (128 * 8 * 64, 64, 8 * 64, 1)
+        self.assertEqual(check(*describe((q, k, v)), None, False, None), (2, 8, 128))
 
     @unittest.skipIf(_has_cuda_driver(), "launches on the fake addresses where a GPU is present")
     def test_accepted_input_reaches_the_gpu(self):

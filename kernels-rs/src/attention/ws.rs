@@ -132,9 +132,10 @@ macro_rules! for_each_item {
 /// Without `PERSISTENT` the grid has one block per item (`attention`'s convention: row block x,
 /// head y and z). With it, one block per SM walks items `block, block + grid, ...`, so that the
 /// producer copies the next item's Q and first K/V tiles while the consumers still finish this
-/// one's products and epilogue. Items run head by head (the blocks working at once share their
-/// heads' K and V in L2); causal items go longest first (the last row blocks see the most keys),
-/// so that the blocks' shares even out as the list drains.
+/// one's products and epilogue. Items run head by head, so that the blocks working at once share
+/// their heads' K and V in L2 (causal items ordered longest first across all heads made every
+/// block read another head's K and V: 13% slower at (1,16,16384,128), docs/perf-notes.md v12);
+/// inside a causal head the last row blocks, which see the most keys, go first.
 #[derive(Clone, Copy)]
 struct Schedule<const PERSISTENT: bool> {
     block_m: u32,
@@ -191,10 +192,12 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
         if w >= self.row_blocks * self.batch_heads {
             return None;
         }
-        let (head, row_block) = if self.causal {
-            (w % self.batch_heads, self.row_blocks - 1 - w / self.batch_heads)
+        let (head, row_block) = (w / self.row_blocks, w % self.row_blocks);
+        // Causal: a head's last row blocks, which see the most keys, first.
+        let row_block = if self.causal {
+            self.row_blocks - 1 - row_block
         } else {
-            (w / self.row_blocks, w % self.row_blocks)
+            row_block
         };
         Some((head as usize, row_block * self.block_m))
     }

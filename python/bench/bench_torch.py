@@ -3,7 +3,10 @@ SDPA backends on the same tensors: per shape, the median of CUDA-event times of 
 after a warm-up. Host overhead is included for every contestant alike (this is the cost a
 Python caller pays; `host bench` times the kernels alone through CUDA graphs).
 
-    python3 python/bench_torch.py --json bench_torch.json [--dtype bf16] [--iters 50]
+    python3 python/bench/bench_torch.py --json bench_torch.json [--dtype bf16] [--iters 50]
+
+It lives in its own folder, not in python/: a script's folder comes first on sys.path, and
+python/flashrs (the package's sources, without the native module) would shadow the installed one.
 """
 
 import argparse
