@@ -54,7 +54,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=kernels.toml");
     println!("cargo:rerun-if-changed=src/spec.rs");
-    println!("cargo:rerun-if-changed=kernels-rs/Cargo.toml");
+    println!("cargo:rerun-if-changed=kernels-rs/manifest.toml");
     println!("cargo:rerun-if-changed=kernels-rs/src");
     println!("cargo:rerun-if-env-changed=FLASHRS_DEVICE_RUSTC");
     println!("cargo:rerun-if-env-changed=FLASHRS_DEVICE_CARGO");
@@ -79,6 +79,7 @@ fn main() {
         Some(dir) => PathBuf::from(dir),
         None => root.join("target"),
     };
+    let manifest_dir = device_manifest(&root, &out_dir);
     let started = std::time::Instant::now();
     // The architectures build concurrently: each nested build is one LTO'd crate, mostly one
     // core, so on a 2-core machine this halves the clean build.
@@ -89,9 +90,9 @@ fn main() {
                 let device_table = out_dir.join(format!("device_kernels_{arch}.rs"));
                 fs::write(&device_table, device_table_source(&table, &variants, arch_number)).unwrap();
                 let target_dir = target_root.join("device").join(arch);
-                let (root, rustc, cargo) = (&root, &rustc, &cargo);
+                let (manifest_dir, rustc, cargo) = (&manifest_dir, &rustc, &cargo);
                 scope.spawn(move || {
-                    let ptx = build_ptx(root, rustc, cargo, arch, &target_dir, &device_table);
+                    let ptx = build_ptx(manifest_dir, rustc, cargo, arch, &target_dir, &device_table);
                     (arch, arch_number, ptx)
                 })
             })
@@ -256,7 +257,27 @@ fn device_toolchain() -> (PathBuf, PathBuf) {
     (rustc, cargo)
 }
 
-fn build_ptx(root: &Path, rustc: &Path, cargo: &Path, arch: &str, target_dir: &Path, table: &Path) -> String {
+/// The device crate's manifest as cargo wants it, `OUT_DIR/kernels-rs/Cargo.toml`, from
+/// `kernels-rs/manifest.toml` with the library's path made absolute (see that file for why it is
+/// not `kernels-rs/Cargo.toml`), and its lock file beside it. Returns the folder.
+fn device_manifest(root: &Path, out_dir: &Path) -> PathBuf {
+    let source = root.join("kernels-rs/manifest.toml");
+    let text = fs::read_to_string(&source).unwrap_or_else(|e| fail(&format!("{}: {e}", source.display())));
+    let lib = root.join("kernels-rs/src/lib.rs");
+    let relative = "path = \"src/lib.rs\"";
+    if !text.contains(relative) {
+        fail(&format!("{}: expected `{relative}` in its [lib] section", source.display()));
+    }
+    let dir = out_dir.join("kernels-rs");
+    fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+    let manifest = text.replace(relative, &format!("path = {:?}", lib.display().to_string()));
+    fs::write(dir.join("Cargo.toml"), manifest).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+    let lock = root.join("kernels-rs/Cargo.lock");
+    fs::copy(&lock, dir.join("Cargo.lock")).unwrap_or_else(|e| fail(&format!("{}: {e}", lock.display())));
+    dir
+}
+
+fn build_ptx(manifest_dir: &Path, rustc: &Path, cargo: &Path, arch: &str, target_dir: &Path, table: &Path) -> String {
     let mut cmd = Command::new(cargo);
     // A clean environment: the outer cargo's variables (RUSTC, RUSTUP_TOOLCHAIN, CARGO_*, flags)
     // describe the host build and would leak into this one.
@@ -291,7 +312,7 @@ fn build_ptx(root: &Path, rustc: &Path, cargo: &Path, arch: &str, target_dir: &P
                 }
             ),
         )
-        .current_dir(root.join("kernels-rs"))
+        .current_dir(manifest_dir)
         .args([
             "rustc",
             "--release",
