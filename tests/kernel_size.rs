@@ -76,9 +76,8 @@ fn fn_name(code: &str) -> Option<String> {
     let words: Vec<&str> = code.split_whitespace().collect();
     let at = words.iter().position(|w| *w == "fn")?;
     // Only qualifiers may stand before `fn` (visibility, const, unsafe, extern "ABI").
-    let qualifier = |w: &&str| {
-        w.starts_with("pub") || matches!(*w, "const" | "unsafe" | "extern" | "async" | "\"\"")
-    };
+    let qualifier =
+        |w: &&str| w.starts_with("pub") || matches!(*w, "const" | "unsafe" | "extern" | "async" | "\"\"");
     if !words[..at].iter().all(qualifier) {
         return None;
     }
@@ -148,12 +147,17 @@ fn no_device_function_is_longer_than_the_limit() {
     let too_long: Vec<String> = functions
         .iter()
         .filter(|f| f.lines > MAX_LINES)
-        .map(|f| format!("{}:{} {} ({} lines)", f.file.display(), f.first_line, f.name, f.lines))
+        .map(|f| {
+            format!(
+                "{}:{} {} ({} lines)",
+                f.file.display(),
+                f.first_line,
+                f.name,
+                f.lines
+            )
+        })
         .collect();
-    assert!(
-        too_long.is_empty(),
-        "longer than {MAX_LINES} lines: {too_long:?}"
-    );
+    assert!(too_long.is_empty(), "longer than {MAX_LINES} lines: {too_long:?}");
     let longest = functions.iter().max_by_key(|f| f.lines).expect("functions found");
     println!(
         "{} device functions, the longest {} ({} lines)",
@@ -168,7 +172,10 @@ fn no_device_function_is_longer_than_the_limit() {
 #[test]
 fn every_family_body_is_measured() {
     let functions = device_functions();
-    for variant in flashrs::VARIANTS.iter().chain(flashrs::variants::EXPERIMENTAL_VARIANTS) {
+    for variant in flashrs::VARIANTS
+        .iter()
+        .chain(flashrs::variants::EXPERIMENTAL_VARIANTS)
+    {
         let family = variant.family.name();
         let body = functions.iter().find(|f| f.name == family);
         let body = body.unwrap_or_else(|| panic!("no function `{family}` found in kernels-rs/src"));
@@ -188,7 +195,9 @@ fn the_measure_counts_from_fn_to_its_closing_brace() {
     std::fs::write(&file, source).unwrap();
     let found = functions(&file);
     std::fs::remove_dir_all(&dir).unwrap();
-    let summary: Vec<(&str, usize, usize)> =
-        found.iter().map(|f| (f.name.as_str(), f.first_line, f.lines)).collect();
+    let summary: Vec<(&str, usize, usize)> = found
+        .iter()
+        .map(|f| (f.name.as_str(), f.first_line, f.lines))
+        .collect();
     assert_eq!(summary, [("body", 6, 9), ("one", 15, 1)]);
 }
