@@ -11,7 +11,7 @@
 
 use super::pipeline::{KvSource, TileCopy};
 use super::Problem;
-use crate::arch::{self, SharedAddr};
+use crate::arch;
 use crate::tile::{self, Padded};
 
 /// The paged-cache launch parameters (see `launch.rs`); all zero for contiguous K/V.
