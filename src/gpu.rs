@@ -300,6 +300,43 @@ pub struct BarrierCount {
     pub sms_used: usize,
 }
 
+/// Reads the barrier log of a `_counted` launch (`RECORD_WORDS` per block: barriers, tiles,
+/// cycles, SM): the barriers per tile, which must be the same in every block that had tiles.
+pub(crate) fn barrier_count(log: &[u32], symbol: &str) -> Result<BarrierCount> {
+    let n_blocks = log.len() / RECORD_WORDS;
+    let mut per_tile: Option<f64> = None;
+    let mut tiles_total = 0u64;
+    let mut cycles = Vec::with_capacity(n_blocks);
+    let mut sms = std::collections::BTreeSet::new();
+    for (block, record) in log.chunks_exact(RECORD_WORDS).enumerate() {
+        let (barriers, tiles) = (record[0], record[1]);
+        tiles_total += tiles as u64;
+        sms.insert(record[3]);
+        if tiles == 0 {
+            continue;
+        }
+        cycles.push(record[2] as f64 / tiles as f64);
+        let ratio = barriers as f64 / tiles as f64;
+        match per_tile {
+            None => per_tile = Some(ratio),
+            Some(first) if first != ratio => {
+                return Err(Error::InvalidProblem(format!(
+                    "{symbol}: block {block} ran {barriers} barriers over {tiles} tiles ({ratio}/tile), \
+                     other blocks {first}/tile"
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(BarrierCount {
+        per_tile: per_tile.unwrap_or(0.0),
+        blocks: n_blocks,
+        tiles: tiles_total,
+        cycles_per_tile: crate::stats::median(&cycles).unwrap_or(0.0),
+        sms_used: sms.len(),
+    })
+}
+
 /// Pushes every field of a `LaunchArgs` as one kernel argument, in parameter order.
 macro_rules! push_launch_args {
     ($builder:ident, $args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
@@ -311,7 +348,7 @@ macro_rules! push_launch_args {
 const MAX_GRID_Y: u32 = 65_535;
 
 /// Words the instrumented twin records per block (see `kernels-rs/src/attention/mod.rs`).
-const RECORD_WORDS: usize = 4;
+pub(crate) const RECORD_WORDS: usize = 4;
 
 impl Gpu {
     /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a
@@ -888,39 +925,7 @@ impl Gpu {
         };
         let mut log = tensors.stream.alloc_zeros::<u32>(RECORD_WORDS * n_blocks)?;
         self.launch(&kernel, tensors, params, Some(&mut log))?;
-        let log = self.download(&log)?;
-        let mut per_tile: Option<f64> = None;
-        let mut tiles_total = 0u64;
-        let mut cycles = Vec::with_capacity(n_blocks);
-        let mut sms = std::collections::BTreeSet::new();
-        for (block, record) in log.chunks_exact(RECORD_WORDS).enumerate() {
-            let (barriers, tiles) = (record[0], record[1]);
-            tiles_total += tiles as u64;
-            sms.insert(record[3]);
-            if tiles == 0 {
-                continue;
-            }
-            cycles.push(record[2] as f64 / tiles as f64);
-            let ratio = barriers as f64 / tiles as f64;
-            match per_tile {
-                None => per_tile = Some(ratio),
-                Some(first) if first != ratio => {
-                    return Err(Error::InvalidProblem(format!(
-                        "{}: block {block} ran {barriers} barriers over {tiles} tiles ({ratio}/tile), \
-                         other blocks {first}/tile",
-                        kernel.symbol
-                    )))
-                }
-                Some(_) => {}
-            }
-        }
-        Ok(BarrierCount {
-            per_tile: per_tile.unwrap_or(0.0),
-            blocks: n_blocks,
-            tiles: tiles_total,
-            cycles_per_tile: crate::stats::median(&cycles).unwrap_or(0.0),
-            sms_used: sms.len(),
-        })
+        barrier_count(&self.download(&log)?, &kernel.symbol)
     }
 
     /// Times `iters` launches, each between its own pair of CUDA events, after `warmup` launches.

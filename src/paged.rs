@@ -13,7 +13,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, Kernel};
+use crate::gpu::{BarrierCount, Gpu, Kernel};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -327,6 +327,28 @@ impl Gpu {
         let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
         tensors.lse = Some(self.upload(&vec![f32::NAN; rows])?);
         Ok(())
+    }
+
+    /// Runs the barrier-counting twin of `variant`'s paged entry point once on `tensors` and reads
+    /// its log, as [`Gpu::count_barriers`] does for the contiguous kernels.
+    pub fn count_paged_barriers(
+        &self,
+        variant: &'static VariantSpec,
+        tensors: &mut PagedTensors,
+        params: Params,
+    ) -> Result<BarrierCount> {
+        let shape = tensors.shape;
+        let kernel = self.paged_kernel(variant, shape.head_dim, tensors.dtype, true)?;
+        let plan = self
+            .decode_plan(&kernel.0, shape)?
+            .expect("a paged kernel is a flash_decode one");
+        let config = plan.grid(variant.threads(), kernel.0.smem_bytes());
+        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let mut log = self
+            .stream()
+            .alloc_zeros::<u32>(crate::gpu::RECORD_WORDS * blocks)?;
+        self.launch_paged(&kernel, tensors, params, Some(&mut log))?;
+        crate::gpu::barrier_count(&self.download(&log)?, kernel.0.symbol())
     }
 
     /// Launches `kernel` on the paged tensors (asynchronously, on this GPU's stream): the

@@ -263,7 +263,7 @@ fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, 
                 dtype: args.dtype,
             };
             let data = crate::paged::data(&problem, inputs::fresh_seed(), true)?;
-            let mut tensors = crate::paged::upload(gpu, &data, args.dtype)?;
+            let mut tensors = crate::paged::upload(gpu, &data, args.dtype, flashrs::Layout::Bhsd)?;
             let params = Params { causal, scale: None };
             for variant in decode.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
                 let kernel = gpu.paged_kernel(variant, shape.head_dim, args.dtype, false)?;

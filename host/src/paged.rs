@@ -115,6 +115,8 @@ pub struct Case {
     pub problem: String,
     pub causal: bool,
     pub dtype: &'static str,
+    /// The layout of Q and the output (the cache has its own).
+    pub layout: Layout,
     pub splits_max_len: usize,
     pub max_abs_err: f64,
     pub rel_l2_err: f64,
@@ -124,12 +126,14 @@ pub struct Case {
 }
 
 /// Runs every runnable `flash_decode` variant's paged entry point on `problem` (fresh inputs
-/// from `seed`) and judges output and log-sum-exp against the float64 paged reference.
+/// from `seed`), with Q and the output in each of `layouts`, and judges output and log-sum-exp
+/// against the float64 paged reference.
 pub fn check(
     gpu: &Gpu,
     variants: &[&'static VariantSpec],
     problem: &Problem,
     seed: u64,
+    layouts: &[Layout],
     lse_tolerance: f64,
     lse_error: impl Fn(&[f32], &[f64]) -> f64,
 ) -> Result<Vec<Case>, Failure> {
@@ -160,36 +164,42 @@ pub fn check(
             && v.min_arch <= gpu.arch
     }) {
         let kernel = gpu.paged_kernel(variant, shape.head_dim, problem.dtype, false)?;
-        let mut tensors = upload(gpu, &data, problem.dtype)?;
-        gpu.request_paged_lse(&mut tensors)?;
-        gpu.launch_paged(&kernel, &mut tensors, params, None)?;
-        let out = decode(&gpu.download(tensors.out())?);
-        let lse = gpu.download(tensors.lse().expect("requested above"))?;
-        let cmp = reference::compare(&out, &reference);
-        let lse_err = lse_error(&lse, &reference_lse);
-        cases.push(Case {
-            kernel: variant.name,
-            problem: problem.describe(),
-            causal: problem.causal,
-            dtype: problem.dtype.name(),
-            splits_max_len: shape.seq_k,
-            max_abs_err: cmp.max_abs_err,
-            rel_l2_err: cmp.rel_l2_err,
-            non_finite: cmp.non_finite,
-            lse_max_abs_err: lse_err,
-            pass: cmp.passes(problem.dtype.tolerance()) && lse_err <= lse_tolerance,
-        });
+        for &layout in layouts {
+            let mut tensors = upload(gpu, &data, problem.dtype, layout)?;
+            gpu.request_paged_lse(&mut tensors)?;
+            gpu.launch_paged(&kernel, &mut tensors, params, None)?;
+            let (b, h, s, d) = (shape.batch, shape.heads, shape.seq_q, shape.head_dim);
+            let out = layout.to_bhsd(&decode(&gpu.download(tensors.out())?), b, h, s, d);
+            let lse = gpu.download(tensors.lse().expect("requested above"))?;
+            let cmp = reference::compare(&out, &reference);
+            let lse_err = lse_error(&lse, &reference_lse);
+            cases.push(Case {
+                kernel: variant.name,
+                problem: problem.describe(),
+                causal: problem.causal,
+                dtype: problem.dtype.name(),
+                layout,
+                splits_max_len: shape.seq_k,
+                max_abs_err: cmp.max_abs_err,
+                rel_l2_err: cmp.rel_l2_err,
+                non_finite: cmp.non_finite,
+                lse_max_abs_err: lse_err,
+                pass: cmp.passes(problem.dtype.tolerance()) && lse_err <= lse_tolerance,
+            });
+        }
     }
     Ok(cases)
 }
 
-/// The problem's tensors on the GPU (Q as `[B, H, S_q, D]`).
-pub fn upload(gpu: &Gpu, data: &Data, dtype: DType) -> Result<PagedTensors, Failure> {
+/// The problem's tensors on the GPU, Q (and so the output) in `layout`.
+pub fn upload(gpu: &Gpu, data: &Data, dtype: DType, layout: Layout) -> Result<PagedTensors, Failure> {
+    let shape = data.shape;
+    let q = layout.from_bhsd(&data.q, shape.batch, shape.heads, shape.seq_q, shape.head_dim);
     Ok(gpu.paged_tensors(
-        Layout::Bhsd,
+        layout,
         data.shape,
         dtype,
-        &data.q,
+        &q,
         &data.k_cache,
         &data.v_cache,
         data.cache.clone(),
@@ -227,6 +237,44 @@ pub fn problems(dtypes: &[DType], masks: &[bool]) -> Vec<Problem> {
         }
     }
     out
+}
+
+/// `verify --quick`'s paged set, small enough for compute-sanitizer: a length-0 sequence, a page
+/// tail and a split length, grouped heads, in both block sizes the issue names.
+pub fn quick_problems(dtypes: &[DType], masks: &[bool]) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for block_size in [16, 256] {
+        for &causal in masks {
+            for &dtype in dtypes {
+                out.push(Problem {
+                    heads: 8,
+                    heads_kv: 2,
+                    seq_q: 2,
+                    head_dim: 64,
+                    block_size,
+                    lens: vec![0, 17, 1100],
+                    causal,
+                    dtype,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The small paged problem whose barriers `verify` counts at run time: two sequences of several
+/// KV tiles each (one a page tail), grouped heads.
+pub fn barrier_problem(head_dim: usize, dtype: DType) -> Problem {
+    Problem {
+        heads: 8,
+        heads_kv: 2,
+        seq_q: 1,
+        head_dim,
+        block_size: 64,
+        lens: vec![700, 333],
+        causal: false,
+        dtype,
+    }
 }
 
 /// A random paged problem: 1-6 sequences of 0-5000 keys (0 and 1 often), a random block size,

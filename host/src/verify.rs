@@ -21,15 +21,16 @@ pub struct Args {
     /// Named shape sets, comma-separated: small, mission, long, odd, edge, large, std, splitkv
     /// (decode-like shapes that flash_decode splits over the keys), decode (bench's, large),
     /// paged (flash_decode's paged entry points on a paged KV cache: block sizes 16, 64, 256,
-    /// random page permutations, lengths from 0, grouped heads, causal with S_q > 1).
+    /// random page permutations, lengths from 0, grouped heads, causal with S_q > 1; Q and the
+    /// output in each `--layout`).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "small,mission,long,odd,edge,splitkv,paged"
     )]
     shapes: Vec<String>,
-    /// A quick pass for slow tools (compute-sanitizer): the small, odd and edge shapes in fp16, our
-    /// kernels only (not the cuBLAS path).
+    /// A quick pass for slow tools (compute-sanitizer): the small, odd and edge shapes and a small
+    /// paged set in fp16, our kernels only (not the cuBLAS path).
     #[arg(long)]
     quick: bool,
     /// Multiply Q and K by this factor, so that scores reach large magnitudes (40 at head dim
@@ -111,6 +112,8 @@ struct Case {
 #[derive(Serialize)]
 pub struct BarrierCheck {
     pub kernel: &'static str,
+    /// The variant's paged-cache entry point (`flash_decode`), not its contiguous one.
+    pub paged: bool,
     pub head_dim: usize,
     pub dtype: DType,
     pub policy: Option<Policy>,
@@ -204,7 +207,8 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
 /// `--quick`: the shapes, dtype and kernels that a compute-sanitizer pass can afford.
 fn apply_quick(args: &mut Args) {
     if args.quick {
-        args.shapes = vec!["small".into(), "odd".into(), "edge".into()];
+        // `paged` is `paged::quick_problems` under `--quick` (`check_paged`).
+        args.shapes = vec!["small".into(), "odd".into(), "edge".into(), "paged".into()];
         args.dtype = vec![DType::F16];
         // Naming every variant leaves the cuBLAS path out.
         if args.kernels.is_empty() {
@@ -615,24 +619,54 @@ pub fn check_barriers(
                 let params = Params { causal, scale: None };
                 runtime[i] = gpu.count_barriers(variant, &mut tensors, params)?.per_tile;
             }
-            out.push(static_barriers(variant, head_dim, dtype, runtime));
+            out.push(static_barriers(variant, head_dim, dtype, runtime, false));
+            if variant.family == Family::FlashDecode {
+                out.push(check_paged_barriers(gpu, variant, head_dim, dtype)?);
+            }
         }
     }
     Ok(out)
 }
 
-/// The declared and PTX counts of one variant, judged together with the run-time counts.
+/// A `flash_decode` variant's paged entry point, counted at run time (`_paged_counted`) on a
+/// small paged cache, non-causal and causal, and judged as the contiguous entry points are.
+fn check_paged_barriers(
+    gpu: &Gpu,
+    variant: &'static VariantSpec,
+    head_dim: usize,
+    dtype: DType,
+) -> Result<BarrierCheck, Failure> {
+    let problem = crate::paged::barrier_problem(head_dim, dtype);
+    let data = crate::paged::data(&problem, 1, false)?;
+    let mut tensors = crate::paged::upload(gpu, &data, dtype, Layout::Bhsd)?;
+    let mut runtime = [0.0; 2];
+    for (i, causal) in [false, true].into_iter().enumerate() {
+        let params = Params { causal, scale: None };
+        runtime[i] = gpu.count_paged_barriers(variant, &mut tensors, params)?.per_tile;
+    }
+    Ok(static_barriers(variant, head_dim, dtype, runtime, true))
+}
+
+/// The declared and PTX counts of one variant (of its paged entry point with `paged`), judged
+/// together with the run-time counts.
 pub fn static_barriers(
     variant: &'static VariantSpec,
     head_dim: usize,
     dtype: DType,
     runtime: [f64; 2],
+    paged: bool,
 ) -> BarrierCheck {
-    let symbol = variant.symbol(head_dim, dtype.name());
+    let variant_symbol = variant.symbol(head_dim, dtype.name());
+    // A paged entry point shares its variant's declared count.
     let declared = ptx::u32_globals(embedded::PTX_SM90)
-        .get(format!("{symbol}_barriers_per_tile").as_str())
+        .get(format!("{variant_symbol}_barriers_per_tile").as_str())
         .copied()
         .unwrap_or(u32::MAX);
+    let symbol = match paged {
+        true => variant.paged_symbol(head_dim, dtype.name(), false),
+        false => Some(variant_symbol),
+    }
+    .unwrap_or_default();
     let count_in = |ptx_text: &str| {
         ptx::entries(ptx_text)
             .iter()
@@ -659,6 +693,7 @@ pub fn static_barriers(
     };
     BarrierCheck {
         kernel: variant.name,
+        paged,
         head_dim,
         dtype,
         policy: variant.policy,
@@ -686,7 +721,11 @@ fn check_paged(
         Masks::Causal => &[true],
         Masks::Both => &[false, true],
     };
-    let problems = crate::paged::problems(&args.dtype, masks);
+    let problems = if args.quick {
+        crate::paged::quick_problems(&args.dtype, masks)
+    } else {
+        crate::paged::problems(&args.dtype, masks)
+    };
     let bar = inputs::progress(problems.len(), "paged");
     let mut cases = Vec::new();
     for (index, problem) in problems.iter().enumerate() {
@@ -697,6 +736,7 @@ fn check_paged(
             variants,
             problem,
             case_seed,
+            &args.layout,
             LSE_TOLERANCE,
             lse_error,
         )?);
@@ -717,20 +757,28 @@ fn random_paged(
     for i in 0..count as u64 {
         let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed.wrapping_add(i));
         let problem = crate::paged::random_problem(&mut rng);
+        // Drawn after the problem, so that a seed replays the same problem as before layouts.
+        let layout = if rand::Rng::random_bool(&mut rng, 0.5) {
+            Layout::Bshd
+        } else {
+            Layout::Bhsd
+        };
         let found = crate::paged::check(
             gpu,
             variants,
             &problem,
             seed.wrapping_add(i),
+            &[layout],
             LSE_TOLERANCE,
             lse_error,
         )?;
         for c in found.iter().filter(|c| !c.pass) {
             println!(
-                "FAIL paged {} on {} causal={}: max_abs {:.3e}, lse {:.3e} (replay: --random 1 --seed {})",
+                "FAIL paged {} on {} causal={} {}: max_abs {:.3e}, lse {:.3e} (replay: --random 1 --seed {})",
                 c.kernel,
                 c.problem,
                 c.causal,
+                c.layout,
                 c.max_abs_err,
                 c.lse_max_abs_err,
                 seed.wrapping_add(i)
@@ -744,11 +792,12 @@ fn random_paged(
 fn print_paged(cases: &[crate::paged::Case]) {
     for c in cases {
         println!(
-            "{:<40} paged {} causal={} {} {:>11.3e} {:>11.3e} lse {:.1e}  {}",
+            "{:<40} paged {} causal={} {} {} {:>11.3e} {:>11.3e} lse {:.1e}  {}",
             c.kernel,
             c.problem,
             c.causal,
             c.dtype,
+            c.layout,
             c.max_abs_err,
             c.rel_l2_err,
             c.lse_max_abs_err,
@@ -786,8 +835,8 @@ pub fn print_barriers(checks: &[BarrierCheck]) {
     println!("\nblock barriers per KV tile: declared by the policy / in the PTX loop (sm_80, sm_90a) / counted at run time (non-causal, causal)");
     for b in checks {
         println!(
-            "{:<40} d={:<4} {:>2} / {:>2} {:>2} / {:>4} {:>4}  {}",
-            b.kernel,
+            "{:<46} d={:<4} {:>2} / {:>2} {:>2} / {:>4} {:>4}  {}",
+            format!("{}{}", b.kernel, if b.paged { " (paged)" } else { "" }),
             b.head_dim,
             b.declared,
             b.ptx_sm80.map_or("-".to_string(), |n| n.to_string()),

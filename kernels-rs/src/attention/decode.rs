@@ -48,6 +48,40 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize,
     tile::tile_bytes(block_m, d) + if kv > merge { kv } else { merge }
 }
 
+/// Exports one `flash_decode` variant of `kernels.toml`: the invocation `build.rs` writes for it
+/// (symbol names, then `Spec::kernel_args`), expanded through `kernel!` in `lib.rs`.
+macro_rules! flash_decode {
+    ($name:ident $counted:ident $smem:ident $barriers:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
+     stages = $stages:literal) => {
+        kernel!(@export $name, $counted, $smem,
+            $crate::attention::decode::smem_bytes($d, $bm, $bn, $stages, $w), $barriers,
+            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            |io, p, COUNT| flash_decode!(@body io, p, COUNT, false, $t, $policy, $d, $bm, $bn, $w, $stages));
+    };
+    (@body $io:ident, $p:ident, $count:ident, $paged:literal, $t:ty, $policy:ty, $d:literal,
+     $bm:literal, $bn:literal, $w:literal, $stages:literal) => {
+        $crate::attention::decode::flash_decode::<
+            $t, $policy, $count, $paged, $d, $bn, $w, { $bm / 16 }, $stages, { $bn / $w },
+            { $bn / $w / 8 }, { $d / 8 }, { $d / 16 },
+        >($io, $p)
+    };
+}
+
+/// The paged-cache twins of a `flash_decode` variant (`build.rs` writes them beside it): the same
+/// body reading K and V through the block table (`attention::paged`); shared memory and barriers
+/// are the variant's own.
+macro_rules! flash_decode_paged {
+    ($name:ident $counted:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
+     stages = $stages:literal) => {
+        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
+            flash_decode!(@body io, p, COUNT, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
+        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
+            flash_decode!(@body io, p, COUNT, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
+    };
+}
+
 /// # Safety
 /// Launched as `attention`'s calling convention says for Q, K, V, the output and the LSE, but with
 /// the grid `(row blocks x kv_splits, KV heads on y/z)`, row blocks = `ceil(group * S_q / 16 /
@@ -87,7 +121,7 @@ pub unsafe fn flash_decode<
     };
     let block_m = 16 * ROW_TILES as u32;
     let threads = (NUM_WARPS * 32) as u32;
-    let (thread, lane, warp) = (arch::thread_idx_x(), arch::lane_id(), arch::warp_id());
+    let (thread, warp) = (arch::thread_idx_x(), arch::warp_id());
 
     // The KV head (= b * H_kv + h_kv) on y and z, as the other families put query heads there.
     let kv_head = arch::block_idx_y() + arch::block_idx_z() * arch::grid_dim_y();
@@ -133,7 +167,6 @@ pub unsafe fn flash_decode<
         }
     }
     arch::cp_async_commit();
-
     // K and V from this split's first key on: the pipeline counts tiles from there.
     let skip = |mut kv_rows: tile::Rows| {
         if tiles > 0 {
@@ -157,15 +190,7 @@ pub unsafe fn flash_decode<
     kv.start();
     arch::cp_async_wait_stage::<STAGES>();
     arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
-
-    let mut q_frag = [[[0u32; 4]; K_STEPS]; ROW_TILES];
-    for (mt, frags) in q_frag.iter_mut().enumerate() {
-        for (ks, frag) in frags.iter_mut().enumerate() {
-            let row = (16 * mt) as u32 + lane % 16;
-            let col = (16 * ks) as u32 + (lane / 16) * 8;
-            *frag = arch::ldmatrix_x4(q_smem + row * stride + col * 2);
-        }
-    }
+    let q_frag = warp_mma::a_fragments::<ROW_TILES, K_STEPS>(q_smem, 0, stride);
 
     // Every warp holds all the block's rows; a row past the packed ones sees every key (its
     // zero query gives finite scores, and it is never written).
@@ -186,28 +211,16 @@ pub unsafe fn flash_decode<
         sync::<P, COUNT>(SyncPoint::KvLoaded);
 
         // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
+        let (k_tile, v_tile) = (kv.k_tile(stage), kv.v_tile(stage));
         let mut s_acc = [[[0.0f32; 4]; N_TILES]; ROW_TILES];
         for ks in 0..K_STEPS {
             let a = core::array::from_fn(|mt| q_frag[mt][ks]);
-            warp_mma::scores_step::<T, ROW_TILES, N_TILES>(
-                &mut s_acc,
-                &a,
-                kv.k_tile(stage),
-                warp_key0,
-                stride,
-                ks,
-            );
+            warp_mma::scores_step::<T, ROW_TILES, N_TILES>(&mut s_acc, &a, k_tile, warp_key0, stride, ks);
         }
         softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key + t * BLOCK_N as u32 + warp_key0);
 
         // O += P V, P straight from the accumulators.
-        warp_mma::attend::<T, ROW_TILES, N_TILES, D_TILES>(
-            &mut o_acc,
-            &s_acc,
-            kv.v_tile(stage),
-            warp_key0,
-            stride,
-        );
+        warp_mma::attend::<T, ROW_TILES, N_TILES, D_TILES>(&mut o_acc, &s_acc, v_tile, warp_key0, stride);
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }
     kv.finish();
@@ -218,79 +231,9 @@ pub unsafe fn flash_decode<
     // The merge reuses the K/V slots: every warp must be done reading them (with no tiles, no
     // loop barrier ran), and no copy is in flight (`finish`).
     arch::sync_threads();
-    let merge = Merge::<D> {
-        stats: kv_smem,
-        partials: kv_smem + NUM_WARPS as u32 * block_m * 8,
-        block_m,
-        warps: NUM_WARPS as u32,
-    };
-    let scale_log2 = problem.scale_log2;
-    let mut warp_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
-    softmax.finish_with(|mt, half, row, state| {
-        warp_max[mt][half] = scaled_max(state, scale_log2);
-        if lane % 4 == 0 {
-            // Safety: row < block_m, warp < NUM_WARPS: inside the stats buffer.
-            unsafe { merge.put_stats(warp, row, warp_max[mt][half], state.row_sum) };
-        }
-    });
-    arch::sync_threads(); // every warp's row statistics visible
-
-    // Each warp's accumulators, rescaled to the block's row maximum, into its partial rows.
-    let group_lane = lane / 4;
-    let pair = lane % 4;
-    for mt in 0..ROW_TILES {
-        for half in 0..2 {
-            let row = (16 * mt + 8 * half) as u32 + group_lane;
-            let (row_max, _) = merge.row_totals(row);
-            let weight = weight(warp_max[mt][half], row_max);
-            for j in 0..D_TILES {
-                let col = (8 * j) as u32 + 2 * pair;
-                let x = &o_acc[mt][j];
-                merge.put_partial(warp, row, col, x[2 * half] * weight, x[2 * half + 1] * weight);
-            }
-        }
-    }
-    arch::sync_threads(); // every warp's partial rows visible
-
-    // Sum over the warps, normalise, write: four columns per step, spread over the block.
-    let quads = D as u32 / 4;
-    for item in (thread..block_m * quads).step_by(threads as usize) {
-        let (row, quad) = (item / quads, item % quads);
-        if first_row + row >= rows.count {
-            continue;
-        }
-        let (head, position) = rows.place(first_row + row);
-        let (row_max, row_sum) = merge.row_totals(row);
-        let sum = merge.summed(row, 4 * quad);
-        let norm = if row_sum > 0.0 { arch::recip(row_sum) } else { 0.0 };
-        // Base 2; -inf for a row that saw no key in this slice.
-        let lse2 = if row_sum > 0.0 {
-            row_max + arch::log2(row_sum)
-        } else {
-            f32::NEG_INFINITY
-        };
-        if splits == 1 {
-            let o = problem.out_row::<D>(out, head, position) as *mut u32;
-            arch::st_global_u32(o.add(2 * quad as usize), T::pack(sum[0] * norm, sum[1] * norm));
-            arch::st_global_u32(
-                o.add(2 * quad as usize + 1),
-                T::pack(sum[2] * norm, sum[3] * norm),
-            );
-            if quad == 0 && !problem.lse.is_null() {
-                let index = head * problem.seq_q as usize + position as usize;
-                *problem.lse.add(index) = lse2 * core::f32::consts::LN_2;
-            }
-        } else {
-            let partial = Partials::new(&problem, split);
-            let o = partial.output_row::<D>(head, position).add(4 * quad as usize);
-            for i in 0..4 {
-                *o.add(i) = sum[i] * norm;
-            }
-            if quad == 0 {
-                *partial.lse2::<D>(head, position) = lse2;
-            }
-        }
-    }
+    let merge = Merge::<D>::new(kv_smem, block_m, NUM_WARPS as u32);
+    merge.gather(softmax, &o_acc, problem.scale_log2);
+    merge.store::<T>(out, &problem, &rows, first_row, (split, splits), thread, threads);
 }
 
 /// A row state's running maximum in the exponent's units (`max * scale_log2`), `-inf` for a row
@@ -325,6 +268,123 @@ struct Merge<const D: usize> {
 }
 
 impl<const D: usize> Merge<D> {
+    /// The buffers from `base` on (the K/V slots, free once the loop is done), for `warps` warps
+    /// of `block_m` rows each.
+    #[inline(always)]
+    fn new(base: SharedAddr, block_m: u32, warps: u32) -> Self {
+        Merge {
+            stats: base,
+            partials: base + warps * block_m * 8,
+            block_m,
+            warps,
+        }
+    }
+
+    /// Puts this warp's rows into the buffers: each row's (scaled max, sum), then, once every
+    /// warp's are visible, its accumulators rescaled to the block's row maximum; ends with the
+    /// partial rows visible to the block.
+    ///
+    /// # Safety
+    /// Called by every thread of the block (it holds two block barriers), after a barrier that
+    /// follows the last read of the memory the buffers reuse and with no copy into it in flight.
+    #[inline(always)]
+    unsafe fn gather<const ROW_TILES: usize, const D_TILES: usize>(
+        &self,
+        softmax: FragmentSoftmax<ROW_TILES>,
+        o_acc: &[[[f32; 4]; D_TILES]; ROW_TILES],
+        scale_log2: f32,
+    ) {
+        let (lane, warp) = (arch::lane_id(), arch::warp_id());
+        let mut warp_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
+        softmax.finish_with(|mt, half, row, state| {
+            warp_max[mt][half] = scaled_max(state, scale_log2);
+            if lane % 4 == 0 {
+                // Safety: row < block_m, warp < warps: inside the stats buffer.
+                unsafe { self.put_stats(warp, row, warp_max[mt][half], state.row_sum) };
+            }
+        });
+        arch::sync_threads(); // every warp's row statistics visible
+
+        let (group_lane, pair) = (lane / 4, lane % 4);
+        for mt in 0..ROW_TILES {
+            for half in 0..2 {
+                let row = (16 * mt + 8 * half) as u32 + group_lane;
+                let (row_max, _) = self.row_totals(row);
+                let weight = weight(warp_max[mt][half], row_max);
+                for j in 0..D_TILES {
+                    let col = (8 * j) as u32 + 2 * pair;
+                    let x = &o_acc[mt][j];
+                    self.put_partial(warp, row, col, x[2 * half] * weight, x[2 * half + 1] * weight);
+                }
+            }
+        }
+        arch::sync_threads(); // every warp's partial rows visible
+    }
+
+    /// Sums the gathered rows over the warps, normalises and writes them, four columns per step
+    /// spread over the block's `threads` threads: into the output (and the log-sum-exp) with one
+    /// key slice, else into slice `split`'s partials of the workspace. Rows past the packed ones
+    /// are skipped.
+    ///
+    /// # Safety
+    /// After `gather`; `out` holds the problem's output, `problem.lse` (when not null) its
+    /// log-sum-exp and, with `splits > 1`, `problem.workspace` the split partials.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn store<T: Element>(
+        &self,
+        out: *mut u16,
+        problem: &Problem,
+        rows: &PackedRows,
+        first_row: u32,
+        (split, splits): (u32, u32),
+        thread: u32,
+        threads: u32,
+    ) {
+        let quads = D as u32 / 4;
+        for item in (thread..self.block_m * quads).step_by(threads as usize) {
+            let (row, quad) = (item / quads, item % quads);
+            if first_row + row >= rows.count {
+                continue;
+            }
+            let (head, position) = rows.place(first_row + row);
+            let (row_max, row_sum) = self.row_totals(row);
+            let sum = self.summed(row, 4 * quad);
+            let norm = if row_sum > 0.0 { arch::recip(row_sum) } else { 0.0 };
+            // Base 2; -inf for a row that saw no key in this slice.
+            let lse2 = if row_sum > 0.0 {
+                row_max + arch::log2(row_sum)
+            } else {
+                f32::NEG_INFINITY
+            };
+            // Safety: the caller's contract; `head` and `position` are a packed row's, inside
+            // the problem.
+            unsafe {
+                if splits == 1 {
+                    let o = problem.out_row::<D>(out, head, position) as *mut u32;
+                    arch::st_global_u32(o.add(2 * quad as usize), T::pack(sum[0] * norm, sum[1] * norm));
+                    arch::st_global_u32(
+                        o.add(2 * quad as usize + 1),
+                        T::pack(sum[2] * norm, sum[3] * norm),
+                    );
+                    if quad == 0 && !problem.lse.is_null() {
+                        let index = head * problem.seq_q as usize + position as usize;
+                        *problem.lse.add(index) = lse2 * core::f32::consts::LN_2;
+                    }
+                } else {
+                    let partial = Partials::new(problem, split);
+                    let o = partial.output_row::<D>(head, position).add(4 * quad as usize);
+                    for i in 0..4 {
+                        *o.add(i) = sum[i] * norm;
+                    }
+                    if quad == 0 {
+                        *partial.lse2::<D>(head, position) = lse2;
+                    }
+                }
+            }
+        }
+    }
+
     /// # Safety
     /// `warp < warps`, `row < block_m`; the buffers lie in this block's shared memory, and a
     /// barrier separates this write from the reads.

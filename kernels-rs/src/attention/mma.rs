@@ -25,6 +25,22 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize)
     tile::tile_bytes(block_m, d) + 2 * stages as u32 * tile::tile_bytes(block_n, d)
 }
 
+/// Exports one `flash_mma` variant of `kernels.toml`: the invocation `build.rs` writes for it
+/// (symbol names, then `Spec::kernel_args`), expanded through `kernel!` in `lib.rs`.
+macro_rules! flash_mma {
+    ($name:ident $counted:ident $smem:ident $barriers:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
+     stages = $stages:literal, q_in_regs = $qr:literal, sub_n = $sub:literal) => {
+        kernel!(@export $name, $counted, $smem,
+            $crate::attention::mma::smem_bytes($d, $bm, $bn, $stages), $barriers,
+            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            |io, p, COUNT| $crate::attention::mma::flash_mma::<
+                $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr, $sub,
+                { $sub / 8 }, { $d / 8 }, { $d / 16 },
+            >(io, p));
+    };
+}
+
 /// # Safety
 /// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
 /// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
@@ -63,7 +79,6 @@ pub unsafe fn flash_mma<
     let block_m = warp_rows * NUM_WARPS as u32;
     let threads = (NUM_WARPS * 32) as u32;
     let thread = arch::thread_idx_x();
-    let lane = arch::lane_id();
     let warp = arch::warp_id();
     let Some(head) = problem.head() else {
         return; // past the last head (the grid's z slices round B*H up): before any barrier
@@ -86,21 +101,13 @@ pub unsafe fn flash_mma<
     arch::cp_async_wait_stage::<STAGES>();
     arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
 
-    // The A fragment of row tile `mt`, k-step `ks`: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15).
     let warp_row0 = warp * warp_rows;
-    let q_fragment = |mt: usize, ks: usize| {
-        let row = warp_row0 + (16 * mt) as u32 + lane % 16;
-        let col = (16 * ks) as u32 + (lane / 16) * 8;
-        arch::ldmatrix_x4(q_smem + row * stride + col * 2)
+    let q_fragment = |mt: usize, ks: usize| warp_mma::a_fragment(q_smem, warp_row0, stride, mt, ks);
+    let q_frag = if Q_IN_REGS {
+        warp_mma::a_fragments::<ROW_TILES, K_STEPS>(q_smem, warp_row0, stride)
+    } else {
+        [[[0u32; 4]; K_STEPS]; ROW_TILES]
     };
-    let mut q_frag = [[[0u32; 4]; K_STEPS]; ROW_TILES];
-    if Q_IN_REGS {
-        for (mt, frags) in q_frag.iter_mut().enumerate() {
-            for (ks, frag) in frags.iter_mut().enumerate() {
-                *frag = q_fragment(mt, ks);
-            }
-        }
-    }
 
     let mut softmax = FragmentSoftmax::<ROW_TILES>::new(&problem, first_row + warp_row0);
     let mut o_acc = [[[0.0f32; 4]; D_TILES]; ROW_TILES];

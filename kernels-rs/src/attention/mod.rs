@@ -39,16 +39,22 @@ macro_rules! chained {
     }};
 }
 
+// The family modules carry their export macros (`#[macro_use]`), which `lib.rs` invokes.
+#[macro_use]
 pub mod decode;
 pub mod fragment;
+#[macro_use]
 pub mod mma;
+#[macro_use]
 pub mod naive;
 pub mod packing;
 pub mod paged;
 pub mod pipeline;
 pub mod rows;
+#[macro_use]
 pub mod scalar;
 pub mod warp_mma;
+#[macro_use]
 pub mod wgmma;
 pub mod ws;
 

@@ -12,6 +12,18 @@ use crate::tile::Element;
 /// Warps per block; each block covers this many query rows.
 pub const WARPS: usize = 4;
 
+/// Exports one `naive` variant of `kernels.toml`: the invocation `build.rs` writes for it (symbol
+/// names, then `Spec::kernel_args`), expanded through `kernel!` in `lib.rs`.
+macro_rules! naive {
+    ($name:ident $counted:ident $smem:ident $barriers:ident, $t:ty, d = $d:literal) => {
+        kernel!(@export $name, $counted, $smem, 0, $barriers, 0,
+            |io, p, COUNT| {
+                let _ = COUNT;
+                $crate::attention::naive::naive::<$t, $d, { $d / 32 }>(io, p)
+            });
+    };
+}
+
 /// # Safety
 /// Launched as `attention`'s calling convention says, with `WARPS` warps per block: `q`, `k`,
 /// `v` and `out` hold the tensors `problem` describes (and `problem.lse`, when not null, its

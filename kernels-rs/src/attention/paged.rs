@@ -9,9 +9,9 @@
 //! of K and V stay what the contiguous path issues. The contiguous entry points never reach
 //! this code (`PAGED` is a const parameter of the kernel body), so they keep their PTX.
 
-use super::pipeline::KvSource;
+use super::pipeline::{KvSource, TileCopy};
 use super::Problem;
-use crate::arch::{self, SharedAddr};
+use crate::arch;
 use crate::tile::{self, Padded};
 
 /// The paged-cache launch parameters (see `launch.rs`); all zero for contiguous K/V.
@@ -101,13 +101,13 @@ impl KvSource<Padded> for PagedRows {
     /// # Safety
     /// As `KvSource::load_tile`; `PageTable::rows`' contract for the cache and the table.
     #[inline(always)]
-    unsafe fn load_tile<const D: usize, const ROWS: usize>(
-        &self,
-        slot: SharedAddr,
-        first_row: u32,
-        thread: u32,
-        threads: u32,
-    ) {
+    unsafe fn load_tile<const D: usize, const ROWS: usize>(&self, copy: TileCopy) {
+        let TileCopy {
+            slot,
+            first_row,
+            thread,
+            threads,
+        } = copy;
         let (k_dst, v_dst) = (slot, slot + tile::tile_bytes(ROWS, D));
         let chunks_per_row = D as u32 / 8;
         if !threads.is_multiple_of(chunks_per_row) {
@@ -195,19 +195,13 @@ impl<const PAGED: bool> KvSource<Padded> for DecodeKv<PAGED> {
     /// # Safety
     /// As `KvSource::load_tile`, for the source `PAGED` names.
     #[inline(always)]
-    unsafe fn load_tile<const D: usize, const ROWS: usize>(
-        &self,
-        slot: SharedAddr,
-        first_row: u32,
-        thread: u32,
-        threads: u32,
-    ) {
+    unsafe fn load_tile<const D: usize, const ROWS: usize>(&self, copy: TileCopy) {
         // Safety: the caller's contract.
         unsafe {
             if PAGED {
-                self.paged.load_tile::<D, ROWS>(slot, first_row, thread, threads)
+                self.paged.load_tile::<D, ROWS>(copy)
             } else {
-                KvSource::<Padded>::load_tile::<D, ROWS>(&self.contiguous, slot, first_row, thread, threads)
+                KvSource::<Padded>::load_tile::<D, ROWS>(&self.contiguous, copy)
             }
         }
     }

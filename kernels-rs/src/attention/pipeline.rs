@@ -12,24 +12,31 @@ use core::marker::PhantomData;
 use crate::arch::{self, SharedAddr};
 use crate::tile::{Rows, TileLayout};
 
+/// One tile's copies: rows `first_row ..` of a source into the slot at `slot` (K's tile, then
+/// V's right after it), spread over `threads` threads of which this is `thread`. One value, so
+/// that every source's `load_tile` takes the same single argument.
+#[derive(Clone, Copy)]
+pub struct TileCopy {
+    /// The slot's first byte in shared memory.
+    pub slot: SharedAddr,
+    /// The source row that lands in the tiles' row 0.
+    pub first_row: u32,
+    /// This thread's index among the copying threads.
+    pub thread: u32,
+    /// How many threads share the copies.
+    pub threads: u32,
+}
+
 /// Where a pipeline's K and V rows come from: a pair of `Rows` (contiguous tensors), or a paged
 /// cache (`paged::PagedRows`, padded tiles only).
 pub trait KvSource<L: TileLayout>: Copy {
-    /// Issues the `cp.async` copies of K and V rows `first_row .. first_row + ROWS` into the
-    /// slot at `slot` (K's tile, then V's right after it, both `ROWS`-row tiles of layout `L`),
-    /// spread over `threads` threads of which this is `thread`; rows past the source's end are
-    /// zero-filled.
+    /// Issues the `cp.async` copies of K and V rows `copy.first_row .. + ROWS` into the slot
+    /// (both `ROWS`-row tiles of layout `L`); rows past the source's end are zero-filled.
     ///
     /// # Safety
     /// The source must be readable for its rows, and the slot in this block's shared memory,
     /// not read by anyone until the copies have landed.
-    unsafe fn load_tile<const D: usize, const ROWS: usize>(
-        &self,
-        slot: SharedAddr,
-        first_row: u32,
-        thread: u32,
-        threads: u32,
-    );
+    unsafe fn load_tile<const D: usize, const ROWS: usize>(&self, copy: TileCopy);
 }
 
 /// K and V as two tensors of rows: the layout's own copies, K's tile then V's.
@@ -37,25 +44,13 @@ impl<L: TileLayout> KvSource<L> for (Rows, Rows) {
     /// # Safety
     /// As `KvSource::load_tile`.
     #[inline(always)]
-    unsafe fn load_tile<const D: usize, const ROWS: usize>(
-        &self,
-        slot: SharedAddr,
-        first_row: u32,
-        thread: u32,
-        threads: u32,
-    ) {
+    unsafe fn load_tile<const D: usize, const ROWS: usize>(&self, copy: TileCopy) {
         let rows = ROWS as u32;
+        let v_slot = copy.slot + L::tile_bytes::<D>(rows);
         // Safety: the caller's contract.
         unsafe {
-            L::load_async::<D>(slot, self.0, first_row, rows, thread, threads);
-            L::load_async::<D>(
-                slot + L::tile_bytes::<D>(rows),
-                self.1,
-                first_row,
-                rows,
-                thread,
-                threads,
-            );
+            L::load_async::<D>(copy.slot, self.0, copy.first_row, rows, copy.thread, copy.threads);
+            L::load_async::<D>(v_slot, self.1, copy.first_row, rows, copy.thread, copy.threads);
         }
     }
 }
@@ -166,8 +161,12 @@ impl<L: TileLayout, const D: usize, const BLOCK_N: usize, const STAGES: usize, S
             let first_key = t * BLOCK_N as u32;
             // Safety: the caller's contract (readable rows, an idle slot of `BLOCK_N` rows).
             unsafe {
-                self.source
-                    .load_tile::<D, BLOCK_N>(self.k_tile(stage), first_key, self.thread, self.threads)
+                self.source.load_tile::<D, BLOCK_N>(TileCopy {
+                    slot: self.k_tile(stage),
+                    first_row: first_key,
+                    thread: self.thread,
+                    threads: self.threads,
+                })
             }
         }
         // Committing even an empty group keeps "group t is tile t" true for the waits.

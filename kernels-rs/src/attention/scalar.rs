@@ -25,6 +25,22 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize)
         + (block_m * block_n * 4) as u32
 }
 
+/// Exports one `flash_scalar` variant of `kernels.toml`: the invocation `build.rs` writes for it
+/// (symbol names, then `Spec::kernel_args`), expanded through `kernel!` in `lib.rs`.
+macro_rules! flash_scalar {
+    ($name:ident $counted:ident $smem:ident $barriers:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
+     vec = $vec:literal, stages = $stages:literal) => {
+        kernel!(@export $name, $counted, $smem,
+            $crate::attention::scalar::smem_bytes($d, $bm, $bn, $stages), $barriers,
+            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            |io, p, COUNT| $crate::attention::scalar::flash_scalar::<
+                $t, $policy, COUNT, $d, $bm, $bn, $w, $vec, $stages,
+                { $bm / $w }, { $bn / 32 }, { $d / 32 },
+            >(io, p));
+    };
+}
+
 /// # Safety
 /// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
 /// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers

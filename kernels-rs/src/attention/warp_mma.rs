@@ -5,6 +5,43 @@
 use crate::arch::{self, SharedAddr};
 use crate::tile::Element;
 
+/// Row tile `mt`'s A fragment for k-step `ks`, from a row-major 16-bit tile in shared memory
+/// (`stride` bytes per row) whose row tiles start at row `first_row`: the four 8 x 8 matrices
+/// (rows 0-7 | 8-15) x (columns 0-7 | 8-15) of one `ldmatrix.x4`.
+///
+/// # Safety
+/// `tile` must hold `first_row + 16 * (mt + 1)` rows of at least `16 * (ks + 1)` elements,
+/// written and made visible to this warp.
+#[inline(always)]
+pub unsafe fn a_fragment(tile: SharedAddr, first_row: u32, stride: u32, mt: usize, ks: usize) -> [u32; 4] {
+    let lane = arch::lane_id();
+    let row = first_row + (16 * mt) as u32 + lane % 16;
+    let col = (16 * ks) as u32 + (lane / 16) * 8;
+    // Safety: inside the tile, the caller's contract.
+    unsafe { arch::ldmatrix_x4(tile + row * stride + col * 2) }
+}
+
+/// Every A fragment of `ROW_TILES` row tiles and `K_STEPS` k-steps (`a_fragment`): Q kept in
+/// registers for the whole KV loop.
+///
+/// # Safety
+/// As `a_fragment`, for every row tile and k-step.
+#[inline(always)]
+pub unsafe fn a_fragments<const ROW_TILES: usize, const K_STEPS: usize>(
+    tile: SharedAddr,
+    first_row: u32,
+    stride: u32,
+) -> [[[u32; 4]; K_STEPS]; ROW_TILES] {
+    let mut frags = [[[0u32; 4]; K_STEPS]; ROW_TILES];
+    for (mt, row_tile) in frags.iter_mut().enumerate() {
+        for (ks, frag) in row_tile.iter_mut().enumerate() {
+            // Safety: the caller's contract.
+            *frag = unsafe { a_fragment(tile, first_row, stride, mt, ks) };
+        }
+    }
+    frags
+}
+
 /// One 16-column k-step `ks` of S = Q K^T: `a[mt]` is row tile `mt`'s A fragment of Q for this
 /// step; the keys are rows `first_key_row ..` of the K tile at `k_tile` (`stride` bytes per
 /// row). One `ldmatrix.x4` gives the B fragments of two adjacent 8-key tiles, used by every row

@@ -33,6 +33,21 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize)
     ATOM_BYTES + swizzled::tile_bytes(block_m, d) + 2 * stages as u32 * swizzled::tile_bytes(block_n, d)
 }
 
+/// Exports one `flash_wgmma` variant of `kernels.toml`: the invocation `build.rs` writes for it
+/// (symbol names, then `Spec::kernel_args`), expanded through `kernel!` in `lib.rs`.
+macro_rules! flash_wgmma {
+    ($name:ident $counted:ident $smem:ident $barriers:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
+     pingpong = $pp:literal) => {
+        kernel!(@export $name, $counted, $smem,
+            $crate::attention::wgmma::smem_bytes($d, $bm, $bn, $stages), $barriers,
+            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            |io, p, COUNT| $crate::attention::wgmma::flash_wgmma::<
+                $t, $policy, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
+            >(io, p));
+    };
+}
+
 /// # Safety
 /// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
 /// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
