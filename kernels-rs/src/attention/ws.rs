@@ -282,19 +282,28 @@ pub unsafe fn flash_ws<
         }
     } else {
         arch::setmaxnreg_inc::<CONSUMER_REGS>();
-        tiles = consume::<
-            T,
-            D,
-            BLOCK_N,
-            CONSUMERS,
-            STAGES,
-            PINGPONG,
-            OVERLAP,
-            PERSISTENT,
-            S_REGS,
-            O_REGS,
-            PV_STEPS,
-        >(&plan, &problem, out, &schedule(), warpgroup - 1);
+        let (schedule, consumer) = (schedule(), warpgroup - 1);
+        // Each item is 64 query rows of this warpgroup, all of their KV tiles.
+        tiles = for_each_item!(&schedule, |i, head, first_row, ring| {
+            let last = schedule.item(i + 1).is_none();
+            let item = Item {
+                index: i,
+                head,
+                first_row,
+                ring,
+                tiles: schedule.tiles(&problem, first_row),
+                last,
+            };
+            Consumer::<T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>::new(
+                &plan,
+                &problem,
+                consumer,
+                CONSUMERS as u32,
+                &item,
+                PERSISTENT,
+            )
+            .run(&problem, out, &item, consumer, CONSUMERS as u32, OVERLAP)
+        });
     }
     if COUNT {
         record_barriers(barrier_log, tiles, loop_start, RECORDER);
@@ -351,75 +360,17 @@ unsafe fn produce<const D: usize, const BLOCK_N: usize, const STAGES: usize, con
     });
 }
 
-/// A consumer warpgroup: 64 query rows of each of the block's work items, all of their KV tiles.
-/// Returns the KV tiles it went through.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn consume<
-    T: Element,
-    const D: usize,
-    const BLOCK_N: usize,
-    const CONSUMERS: usize,
-    const STAGES: usize,
-    const PINGPONG: bool,
-    const OVERLAP: bool,
-    const PERSISTENT: bool,
-    const S_REGS: usize,
-    const O_REGS: usize,
-    const PV_STEPS: usize,
->(
-    plan: &Plan<D, BLOCK_N, STAGES>,
-    problem: &Problem,
-    out: *mut u16,
-    schedule: &Schedule<PERSISTENT>,
-    consumer: u32,
-) -> u32 {
-    let group_row0 = 64 * consumer;
-    let tiles = for_each_item!(schedule, |i, head, first_row, ring| {
-        let tiles = schedule.tiles(problem, first_row);
-        let mut c = Consumer::<T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS> {
-            plan,
-            operands: Operands::new(plan, schedule.block_m, group_row0),
-            turns: Turns::new(consumer, CONSUMERS as u32),
-            softmax: FragmentSoftmax::new(problem, first_row + group_row0 + 16 * (arch::warp_id() % 4)),
-            group_key_end: problem.key_end(first_row + group_row0 + 63),
-            lane: arch::lane_id(),
-            ring,
-            reuses_q: PERSISTENT,
-            o_acc: [0.0; O_REGS],
-            // S is never zeroed: the first product of a chain overwrites it (`accumulate` false),
-            // and reusing one array keeps non-wgmma writes out of the chains that ptxas would have
-            // to fence.
-            s_acc: [0.0; S_REGS],
-            p_frag: [[0; 4]; PV_STEPS],
-            _element: core::marker::PhantomData,
-        };
-        if PINGPONG && i == 0 && consumer + 1 == CONSUMERS as u32 {
-            c.turns.pass(); // consumer 0 goes first
-        }
-        arch::mbarrier_wait(plan.q_full(), i & 1);
-        if OVERLAP {
-            c.overlapped(tiles);
-        } else {
-            c.serial(tiles);
-        }
-        if PINGPONG && consumer == 0 && schedule.item(i + 1).is_none() {
-            c.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
-        }
-        // The item's head again, from an opaque copy of its index: a value derived from the loop's
-        // counter cannot be re-read from a special register as the block index can, so carried
-        // through the KV loop it would take registers the loop has none of (ptxas spilled O).
-        let head = if PERSISTENT {
-            // Safety: item `i` exists (the loop is on it).
-            unsafe { schedule.item(arch::opaque(i)).unwrap_unchecked().0 }
-        } else {
-            head
-        };
-        c.softmax
-            .finish::<T, D, _>(core::array::from_ref(&c.o_acc), problem, out, head);
-        tiles
-    });
-    tiles
+/// One work item as a consumer warpgroup sees it.
+struct Item {
+    /// The item's place in the block's list (0, 1, ...): the parity of Q's barriers.
+    index: u32,
+    head: usize,
+    first_row: u32,
+    /// KV tiles of the block's items before this one: where its tiles start in the ring.
+    ring: u32,
+    tiles: u32,
+    /// The block's last item.
+    last: bool,
 }
 
 /// The `wgmma` descriptors of one consumer warpgroup's operands: its 64 rows of Q, and the K and
@@ -530,6 +481,7 @@ struct Consumer<
 }
 
 impl<
+        'a,
         T: Element,
         const D: usize,
         const BLOCK_N: usize,
@@ -538,8 +490,71 @@ impl<
         const S_REGS: usize,
         const O_REGS: usize,
         const PV_STEPS: usize,
-    > Consumer<'_, T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>
+    > Consumer<'a, T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>
 {
+    /// Consumer warpgroup `consumer` of `consumers` at the start of `item`. With `reuses_q` (the
+    /// persistent kernel) it releases Q's buffer once its last S = Q K^T of the item is done.
+    #[inline(always)]
+    fn new(
+        plan: &'a Plan<D, BLOCK_N, STAGES>,
+        problem: &Problem,
+        consumer: u32,
+        consumers: u32,
+        item: &Item,
+        reuses_q: bool,
+    ) -> Self {
+        let group_row0 = 64 * consumer;
+        Consumer {
+            plan,
+            operands: Operands::new(plan, 64 * consumers, group_row0),
+            turns: Turns::new(consumer, consumers),
+            softmax: FragmentSoftmax::new(problem, item.first_row + group_row0 + 16 * (arch::warp_id() % 4)),
+            group_key_end: problem.key_end(item.first_row + group_row0 + 63),
+            lane: arch::lane_id(),
+            ring: item.ring,
+            reuses_q,
+            o_acc: [0.0; O_REGS],
+            // S is never zeroed: the first product of a chain overwrites it (`accumulate` false),
+            // and reusing one array keeps non-wgmma writes out of the chains that ptxas would have
+            // to fence.
+            s_acc: [0.0; S_REGS],
+            p_frag: [[0; 4]; PV_STEPS],
+            _element: core::marker::PhantomData,
+        }
+    }
+
+    /// The item's KV loop (`overlap`: the overlapped one) and epilogue, for consumer `consumer` of
+    /// `consumers`; returns the item's KV tiles.
+    ///
+    /// # Safety
+    /// `out` is the problem's output and `item.head` one of its heads; the plan's barriers exist.
+    #[inline(always)]
+    unsafe fn run(
+        mut self,
+        problem: &Problem,
+        out: *mut u16,
+        item: &Item,
+        consumer: u32,
+        consumers: u32,
+        overlap: bool,
+    ) -> u32 {
+        if PINGPONG && item.index == 0 && consumer + 1 == consumers {
+            self.turns.pass(); // consumer 0 goes first
+        }
+        arch::mbarrier_wait(self.plan.q_full(), item.index & 1);
+        if overlap {
+            self.overlapped(item.tiles);
+        } else {
+            self.serial(item.tiles);
+        }
+        if PINGPONG && consumer == 0 && item.last {
+            self.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
+        }
+        self.softmax
+            .finish::<T, D, _>(core::array::from_ref(&self.o_acc), problem, out, item.head);
+        item.tiles
+    }
+
     /// Whether tile `t` has a key for some row of the group: a warpgroup-uniform test, as `wgmma`
     /// needs all four warps. A group's active tiles are a prefix of the loop.
     #[inline(always)]
