@@ -432,7 +432,7 @@ impl Gpu {
         // and workspace are the plan's for this shape, the barrier log was checked above.
         unsafe { self.launch_decode_args(kernel, config, &args) }?;
         if plan.splits > 1 {
-            self.decode_combine(kernel, shape, &args)?;
+            self.decode_combine(self.stream(), kernel, shape, &args)?;
         }
         Ok(())
     }
