@@ -131,3 +131,100 @@ else
     echo "cuobjdump: WARNING: could not install it; the SASS schedule checks will fail"
   fi
 fi
+
+# --- CUDA build kit for the candle crate (candle/) ----------------------------------------------
+# candle-core's `cuda` feature compiles candle's kernels with nvcc and links cudarc to libcuda,
+# libnvrtc, libcurand, libcublas and libcublasLt. None of that needs a GPU, so tools/cuda gets
+# nvcc 13.0 with its compiler back end, headers and libcudart from NVIDIA's wheels, and, in
+# lib/stubs, link-time stand-ins for the other libraries: each exports, under the real library's
+# SONAME, the functions cudarc's bindings declare, every one returning that library's "not
+# available" status (CUDA_ERROR_STUB_LIBRARY for libcuda). Programs linked against them load the
+# real libraries where they run (the driver's libcuda; the others from the CUDA installation or
+# torch's wheels there, through LD_LIBRARY_PATH); the candle crate's CPU tests run here on the
+# stubs, so a stray CUDA call is a clean error there. Only the candle crate uses any of this.
+cuda_kit="$root/tools/cuda"
+cuda_kit_release="13.0"
+# The marker in tools/cuda/.installed: bump the suffix when what is installed changes, so that
+# existing kits are rebuilt.
+cuda_kit_version="$cuda_kit_release-2"
+# library:SONAME version:status every stub function returns
+cuda_kit_stubs=(cuda:1:34 nvrtc:13:11 curand:10:203 cublas:13:1 cublasLt:13:1)
+cuda_kit_ok() {
+  [ "$(cat "$cuda_kit/.installed" 2>/dev/null)" = "$cuda_kit_version" ] || return 1
+  "$cuda_kit/bin/nvcc" --version >/dev/null 2>&1 || return 1
+  local stub
+  for stub in "${cuda_kit_stubs[@]}"; do
+    [ -f "$cuda_kit/lib/stubs/lib${stub%%:*}.so" ] || return 1
+  done
+}
+
+# Writes lib/stubs from the sys bindings of the cudarc that candle/Cargo.lock pins.
+make_cuda_stubs() {
+  local cudarc
+  (cd "$root/candle" && cargo fetch --locked --quiet) || return 1
+  cudarc="$(cd "$root/candle" && cargo metadata --locked --format-version 1 2>/dev/null | python3 -c '
+import json, os, sys
+print(next(os.path.dirname(p["manifest_path"]) for p in json.load(sys.stdin)["packages"] if p["name"] == "cudarc"))
+')" || return 1
+  mkdir -p "$kit_tmp/lib/stubs"
+  local stub name soname status module prefix
+  for stub in "${cuda_kit_stubs[@]}"; do
+    IFS=: read -r name soname status <<<"$stub"
+    soname="lib$name.so.$soname"
+    case "$name" in
+      cuda) module=driver prefix='cu[A-Z]' ;;
+      cublasLt) module=cublaslt prefix='cublasLt' ;;
+      cublas) module=cublas prefix='cublas[A-Z_]' ;;
+      *) module="$name" prefix="$name" ;;
+    esac
+    # Every function the bindings may call; the exported names are what matters, not the types.
+    grep -ohE "\bfn ${prefix}[A-Za-z0-9_]*\(" "$cudarc/src/$module/sys/"*.rs \
+      | sed -E "s/^fn ([A-Za-z0-9_]+)\\(\$/int \1(void) { return $status; }/" | sort -u >"$kit_tmp/$name.c"
+    { [ "$name" != cublas ] || sed -i '/ cublasLt/d' "$kit_tmp/$name.c"; }
+    [ -s "$kit_tmp/$name.c" ] || return 1
+    cc -shared -fPIC -Wl,-soname,"$soname" -o "$kit_tmp/lib/stubs/lib$name.so" "$kit_tmp/$name.c" || return 1
+    ln -sf "lib$name.so" "$kit_tmp/lib/stubs/$soname"
+  done
+}
+
+install_cuda_kit() {
+  local wheel
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps -d "$tmp" \
+    "nvidia-cuda-nvcc==$cuda_kit_release.*" "nvidia-nvvm==$cuda_kit_release.*" \
+    "nvidia-cuda-crt==$cuda_kit_release.*" "nvidia-cuda-runtime==$cuda_kit_release.*" \
+    "nvidia-cuda-cccl==$cuda_kit_release.*" >"$tmp/pip-cuda.log" 2>&1 || {
+    sed 's/^/  pip: /' "$tmp/pip-cuda.log" | tail -n 3 >&2
+    return 1
+  }
+  kit_tmp="$cuda_kit.partial"
+  rm -rf "$kit_tmp" "$tmp/cuda-wheels"
+  for wheel in nvidia_cuda_nvcc nvidia_nvvm nvidia_cuda_crt nvidia_cuda_runtime nvidia_cuda_cccl; do
+    python3 -c '
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2], [n for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith("nvidia/cu13/")])
+' "$(ls "$tmp/$wheel"-*.whl | head -1)" "$tmp/cuda-wheels" || return 1
+  done
+  mv "$tmp/cuda-wheels/nvidia/cu13" "$kit_tmp"
+  # zipfile drops the executable bits.
+  chmod +x "$kit_tmp"/bin/* "$kit_tmp"/nvvm/bin/*
+  # candle-kernels links `-lcudart`, which needs the unversioned name.
+  ln -sf libcudart.so.13 "$kit_tmp/lib/libcudart.so"
+  make_cuda_stubs || return 1
+  echo "$cuda_kit_version" >"$kit_tmp/.installed"
+  rm -rf "$cuda_kit"
+  mv "$kit_tmp" "$cuda_kit"
+  cuda_kit_ok
+}
+
+if cuda_kit_ok; then
+  echo "cuda kit: tools/cuda (nvcc $cuda_kit_release and link stubs for candle/; already installed)"
+else
+  tmp="${tmp:-$(mktemp -d)}"
+  trap 'rm -rf "$tmp"' EXIT
+  if install_cuda_kit; then
+    echo "cuda kit: tools/cuda (installed nvcc $cuda_kit_release from NVIDIA's wheels, link stubs from cudarc's bindings)"
+  else
+    rm -rf "$cuda_kit.partial"
+    echo "cuda kit: WARNING: could not install it; the candle crate (candle/) will not build"
+  fi
+fi

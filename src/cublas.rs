@@ -43,8 +43,12 @@ impl CublasAttention {
                 "the cublas path has no grouped-query attention: K and V need as many heads as Q".into(),
             ));
         }
-        // Safety: only tries to load libcublas and says whether it could.
-        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        if !crate::gpu::library_present(&[
+            "libcublas.so.13",
+            "libcublas.so.12",
+            "libcublas.so",
+            "cublas64_13.dll",
+        ]) {
             return Err(Error::NoCublas);
         }
         // Checked: a product that wrapped would size the scratch buffers below what the GEMMs write.

@@ -354,8 +354,7 @@ impl Gpu {
     /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a
     /// panic: cudarc aborts when libcuda is missing, so its presence is checked first.
     pub fn open(ordinal: usize) -> Result<Gpu> {
-        // Safety: only tries to load libcuda and says whether it could; no driver call is made.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        if !library_present(&["libcuda.so.1", "libcuda.so", "nvcuda.dll"]) {
             return Err(Error::NoDriver);
         }
         eager_module_loading();
@@ -1034,6 +1033,17 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         Ok(self.stream.synchronize()?)
     }
+}
+
+/// Whether one of `names` loads as a shared library. Asked of the system rather than of cudarc,
+/// whose own check exists only when it loads the libraries at run time (not when a crate in the
+/// build links them, as candle does); a program linked to libcuda could not start without it, so
+/// there the answer is always yes.
+pub(crate) fn library_present(names: &[&str]) -> bool {
+    names.iter().any(|name| {
+        // Safety: the CUDA libraries' initialisers only register themselves; no other code runs.
+        unsafe { libloading::Library::new(*name) }.is_ok()
+    })
 }
 
 /// Asks the driver to compile the whole PTX module when it is loaded (`CUDA_MODULE_LOADING=EAGER`)
