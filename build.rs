@@ -268,7 +268,10 @@ fn device_manifest(root: &Path, out_dir: &Path) -> PathBuf {
     let lib = root.join("kernels-rs/src/lib.rs");
     let relative = "path = \"src/lib.rs\"";
     if !text.contains(relative) {
-        fail(&format!("{}: expected `{relative}` in its [lib] section", source.display()));
+        fail(&format!(
+            "{}: expected `{relative}` in its [lib] section",
+            source.display()
+        ));
     }
     let dir = out_dir.join("kernels-rs");
     fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
@@ -279,7 +282,14 @@ fn device_manifest(root: &Path, out_dir: &Path) -> PathBuf {
     dir
 }
 
-fn build_ptx(manifest_dir: &Path, rustc: &Path, cargo: &Path, arch: &str, target_dir: &Path, table: &Path) -> String {
+fn build_ptx(
+    manifest_dir: &Path,
+    rustc: &Path,
+    cargo: &Path,
+    arch: &str,
+    target_dir: &Path,
+    table: &Path,
+) -> String {
     let mut cmd = Command::new(cargo);
     // A clean environment: the outer cargo's variables (RUSTC, RUSTUP_TOOLCHAIN, CARGO_*, flags)
     // describe the host build and would leak into this one.

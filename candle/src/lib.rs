@@ -28,7 +28,7 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::DevicePtr;
 use candle_core::{CpuStorage, CudaStorage, DType, Layout as CandleLayout, Shape, Tensor};
 use flashrs::api::{attention_raw, bf16, check_views, f16, RawOptions, TensorView};
-use flashrs::{layout_from_strides, Element, Gpu};
+use flashrs::{fits_layout, layout_from_strides, Element, Gpu};
 
 pub use flashrs::Layout;
 
@@ -138,6 +138,13 @@ impl Desc {
 
     /// The logical `[B, H, S, D]` dims and the layout of a `[B, S, H, D]`-shaped tensor.
     fn operand(&self) -> Result<([usize; 4], Layout), String> {
+        let (logical, strides) = self.logical()?;
+        let layout = layout_from_strides(self.what, logical, strides).map_err(|e| e.to_string())?;
+        Ok((logical, layout))
+    }
+
+    /// Dims and strides in flashrs's order, `[B, H, S, D]`.
+    fn logical(&self) -> Result<([usize; 4], [i64; 4]), String> {
         let (dims, strides): ([usize; 4], [usize; 4]) = match (
             self.dims.as_slice().try_into(),
             self.strides.as_slice().try_into(),
@@ -154,11 +161,24 @@ impl Desc {
         };
         // [B, S, H, D] as the caller holds it, [B, H, S, D] as flashrs names the dims.
         let order = [0, 2, 1, 3];
-        let logical = order.map(|axis| dims[axis]);
-        let strides = order.map(|axis| strides[axis] as i64);
-        let layout = layout_from_strides(self.what, logical, strides).map_err(|e| e.to_string())?;
-        Ok((logical, layout))
+        Ok((order.map(|axis| dims[axis]), order.map(|axis| strides[axis] as i64)))
     }
+}
+
+/// q, k and v's dims and layouts, in one layout where one fits all three: a tensor with one head
+/// (k and v under multi-query attention) or one position is contiguous in both, and must not read
+/// as the other layout than q's (seen on the H100). Where none fits all, each keeps its own and
+/// flashrs's check names the mismatch.
+fn operands(descs: &[Desc; 3]) -> Result<Vec<([usize; 4], Layout)>, String> {
+    let mut operands = descs.iter().map(Desc::operand).collect::<Result<Vec<_>, _>>()?;
+    let logical = descs.iter().map(Desc::logical).collect::<Result<Vec<_>, _>>()?;
+    let fits_all = |layout| logical.iter().all(|&(dims, strides)| fits_layout(dims, strides, layout));
+    if let Some(common) = [Layout::Bshd, Layout::Bhsd].into_iter().find(|&l| fits_all(l)) {
+        for operand in &mut operands {
+            operand.1 = common;
+        }
+    }
+    Ok(operands)
 }
 
 /// The checks of [`check`] on descriptions. The addresses handed to flashrs's checks stand in for
@@ -181,7 +201,7 @@ fn check_descs(descs: &[Desc; 3], options: RawOptions) -> Result<Layout, String>
             ));
         }
     }
-    let operands = descs.iter().map(Desc::operand).collect::<Result<Vec<_>, _>>()?;
+    let operands = operands(descs)?;
     let stand_in = |i: usize| (1u64 << 40) * (i as u64 + 1) + 2 * descs[i].offset as u64;
     let checked = match dtype {
         DType::F16 => check_views_at::<f16>(&operands, stand_in, options),
@@ -274,11 +294,7 @@ impl FlashAttn {
     {
         let device = storages[0].device.clone();
         let stream = device.cuda_stream();
-        let operands = descs
-            .iter()
-            .map(Desc::operand)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(message)?;
+        let operands = operands(descs).map_err(message)?;
         let slices = storages
             .iter()
             .map(|s| s.as_cuda_slice::<T>())

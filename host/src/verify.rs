@@ -676,14 +676,19 @@ pub fn static_barriers(
     };
     let ptx_sm80 = (variant.min_arch <= 80).then(|| count_in(embedded::PTX_SM80));
     let ptx_sm90 = count_in(embedded::PTX_SM90);
-    let agree = [
-        ptx_sm80.unwrap_or(ptx_sm90) as f64,
-        ptx_sm90 as f64,
-        runtime[0],
-        runtime[1],
-    ]
-    .iter()
-    .all(|&n| n == declared as f64);
+    let ptx = [ptx_sm80.unwrap_or(ptx_sm90), ptx_sm90];
+    // A paged entry point's KV loop shares its span in the PTX with the epilogue's loops (LLVM
+    // lays them out inside it), so the static count there is only a lower bound (the CPU test
+    // `tests/ptx_analysis.rs` holds the paged entries to the same rule); its run-time counts must
+    // still be the declared ones.
+    let ptx_agrees = ptx.iter().all(|&n| {
+        if paged {
+            n >= declared as usize
+        } else {
+            n == declared as usize
+        }
+    });
+    let agree = ptx_agrees && runtime.iter().all(|&n| n == declared as f64);
     let in_range = match (variant.family, variant.policy) {
         (Family::Naive, _) => declared == 0,
         (_, Some(Policy::Light)) => (2..=4).contains(&declared),
