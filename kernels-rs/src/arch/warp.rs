@@ -30,6 +30,23 @@ pub fn shfl_idx_f32(value: f32, src_lane: u32) -> f32 {
     r
 }
 
+/// Emits `shfl.sync.idx.b32` from lane 0: `value` as lane 0 holds it. For a value that is the same
+/// in every lane but that ptxas cannot prove so (anything computed from `%tid`), this makes it
+/// provably warp-uniform, so that what is derived from it (shared-memory descriptors, loop
+/// bounds) can live in the uniform registers that `wgmma` reads its descriptors from.
+#[inline(always)]
+pub fn warp_uniform(value: u32) -> u32 {
+    let r: u32;
+    // Safety: registers only; the kernels reach it with the whole warp converged, as `.sync` with
+    // a full mask requires.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {r}, {v}, 0, 0x1f, -1;",
+             r = out(reg32) r, v = in(reg32) value,
+             options(nomem, nostack))
+    };
+    r
+}
+
 /// Maximum over the 32 lanes of a warp (five butterfly shuffles); every lane gets the result.
 #[inline(always)]
 pub fn warp_max(mut value: f32) -> f32 {

@@ -38,11 +38,46 @@ pub mod chain {
 /// atoms along the leading and strided dimensions (see `tile::swizzled`).
 #[inline(always)]
 pub const fn smem_descriptor_sw128(addr: SharedAddr, leading_bytes: u32, stride_bytes: u32) -> u64 {
-    const SWIZZLE_128B: u64 = 1 << 62;
-    ((addr.get() as u64 & 0x3_ffff) >> 4)
-        | (((leading_bytes as u64 >> 4) & 0x3fff) << 16)
-        | (((stride_bytes as u64 >> 4) & 0x3fff) << 32)
-        | SWIZZLE_128B
+    SmemDescriptor::sw128(addr, leading_bytes, stride_bytes).get()
+}
+
+/// A `wgmma` shared-memory descriptor kept as its two 32-bit words, so that the descriptor of an
+/// operand further along is one 32-bit add to the low word (the start address, in 16-byte units,
+/// is its bits 0-13), not a descriptor built again: building one costs a shift, two masks and
+/// two moves into uniform registers per `wgmma` (docs/perf-notes.md, v13).
+#[derive(Clone, Copy)]
+pub struct SmemDescriptor {
+    low: u32,
+    high: u32,
+}
+
+impl SmemDescriptor {
+    /// The descriptor of `addr` in the 128-byte swizzle layout (see [`smem_descriptor_sw128`]).
+    #[inline(always)]
+    pub const fn sw128(addr: SharedAddr, leading_bytes: u32, stride_bytes: u32) -> Self {
+        const SWIZZLE_128B: u32 = 1 << 30;
+        SmemDescriptor {
+            low: ((addr.get() & 0x3_ffff) >> 4) | (((leading_bytes >> 4) & 0x3fff) << 16),
+            high: ((stride_bytes >> 4) & 0x3fff) | SWIZZLE_128B,
+        }
+    }
+
+    /// The descriptor of the operand `bytes` further on (a multiple of 16). The address field
+    /// cannot carry into the leading-byte field: any shared address, in 16-byte units, fits in
+    /// its 14 bits.
+    #[inline(always)]
+    pub const fn offset(self, bytes: u32) -> Self {
+        SmemDescriptor {
+            low: self.low + (bytes >> 4),
+            high: self.high,
+        }
+    }
+
+    /// The 64-bit descriptor `wgmma` takes.
+    #[inline(always)]
+    pub const fn get(self) -> u64 {
+        ((self.high as u64) << 32) | self.low as u64
+    }
 }
 
 // One `asm!` for one chain position. The accumulators are the positional operands, so the template

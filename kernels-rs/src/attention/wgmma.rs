@@ -22,7 +22,7 @@
 use super::fragment::FragmentSoftmax;
 use super::pipeline::KvPipeline;
 use super::{record_barriers, start_counting, Buffers, Problem};
-use crate::arch::{self, barrier_id};
+use crate::arch::{self, barrier_id, SmemDescriptor};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Swizzled128};
@@ -100,7 +100,8 @@ pub unsafe fn flash_wgmma<
     kv.start();
 
     // This thread's rows: warp `w` of warpgroup `g` holds rows 64g + 16w + (lane / 4) (+ 8).
-    let warpgroup = warp / 4;
+    // Lane 0's, so that ptxas knows it is warp-uniform and keeps the descriptors in uniform registers.
+    let warpgroup = arch::warp_uniform(warp / 4);
     let group_row0 = 64 * warpgroup;
     let warp_row0 = group_row0 + 16 * (warp % 4);
     let mut softmax = FragmentSoftmax::<1>::new(&problem, first_row + warp_row0);
@@ -108,23 +109,32 @@ pub unsafe fn flash_wgmma<
     // block's later tiles are the other warpgroup's alone).
     let group_key_end = problem.key_end(first_row + group_row0 + 63);
 
+    // The operands' descriptors are built once and moved by an add per product (perf-notes v13).
     // Q (A operand, K-major) for k-step `ks`: 16 columns = 32 bytes inside a 128-byte row.
+    let q_base = SmemDescriptor::sw128(q_smem + group_row0 * ROW_BYTES, 16, ATOM_BYTES);
     let q_desc = |ks: usize| {
         let ks = ks as u32;
-        let addr = q_smem + (ks / 4) * swizzled::column_block_bytes(block_m) + group_row0 * ROW_BYTES;
-        arch::smem_descriptor_sw128(addr + (ks % 4) * 32, 16, ATOM_BYTES)
+        q_base
+            .offset((ks / 4) * swizzled::column_block_bytes(block_m) + (ks % 4) * 32)
+            .get()
     };
     // K (B operand of S, K-major): the same walk over the head dim.
+    let k_base = SmemDescriptor::sw128(kv.k_tile(0), 16, ATOM_BYTES);
     let k_desc = |stage: u32, ks: usize| {
         let ks = ks as u32;
-        let addr = kv.k_tile(stage) + (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32);
-        arch::smem_descriptor_sw128(addr + (ks % 4) * 32, 16, ATOM_BYTES)
+        let column = (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32) + (ks % 4) * 32;
+        k_base
+            .offset(kv.k_tile(stage).get() - kv.k_tile(0).get() + column)
+            .get()
     };
     // V (B operand of O, MN-major): k-step `kk` is keys 16kk .. 16kk + 15, two atoms down; the
     // head dim runs across column blocks (the leading-dimension stride).
+    let v_leading = swizzled::column_block_bytes(BLOCK_N as u32);
+    let v_base = SmemDescriptor::sw128(kv.v_tile(0), v_leading, ATOM_BYTES);
     let v_desc = |stage: u32, kk: usize| {
-        let addr = kv.v_tile(stage) + (kk as u32) * 2 * ATOM_BYTES;
-        arch::smem_descriptor_sw128(addr, swizzled::column_block_bytes(BLOCK_N as u32), ATOM_BYTES)
+        v_base
+            .offset(kv.v_tile(stage).get() - kv.v_tile(0).get() + (kk as u32) * 2 * ATOM_BYTES)
+            .get()
     };
 
     let turns = Turns::<PINGPONG, WARPGROUPS>::new(warpgroup);

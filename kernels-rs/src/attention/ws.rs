@@ -23,7 +23,7 @@
 
 use super::fragment::{self, FragmentSoftmax};
 use super::{record_barriers, start_counting, Buffers, Problem};
-use crate::arch::{self, SharedAddr};
+use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::Element;
 
@@ -273,7 +273,9 @@ pub unsafe fn flash_ws<
         problem.kv_tiles(arch::block_idx_x() * block_m, block_m, BLOCK_N as u32)
     };
     let schedule = || Schedule::<PERSISTENT>::new(&problem, block_m, BLOCK_N as u32, single_tiles);
-    let warpgroup = arch::warp_id() / 4;
+    // Lane 0's, so that ptxas knows it is warp-uniform: the consumers' descriptors, derived
+    // from it, then stay in uniform registers (docs/perf-notes.md, v13).
+    let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
     let mut tiles = 0;
     if warpgroup == 0 {
         arch::setmaxnreg_dec::<PRODUCER_REGS>();
@@ -374,20 +376,29 @@ struct Item {
 }
 
 /// The `wgmma` descriptors of one consumer warpgroup's operands: its 64 rows of Q, and the K and
-/// V tiles of a ring slot, all in the 128-byte swizzle layout the copy engine wrote.
+/// V tiles of ring slot 0, all in the 128-byte swizzle layout the copy engine wrote. The operand of
+/// each product is one of them moved by a constant and a slot's stride: one add, where building
+/// the descriptor per `wgmma` cost ten instructions (docs/perf-notes.md, v13).
 struct Operands<const D: usize, const BLOCK_N: usize, const STAGES: usize> {
-    plan: Plan<D, BLOCK_N, STAGES>,
-    block_m: u32,
-    group_row0: u32,
+    q: SmemDescriptor,
+    k: SmemDescriptor,
+    v: SmemDescriptor,
+    /// Bytes of one 64-column block of Q (K-major: `block_m` rows of 128 bytes).
+    q_column_block: u32,
 }
 
 impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> Operands<D, BLOCK_N, STAGES> {
+    /// Bytes from one ring slot to the next (its K tile and its V tile).
+    const SLOT_BYTES: u32 = 2 * Plan::<D, BLOCK_N, STAGES>::KV_TILE;
+
     #[inline(always)]
     fn new(plan: &Plan<D, BLOCK_N, STAGES>, block_m: u32, group_row0: u32) -> Self {
+        let v_leading = swizzled::column_block_bytes(BLOCK_N as u32);
         Operands {
-            plan: *plan,
-            block_m,
-            group_row0,
+            q: SmemDescriptor::sw128(plan.q + group_row0 * ROW_BYTES, 16, ATOM_BYTES),
+            k: SmemDescriptor::sw128(plan.k(0), 16, ATOM_BYTES),
+            v: SmemDescriptor::sw128(plan.v(0), v_leading, ATOM_BYTES),
+            q_column_block: swizzled::column_block_bytes(block_m),
         }
     }
 
@@ -395,28 +406,26 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> Operands<D, BLOC
     #[inline(always)]
     fn q(&self, ks: usize) -> u64 {
         let ks = ks as u32;
-        let block = self.plan.q + (ks / 4) * swizzled::column_block_bytes(self.block_m);
-        arch::smem_descriptor_sw128(
-            block + self.group_row0 * ROW_BYTES + (ks % 4) * 32,
-            16,
-            ATOM_BYTES,
-        )
+        self.q
+            .offset((ks / 4) * self.q_column_block + (ks % 4) * 32)
+            .get()
     }
 
     /// K's 16 columns `16 ks ..` of slot `stage`.
     #[inline(always)]
     fn k(&self, stage: u32, ks: usize) -> u64 {
         let ks = ks as u32;
-        let block = self.plan.k(stage) + (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32);
-        arch::smem_descriptor_sw128(block + (ks % 4) * 32, 16, ATOM_BYTES)
+        let column = (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32) + (ks % 4) * 32;
+        self.k.offset(stage * Self::SLOT_BYTES + column).get()
     }
 
     /// V's 16 keys `16 kk ..` of slot `stage`, read transposed (MN-major): column blocks of V are
     /// one column block's bytes apart.
     #[inline(always)]
     fn v(&self, stage: u32, kk: usize) -> u64 {
-        let rows = self.plan.v(stage) + (kk as u32) * 2 * ATOM_BYTES;
-        arch::smem_descriptor_sw128(rows, swizzled::column_block_bytes(BLOCK_N as u32), ATOM_BYTES)
+        self.v
+            .offset(stage * Self::SLOT_BYTES + (kk as u32) * 2 * ATOM_BYTES)
+            .get()
     }
 }
 
