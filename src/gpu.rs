@@ -1472,9 +1472,11 @@ mod tests {
                 for &d in v.head_dims {
                     for dtype in crate::variants::DTYPES {
                         let paged = [false, true].map(|counted| v.paged_symbol(d, dtype, counted));
+                        let varlen = [false, true].map(|counted| v.varlen_symbol(d, dtype, counted));
                         for symbol in [v.symbol(d, dtype), v.counted_symbol(d, dtype)]
                             .into_iter()
                             .chain(paged.into_iter().flatten())
+                            .chain(varlen.into_iter().flatten())
                         {
                             assert_eq!(
                                 declared_param_bytes(ptx, &symbol),
@@ -1496,8 +1498,8 @@ mod tests {
         // workspace; the block table and lengths), the scalars as 32 bits: a field's type changing silently would change
         // every kernel's signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 21);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 10);
+        assert_eq!(bytes.len(), 23);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 12);
         assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 11);
     }
 

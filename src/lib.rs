@@ -32,6 +32,7 @@ pub mod stats;
 pub mod tma;
 pub mod tuned_table;
 pub mod variants;
+pub mod varlen;
 
 pub use api::{
     attention, attention_raw, check_views, fits_layout, layout_from_strides, Attention, DeviceTensor,
@@ -43,6 +44,7 @@ pub use layout::Layout;
 pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};
 pub use variants::{Family, Policy, Spec, VariantSpec, VARIANTS};
+pub use varlen::{VarlenBatch, VarlenKernel, VarlenTensors};
 
 /// The PTX of every kernel, one module per architecture, embedded at build time.
 pub mod embedded {

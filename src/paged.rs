@@ -445,6 +445,9 @@ impl Gpu {
             seqlens_k: lens_ptr,
             block_size: cache.block_size as u32,
             max_blocks: cache.max_blocks as u32,
+            // Dense queries: no prefix sums.
+            cu_seqlens_q: 0,
+            cu_seqlens_k: 0,
         };
         // Safety: a paged flash_decode entry point (only `paged_kernel` makes a `PagedKernel`)
         // with the launch parameter list; Q, the output and the LSE hold what the shape implies,

@@ -186,6 +186,62 @@ pub fn paged_attention_f64(
     (out, lse)
 }
 
+/// Attention over a variable-length batch in float64, one sequence at a time: `q` packed as
+/// `[total_q, heads, D]`, `k` and `v` as `[total_k, heads_kv, D]`, sequence `b` owning the rows
+/// `batch.q_range(b)` and `batch.k_range(b)`; each is attended as [`attention_f64`] does with its
+/// own lengths (causal masks aligned bottom-right per sequence). `dims` gives the heads and head
+/// dim (its batch and lengths are not used). Returns the output, packed like Q, and the
+/// log-sum-exp as `[heads, total_q]` (natural log, `-inf` for a row that sees no key).
+pub fn varlen_attention_f64(
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    batch: &crate::varlen::VarlenBatch,
+    dims: Dims,
+    causal: bool,
+    scale: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let (h, h_kv, d) = (dims.heads, dims.heads_kv, dims.head_dim);
+    let (total_q, total_k) = (batch.total_q(), batch.total_k());
+    assert_eq!(q.len(), total_q * h * d, "packed q for {dims:?}");
+    assert_eq!(k.len(), total_k * h_kv * d, "packed k for {dims:?}");
+    assert_eq!(v.len(), k.len(), "packed v for {dims:?}");
+    // Packed rows `rows` of a `[rows, heads, D]` tensor as `[1, heads, rows.len(), D]`.
+    let gather = |x: &[f32], rows: std::ops::Range<usize>, heads: usize| -> Vec<f32> {
+        let mut out = Vec::with_capacity(rows.len() * heads * d);
+        for head in 0..heads {
+            for row in rows.clone() {
+                out.extend_from_slice(&x[(row * heads + head) * d..][..d]);
+            }
+        }
+        out
+    };
+    let mut out = vec![0.0; q.len()];
+    let mut lse = vec![0.0; h * total_q];
+    for b in 0..batch.batch() {
+        let (rows_q, rows_k) = (batch.q_range(b), batch.k_range(b));
+        if rows_q.is_empty() {
+            continue;
+        }
+        let one = Dims {
+            batch: 1,
+            seq_q: rows_q.len(),
+            seq_k: rows_k.len(),
+            ..dims
+        };
+        let qb = gather(q, rows_q.clone(), h);
+        let (kb, vb) = (gather(k, rows_k.clone(), h_kv), gather(v, rows_k, h_kv));
+        let o = attention_f64(&qb, &kb, &vb, one, causal, scale);
+        let l = log_sum_exp_f64(&qb, &kb, one, causal, scale);
+        for head in 0..h {
+            for (i, row) in rows_q.clone().enumerate() {
+                let src = (head * one.seq_q + i) * d;
+                out[(row * h + head) * d..][..d].copy_from_slice(&o[src..][..d]);
+                lse[head * total_q + row] = l[head * one.seq_q + i];
+            }
+        }
+    }
+    (out, lse)
+}
+
 fn check_lengths(q: &[f32], k: &[f32], v: &[f32], dims: Dims) {
     assert!(
         dims.heads_kv > 0 && dims.heads.is_multiple_of(dims.heads_kv),

@@ -341,6 +341,17 @@ impl Spec {
         Ok(spec)
     }
 
+    /// Whether the variant has variable-length entry points (`_varlen`, packed sequences):
+    /// `flash_decode`, and `flash_ws` without `persistent` (a persistent block walks row blocks
+    /// of a single sequence length).
+    pub fn has_varlen(&self) -> bool {
+        match self.family {
+            Family::FlashDecode => true,
+            Family::FlashWs => !self.persistent,
+            _ => false,
+        }
+    }
+
     /// The variant's name: `<family>_m<block_m>_n<block_n>[_c<sub_n>][_w<warps>][_v<vec>]
     /// _s<stages>[_qsmem][_pp][_ov][_b<min_blocks_per_sm>]_<policy>`, each family writing the
     /// parameters it takes. Tuned tables and evidence refer to variants by these names.

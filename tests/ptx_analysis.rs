@@ -160,3 +160,51 @@ fn every_decode_variant_has_paged_entry_points_with_its_barriers() {
     }
     assert!(checked >= 16, "only {checked} paged entry points");
 }
+
+/// Every variant with varlen entry points (flash_ws without persistent, flash_decode) has them
+/// and their counted twins, with as many block barriers as the contiguous entry and at least the
+/// declared ones inside its KV loop (the same rule as the paged ones); the others have none.
+#[test]
+fn varlen_entry_points_exist_with_their_barriers() {
+    let mut checked = 0;
+    let barriers = |e: &ptx::Entry| e.body.iter().filter(|l| ptx::is_block_barrier(l)).count();
+    for (arch, arch_number, text) in modules() {
+        let globals = ptx::u32_globals(text);
+        let entries = ptx::entries(text);
+        let find = |name: &str| {
+            entries
+                .iter()
+                .find(|e| e.name == name)
+                .unwrap_or_else(|| panic!("{arch}: {name} missing"))
+        };
+        for v in VARIANTS.iter().filter(|v| v.min_arch <= arch_number) {
+            for (&d, &dtype) in v
+                .head_dims
+                .iter()
+                .flat_map(|d| DTYPES.iter().map(move |t| (d, t)))
+            {
+                let declared = globals[format!("{}_barriers_per_tile", v.symbol(d, dtype)).as_str()] as usize;
+                for counted in [false, true] {
+                    let Some(name) = v.varlen_symbol(d, dtype, counted) else {
+                        let varlen = format!("{}_varlen", v.symbol(d, dtype));
+                        assert!(!entries.iter().any(|e| e.name.starts_with(&varlen)), "{varlen}");
+                        continue;
+                    };
+                    let contiguous = if counted {
+                        v.counted_symbol(d, dtype)
+                    } else {
+                        v.symbol(d, dtype)
+                    };
+                    let entry = find(&name);
+                    assert_eq!(barriers(entry), barriers(find(&contiguous)), "{arch} {name}");
+                    assert!(
+                        ptx::barriers_in_loop(entry).unwrap_or(0) >= declared,
+                        "{arch} {name}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 16, "only {checked} varlen entry points");
+}

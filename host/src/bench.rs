@@ -66,7 +66,21 @@ pub struct Args {
     /// at the shape's S_k, pages in a random order: rows `<variant>_paged`, `block_size` set.
     #[arg(long, value_delimiter = ',')]
     block_size: Vec<usize>,
+    /// The varlen case (issue #11): 16 sequences of lengths drawn uniformly from 1 to 4096
+    /// (`--varlen-seed`, printed), queries and keys alike, H=16, D=128, `--causal` or not. Times
+    /// every variant's varlen entry point on the packed batch (rows `<variant>_varlen`, TFLOP/s
+    /// of the useful work), and adds two dense cases: B=1 at the length S with S^2 = sum L^2
+    /// (the same useful FLOPs; with `--causal` both sides count the visible keys), and the batch
+    /// padded to the longest sequence (what the peers run: `--peers torch`).
+    #[arg(long)]
+    varlen: bool,
+    /// Seed of `--varlen`'s lengths.
+    #[arg(long, default_value_t = 2026)]
+    varlen_seed: u64,
 }
+
+/// `--varlen`'s batch: sequences, longest length, heads, head dim.
+const VARLEN_CASE: (usize, usize, usize, usize) = (16, 4096, 16, 128);
 
 /// Above this many multiply-adds (B*H*S_q*S_k*D) `naive` and `flash_scalar` are skipped unless
 /// named with `--kernel`: they would take minutes and say nothing new.
@@ -111,6 +125,10 @@ impl Plan {
             }
         }
         let mut cases = inputs::cases(&args.shapes, &args.shape, masks, head_dims)?;
+        if args.varlen {
+            let (dense, padded) = varlen_dense_shapes(args.varlen_seed);
+            cases.extend([(dense, args.causal), (padded, args.causal)]);
+        }
         if let Some(heads_kv) = args.heads_kv {
             for (shape, _) in &mut cases {
                 *shape = shape.with_heads_kv(heads_kv);
@@ -137,7 +155,11 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let mut notes = Vec::new();
     let mut rows = time_ours(&gpu, &plan, &args, &mut notes)?;
     rows.extend(time_paged(&gpu, &plan, &args)?);
+    rows.extend(time_varlen(&gpu, &plan, &args)?);
     rows.extend(time_peers(&plan, &args, &mut notes)?);
+    if args.varlen {
+        notes.extend(varlen_summary(&rows, &args));
+    }
     for note in &notes {
         println!("note: {note}");
     }
@@ -283,6 +305,138 @@ fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, 
         }
     }
     Ok(rows)
+}
+
+/// `--varlen`'s lengths, and its two dense cases: B=1 at the length of the same useful work,
+/// and the batch padded to its longest sequence.
+fn varlen_dense_shapes(seed: u64) -> (Shape, Shape) {
+    let (count, max, heads, d) = VARLEN_CASE;
+    let lens = crate::varlen::bench_lengths(count, max, seed);
+    let longest = lens.iter().copied().max().unwrap_or(1);
+    (
+        Shape::new(1, heads, crate::varlen::dense_equivalent(&lens), d),
+        Shape::new(count, heads, longest, d),
+    )
+}
+
+/// `--varlen`: every runnable variant's varlen entry point on the packed batch.
+fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, Failure> {
+    if !args.varlen {
+        return Ok(Vec::new());
+    }
+    let (count, max, heads, d) = VARLEN_CASE;
+    let lens = crate::varlen::bench_lengths(count, max, args.varlen_seed);
+    println!(
+        "varlen: {count} sequences, lengths {lens:?} (--varlen-seed {})",
+        args.varlen_seed
+    );
+    let problem = crate::varlen::Problem {
+        heads,
+        heads_kv: args.heads_kv.unwrap_or(heads),
+        head_dim: d,
+        lens_q: lens.clone(),
+        lens_k: lens.clone(),
+        causal: args.causal,
+        dtype: args.dtype,
+    };
+    let data = crate::varlen::data(&problem, inputs::fresh_seed(), true)?;
+    let batch = data.batch.clone();
+    let mut tensors = gpu.varlen_tensors(
+        batch.clone(),
+        (heads, problem.heads_kv, d),
+        args.dtype,
+        (&data.q, &data.k, &data.v),
+    )?;
+    let params = Params {
+        causal: args.causal,
+        scale: None,
+    };
+    let padded = Shape::new(count, heads, batch.max_q(), d).with_heads_kv(problem.heads_kv);
+    let useful = batch.flops(heads, d, args.causal);
+    let kv_bytes = 2.0 * (batch.total_k() * problem.heads_kv * d) as f64 * 2.0;
+    let mut rows = Vec::new();
+    for variant in plan
+        .variants
+        .iter()
+        .filter(|v| crate::varlen::runnable(gpu, v, d))
+    {
+        let kernel = gpu.varlen_kernel(variant, d, args.dtype, false)?;
+        let (warmup, iters) = (args.warmup as usize, args.iters as usize);
+        let mut launch = || gpu.launch_varlen(&kernel, &mut tensors, params, None);
+        let singles = gpu.time_each(warmup, iters, &mut launch)?;
+        let singles =
+            Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
+        let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
+        let samples = gpu.time_graph_of(calls as usize, warmup, iters, &mut launch)?;
+        let name = format!("{}_varlen", variant.name);
+        let mut row = row_from(name, padded, args.dtype, args.causal, calls, samples, None)?;
+        row.tflops = useful / (row.p50_us * 1e-6) / 1e12;
+        row.gbps = kv_bytes / (row.p50_us * 1e-6) / 1e9;
+        row.varlen_lens = Some(lens.clone());
+        row.event_p50_us = Some(singles.p50);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// `--varlen`'s verdicts as notes: our fastest varlen row against our fastest dense kernel at
+/// the same useful work (its time scaled by useful / its own FLOPs) and against the padded batch
+/// through cuDNN.
+fn varlen_summary(rows: &[Row], args: &Args) -> Vec<String> {
+    let (count, max, heads, d) = VARLEN_CASE;
+    let lens = crate::varlen::bench_lengths(count, max, args.varlen_seed);
+    let Ok(batch) = flashrs::VarlenBatch::from_lengths(&lens, &lens) else {
+        return Vec::new();
+    };
+    let useful = batch.flops(heads, d, args.causal);
+    let (dense, padded) = varlen_dense_shapes(args.varlen_seed);
+    let at = |shape: Shape, peer: Option<&str>| {
+        rows.iter()
+            .filter(|r| {
+                r.varlen_lens.is_none()
+                    && r.shape == [shape.batch, shape.heads, shape.seq_q, shape.head_dim]
+                    && r.causal == args.causal
+                    && match peer {
+                        Some(backend) => r.backend.as_deref() == Some(backend),
+                        None => !r.peer,
+                    }
+            })
+            .min_by(|a, b| a.p50_us.total_cmp(&b.p50_us))
+    };
+    let Some(ours) = rows
+        .iter()
+        .filter(|r| r.varlen_lens.is_some())
+        .min_by(|a, b| a.p50_us.total_cmp(&b.p50_us))
+    else {
+        return vec!["varlen: no variant with a varlen entry point ran".into()];
+    };
+    let mut notes = vec![format!(
+        "varlen: lengths {lens:?} (seed {}), useful work {:.1} GFLOP; ours {} {:.1} us ({:.0} TFLOP/s useful)",
+        args.varlen_seed,
+        useful / 1e9,
+        ours.kernel,
+        ours.p50_us,
+        ours.tflops
+    )];
+    if let Some(row) = at(dense, None) {
+        let same_work_us = row.p50_us * useful / dense.flops(args.causal);
+        notes.push(format!(
+            "varlen vs dense: {} on {dense} {:.1} us, {:.1} us at the same useful work: varlen takes {:.3}x (goal <= 1.10)",
+            row.kernel,
+            row.p50_us,
+            same_work_us,
+            ours.p50_us / same_work_us
+        ));
+    }
+    if let Some(row) = at(padded, Some("cudnn")) {
+        notes.push(format!(
+            "varlen vs the padded batch {padded} through cuDNN: {:.1} us ({:.0} TFLOP/s useful), ours {:.2}x faster (goal > 1)",
+            row.p50_us,
+            useful / (row.p50_us * 1e-6) / 1e12,
+            row.p50_us / ours.p50_us
+        ));
+    }
+    notes
 }
 
 /// One variant on one case: single launches (to size the graph and for the launch p50), graph

@@ -15,6 +15,7 @@ mod profile;
 mod report;
 mod stress;
 mod tune;
+mod varlen;
 mod verify;
 
 use std::process::ExitCode;

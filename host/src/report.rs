@@ -42,6 +42,11 @@ pub struct Row {
     /// Keys per page of a paged KV cache (`bench --block-size`); null for contiguous K and V.
     #[serde(default)]
     pub block_size: Option<usize>,
+    /// A varlen row (`bench --varlen`): the sequences' lengths (queries and keys alike); `shape`
+    /// is then the padded batch `[B, H, max length, D]`, and `tflops` and `gbps` count the
+    /// useful work (each sequence's own length) only. Absent for every other row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub varlen_lens: Option<Vec<usize>>,
     /// CUDA events around each single launch (launch overhead included); ours only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_p50_us: Option<f64>,
@@ -141,6 +146,7 @@ pub fn row_from(
         tflops: shape.flops(causal) / (s.p50 * 1e-6) / 1e12,
         gbps: kv_bytes(shape) / (s.p50 * 1e-6) / 1e9,
         block_size: None,
+        varlen_lens: None,
         event_p50_us: None,
         speedup_vs_naive: None,
         barriers_per_tile: None,
@@ -159,6 +165,7 @@ fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
         && row.seq_k == shape.seq_k
         && row.heads_kv == shape.heads_kv
         && row.causal == causal
+        && row.varlen_lens.is_none()
 }
 
 /// Per case: our fastest against the best peer and against cuDNN, FA2 and FA3 by name (with

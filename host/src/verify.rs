@@ -22,15 +22,17 @@ pub struct Args {
     /// (decode-like shapes that flash_decode splits over the keys), decode (bench's, large),
     /// paged (flash_decode's paged entry points on a paged KV cache: block sizes 16, 64, 256,
     /// random page permutations, lengths from 0, grouped heads, causal with S_q > 1; Q and the
-    /// output in each `--layout`).
+    /// output in each `--layout`), varlen (packed variable-length batches through the flash_ws
+    /// and flash_decode varlen entry points: lengths from 0, S_q above and below S_k, grouped
+    /// heads, every packed element and guards around the output checked).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "small,mission,long,odd,edge,splitkv,paged"
+        default_value = "small,mission,long,odd,edge,splitkv,paged,varlen"
     )]
     shapes: Vec<String>,
-    /// A quick pass for slow tools (compute-sanitizer): the small, odd and edge shapes and a small
-    /// paged set in fp16, our kernels only (not the cuBLAS path).
+    /// A quick pass for slow tools (compute-sanitizer): the small, odd and edge shapes and small
+    /// paged and varlen sets in fp16, our kernels only (not the cuBLAS path).
     #[arg(long)]
     quick: bool,
     /// Multiply Q and K by this factor, so that scores reach large magnitudes (40 at head dim
@@ -114,6 +116,9 @@ pub struct BarrierCheck {
     pub kernel: &'static str,
     /// The variant's paged-cache entry point (`flash_decode`), not its contiguous one.
     pub paged: bool,
+    /// The variant's variable-length entry point (`_varlen`).
+    #[serde(default)]
+    pub varlen: bool,
     pub head_dim: usize,
     pub dtype: DType,
     pub policy: Option<Policy>,
@@ -141,6 +146,8 @@ struct Report {
     cases: Vec<Case>,
     /// The `paged` set: flash_decode's paged entry points against the float64 paged reference.
     paged: Vec<crate::paged::Case>,
+    /// The `varlen` set: the varlen entry points against the float64 per-sequence reference.
+    varlen: Vec<crate::varlen::Case>,
     barriers: Vec<BarrierCheck>,
 }
 
@@ -178,6 +185,7 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
     }
     bar.finish_and_clear();
     let paged = check_paged(&gpu, &variants, &args, seed)?;
+    let varlen = check_varlen(&gpu, &variants, &args, seed)?;
     let torch_note = cross.torch_note(&args);
     if let Some(note) = &torch_note {
         println!("note: {note}");
@@ -188,6 +196,7 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
     let barriers = check_barriers(&gpu, &variants, &args.dtype)?;
     print_cases(&cases);
     print_paged(&paged);
+    print_varlen(&varlen);
     print_barriers(&barriers);
     let report = Report {
         peer_note: torch_note,
@@ -195,10 +204,12 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
         seed,
         all_pass: cases.iter().all(|c| c.pass)
             && paged.iter().all(|c| c.pass)
+            && varlen.iter().all(|c| c.pass)
             && barriers.iter().all(|b| b.pass),
         tolerances: args.dtype.iter().map(|&t| (t, t.tolerance())).collect(),
         cases,
         paged,
+        varlen,
         barriers,
     };
     verdict(report, &args.json)
@@ -207,8 +218,10 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
 /// `--quick`: the shapes, dtype and kernels that a compute-sanitizer pass can afford.
 fn apply_quick(args: &mut Args) {
     if args.quick {
-        // `paged` is `paged::quick_problems` under `--quick` (`check_paged`).
-        args.shapes = vec!["small".into(), "odd".into(), "edge".into(), "paged".into()];
+        // `paged` and `varlen` are their `quick_problems` under `--quick`.
+        args.shapes = ["small", "odd", "edge", "paged", "varlen"]
+            .map(String::from)
+            .to_vec();
         args.dtype = vec![DType::F16];
         // Naming every variant leaves the cuBLAS path out.
         if args.kernels.is_empty() {
@@ -245,8 +258,13 @@ fn problems(args: &Args) -> Result<Vec<(Shape, bool, DType)>, Failure> {
         Masks::Causal => &[true],
         Masks::Both => &[false, true],
     };
-    // The paged set is not a list of dense shapes (`check_paged` runs it).
-    let sets: Vec<String> = args.shapes.iter().filter(|s| *s != "paged").cloned().collect();
+    // The paged and varlen sets are not lists of dense shapes (`check_paged`, `check_varlen`).
+    let sets: Vec<String> = args
+        .shapes
+        .iter()
+        .filter(|s| *s != "paged" && *s != "varlen")
+        .cloned()
+        .collect();
     let mut problems: Vec<(Shape, bool, DType)> =
         inputs::cases(&sets, &args.shape, masks, inputs::HeadDims::Ours)?
             .into_iter()
@@ -272,15 +290,21 @@ fn run_random(
     let results = crate::stress::random(gpu, variants, count, seed)?;
     // One paged problem per four dense ones (at least one), on the flash_decode variants tested.
     let paged = random_paged(gpu, variants, count.div_ceil(4), seed)?;
-    let failed = results.iter().filter(|r| !r.pass).count() + paged.iter().filter(|c| !c.pass).count();
-    let runs: usize = results.iter().map(|r| r.kernels).sum::<usize>() + paged.len();
+    // As many varlen problems, on the variants with a varlen entry point.
+    let varlen = random_varlen(gpu, variants, count.div_ceil(4), seed)?;
+    let failed = results.iter().filter(|r| !r.pass).count()
+        + paged.iter().filter(|c| !c.pass).count()
+        + varlen.iter().filter(|c| !c.pass).count();
+    let runs: usize = results.iter().map(|r| r.kernels).sum::<usize>() + paged.len() + varlen.len();
     stress_verdict(
         json,
         serde_json::json!({ "gpu": gpu.name, "seed": seed, "problems": count, "kernel_runs": runs,
-                            "all_pass": failed == 0, "random": results, "paged": paged }),
+                            "all_pass": failed == 0, "random": results, "paged": paged,
+                            "varlen": varlen }),
         failed,
         &format!(
-            "{count} random problems and {} paged ones, {runs} kernel runs against float64",
+            "{count} random problems, {} paged and {} varlen ones, {runs} kernel runs against float64",
+            count.div_ceil(4),
             count.div_ceil(4)
         ),
     )
@@ -435,6 +459,7 @@ fn check_problem(
 fn verdict(report: Report, json: &Option<PathBuf>) -> Result<(), Failure> {
     let failed = report.cases.iter().filter(|c| !c.pass).count()
         + report.paged.iter().filter(|c| !c.pass).count()
+        + report.varlen.iter().filter(|c| !c.pass).count()
         + report.barriers.iter().filter(|b| !b.pass).count();
     let (all_pass, seed) = (report.all_pass, report.seed);
     if let Some(path) = json {
@@ -619,9 +644,12 @@ pub fn check_barriers(
                 let params = Params { causal, scale: None };
                 runtime[i] = gpu.count_barriers(variant, &mut tensors, params)?.per_tile;
             }
-            out.push(static_barriers(variant, head_dim, dtype, runtime, false));
+            out.push(static_barriers(variant, head_dim, dtype, runtime, Entry::Dense));
             if variant.family == Family::FlashDecode {
                 out.push(check_paged_barriers(gpu, variant, head_dim, dtype)?);
+            }
+            if variant.has_varlen() {
+                out.push(check_varlen_barriers(gpu, variant, head_dim, dtype)?);
             }
         }
     }
@@ -644,29 +672,66 @@ fn check_paged_barriers(
         let params = Params { causal, scale: None };
         runtime[i] = gpu.count_paged_barriers(variant, &mut tensors, params)?.per_tile;
     }
-    Ok(static_barriers(variant, head_dim, dtype, runtime, true))
+    Ok(static_barriers(variant, head_dim, dtype, runtime, Entry::Paged))
 }
 
-/// The declared and PTX counts of one variant (of its paged entry point with `paged`), judged
-/// together with the run-time counts.
+/// A variant's varlen entry point, counted at run time (`_varlen_counted`) on a small packed
+/// batch, non-causal and causal, and judged as the paged entry points are.
+fn check_varlen_barriers(
+    gpu: &Gpu,
+    variant: &'static VariantSpec,
+    head_dim: usize,
+    dtype: DType,
+) -> Result<BarrierCheck, Failure> {
+    let problem = crate::varlen::Problem {
+        heads: 8,
+        heads_kv: 2,
+        head_dim,
+        lens_q: vec![300, 0, 130],
+        lens_k: vec![700, 5, 333],
+        causal: false,
+        dtype,
+    };
+    let data = crate::varlen::data(&problem, 1, false)?;
+    let mut tensors = crate::varlen::upload(gpu, &problem, &data)?;
+    let mut runtime = [0.0; 2];
+    for (i, causal) in [false, true].into_iter().enumerate() {
+        let params = Params { causal, scale: None };
+        runtime[i] = gpu.count_varlen_barriers(variant, &mut tensors, params)?.per_tile;
+    }
+    Ok(static_barriers(variant, head_dim, dtype, runtime, Entry::Varlen))
+}
+
+/// Which entry point of a variant a barrier check is about.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    Dense,
+    Paged,
+    Varlen,
+}
+
+/// The declared and PTX counts of one entry point of a variant, judged together with the
+/// run-time counts.
 pub fn static_barriers(
     variant: &'static VariantSpec,
     head_dim: usize,
     dtype: DType,
     runtime: [f64; 2],
-    paged: bool,
+    entry: Entry,
 ) -> BarrierCheck {
     let variant_symbol = variant.symbol(head_dim, dtype.name());
-    // A paged entry point shares its variant's declared count.
+    // The paged and varlen entry points share their variant's declared count.
     let declared = ptx::u32_globals(embedded::PTX_SM90)
         .get(format!("{variant_symbol}_barriers_per_tile").as_str())
         .copied()
         .unwrap_or(u32::MAX);
-    let symbol = match paged {
-        true => variant.paged_symbol(head_dim, dtype.name(), false),
-        false => Some(variant_symbol),
+    let symbol = match entry {
+        Entry::Paged => variant.paged_symbol(head_dim, dtype.name(), false),
+        Entry::Varlen => variant.varlen_symbol(head_dim, dtype.name(), false),
+        Entry::Dense => Some(variant_symbol),
     }
     .unwrap_or_default();
+    let paged = entry != Entry::Dense;
     let count_in = |ptx_text: &str| {
         ptx::entries(ptx_text)
             .iter()
@@ -677,8 +742,8 @@ pub fn static_barriers(
     let ptx_sm80 = (variant.min_arch <= 80).then(|| count_in(embedded::PTX_SM80));
     let ptx_sm90 = count_in(embedded::PTX_SM90);
     let ptx = [ptx_sm80.unwrap_or(ptx_sm90), ptx_sm90];
-    // A paged entry point's KV loop shares its span in the PTX with the epilogue's loops (LLVM
-    // lays them out inside it), so the static count there is only a lower bound (the CPU test
+    // A paged (or varlen) entry point's KV loop shares its span in the PTX with the epilogue's
+    // loops (LLVM lays them out inside it), so the static count there is only a lower bound (the CPU test
     // `tests/ptx_analysis.rs` holds the paged entries to the same rule); its run-time counts must
     // still be the declared ones.
     let ptx_agrees = ptx.iter().all(|&n| {
@@ -698,7 +763,8 @@ pub fn static_barriers(
     };
     BarrierCheck {
         kernel: variant.name,
-        paged,
+        paged: entry == Entry::Paged,
+        varlen: entry == Entry::Varlen,
         head_dim,
         dtype,
         policy: variant.policy,
@@ -794,6 +860,93 @@ fn random_paged(
     Ok(cases)
 }
 
+/// The `varlen` set, when asked for: every variant with a varlen entry point on each problem.
+fn check_varlen(
+    gpu: &Gpu,
+    variants: &[&'static VariantSpec],
+    args: &Args,
+    seed: u64,
+) -> Result<Vec<crate::varlen::Case>, Failure> {
+    if !args.shapes.iter().any(|s| s == "varlen") {
+        return Ok(Vec::new());
+    }
+    let masks: &[bool] = match args.masks {
+        Masks::None => &[false],
+        Masks::Causal => &[true],
+        Masks::Both => &[false, true],
+    };
+    let problems = if args.quick {
+        crate::varlen::quick_problems(&args.dtype, masks)
+    } else {
+        crate::varlen::problems(&args.dtype, masks)
+    };
+    let bar = inputs::progress(problems.len(), "varlen");
+    let mut cases = Vec::new();
+    for (index, problem) in problems.iter().enumerate() {
+        bar.set_message(problem.describe());
+        let case_seed = seed.wrapping_add(2_000_000 + index as u64);
+        cases.extend(crate::varlen::check(
+            gpu,
+            variants,
+            problem,
+            case_seed,
+            LSE_TOLERANCE,
+            lse_error,
+        )?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(cases)
+}
+
+/// `--random`'s varlen problems: problem `i` from seed `seed + i` (replay: `--random 1 --seed`).
+fn random_varlen(
+    gpu: &Gpu,
+    variants: &[&'static VariantSpec],
+    count: usize,
+    seed: u64,
+) -> Result<Vec<crate::varlen::Case>, Failure> {
+    let mut cases = Vec::new();
+    for i in 0..count as u64 {
+        // Its own stream of draws, apart from the paged problem of the same seed.
+        let problem_seed = seed.wrapping_add(i) ^ 0x7661_726c_656e;
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(problem_seed);
+        let problem = crate::varlen::random_problem(&mut rng);
+        let found = crate::varlen::check(gpu, variants, &problem, problem_seed, LSE_TOLERANCE, lse_error)?;
+        for c in found.iter().filter(|c| !c.pass) {
+            println!(
+                "FAIL varlen {} on {} causal={}: max_abs {:.3e}, lse {:.3e}, guard writes {} (replay: --random 1 --seed {})",
+                c.kernel,
+                c.problem,
+                c.causal,
+                c.max_abs_err,
+                c.lse_max_abs_err,
+                c.guard_writes,
+                seed.wrapping_add(i)
+            );
+        }
+        cases.extend(found);
+    }
+    Ok(cases)
+}
+
+fn print_varlen(cases: &[crate::varlen::Case]) {
+    for c in cases {
+        println!(
+            "{:<40} varlen {} causal={} {} {:>11.3e} {:>11.3e} lse {:.1e} guard {}  {}",
+            c.kernel,
+            c.problem,
+            c.causal,
+            c.dtype,
+            c.max_abs_err,
+            c.rel_l2_err,
+            c.lse_max_abs_err,
+            c.guard_writes,
+            if c.pass { "PASS" } else { "FAIL" }
+        );
+    }
+}
+
 fn print_paged(cases: &[crate::paged::Case]) {
     for c in cases {
         println!(
@@ -841,7 +994,15 @@ pub fn print_barriers(checks: &[BarrierCheck]) {
     for b in checks {
         println!(
             "{:<46} d={:<4} {:>2} / {:>2} {:>2} / {:>4} {:>4}  {}",
-            format!("{}{}", b.kernel, if b.paged { " (paged)" } else { "" }),
+            format!(
+                "{}{}",
+                b.kernel,
+                match (b.paged, b.varlen) {
+                    (true, _) => " (paged)",
+                    (_, true) => " (varlen)",
+                    _ => "",
+                }
+            ),
             b.head_dim,
             b.declared,
             b.ptx_sm80.map_or("-".to_string(), |n| n.to_string()),

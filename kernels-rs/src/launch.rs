@@ -65,6 +65,13 @@ macro_rules! with_launch_params {
             block_size: u32,
             /// Paged: entries per block-table row (`max_blocks`); 0 otherwise.
             max_blocks: u32,
+            /// Variable-length entry points (`_varlen`): `[B + 1]` int32 prefix sums of the
+            /// sequences' query counts in the packed `[total_q, H, D]` Q and output (then `seq_q`
+            /// is `total_q`, `seq_major` 1); 0 for every other kernel.
+            cu_seqlens_q: u64 as *const u32,
+            /// Varlen: the same for the keys of the packed `[total_k, H_kv, D]` K and V (`seq_k`
+            /// is `total_k`); 0 otherwise.
+            cu_seqlens_k: u64 as *const u32,
         }
     };
 }

@@ -50,6 +50,11 @@ impl launch::LaunchArgs {
                 block_size: self.block_size,
                 max_blocks: self.max_blocks,
             },
+            varlen: attention::varlen::Varlen::dense(
+                self.cu_seqlens_q as *const u32,
+                self.cu_seqlens_k as *const u32,
+                self.seq_q,
+            ),
         }
     }
 }
@@ -113,9 +118,28 @@ macro_rules! flash_ws {
         kernel!(@export $name, $counted, $smem,
             attention::ws::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |io, p, COUNT| attention::ws::flash_ws::<
-                $t, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, $ps, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
-            >(io, p));
+            |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps));
+    };
+    (@body $io:ident, $p:ident, $count:ident, $varlen:literal, $t:ty, $d:literal, $bm:literal,
+     $bn:literal, $stages:literal, $pp:literal, $ov:literal, $ps:literal) => {
+        attention::ws::flash_ws::<
+            $t, $count, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, $ps, $varlen, { $bn / 2 }, { $d / 2 },
+            { $bn / 16 },
+        >($io, $p)
+    };
+}
+
+/// The variable-length twins of a non-persistent `flash_ws` variant (`build.rs` writes them
+/// beside it): the same body on packed sequences (`attention::varlen`); shared memory and
+/// barriers are the variant's own.
+macro_rules! flash_ws_varlen {
+    ($name:ident $counted:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
+     pingpong = $pp:literal, overlap = $ov:literal, persistent = false) => {
+        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
+            flash_ws!(@body io, p, COUNT, true, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
+        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
+            flash_ws!(@body io, p, COUNT, true, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
     };
 }
 
@@ -170,6 +194,7 @@ macro_rules! softmax_rows {
                 kv_splits: 1,
                 workspace: core::ptr::null_mut(),
                 pages: attention::paged::PageTable::NONE,
+                varlen: attention::varlen::Varlen::dense(core::ptr::null(), core::ptr::null(), seq_q),
             };
             attention::rows::softmax_rows::<$t>(scores, probs, problem)
         }

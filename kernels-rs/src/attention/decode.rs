@@ -21,6 +21,7 @@ use super::fragment::FragmentSoftmax;
 use super::packing::{slice_tiles, PackedRows};
 use super::paged::DecodeKv;
 use super::pipeline::KvPipeline;
+use super::varlen::Varlen;
 use super::warp_mma;
 use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr};
@@ -57,12 +58,12 @@ macro_rules! flash_decode {
         kernel!(@export $name, $counted, $smem,
             $crate::attention::decode::smem_bytes($d, $bm, $bn, $stages, $w), $barriers,
             <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |io, p, COUNT| flash_decode!(@body io, p, COUNT, false, $t, $policy, $d, $bm, $bn, $w, $stages));
+            |io, p, COUNT| flash_decode!(@body io, p, COUNT, false, false, $t, $policy, $d, $bm, $bn, $w, $stages));
     };
-    (@body $io:ident, $p:ident, $count:ident, $paged:literal, $t:ty, $policy:ty, $d:literal,
-     $bm:literal, $bn:literal, $w:literal, $stages:literal) => {
+    (@body $io:ident, $p:ident, $count:ident, $paged:literal, $varlen:literal, $t:ty, $policy:ty,
+     $d:literal, $bm:literal, $bn:literal, $w:literal, $stages:literal) => {
         $crate::attention::decode::flash_decode::<
-            $t, $policy, $count, $paged, $d, $bn, $w, { $bm / 16 }, $stages, { $bn / $w },
+            $t, $policy, $count, $paged, $varlen, $d, $bn, $w, { $bm / 16 }, $stages, { $bn / $w },
             { $bn / $w / 8 }, { $d / 8 }, { $d / 16 },
         >($io, $p)
     };
@@ -76,9 +77,23 @@ macro_rules! flash_decode_paged {
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
      stages = $stages:literal) => {
         with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
-            flash_decode!(@body io, p, COUNT, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
+            flash_decode!(@body io, p, COUNT, true, false, $t, $policy, $d, $bm, $bn, $w, $stages);));
         with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
-            flash_decode!(@body io, p, COUNT, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
+            flash_decode!(@body io, p, COUNT, true, false, $t, $policy, $d, $bm, $bn, $w, $stages);));
+    };
+}
+
+/// The variable-length twins of a `flash_decode` variant (`build.rs` writes them beside it): the
+/// same body on packed sequences (`attention::varlen`); shared memory and barriers are the
+/// variant's own.
+macro_rules! flash_decode_varlen {
+    ($name:ident $counted:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
+     stages = $stages:literal) => {
+        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
+            flash_decode!(@body io, p, COUNT, false, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
+        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
+            flash_decode!(@body io, p, COUNT, false, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
     };
 }
 
@@ -89,7 +104,9 @@ macro_rules! flash_decode_paged {
 /// has `32 * NUM_WARPS` threads and `smem_bytes` of dynamic shared memory; with `COUNT`,
 /// `barrier_log` holds four `u32` per block. With `PAGED`, K and V are the paged cache that
 /// `problem.pages` describes (`attention::paged`): `seqlens` holds `B` lengths and the table
-/// lists an existing page for every key below each length.
+/// lists an existing page for every key below each length. With `VARLEN`, Q, K, V, the output
+/// and the LSE are packed as `attention::varlen` says, `cu_q`/`cu_k` checked by the host, and the
+/// grid's row blocks are those of the longest sequence (`grid_dim.x = row blocks x kv_splits`).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_decode<
@@ -98,6 +115,8 @@ pub unsafe fn flash_decode<
     const COUNT: bool,
     // K and V in a paged cache (`attention::paged`): the paged entry points.
     const PAGED: bool,
+    // Packed sequences of their own lengths (`attention::varlen`): the varlen entry points.
+    const VARLEN: bool,
     const D: usize,
     const BLOCK_N: usize,
     const NUM_WARPS: usize,
@@ -113,11 +132,10 @@ pub unsafe fn flash_decode<
     io: Buffers,
     problem: Problem,
 ) {
-    let (q, k, v, out, barrier_log) = (io.q, io.k, io.v, io.out, io.barrier_log);
     const {
         assert!(WARP_KEYS * NUM_WARPS == BLOCK_N && WARP_KEYS.is_multiple_of(16));
         assert!(N_TILES * 8 == WARP_KEYS && D_TILES * 8 == D && K_STEPS * 16 == D);
-        assert!(STAGES >= 1 && ROW_TILES >= 1);
+        assert!(STAGES >= 1 && ROW_TILES >= 1 && !(PAGED && VARLEN));
     };
     let block_m = 16 * ROW_TILES as u32;
     let threads = (NUM_WARPS * 32) as u32;
@@ -130,15 +148,14 @@ pub unsafe fn flash_decode<
         return; // past the last KV head: before any barrier
     }
     let heads_kv = problem.heads / group;
-    // Paged: this sequence's own length is the key count everything below sees.
-    let problem = if PAGED {
-        problem.pages.sequence(&problem, kv_head / heads_kv)
-    } else {
-        problem
-    };
-    let rows = PackedRows::new(kv_head, group, problem.seq_q);
-    let row_blocks = rows.count.div_ceil(block_m);
     let splits = problem.kv_splits.max(1);
+    let Some((io, problem, kv_head, row_blocks)) =
+        block_sequence::<PAGED, VARLEN, D>(io, problem, kv_head, block_m)
+    else {
+        return; // past the sequence's rows: before any barrier
+    };
+    let (q, k, v, out, barrier_log) = (io.q, io.k, io.v, io.out, io.barrier_log);
+    let rows = PackedRows::new(kv_head, group, problem.seq_q);
     let (row_block, split) = (arch::block_idx_x() % row_blocks, arch::block_idx_x() / row_blocks);
     let first_row = row_block * block_m;
 
@@ -234,6 +251,36 @@ pub unsafe fn flash_decode<
     let merge = Merge::<D>::new(kv_smem, block_m, NUM_WARPS as u32);
     merge.gather(softmax, &o_acc, problem.scale_log2);
     merge.store::<T>(out, &problem, &rows, first_row, (split, splits), thread, threads);
+}
+
+/// The block's view of its sequence: with `PAGED`, the problem with the sequence's own key
+/// count; with `VARLEN`, the sequence as a batch of one (`Varlen::sequence`), its KV head the
+/// in-sequence one, and `None` when the block's row block is past the sequence's packed rows
+/// (the grid has the longest sequence's). Also the row blocks per KV head of the grid.
+///
+/// # Safety
+/// As `flash_decode`; `kv_head` is one of the launch's KV heads.
+#[inline(always)]
+unsafe fn block_sequence<const PAGED: bool, const VARLEN: bool, const D: usize>(
+    io: Buffers,
+    problem: Problem,
+    kv_head: u32,
+    block_m: u32,
+) -> Option<(Buffers, Problem, u32, u32)> {
+    let (group, splits) = (problem.kv_group, problem.kv_splits.max(1));
+    let heads_kv = problem.heads / group;
+    if PAGED {
+        let problem = problem.pages.sequence(&problem, kv_head / heads_kv);
+        return Some((io, problem, kv_head, (group * problem.seq_q).div_ceil(block_m)));
+    }
+    if !VARLEN {
+        return Some((io, problem, kv_head, (group * problem.seq_q).div_ceil(block_m)));
+    }
+    let row_blocks = arch::grid_dim_x() / splits;
+    let first_row = (arch::block_idx_x() % row_blocks) * block_m;
+    let batch = (kv_head / heads_kv) as usize;
+    let (io, sequence) = Varlen::sequence::<D>(io, &problem, batch, first_row, group)?;
+    Some((io, sequence, kv_head % heads_kv, row_blocks))
 }
 
 /// A row state's running maximum in the exponent's units (`max * scale_log2`), `-inf` for a row
@@ -368,8 +415,7 @@ impl<const D: usize> Merge<D> {
                         T::pack(sum[2] * norm, sum[3] * norm),
                     );
                     if quad == 0 && !problem.lse.is_null() {
-                        let index = head * problem.seq_q as usize + position as usize;
-                        *problem.lse.add(index) = lse2 * core::f32::consts::LN_2;
+                        *problem.lse.add(problem.lse_index(head, position)) = lse2 * core::f32::consts::LN_2;
                     }
                 } else {
                     let partial = Partials::new(problem, split);
@@ -444,12 +490,15 @@ impl<const D: usize> Merge<D> {
 }
 
 /// The workspace of a split launch: `[kv_splits, B*H, S_q, D]` fp32 partial outputs, then
-/// `[kv_splits, B*H, S_q]` base-2 log-sum-exps, one slice per split.
+/// `[kv_splits, B*H, S_q]` base-2 log-sum-exps, one slice per split (varlen: `[kv_splits, H,
+/// total_q, ..]`, as the combine, launched as a batch of one of `total_q` rows, reads them).
 struct Partials {
     base: *mut f32,
     /// `B * H * S_q`: rows per split.
     rows: usize,
+    /// Rows per head (`S_q`, varlen `total_q`) and the sequence's first (0 unless varlen).
     seq_q: usize,
+    q_start: usize,
     split: usize,
     splits: usize,
 }
@@ -459,8 +508,9 @@ impl Partials {
     fn new(problem: &Problem, split: u32) -> Partials {
         Partials {
             base: problem.workspace,
-            rows: problem.batch_heads as usize * problem.seq_q as usize,
-            seq_q: problem.seq_q as usize,
+            rows: problem.batch_heads as usize * problem.varlen.lse_rows as usize,
+            seq_q: problem.varlen.lse_rows as usize,
+            q_start: problem.varlen.q_start as usize,
             split: split as usize,
             splits: problem.kv_splits as usize,
         }
@@ -470,7 +520,7 @@ impl Partials {
     /// The workspace holds `splits` slices; `head < B*H`, `position < S_q`, `split < splits`.
     #[inline(always)]
     unsafe fn output_row<const D: usize>(&self, head: usize, position: u32) -> *mut f32 {
-        let row = self.split * self.rows + head * self.seq_q + position as usize;
+        let row = self.split * self.rows + head * self.seq_q + self.q_start + position as usize;
         self.base.add(row * D)
     }
 
@@ -479,7 +529,7 @@ impl Partials {
     #[inline(always)]
     unsafe fn lse2<const D: usize>(&self, head: usize, position: u32) -> *mut f32 {
         let lse = self.base.add(self.splits * self.rows * D);
-        lse.add(self.split * self.rows + head * self.seq_q + position as usize)
+        lse.add(self.split * self.rows + head * self.seq_q + self.q_start + position as usize)
     }
 }
 

@@ -3,8 +3,7 @@
 //! device layer.
 //!
 //! All kernels share one calling convention:
-//! `(q, k, v, out, seq_q, seq_k, scale_log2, causal, kv_group, lse, heads, seq_major,
-//! batch_heads, barrier_log, tensor_maps)`, Q and the output `[B, H, S_q, D]`, K and V
+//! `launch.rs`'s list, Q and the output `[B, H, S_q, D]`, K and V
 //! `[B, H/kv_group, S_k, D]` (or all `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid
 //! `(ceil(seq_q / BLOCK_M), min(B*H, 65535), ceil(B*H / 65535))`.
 //!
@@ -53,6 +52,7 @@ pub mod pipeline;
 pub mod rows;
 #[macro_use]
 pub mod scalar;
+pub mod varlen;
 pub mod warp_mma;
 #[macro_use]
 pub mod wgmma;
@@ -121,6 +121,9 @@ pub struct Problem {
     /// flash_decode's paged entry points: the block table and the sequence lengths; null and 0
     /// for every other kernel.
     pub pages: paged::PageTable,
+    /// The `_varlen` entry points' prefix sums and, per block, where its sequence sits in the
+    /// packed tensors; `Varlen::dense` (offsets 0) for every other kernel.
+    pub varlen: varlen::Varlen,
 }
 
 impl Problem {
@@ -205,12 +208,20 @@ impl Problem {
     /// Writes the log-sum-exp of query `row` of `head`, when asked for.
     ///
     /// # Safety
-    /// `lse`, when not null, must hold `[B, H, S_q]` fp32; `head < batch_heads`, `row < seq_q`.
+    /// `lse`, when not null, must hold `[B, H, S_q]` fp32 (varlen: `[H, total_q]` from the
+    /// sequence's first row on); `head < batch_heads`, `row < seq_q`.
     #[inline(always)]
     pub unsafe fn write_lse(&self, head: usize, row: u32, state: &RowState) {
         if !self.lse.is_null() {
-            *self.lse.add(head * self.seq_q as usize + row as usize) = state.log_sum_exp(self.scale_log2);
+            *self.lse.add(self.lse_index(head, row)) = state.log_sum_exp(self.scale_log2);
         }
+    }
+
+    /// Where query `row` of `head` sits in the log-sum-exp: `head * S_q + row` (varlen: rows
+    /// of a head are `total_q` apart).
+    #[inline(always)]
+    pub fn lse_index(&self, head: usize, row: u32) -> usize {
+        head * self.varlen.lse_rows as usize + row as usize
     }
 
     /// Number of `block_n`-key tiles that queries `first_row .. first_row + block_m` need.

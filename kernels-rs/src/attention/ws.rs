@@ -22,6 +22,7 @@
 //! masking sends their scores to -inf.
 
 use super::fragment::{self, FragmentSoftmax};
+use super::varlen::Varlen;
 use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
@@ -154,14 +155,16 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
     /// `PERSISTENT`, the block's one item's KV tiles, counted before the warpgroups part (counted
     /// after it, they cost the head-dim-256 consumers spills: ptxas is that close to the edge).
     #[inline(always)]
-    fn new(problem: &Problem, block_m: u32, block_n: u32, single_tiles: u32) -> Self {
+    /// `head`: without `PERSISTENT`, the block's one head (the in-sequence head of a varlen
+    /// block).
+    fn new(problem: &Problem, block_m: u32, block_n: u32, single_tiles: u32, head: Option<usize>) -> Self {
         Schedule {
             block_m,
             block_n,
             row_blocks: problem.seq_q.div_ceil(block_m),
             batch_heads: problem.batch_heads,
             causal: problem.causal,
-            head: if PERSISTENT { None } else { problem.head() },
+            head: if PERSISTENT { None } else { head },
             tiles: single_tiles,
         }
     }
@@ -209,7 +212,10 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
 /// Launched with `128 * (CONSUMERS + 1)` threads, `smem_bytes(..)` of dynamic shared memory, the
 /// grid of `attention`'s convention (with `PERSISTENT`: any number of blocks along x, one y and z
 /// slice), an output buffer of the shape `problem` describes and `maps` pointing at the encoded
-/// tensor maps of Q, K and V (`src/tma.rs`) for this shape and tiles.
+/// tensor maps of Q, K and V (`src/tma.rs`) for this shape and tiles. With `VARLEN` (never with
+/// `PERSISTENT`): the tensors packed as `attention::varlen` says, the maps of a batch of one of
+/// `total_q` (`total_k`) rows, `cu_q`/`cu_k` checked by the host, and grid x the row blocks of
+/// the longest sequence.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_ws<
@@ -222,6 +228,8 @@ pub unsafe fn flash_ws<
     const PINGPONG: bool,
     const OVERLAP: bool,
     const PERSISTENT: bool,
+    // Packed sequences of their own lengths (`attention::varlen`): the varlen entry points.
+    const VARLEN: bool,
     // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
     const S_REGS: usize,
     const O_REGS: usize,
@@ -230,18 +238,33 @@ pub unsafe fn flash_ws<
     io: Buffers,
     problem: Problem,
 ) {
-    // Q, K and V are read through the tensor maps.
-    let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
     const {
         assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
         assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1 && CONSUMERS == 2);
+        assert!(!(VARLEN && PERSISTENT));
     };
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
     // A persistent grid has no block without work (the host launches at most one per item).
-    if !PERSISTENT && problem.head().is_none() {
+    let head = if PERSISTENT { None } else { problem.head() };
+    if !PERSISTENT && head.is_none() {
         return; // past the last head (the grid's z slices round B*H up): before any barrier
     }
+    // Varlen: the block's sequence as a batch of one, its head the in-sequence one.
+    let (io, problem, head) = if VARLEN {
+        // Safety: not persistent (asserted above), so the block has a head.
+        let block_head = unsafe { head.unwrap_unchecked() };
+        let heads = problem.heads as usize;
+        let first_row = arch::block_idx_x() * block_m;
+        match Varlen::sequence::<D>(io, &problem, block_head / heads, first_row, 1) {
+            Some((io, sequence)) => (io, sequence, Some(block_head % heads)),
+            None => return, // past the sequence's last row block: before any barrier
+        }
+    } else {
+        (io, problem, head)
+    };
+    // Q, K and V are read through the tensor maps.
+    let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
     let plan = Plan::<D, BLOCK_N, STAGES>::new(block_m);
 
     if thread == 0 {
@@ -272,7 +295,7 @@ pub unsafe fn flash_ws<
     } else {
         problem.kv_tiles(arch::block_idx_x() * block_m, block_m, BLOCK_N as u32)
     };
-    let schedule = || Schedule::<PERSISTENT>::new(&problem, block_m, BLOCK_N as u32, single_tiles);
+    let schedule = || Schedule::<PERSISTENT>::new(&problem, block_m, BLOCK_N as u32, single_tiles, head);
     // Lane 0's, so that ptxas knows it is warp-uniform: the consumers' descriptors, derived
     // from it, then stay in uniform registers (docs/perf-notes.md, v13).
     let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
@@ -344,11 +367,13 @@ unsafe fn produce<const D: usize, const BLOCK_N: usize, const STAGES: usize, con
             arch::mbarrier_wait(plan.q_empty(), (i & 1) ^ 1);
         }
         arch::mbarrier_arrive_expect_tx(plan.q_full(), swizzled::tile_bytes(block_m as usize, D));
-        load(plan.q, block_m, MAP_Q, plan.q_full(), first_row, q_head);
+        // Varlen: the sequence's rows start at its first packed row (0 otherwise).
+        let q_row = problem.varlen.q_start + first_row;
+        load(plan.q, block_m, MAP_Q, plan.q_full(), q_row, q_head);
         let tiles = problem.kv_tiles(first_row, block_m, BLOCK_N as u32);
         for t in 0..tiles {
             let (stage, parity) = slot::<STAGES>(ring + t);
-            let first_key = t * BLOCK_N as u32;
+            let first_key = problem.varlen.k_start + t * BLOCK_N as u32;
             arch::mbarrier_wait(plan.barrier(K_EMPTY, stage), parity ^ 1);
             arch::mbarrier_arrive_expect_tx(plan.barrier(K_FULL, stage), kv_bytes);
             let k_full = plan.barrier(K_FULL, stage);

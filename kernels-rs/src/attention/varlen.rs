@@ -1,0 +1,98 @@
+//! Variable-length batches (`_varlen` entry points): Q and the output packed as `[total_q, H, D]`,
+//! K and V as `[total_k, H_kv, D]`, sequence `b` owning rows `cu_q[b] .. cu_q[b + 1]` of Q and
+//! `cu_k[b] .. cu_k[b + 1]` of K and V; the log-sum-exp is `[H, total_q]`.
+//!
+//! A block's sequence is seen as a batch of one in the `[B, S, H, D]` layout: its `Problem` has
+//! the sequence's own lengths (so causal alignment, tile counts and masks are per sequence), its
+//! head is the in-sequence head `h`, and the buffers start at the sequence's first row. Keys past
+//! the sequence's end in the packed tensor are the next sequence's: the per-sequence `seq_k`
+//! masks them, and output rows past its `seq_q` are never stored. The contiguous entry points
+//! never reach this code (`VARLEN` is a const parameter of the bodies) and keep their PTX.
+
+use super::{Buffers, Problem};
+
+/// The varlen launch parameters and, inside a block, where its sequence sits in the packed
+/// tensors. Every non-varlen kernel gets `Varlen::dense(seq_q)`: offsets 0, which fold away.
+#[derive(Clone, Copy)]
+pub struct Varlen {
+    /// `[B + 1]` prefix sums of the query and key counts; null for dense launches.
+    pub cu_q: *const u32,
+    pub cu_k: *const u32,
+    /// The sequence's first packed query and key row (0 for dense launches).
+    pub q_start: u32,
+    pub k_start: u32,
+    /// Rows per head of the log-sum-exp (and of `flash_decode`'s split partials): `S_q` for
+    /// dense launches, `total_q` for varlen ones.
+    pub lse_rows: u32,
+}
+
+impl Varlen {
+    /// What a dense launch of `seq_q` query rows per head gets.
+    #[inline(always)]
+    pub fn dense(cu_q: *const u32, cu_k: *const u32, seq_q: u32) -> Varlen {
+        Varlen {
+            cu_q,
+            cu_k,
+            q_start: 0,
+            k_start: 0,
+            lse_rows: seq_q,
+        }
+    }
+
+    /// Sequence `batch` of a varlen launch (`problem.seq_q` is `total_q`, the tensors packed as
+    /// the module says): its problem (batch of one, `batch_heads` = `H`), and the buffers moved
+    /// to its first rows. `None` when `first_row` (a block's first packed row of the sequence,
+    /// in the units the caller counts: query rows, or `flash_decode`'s `group x S_q` packed
+    /// rows with `rows_per_query` = group) is past its end.
+    ///
+    /// # Safety
+    /// `cu_q` and `cu_k` hold `B + 1` non-decreasing entries from 0 to `total_q` and `total_k`
+    /// (checked by the host), `batch < B`, and the buffers hold the packed tensors.
+    #[inline(always)]
+    pub unsafe fn sequence<const D: usize>(
+        io: Buffers,
+        problem: &Problem,
+        batch: usize,
+        first_row: u32,
+        rows_per_query: u32,
+    ) -> Option<(Buffers, Problem)> {
+        let v = problem.varlen;
+        let (q_start, q_end) = (*v.cu_q.add(batch), *v.cu_q.add(batch + 1));
+        let seq_q = q_end - q_start;
+        if first_row >= seq_q * rows_per_query {
+            return None;
+        }
+        let (k_start, k_end) = (*v.cu_k.add(batch), *v.cu_k.add(batch + 1));
+        let heads = problem.heads as usize;
+        let heads_kv = heads / problem.kv_group as usize;
+        let q_offset = q_start as usize * heads * D;
+        let kv_offset = k_start as usize * heads_kv * D;
+        let lse = if problem.lse.is_null() {
+            problem.lse
+        } else {
+            problem.lse.add(q_start as usize)
+        };
+        let sequence = Problem {
+            seq_q,
+            seq_k: k_end - k_start,
+            lse,
+            seq_major: true,
+            batch_heads: problem.heads,
+            varlen: Varlen {
+                q_start,
+                k_start,
+                lse_rows: problem.seq_q,
+                ..v
+            },
+            ..*problem
+        };
+        let buffers = Buffers {
+            q: io.q.add(q_offset),
+            k: io.k.add(kv_offset),
+            v: io.v.add(kv_offset),
+            out: io.out.add(q_offset),
+            ..io
+        };
+        Some((buffers, sequence))
+    }
+}

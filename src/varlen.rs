@@ -1,0 +1,863 @@
+//! Variable-length batches (issue #11, item 4): sequences of their own lengths packed one after
+//! another, Q and the output as `[total_q, H, D]`, K and V as `[total_k, H_kv, D]`, with
+//! `cu_seqlens_q` and `cu_seqlens_k` (int32 prefix sums, `B + 1` entries) saying where each
+//! sequence's rows are. Causal masks are aligned bottom-right per sequence, as for dense
+//! problems with `S_q != S_k`; the log-sum-exp is `[H, total_q]`.
+//!
+//! [`VarlenBatch`] is the host's copy of the prefix sums, checked in full when made. The device
+//! copies are uploaded from it by [`Gpu::varlen_tensors`] and never handed out, so a kernel only
+//! ever sees prefix sums that were checked: taking device-only prefix sums would mean either
+//! trusting them (a decreasing entry would send a kernel outside its buffers) or downloading
+//! them on every call (a synchronisation the caller did not ask for). [`Gpu::launch_varlen`]
+//! runs a variant's `_varlen` entry point (`kernels-rs/src/attention/varlen.rs`): `flash_ws`
+//! without `persistent` (Hopper) and `flash_decode` (with its split-KV plan and combine) have one.
+
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+
+use crate::error::{Error, Result};
+use crate::gpu::{BarrierCount, Gpu, Kernel};
+use crate::launch::LaunchArgs;
+use crate::layout::Layout;
+use crate::problem::{DType, Params, Shape};
+use crate::tma;
+use crate::variants::{Family, VariantSpec, VARIANTS};
+
+fn refuse<T>(message: String) -> Result<T> {
+    Err(Error::InvalidProblem(format!("varlen: {message}")))
+}
+
+/// The prefix sums of a variable-length batch, checked: `B + 1` entries each, starting at 0,
+/// never decreasing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VarlenBatch {
+    cu_q: Vec<i32>,
+    cu_k: Vec<i32>,
+}
+
+/// Checks one prefix-sum array: at least two entries, the first 0, none decreasing.
+fn check_prefix_sums(name: &str, cu: &[i32]) -> Result<()> {
+    if cu.len() < 2 {
+        return refuse(format!(
+            "{name} has {} entries: need B + 1 >= 2 (a 0, then each sequence's end)",
+            cu.len()
+        ));
+    }
+    if cu[0] != 0 {
+        return refuse(format!("{name}[0] = {}: the first entry must be 0", cu[0]));
+    }
+    for (i, pair) in cu.windows(2).enumerate() {
+        if pair[1] < pair[0] {
+            return refuse(format!(
+                "{name} decreases at entry {}: {} after {}",
+                i + 1,
+                pair[1],
+                pair[0]
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl VarlenBatch {
+    /// Checks `cu_seqlens_q` and `cu_seqlens_k`: each `B + 1` entries (the same `B`), the first
+    /// 0, none decreasing. One-line refusals name the array and the entry.
+    pub fn new(cu_seqlens_q: Vec<i32>, cu_seqlens_k: Vec<i32>) -> Result<VarlenBatch> {
+        check_prefix_sums("cu_seqlens_q", &cu_seqlens_q)?;
+        check_prefix_sums("cu_seqlens_k", &cu_seqlens_k)?;
+        if cu_seqlens_q.len() != cu_seqlens_k.len() {
+            return refuse(format!(
+                "cu_seqlens_q has {} entries and cu_seqlens_k {}: both must be B + 1",
+                cu_seqlens_q.len(),
+                cu_seqlens_k.len()
+            ));
+        }
+        Ok(VarlenBatch {
+            cu_q: cu_seqlens_q,
+            cu_k: cu_seqlens_k,
+        })
+    }
+
+    /// The batch of sequences with these query and key lengths (`B` each).
+    pub fn from_lengths(seqlens_q: &[usize], seqlens_k: &[usize]) -> Result<VarlenBatch> {
+        let sums = |name: &str, lens: &[usize]| -> Result<Vec<i32>> {
+            let mut cu = vec![0i32];
+            for &len in lens {
+                let next = i32::try_from(len)
+                    .ok()
+                    .and_then(|len| cu.last().unwrap().checked_add(len));
+                match next {
+                    Some(next) => cu.push(next),
+                    None => return refuse(format!("{name}: the lengths add up past {}", i32::MAX)),
+                }
+            }
+            Ok(cu)
+        };
+        VarlenBatch::new(sums("seqlens_q", seqlens_q)?, sums("seqlens_k", seqlens_k)?)
+    }
+
+    /// Sequences (`B`).
+    pub fn batch(&self) -> usize {
+        self.cu_q.len() - 1
+    }
+
+    /// `cu_seqlens_q`.
+    pub fn cu_seqlens_q(&self) -> &[i32] {
+        &self.cu_q
+    }
+
+    /// `cu_seqlens_k`.
+    pub fn cu_seqlens_k(&self) -> &[i32] {
+        &self.cu_k
+    }
+
+    /// Query rows in all (`total_q`, the last entry of `cu_seqlens_q`).
+    pub fn total_q(&self) -> usize {
+        *self.cu_q.last().unwrap() as usize
+    }
+
+    /// Key rows in all (`total_k`).
+    pub fn total_k(&self) -> usize {
+        *self.cu_k.last().unwrap() as usize
+    }
+
+    /// Sequence `b`'s query rows, as a range of the packed rows.
+    pub fn q_range(&self, b: usize) -> std::ops::Range<usize> {
+        self.cu_q[b] as usize..self.cu_q[b + 1] as usize
+    }
+
+    /// Sequence `b`'s key rows, as a range of the packed rows.
+    pub fn k_range(&self, b: usize) -> std::ops::Range<usize> {
+        self.cu_k[b] as usize..self.cu_k[b + 1] as usize
+    }
+
+    /// The longest sequence's query count.
+    pub fn max_q(&self) -> usize {
+        (0..self.batch())
+            .map(|b| self.q_range(b).len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The longest sequence's key count.
+    pub fn max_k(&self) -> usize {
+        (0..self.batch())
+            .map(|b| self.k_range(b).len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The launch grid's shape: `B` sequences of the longest lengths (at least 1), which sizes
+    /// the grid (and `flash_decode`'s split plan and workspace). Validated.
+    pub fn grid_shape(&self, heads: usize, heads_kv: usize, head_dim: usize) -> Result<Shape> {
+        let shape = Shape {
+            batch: self.batch(),
+            heads,
+            heads_kv,
+            seq_q: self.max_q().max(1),
+            seq_k: self.max_k().max(1),
+            head_dim,
+        };
+        shape.validate()?;
+        self.packed_shape(heads, heads_kv, head_dim)?;
+        Ok(shape)
+    }
+
+    /// The packed tensors as a batch of one: `[1, total_q, H, D]` and `[1, total_k, H_kv, D]`.
+    /// Validated (sizes, head counts, head dim); an empty batch of keys is refused (there would
+    /// be no key for any query, and the copy engine takes no empty tensor).
+    pub fn packed_shape(&self, heads: usize, heads_kv: usize, head_dim: usize) -> Result<Shape> {
+        if self.total_k() == 0 && self.total_q() > 0 {
+            return refuse("cu_seqlens_k ends at 0: the batch has queries but no keys".into());
+        }
+        let shape = Shape {
+            batch: 1,
+            heads,
+            heads_kv,
+            seq_q: self.total_q().max(1),
+            seq_k: self.total_k().max(1),
+            head_dim,
+        };
+        shape.validate()?;
+        Ok(shape)
+    }
+
+    /// Elements of Q (and of the output), of K (and of V), and rows of the log-sum-exp.
+    pub fn lens(&self, heads: usize, heads_kv: usize, head_dim: usize) -> (usize, usize, usize) {
+        (
+            self.total_q() * heads * head_dim,
+            self.total_k() * heads_kv * head_dim,
+            heads * self.total_q(),
+        )
+    }
+
+    /// Useful floating-point operations: `4 * H * D * sum_b S_q(b) * S_k(b)` without a mask; with
+    /// the causal mask, each query counts the keys it sees (bottom-right aligned).
+    pub fn flops(&self, heads: usize, head_dim: usize, causal: bool) -> f64 {
+        let pairs: f64 = (0..self.batch())
+            .map(|b| {
+                let (sq, sk) = (self.q_range(b).len(), self.k_range(b).len());
+                if causal {
+                    (0..sq).map(|i| sk.saturating_sub(sq - 1 - i) as f64).sum()
+                } else {
+                    (sq * sk) as f64
+                }
+            })
+            .sum();
+        4.0 * heads as f64 * head_dim as f64 * pairs
+    }
+}
+
+/// The packed Q, K, V, the output (and optionally the log-sum-exp) and the prefix sums on the
+/// device: made by [`Gpu::varlen_tensors`], run by [`Gpu::launch_varlen`].
+pub struct VarlenTensors {
+    q: CudaSlice<u16>,
+    k: CudaSlice<u16>,
+    v: CudaSlice<u16>,
+    out: CudaSlice<u16>,
+    lse: Option<CudaSlice<f32>>,
+    cu_q: CudaSlice<i32>,
+    cu_k: CudaSlice<i32>,
+    batch: VarlenBatch,
+    heads: usize,
+    heads_kv: usize,
+    head_dim: usize,
+    dtype: DType,
+    /// flash_ws's tensor maps: the bytes last encoded and their device copy.
+    maps: Option<(Vec<u8>, CudaSlice<u8>)>,
+    /// Elements of the output (and of the log-sum-exp) before and after the packed rows that
+    /// no kernel may write (`verify`'s guards); 0 unless asked for.
+    out_guard: usize,
+    lse_guard: usize,
+}
+
+impl VarlenTensors {
+    /// The prefix sums.
+    pub fn batch(&self) -> &VarlenBatch {
+        &self.batch
+    }
+
+    /// `(H, H_kv, D)`.
+    pub fn heads(&self) -> (usize, usize, usize) {
+        (self.heads, self.heads_kv, self.head_dim)
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The output buffer: `[total_q, H, D]`, after and before `guards().0` guard elements when
+    /// made with guards.
+    pub fn out(&self) -> &CudaSlice<u16> {
+        &self.out
+    }
+
+    /// The log-sum-exp buffer (`[H, total_q]`, natural log, between `guards().1` guard floats
+    /// when made with guards), once asked for.
+    pub fn lse(&self) -> Option<&CudaSlice<f32>> {
+        self.lse.as_ref()
+    }
+
+    /// Elements of the guard before and after the output's rows, and the log-sum-exp's.
+    pub fn guards(&self) -> (usize, usize) {
+        (self.out_guard, self.lse_guard)
+    }
+
+    /// The launch grid's shape (`VarlenBatch::grid_shape`).
+    pub fn grid_shape(&self) -> Shape {
+        self.batch
+            .grid_shape(self.heads, self.heads_kv, self.head_dim)
+            .expect("checked when the tensors were made")
+    }
+}
+
+/// A variant's `_varlen` entry point, resolved by [`Gpu::varlen_kernel`]: only these reach
+/// [`Gpu::launch_varlen`], so a kernel that indexes dense tensors never gets packed ones.
+#[derive(Clone)]
+pub struct VarlenKernel(Kernel);
+
+impl VarlenKernel {
+    /// The kernel (variant, symbol, launch facts).
+    pub fn kernel(&self) -> &Kernel {
+        &self.0
+    }
+}
+
+/// The variants with a varlen entry point for `head_dim` on architecture `arch` (x10).
+pub fn varlen_variants(head_dim: usize, arch: u32) -> impl Iterator<Item = &'static VariantSpec> {
+    VARIANTS
+        .iter()
+        .filter(move |v| v.has_varlen() && v.min_arch <= arch && v.head_dims.contains(&head_dim))
+}
+
+impl Gpu {
+    /// The `_varlen` entry point of `variant` for `head_dim` and `dtype`, or its
+    /// barrier-counting twin; a variant without one is refused in one line.
+    pub fn varlen_kernel(
+        &self,
+        variant: &'static VariantSpec,
+        head_dim: usize,
+        dtype: DType,
+        counted: bool,
+    ) -> Result<VarlenKernel> {
+        let symbol = variant
+            .varlen_symbol(head_dim, dtype.name(), counted)
+            .ok_or_else(|| {
+                Error::InvalidProblem(format!(
+                    "varlen: {} has no variable-length entry point (flash_ws without persistent and \
+                     flash_decode have one)",
+                    variant.name
+                ))
+            })?;
+        self.kernel_with_symbol(variant, head_dim, dtype, symbol)
+            .map(VarlenKernel)
+    }
+
+    /// The library's varlen kernel: `flash_decode` when every sequence's grouped queries fit one
+    /// of its tiles (decode steps) or on GPUs without `flash_ws`, else the first non-persistent
+    /// `flash_ws` variant.
+    pub fn choose_varlen(
+        &self,
+        batch: &VarlenBatch,
+        heads: usize,
+        heads_kv: usize,
+        head_dim: usize,
+    ) -> Result<&'static VariantSpec> {
+        let group = heads / heads_kv.max(1);
+        let few_rows = group * batch.max_q() <= 32;
+        let pick = |family: Family| varlen_variants(head_dim, self.arch).find(|v| v.family == family);
+        let chosen = if few_rows {
+            pick(Family::FlashDecode).or_else(|| pick(Family::FlashWs))
+        } else {
+            pick(Family::FlashWs).or_else(|| pick(Family::FlashDecode))
+        };
+        chosen.ok_or_else(|| {
+            Error::InvalidProblem(format!(
+                "varlen: no compiled variant takes variable-length batches at head dim {head_dim} on sm_{}",
+                self.arch
+            ))
+        })
+    }
+
+    /// Uploads packed Q (`[total_q, H, D]`), K and V (`[total_k, H_kv, D]`, the bits of
+    /// `dtype`), the prefix sums of `batch`, and a NaN-poisoned output. Every length is checked
+    /// against `batch` first.
+    pub fn varlen_tensors(
+        &self,
+        batch: VarlenBatch,
+        heads: (usize, usize, usize),
+        dtype: DType,
+        (q, k, v): (&[u16], &[u16], &[u16]),
+    ) -> Result<VarlenTensors> {
+        self.varlen_tensors_guarded(batch, heads, dtype, (q, k, v), false)
+    }
+
+    /// As [`Gpu::varlen_tensors`]; with `guard`, the output and log-sum-exp buffers get a
+    /// NaN-poisoned guard before and after their rows (one packed row, `H * D` elements, for the
+    /// output; 64 floats for the log-sum-exp), which no launch may change: `verify` checks them.
+    pub fn varlen_tensors_guarded(
+        &self,
+        batch: VarlenBatch,
+        (heads, heads_kv, head_dim): (usize, usize, usize),
+        dtype: DType,
+        (q, k, v): (&[u16], &[u16], &[u16]),
+        guard: bool,
+    ) -> Result<VarlenTensors> {
+        let packed = batch
+            .grid_shape(heads, heads_kv, head_dim)
+            .and_then(|_| batch.packed_shape(heads, heads_kv, head_dim))?;
+        let (q_len, kv_len, _) = batch.lens(heads, heads_kv, head_dim);
+        for (what, len, expected) in [
+            ("q", q.len(), q_len),
+            ("k", k.len(), kv_len),
+            ("v", v.len(), kv_len),
+        ] {
+            if len != expected {
+                return Err(Error::Length {
+                    what,
+                    expected,
+                    actual: len,
+                    shape: format!("varlen {packed}"),
+                });
+            }
+        }
+        // An empty buffer cannot be allocated; a batch with no query has nothing to launch.
+        let upload = |data: &[u16]| -> Result<CudaSlice<u16>> {
+            if data.is_empty() {
+                self.upload(&[0u16][..])
+            } else {
+                self.upload(data)
+            }
+        };
+        let (out_guard, lse_guard) = if guard { (heads * head_dim, 64) } else { (0, 0) };
+        Ok(VarlenTensors {
+            q: upload(q)?,
+            k: upload(k)?,
+            v: upload(v)?,
+            out: self.upload(&vec![crate::gpu::nan(dtype); q_len.max(1) + 2 * out_guard])?,
+            lse: None,
+            cu_q: self.upload(&batch.cu_q)?,
+            cu_k: self.upload(&batch.cu_k)?,
+            batch,
+            heads,
+            heads_kv,
+            head_dim,
+            dtype,
+            maps: None,
+            out_guard,
+            lse_guard,
+        })
+    }
+
+    /// Makes the next varlen launches also write each row's log-sum-exp (NaN-poisoned here).
+    pub fn request_varlen_lse(&self, tensors: &mut VarlenTensors) -> Result<()> {
+        let rows = tensors.heads * tensors.batch.total_q();
+        tensors.lse = Some(self.upload(&vec![f32::NAN; rows.max(1) + 2 * tensors.lse_guard])?);
+        Ok(())
+    }
+
+    /// Refills the output with NaN.
+    pub fn poison_varlen(&self, tensors: &mut VarlenTensors) -> Result<()> {
+        let poison = vec![crate::gpu::nan(tensors.dtype); tensors.out.len()];
+        self.stream().memcpy_htod(&poison, &mut tensors.out)?;
+        Ok(())
+    }
+
+    /// The grid (and, for `flash_decode`, the split plan) of `kernel` on `tensors`.
+    fn varlen_grid(
+        &self,
+        kernel: &Kernel,
+        tensors: &VarlenTensors,
+    ) -> Result<(LaunchConfig, Option<crate::decode::Plan>)> {
+        let shape = tensors.grid_shape();
+        match self.decode_plan(kernel, shape)? {
+            Some(plan) => Ok((
+                plan.grid(kernel.variant().threads(), kernel.smem_bytes()),
+                Some(plan),
+            )),
+            None => Ok((crate::gpu::launch_config(kernel, shape), None)),
+        }
+    }
+
+    /// Runs the barrier-counting twin of `variant`'s varlen entry point once on `tensors` and
+    /// reads its log (blocks past their sequence's rows record nothing and are skipped).
+    pub fn count_varlen_barriers(
+        &self,
+        variant: &'static VariantSpec,
+        tensors: &mut VarlenTensors,
+        params: Params,
+    ) -> Result<BarrierCount> {
+        let kernel = self.varlen_kernel(variant, tensors.head_dim, tensors.dtype, true)?;
+        let (config, _) = self.varlen_grid(&kernel.0, tensors)?;
+        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let mut log = self
+            .stream()
+            .alloc_zeros::<u32>(crate::gpu::RECORD_WORDS * blocks)?;
+        self.launch_varlen(&kernel, tensors, params, Some(&mut log))?;
+        crate::gpu::barrier_count(&self.download(&log)?, kernel.0.symbol())
+    }
+
+    /// Encodes flash_ws's maps of the packed tensors (batches of one of `total_q` and
+    /// `total_k` rows) and copies them to the GPU unless unchanged.
+    fn prepare_varlen_maps(&self, variant: &VariantSpec, tensors: &mut VarlenTensors) -> Result<()> {
+        let packed = tensors
+            .batch
+            .packed_shape(tensors.heads, tensors.heads_kv, tensors.head_dim)?;
+        let q_map = tma::MapGeometry::q(Layout::Bshd, packed, variant.block_m);
+        let kv_map = tma::MapGeometry::kv(Layout::Bshd, packed, variant.block_n);
+        let stream = self.stream().clone();
+        let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
+        for (geometry, buffer) in [(q_map, &tensors.q), (kv_map, &tensors.k), (kv_map, &tensors.v)] {
+            let (address, _sync) = buffer.device_ptr(&stream);
+            bytes.extend_from_slice(&geometry.encode(tensors.dtype, address)?);
+        }
+        match &mut tensors.maps {
+            Some((cached, _)) if *cached == bytes => {}
+            Some((cached, buffer)) => {
+                stream.memcpy_htod(&bytes, buffer)?;
+                *cached = bytes;
+            }
+            None => {
+                let buffer = stream.clone_htod(&bytes)?;
+                tensors.maps = Some((bytes, buffer));
+            }
+        }
+        Ok(())
+    }
+
+    /// Launches `kernel` on the packed tensors (asynchronously, on this GPU's stream); for a
+    /// `flash_decode` kernel that splits the keys, then the combine. `barrier_log`, for a counted
+    /// kernel, gets four `u32` per block. A batch with no query launches nothing.
+    pub fn launch_varlen(
+        &self,
+        kernel: &VarlenKernel,
+        tensors: &mut VarlenTensors,
+        params: Params,
+        barrier_log: Option<&mut CudaSlice<u32>>,
+    ) -> Result<()> {
+        let kernel = &kernel.0;
+        params.validate()?;
+        if kernel.dtype() != tensors.dtype || kernel.head_dim() != tensors.head_dim {
+            return refuse(format!(
+                "kernel {} does not take {} at head dim {}",
+                kernel.symbol(),
+                tensors.dtype,
+                tensors.head_dim
+            ));
+        }
+        let (heads, heads_kv, d) = (tensors.heads, tensors.heads_kv, tensors.head_dim);
+        let shape = tensors.grid_shape();
+        let packed = tensors.batch.packed_shape(heads, heads_kv, d)?;
+        let (config, plan) = self.varlen_grid(kernel, tensors)?;
+        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        // Every buffer holds what the prefix sums imply (re-checked here, before each launch).
+        let (q_len, kv_len, lse_len) = tensors.batch.lens(heads, heads_kv, d);
+        let b1 = tensors.batch.batch() + 1;
+        let mut checks = vec![
+            ("q", tensors.q.len(), q_len.max(1)),
+            ("k", tensors.k.len(), kv_len.max(1)),
+            ("v", tensors.v.len(), kv_len.max(1)),
+            ("out", tensors.out.len(), q_len.max(1) + 2 * tensors.out_guard),
+            ("cu_seqlens_q", tensors.cu_q.len(), b1),
+            ("cu_seqlens_k", tensors.cu_k.len(), b1),
+        ];
+        if let Some(lse) = &tensors.lse {
+            checks.push(("lse", lse.len(), lse_len.max(1) + 2 * tensors.lse_guard));
+        }
+        if let Some(log) = &barrier_log {
+            checks.push(("barrier log", log.len(), crate::gpu::RECORD_WORDS * blocks));
+        }
+        for (what, actual, expected) in checks {
+            if actual != expected {
+                return Err(Error::Length {
+                    what,
+                    expected,
+                    actual,
+                    shape: format!("varlen {packed}"),
+                });
+            }
+        }
+        if tensors.batch.total_q() == 0 {
+            return Ok(());
+        }
+        let uses_maps = kernel.variant().family == Family::FlashWs;
+        if uses_maps {
+            self.prepare_varlen_maps(kernel.variant(), tensors)?;
+        }
+        let workspace = self.decode_workspace(plan.map_or(0, |p| p.workspace_floats(shape)))?;
+        let (out_guard, lse_guard) = (tensors.out_guard as u64, tensors.lse_guard as u64);
+        let stream = self.stream().clone();
+        let VarlenTensors {
+            q,
+            k,
+            v,
+            out,
+            lse,
+            cu_q,
+            cu_k,
+            maps,
+            ..
+        } = tensors;
+        let (q_ptr, _q) = q.device_ptr(&stream);
+        let (k_ptr, _k) = k.device_ptr(&stream);
+        let (v_ptr, _v) = v.device_ptr(&stream);
+        let (out_ptr, _out) = out.device_ptr_mut(&stream);
+        let (cu_q_ptr, _cu_q) = cu_q.device_ptr(&stream);
+        let (cu_k_ptr, _cu_k) = cu_k.device_ptr(&stream);
+        let (lse_ptr, _lse) = match lse {
+            Some(lse) => {
+                let (ptr, guard) = lse.device_ptr_mut(&stream);
+                (ptr, Some(guard))
+            }
+            None => (0, None),
+        };
+        let (log_ptr, _log) = match barrier_log {
+            Some(log) => {
+                let (ptr, guard) = log.device_ptr_mut(&stream);
+                (ptr, Some(guard))
+            }
+            None => (0, None),
+        };
+        let (maps_ptr, _maps) = match maps {
+            Some((bytes, buffer)) if uses_maps && bytes.len() == tma::MAPS * tma::MAP_BYTES => {
+                let (ptr, guard) = buffer.device_ptr(&stream);
+                (ptr, Some(guard))
+            }
+            _ if uses_maps => return refuse("the tensor maps were not prepared".into()),
+            _ => (0, None),
+        };
+        // The rows start after the guards (none unless asked for); a null LSE stays null.
+        let lse_ptr = if lse_ptr == 0 { 0 } else { lse_ptr + 4 * lse_guard };
+        let args = LaunchArgs {
+            q: q_ptr,
+            k: k_ptr,
+            v: v_ptr,
+            out: out_ptr + 2 * out_guard,
+            seq_q: packed.seq_q as u32,
+            seq_k: packed.seq_k as u32,
+            scale_log2: params.scale_for(d) * std::f32::consts::LOG2_E,
+            causal: params.causal as u32,
+            kv_group: (heads / heads_kv) as u32,
+            lse: lse_ptr,
+            heads: heads as u32,
+            seq_major: 1,
+            batch_heads: (shape.batch * heads) as u32,
+            barrier_log: log_ptr,
+            tensor_maps: maps_ptr,
+            kv_splits: plan.map_or(1, |p| p.splits),
+            workspace,
+            cu_seqlens_q: cu_q_ptr,
+            cu_seqlens_k: cu_k_ptr,
+            ..LaunchArgs::default()
+        };
+        // Safety: a `_varlen` entry point (only `varlen_kernel` makes a `VarlenKernel`) with the
+        // launch parameter list; Q, K, V, the output and the LSE hold exactly what the prefix
+        // sums imply (checked above; the output and LSE pointers past their guards, which the
+        // buffers hold on both sides), and the prefix sums on the device are the host copy that
+        // `VarlenBatch::new` checked (0 first, never decreasing, B + 1 entries, the last equal to
+        // the packed rows), uploaded at `varlen_tensors` and private since; the grid covers the
+        // longest sequence's row blocks (and the decode plan's slices) for every (sequence, head),
+        // the workspace is the plan's for that grid, the tensor maps describe these buffers, and
+        // the barrier log was checked above.
+        unsafe { self.launch_decode_args(kernel, config, &args) }?;
+        if plan.is_some_and(|p| p.splits > 1) {
+            // The slices' partials are laid out as one sequence of `total_q` rows per head.
+            let combine_shape = Shape { batch: 1, ..packed };
+            let combine_args = LaunchArgs {
+                batch_heads: heads as u32,
+                ..args
+            };
+            self.decode_combine(&stream, kernel, combine_shape, &combine_args)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every refusal is one line naming varlen.
+    fn refused<T: std::fmt::Debug>(result: Result<T>) -> String {
+        let message = result.unwrap_err().to_string();
+        assert!(
+            message.contains("varlen") && message.lines().count() == 1,
+            "{message}"
+        );
+        message
+    }
+
+    #[test]
+    fn well_formed_prefix_sums_are_accepted() {
+        let b = VarlenBatch::new(vec![0, 3, 3, 10], vec![0, 5, 6, 6]).unwrap();
+        assert_eq!((b.batch(), b.total_q(), b.total_k()), (3, 10, 6));
+        assert_eq!((b.max_q(), b.max_k()), (7, 5));
+        assert_eq!((b.q_range(2), b.k_range(1)), (3..10, 5..6));
+        assert_eq!(b, VarlenBatch::from_lengths(&[3, 0, 7], &[5, 1, 0]).unwrap());
+    }
+
+    #[test]
+    fn decreasing_prefix_sums_are_refused() {
+        assert!(refused(VarlenBatch::new(vec![0, 4, 2], vec![0, 1, 2]))
+            .contains("cu_seqlens_q decreases at entry 2"));
+        assert!(refused(VarlenBatch::new(vec![0, 1, 2], vec![0, 3, 1])).contains("cu_seqlens_k decreases"));
+    }
+
+    #[test]
+    fn a_first_entry_other_than_zero_is_refused() {
+        assert!(refused(VarlenBatch::new(vec![1, 4], vec![0, 1])).contains("cu_seqlens_q[0] = 1"));
+        assert!(refused(VarlenBatch::new(vec![0, 4], vec![-2, 1])).contains("cu_seqlens_k[0] = -2"));
+    }
+
+    #[test]
+    fn batch_sizes_must_agree_and_be_at_least_one() {
+        assert!(refused(VarlenBatch::new(vec![0, 1, 2], vec![0, 1])).contains("both must be B + 1"));
+        assert!(refused(VarlenBatch::new(vec![0], vec![0])).contains("B + 1 >= 2"));
+        assert!(refused(VarlenBatch::new(vec![], vec![0, 1])).contains("cu_seqlens_q has 0 entries"));
+    }
+
+    #[test]
+    fn lengths_past_int32_are_refused() {
+        let huge = i32::MAX as usize;
+        assert!(refused(VarlenBatch::from_lengths(&[huge, 1], &[1, 1])).contains("past"));
+        assert!(refused(VarlenBatch::from_lengths(&[1], &[huge + 1])).contains("past"));
+    }
+
+    #[test]
+    fn shapes_are_validated() {
+        let b = VarlenBatch::from_lengths(&[3, 0, 7], &[5, 1, 0]).unwrap();
+        let grid = b.grid_shape(8, 2, 128).unwrap();
+        assert_eq!((grid.batch, grid.seq_q, grid.seq_k, grid.heads_kv), (3, 7, 5, 2));
+        let packed = b.packed_shape(8, 2, 128).unwrap();
+        assert_eq!((packed.batch, packed.seq_q, packed.seq_k), (1, 10, 6));
+        assert_eq!(b.lens(8, 2, 128), (10 * 8 * 128, 6 * 2 * 128, 80));
+        assert!(b.grid_shape(8, 3, 128).is_err(), "heads_kv must divide heads");
+        assert!(b.grid_shape(8, 2, 96).is_err(), "head dim");
+        let no_keys = VarlenBatch::from_lengths(&[3], &[0]).unwrap();
+        assert!(refused(no_keys.packed_shape(8, 8, 128)).contains("no keys"));
+        // No query at all is fine (nothing to launch).
+        assert!(VarlenBatch::from_lengths(&[0, 0], &[0, 0])
+            .unwrap()
+            .packed_shape(8, 8, 64)
+            .is_ok());
+    }
+
+    #[test]
+    fn useful_flops_count_each_sequence_and_the_causal_mask() {
+        let b = VarlenBatch::from_lengths(&[2, 3], &[2, 5]).unwrap();
+        // Non-causal: 2*2 + 3*5 = 19 pairs. Causal, bottom-right: (1+2) + (3+4+5) = 15.
+        assert_eq!(b.flops(1, 1, false), 4.0 * 19.0);
+        assert_eq!(b.flops(2, 64, true), 4.0 * 2.0 * 64.0 * 15.0);
+        let dense = Shape::new(2, 4, 16, 64);
+        let same = VarlenBatch::from_lengths(&[16, 16], &[16, 16]).unwrap();
+        assert_eq!(same.flops(4, 64, false), dense.flops(false));
+    }
+}
+
+#[cfg(test)]
+mod reference_tests {
+    use super::*;
+    use crate::reference::{self, Dims};
+
+    /// A small deterministic generator: the tests need no seed plumbing.
+    struct Lcg(u64);
+    impl Lcg {
+        fn value(&mut self) -> f32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((self.0 >> 33) % 2001) as f32 / 1000.0 - 1.0
+        }
+    }
+
+    /// The varlen reference, sequence by sequence, equals the dense reference on that sequence
+    /// alone: tensors made per sequence as `[1, H, L, D]`, packed by hand into `[total, H, D]`.
+    /// Lengths 0 and 1 included, causal with `S_q` above, below and equal to `S_k`, GQA.
+    #[test]
+    fn each_sequence_equals_the_dense_reference_on_it_alone() {
+        let mut rng = Lcg(11);
+        let (heads, heads_kv, d) = (4, 2, 8);
+        let lens_q = [3, 0, 1, 9, 5, 2];
+        let lens_k = [7, 4, 1, 9, 0, 2];
+        let batch = VarlenBatch::from_lengths(&lens_q, &lens_k).unwrap();
+        let make = |rng: &mut Lcg, heads: usize, len: usize| -> Vec<f32> {
+            (0..heads * len * d).map(|_| rng.value()).collect()
+        };
+        let per_seq: Vec<_> = (0..lens_q.len())
+            .map(|b| {
+                (
+                    make(&mut rng, heads, lens_q[b]),
+                    make(&mut rng, heads_kv, lens_k[b]),
+                    make(&mut rng, heads_kv, lens_k[b]),
+                )
+            })
+            .collect();
+        // Pack [1, H, L, D] into rows of [total, H, D].
+        let pack = |parts: Vec<(&Vec<f32>, usize)>, heads: usize| -> Vec<f32> {
+            let mut out = Vec::new();
+            for (x, len) in parts {
+                for row in 0..len {
+                    for h in 0..heads {
+                        out.extend_from_slice(&x[(h * len + row) * d..][..d]);
+                    }
+                }
+            }
+            out
+        };
+        let q = pack(
+            per_seq.iter().zip(lens_q).map(|(s, l)| (&s.0, l)).collect(),
+            heads,
+        );
+        let k = pack(
+            per_seq.iter().zip(lens_k).map(|(s, l)| (&s.1, l)).collect(),
+            heads_kv,
+        );
+        let v = pack(
+            per_seq.iter().zip(lens_k).map(|(s, l)| (&s.2, l)).collect(),
+            heads_kv,
+        );
+        let dims = Dims {
+            batch: 1,
+            heads,
+            heads_kv,
+            seq_q: 0,
+            seq_k: 0,
+            head_dim: d,
+        };
+        for causal in [false, true] {
+            let (out, lse) = reference::varlen_attention_f64((&q, &k, &v), &batch, dims, causal, 0.3);
+            let total_q = batch.total_q();
+            for (b, (qb, kb, vb)) in per_seq.iter().enumerate() {
+                let one = Dims {
+                    seq_q: lens_q[b],
+                    seq_k: lens_k[b],
+                    ..dims
+                };
+                let expected = reference::attention_f64(qb, kb, vb, one, causal, 0.3);
+                let expected_lse = reference::log_sum_exp_f64(qb, kb, one, causal, 0.3);
+                for (i, row) in batch.q_range(b).enumerate() {
+                    for h in 0..heads {
+                        let got = &out[(row * heads + h) * d..][..d];
+                        let want = &expected[(h * lens_q[b] + i) * d..][..d];
+                        assert_eq!(got, want, "sequence {b} row {i} head {h} causal {causal}");
+                        assert_eq!(lse[h * total_q + row], expected_lse[h * lens_q[b] + i]);
+                    }
+                }
+                if lens_k[b] == 0 && lens_q[b] > 0 {
+                    let row = batch.q_range(b).start;
+                    assert!(out[row * heads * d..][..heads * d].iter().all(|&x| x == 0.0));
+                    assert_eq!(lse[row], f64::NEG_INFINITY);
+                }
+            }
+        }
+    }
+
+    /// Sequences of equal lengths are a dense batch in the `[B, S, H, D]` layout: the varlen
+    /// reference equals the dense one on the same memory read as `[B, H, S, D]` after a transpose.
+    #[test]
+    fn equal_lengths_equal_the_dense_batch() {
+        let mut rng = Lcg(5);
+        let (b_count, heads, heads_kv, sq, sk, d) = (3, 4, 1, 5, 7, 8);
+        let q: Vec<f32> = (0..b_count * sq * heads * d).map(|_| rng.value()).collect();
+        let k: Vec<f32> = (0..b_count * sk * heads_kv * d).map(|_| rng.value()).collect();
+        let v: Vec<f32> = (0..k.len()).map(|_| rng.value()).collect();
+        let to_bhsd = |x: &[f32], s: usize, h_count: usize| -> Vec<f32> {
+            let mut out = vec![0.0; x.len()];
+            for b in 0..b_count {
+                for si in 0..s {
+                    for h in 0..h_count {
+                        let src = ((b * s + si) * h_count + h) * d;
+                        let dst = ((b * h_count + h) * s + si) * d;
+                        out[dst..dst + d].copy_from_slice(&x[src..src + d]);
+                    }
+                }
+            }
+            out
+        };
+        let dims = Dims {
+            batch: b_count,
+            heads,
+            heads_kv,
+            seq_q: sq,
+            seq_k: sk,
+            head_dim: d,
+        };
+        let batch = VarlenBatch::from_lengths(&[sq; 3], &[sk; 3]).unwrap();
+        for causal in [false, true] {
+            let (out, _) = reference::varlen_attention_f64((&q, &k, &v), &batch, dims, causal, 0.5);
+            let dense = reference::attention_f64(
+                &to_bhsd(&q, sq, heads),
+                &to_bhsd(&k, sk, heads_kv),
+                &to_bhsd(&v, sk, heads_kv),
+                dims,
+                causal,
+                0.5,
+            );
+            let out32: Vec<f32> = out.iter().map(|&x| x as f32).collect();
+            let back: Vec<f64> = to_bhsd(&out32, sq, heads).iter().map(|&x| x as f64).collect();
+            let dense32: Vec<f64> = dense.iter().map(|&x| x as f32 as f64).collect();
+            assert_eq!(back, dense32, "causal {causal}");
+        }
+    }
+}
