@@ -86,6 +86,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let variant = VariantSpec::by_name(&args.kernel)
         .ok_or_else(|| Failure::Usage(flashrs::Error::UnknownKernel(args.kernel.clone()).to_string()))?;
     args.shape.validate()?;
+    inputs::check_outputs([&args.out])?;
     let symbol = variant.symbol(args.shape.head_dim, args.dtype.name());
     let ncu = which("ncu").ok_or_else(|| {
         Failure::Usage("ncu (Nsight Compute) not found on PATH: profiling needs it; nothing was run".into())
