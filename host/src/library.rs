@@ -98,9 +98,14 @@ pub fn check_named_paths(
     }
     let paths = wanted(names);
     let plain = Shape::new(1, 1, 1, flashrs::variants::HEAD_DIMS[0]);
-    for path in &paths {
-        for &layout in layouts {
-            path.check(plain, layout, lse)?;
+    // A layout (or --lse) is refused when no path named takes it; one that some take is skipped
+    // by the others.
+    for &layout in layouts {
+        let mut refusals = paths.iter().filter_map(|p| p.check(plain, layout, lse).err());
+        if let Some(first) = refusals.next() {
+            if refusals.count() + 1 == paths.len() {
+                return Err(first.into());
+            }
         }
     }
     let mut first_refusal = None;
@@ -172,6 +177,14 @@ mod tests {
         assert!(message(check(&["cublas"], &[plain], &[Layout::Bshd], false)).contains("[B,H,S,D]"));
         assert!(message(check(&["cutensor"], &[plain], &[Layout::Bhsd], true)).contains("log-sum-exp"));
         assert!(message(check(&["cublas"], &[gqa], &[Layout::Bhsd], false)).contains("nothing to run"));
+        // A layout one named path takes is not refused for the other.
+        assert!(check(
+            &["cublas", "cutensor"],
+            &[plain],
+            &[Layout::Bhsd, Layout::Bshd],
+            false
+        )
+        .is_ok());
         // One runnable problem is enough; cutensor runs what cublas cannot.
         assert!(check(&["cublas"], &[gqa, plain], &[Layout::Bhsd], false).is_ok());
         assert!(check(&["cutensor"], &[gqa], &[Layout::Bshd], false).is_ok());
