@@ -105,7 +105,7 @@ impl Plan {
         if let Some(path) = &args.plot {
             crate::plot::check_path(path)?;
         }
-        inputs::check_outputs([&args.json])?;
+        inputs::check_json_outputs([&args.json])?;
         for &block_size in &args.block_size {
             if !block_size.is_power_of_two() || !flashrs::paged::BLOCK_SIZES.contains(&block_size) {
                 return Err(Failure::Usage(format!(

@@ -353,10 +353,13 @@ pub fn json_to_stdout(json: Option<&Path>) -> Result<(), Failure> {
 }
 
 /// Refuses an output path whose directory does not exist (or is not a directory), so that a
-/// typo fails before any GPU work rather than after it; `-` (stdout) passes.
+/// typo fails before any GPU work rather than after it; `-` is refused (see `check_json_outputs`).
 pub fn check_output(path: &Path) -> Result<(), Failure> {
     if is_stdout(path) {
-        return Ok(());
+        return Err(Failure::Usage(
+            "-: only JSON outputs (--json, micro's --best, profile's --out) go to stdout; give a file here"
+                .into(),
+        ));
     }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -376,6 +379,15 @@ pub fn check_output(path: &Path) -> Result<(), Failure> {
 /// `check_output` for every path given.
 pub fn check_outputs<'a>(paths: impl IntoIterator<Item = &'a Option<PathBuf>>) -> Result<(), Failure> {
     paths.into_iter().flatten().try_for_each(|p| check_output(p))
+}
+
+/// `check_output` for JSON outputs, which may also be `-` (stdout, see `json_to_stdout`).
+pub fn check_json_outputs<'a>(paths: impl IntoIterator<Item = &'a Option<PathBuf>>) -> Result<(), Failure> {
+    paths
+        .into_iter()
+        .flatten()
+        .filter(|p| !is_stdout(p))
+        .try_for_each(|p| check_output(p))
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).

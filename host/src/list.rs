@@ -79,7 +79,7 @@ fn resources(target: &str, ptx_text: &str) -> Option<Vec<KernelResources>> {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    inputs::check_outputs([&args.json])?;
+    inputs::check_json_outputs([&args.json])?;
     inputs::json_to_stdout(args.json.as_deref())?;
     let (target, _, ptx_text) = embedded::modules()
         .find(|&(_, number, _)| number == args.arch)

@@ -147,7 +147,8 @@ fn check(args: &Args) -> Result<(), Failure> {
     if args.top == 0 {
         return Err(Failure::Usage("--top must be at least 1".into()));
     }
-    inputs::check_outputs([&args.csv, &args.best])
+    inputs::check_outputs([&args.csv])?;
+    inputs::check_json_outputs([&args.best])
 }
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
@@ -262,6 +263,7 @@ mod tests {
         assert!(check_of(&["micro", "--csv", "/no/such/dir/m.csv"]).contains("/no/such/dir"));
         assert!(check_of(&["micro", "--best", "/no/such/dir/b.json"]).contains("/no/such/dir"));
         assert_eq!(check_of(&["micro", "--best", "-"]), "");
+        assert!(check_of(&["micro", "--csv", "-"]).contains("stdout"));
     }
 
     #[test]

@@ -88,7 +88,8 @@ fn check(args: &Args) -> Result<(), Failure> {
         return Err(Failure::Usage(format!("unknown peer `{other}` (torch)")));
     }
     let table = args.save.then(|| args.table.clone());
-    inputs::check_outputs([&args.log, &args.json, &table])
+    inputs::check_outputs([&args.log, &table])?;
+    inputs::check_json_outputs([&args.json])
 }
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {

@@ -154,7 +154,7 @@ const CPU_REFERENCE_LIMIT: f64 = 2e10;
 pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
     apply_quick(&mut args);
     check_options(&args)?;
-    inputs::check_outputs([&args.json])?;
+    inputs::check_json_outputs([&args.json])?;
     let problems = problems(&args)?;
     let variants = inputs::variants(&args.kernels)?;
     library::check_named_paths(

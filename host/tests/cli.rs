@@ -678,6 +678,7 @@ fn clap_errors_are_one_line_without_the_usage_block() {
 fn checks_that_need_no_gpu_come_before_it() {
     refused(&["micro", "--shape", "1,2,128,96"], "unsupported head dim 96");
     refused(&["micro", "--top", "0"], "--top");
+    refused(&["micro", "--csv", "-"], "stdout");
     refused(&["tune", "--peers", "fa9"], "unknown peer `fa9`");
     refused(&["verify", "--json", "/no/such/dir/v.json"], "/no/such/dir");
     refused(&["bench", "--json", "/no/such/dir/b.json"], "/no/such/dir");
