@@ -8,8 +8,9 @@ use std::ffi::c_void;
 
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::{result as blas, CudaBlas};
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
 
+use crate::composed::{self, RowSoftmax, Supports};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Tensors};
 use crate::problem::{DType, Params, Shape};
@@ -17,12 +18,17 @@ use crate::problem::{DType, Params, Shape};
 /// The kernel name `verify`, `bench` and `attend` use for this path.
 pub const NAME: &str = "cublas";
 
+/// Neither grouped heads nor `[B,S,H,D]`: the strided-batched GEMMs take one batch stride per
+/// operand.
+pub const SUPPORTS: Supports = Supports {
+    grouped_heads: false,
+    bshd: false,
+};
+
 /// A cuBLAS handle on the GPU's stream plus scratch buffers sized for one shape.
 pub struct CublasAttention {
     blas: CudaBlas,
-    softmax: CudaFunction,
-    scores: CudaSlice<f32>,
-    probs: CudaSlice<u16>,
+    rows: RowSoftmax,
     shape: Shape,
     dtype: DType,
 }
@@ -31,18 +37,7 @@ impl CublasAttention {
     /// Loads cuBLAS (`Error::NoCublas` when the library is missing) and allocates the score and
     /// probability buffers for `shape`.
     pub fn new(gpu: &Gpu, shape: Shape, dtype: DType) -> Result<CublasAttention> {
-        shape.validate()?;
-        if shape.batch * shape.heads > 65_535 {
-            return Err(Error::InvalidProblem(format!(
-                "the cublas path's row softmax takes at most 65535 heads (B*H), not {}",
-                shape.batch * shape.heads
-            )));
-        }
-        if shape.heads_kv != shape.heads {
-            return Err(Error::InvalidProblem(
-                "the cublas path has no grouped-query attention: K and V need as many heads as Q".into(),
-            ));
-        }
+        composed::check(NAME, SUPPORTS, shape, crate::Layout::Bhsd, false)?;
         if !crate::gpu::library_present(&[
             "libcublas.so.13",
             "libcublas.so.12",
@@ -51,26 +46,10 @@ impl CublasAttention {
         ]) {
             return Err(Error::NoCublas);
         }
-        // Checked: a product that wrapped would size the scratch buffers below what the GEMMs write.
-        let elements = [shape.batch, shape.heads, shape.seq_q, shape.seq_k]
-            .iter()
-            .try_fold(1usize, |n, &dim| n.checked_mul(dim))
-            .filter(|n| n.checked_mul(6).is_some())
-            .ok_or_else(|| Error::InvalidProblem(format!("the cublas path's scores of {shape} overflow")))?;
-        let (free, _) = gpu.context().mem_get_info()?;
-        if elements.saturating_mul(6) > free {
-            return Err(Error::InvalidProblem(format!(
-                "cublas path needs {} GiB for scores and probabilities of {shape}, {} GiB free",
-                (elements * 6) >> 30,
-                free >> 30
-            )));
-        }
         let stream = gpu.stream().clone();
         Ok(CublasAttention {
             blas: CudaBlas::new(stream.clone()).map_err(|e| Error::Cublas(e.to_string()))?,
-            softmax: gpu.function(&format!("softmax_rows_{}", dtype.name()))?,
-            scores: stream.alloc_zeros(elements)?,
-            probs: stream.alloc_zeros(elements)?,
+            rows: RowSoftmax::new(gpu, NAME, shape, dtype, 0)?,
             shape,
             dtype,
         })
@@ -87,12 +66,7 @@ impl CublasAttention {
                 tensors.dtype()
             )));
         }
-        if tensors.layout() != crate::Layout::Bhsd {
-            return Err(Error::InvalidProblem(format!(
-                "the cublas path takes [B,H,S,D] tensors, not {}",
-                tensors.layout()
-            )));
-        }
+        composed::check(NAME, SUPPORTS, shape, tensors.layout(), tensors.lse().is_some())?;
         let element = match self.dtype {
             DType::F16 => cudaDataType::CUDA_R_16F,
             DType::Bf16 => cudaDataType::CUDA_R_16BF,
@@ -100,7 +74,7 @@ impl CublasAttention {
         params.validate()?;
         // The handle runs on the GPU's stream; the tensors' buffers are checked like a launch's.
         gpu.check_tensors_on_own_stream(tensors)?;
-        if **self.scores.stream() != **tensors.stream() {
+        if **self.rows.scores.stream() != **tensors.stream() {
             return Err(Error::ForeignStream);
         }
         let stream = gpu.stream().clone();
@@ -110,7 +84,7 @@ impl CublasAttention {
             // Row-major S[Sq][Sk] = Q K^T is column-major S^T = K^T' Q: A = K read transposed.
             let (k, _k) = tensors.k.device_ptr(&stream);
             let (q, _q) = tensors.q.device_ptr(&stream);
-            let (s, _s) = self.scores.device_ptr_mut(&stream);
+            let (s, _s) = self.rows.scores.device_ptr_mut(&stream);
             let gemm = Gemm {
                 transpose_a: true,
                 m: sk,
@@ -126,27 +100,11 @@ impl CublasAttention {
             // handle's own stream.
             unsafe { gemm.run(&self.blas) }?;
         }
-        let (seq_q, seq_k, causal) = (sq as u32, sk as u32, params.causal as u32);
-        let scale_log2 = params.scale_for(d) * std::f32::consts::LOG2_E;
-        let config = LaunchConfig {
-            grid_dim: (seq_q.div_ceil(4), batch as u32, 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut builder = stream.launch_builder(&self.softmax);
-        builder
-            .arg(&self.scores)
-            .arg(&mut self.probs)
-            .arg(&seq_q)
-            .arg(&seq_k)
-            .arg(&scale_log2)
-            .arg(&causal);
-        // Safety: matches `softmax_rows_f16`'s signature; both buffers hold B*H*S_q*S_k elements.
-        unsafe { builder.launch(config) }?;
+        self.rows.launch(&stream, shape, params)?;
         {
             // Row-major O[Sq][D] = P V is column-major O^T = V^T P^T: both operands as stored.
             let (v, _v) = tensors.v.device_ptr(&stream);
-            let (p, _p) = self.probs.device_ptr(&stream);
+            let (p, _p) = self.rows.probs.device_ptr(&stream);
             let (o, _o) = tensors.out.device_ptr_mut(&stream);
             let gemm = Gemm {
                 transpose_a: false,

@@ -14,7 +14,9 @@
 pub mod launch;
 
 pub mod api;
+pub mod composed;
 pub mod cublas;
+pub mod cutensor;
 pub mod decode;
 pub mod error;
 pub mod gpu;

@@ -577,6 +577,73 @@ fn cublas_path_matches_the_reference() {
     }
 }
 
+/// The cuTENSOR path (where libcutensor.so.2 is on the library path; a note otherwise): grouped
+/// heads, S_q != S_k, both layouts and dtypes, against float64 on a NaN-poisoned output; asking
+/// it for the log-sum-exp is a typed error.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn cutensor_path_matches_the_reference() {
+    if let Err(e) = flashrs::cutensor::available() {
+        println!("note: not run: {e}");
+        return;
+    }
+    let gpu = gpu();
+    let seed: u64 = rand::rng().random();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let grouped = Shape {
+        seq_k: 141,
+        ..Shape::new(2, 6, 77, 64).with_heads_kv(2)
+    };
+    for (shape, causal, dtype) in [
+        (grouped, true, DType::F16),
+        (grouped, false, DType::Bf16),
+        (Shape::new(1, 2, 130, 128), true, DType::Bf16),
+        (Shape::new(1, 4, 1, 64).with_heads_kv(1), false, DType::F16),
+    ] {
+        let params = Params { causal, scale: None };
+        let (q, k, v) = (
+            random(shape.q_len(), dtype, &mut rng),
+            random(shape.kv_len(), dtype, &mut rng),
+            random(shape.kv_len(), dtype, &mut rng),
+        );
+        let expected = reference::attention_f64(
+            &widen(dtype, &q),
+            &widen(dtype, &k),
+            &widen(dtype, &v),
+            shape.reference_dims(),
+            causal,
+            params.scale_for(shape.head_dim) as f64,
+        );
+        let mut path = flashrs::cutensor::CutensorAttention::new(&gpu, shape, dtype).unwrap();
+        let (b, d) = (shape.batch, shape.head_dim);
+        for layout in [Layout::Bhsd, Layout::Bshd] {
+            let (lq, lk, lv) = (
+                layout.from_bhsd(&q, b, shape.heads, shape.seq_q, d),
+                layout.from_bhsd(&k, b, shape.heads_kv, shape.seq_k, d),
+                layout.from_bhsd(&v, b, shape.heads_kv, shape.seq_k, d),
+            );
+            let mut tensors = gpu.tensors_in(layout, shape, dtype, &lq, &lk, &lv).unwrap();
+            // Twice: the second launch reuses the plans made by the first.
+            for run in 0..2 {
+                gpu.poison(&mut tensors).unwrap();
+                path.launch(&gpu, &mut tensors, params).unwrap();
+                let out = widen(dtype, &gpu.download(tensors.out()).unwrap());
+                let out = layout.to_bhsd(&out, b, shape.heads, shape.seq_q, d);
+                let cmp = reference::compare(&out, &expected);
+                assert!(
+                    cmp.passes(dtype.tolerance()),
+                    "cutensor run {run} on {shape} causal={causal} {dtype} {layout} (seed {seed}): {cmp:?}"
+                );
+            }
+            gpu.request_lse(&mut tensors).unwrap();
+            assert!(matches!(
+                path.launch(&gpu, &mut tensors, params),
+                Err(Error::InvalidProblem(_))
+            ));
+        }
+    }
+}
+
 /// NaN in the inputs propagates like torch's SDPA: a NaN in query row r makes row r NaN (its
 /// scores are all NaN) and leaves every other row exact; documented in the README.
 #[test]

@@ -1,11 +1,12 @@
 //! `attend`: attention on the user's own `.npy` tensors.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use flashrs::npy::{self, NpyData};
 use flashrs::{DType, Layout, Params, Shape, VariantSpec};
 
 use crate::inputs;
+use crate::library;
 use crate::Failure;
 
 #[derive(clap::Args)]
@@ -32,7 +33,8 @@ pub struct Args {
     /// Softmax scale (default 1/sqrt(D)).
     #[arg(long)]
     scale: Option<f32>,
-    /// Variant to run (default: the library's choice; see `list`), or `cublas`.
+    /// Variant to run (default: the library's choice; see `list`), or a library-composed path:
+    /// `cublas` (bhsd, no grouped heads) or `cutensor`; neither writes `--lse`.
     #[arg(long)]
     kernel: Option<String>,
     /// Precision the kernel computes in: f16 or bf16 (float32 inputs are rounded to it; float16
@@ -48,17 +50,9 @@ pub struct Args {
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     // Everything about the inputs and options is checked here, before the GPU is opened: bad
     // input gets its own one-line error on any machine, with or without a GPU.
-    let cublas = args.kernel.as_deref() == Some(flashrs::cublas::NAME);
-    if let Some(name) = args.kernel.as_ref().filter(|_| !cublas) {
+    let path = args.kernel.as_deref().and_then(library::Path::from_name);
+    if let Some(name) = args.kernel.as_ref().filter(|_| path.is_none()) {
         VariantSpec::by_name(name).ok_or_else(|| flashrs::Error::UnknownKernel(name.clone()))?;
-    }
-    if cublas && args.layout != Layout::Bhsd {
-        return Err(Failure::Usage(
-            "the cublas path takes only the bhsd layout".into(),
-        ));
-    }
-    if cublas && args.lse.is_some() {
-        return Err(Failure::Usage("--lse needs a fused kernel, not cublas".into()));
     }
     let params = Params {
         causal: args.causal,
@@ -66,13 +60,16 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     };
     params.validate()?;
     for out in std::iter::once(&args.out).chain(&args.lse) {
-        check_writable_dir(out)?;
+        inputs::check_output(out)?;
     }
     let q = npy::read_npy(&args.q)?;
     let k = npy::read_npy(&args.k)?;
     let v = npy::read_npy(&args.v)?;
     let shape = shape_of(&q, &k, &v, &args)?;
     shape.validate()?;
+    if let Some(path) = path {
+        path.check(shape, args.layout, args.lse.is_some())?;
+    }
 
     let gpu = inputs::open_gpu(device)?;
     let dtype = args.dtype;
@@ -81,9 +78,10 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     if args.lse.is_some() {
         gpu.request_lse(&mut tensors)?;
     }
-    let used = if cublas {
-        flashrs::cublas::CublasAttention::new(&gpu, shape, dtype)?.launch(&gpu, &mut tensors, params)?;
-        flashrs::cublas::NAME
+    let used = if let Some(path) = path {
+        path.make(&gpu, shape, dtype)?
+            .launch(&gpu, &mut tensors, params)?;
+        path.name()
     } else {
         gpu.forward(&mut tensors, params, args.kernel.as_deref())?.name
     };
@@ -106,24 +104,6 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         args.causal
     );
     Ok(())
-}
-
-/// Refuses an output path whose directory does not exist (or is not a directory), so that a
-/// typo fails before the GPU work rather than after it.
-fn check_writable_dir(path: &Path) -> Result<(), Failure> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    if dir.is_dir() {
-        Ok(())
-    } else {
-        Err(Failure::Usage(format!(
-            "{}: the directory {} does not exist",
-            path.display(),
-            dir.display()
-        )))
-    }
 }
 
 /// Checks ranks, agreement between q, k and v, and dtypes; returns the problem's shape.

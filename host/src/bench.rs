@@ -7,6 +7,7 @@ use flashrs::stats::Summary;
 use flashrs::{embedded, ptx, DType, Family, Params, Shape, VariantSpec};
 
 use crate::inputs::{self, Inputs};
+use crate::library;
 use crate::peers::{self, Peer};
 use crate::report::{print_summary, print_table, row_from, summarise, Report, Row};
 use crate::Failure;
@@ -22,7 +23,8 @@ pub struct Args {
     #[arg(long)]
     shape: Vec<Shape>,
     /// Only these variants (repeatable; default all; naive and flash_scalar are skipped on
-    /// shapes too big for them unless named here).
+    /// shapes too big for them unless named here), or the library-composed paths `cublas` and
+    /// `cutensor` (timed by default too; a missing library is a note).
     #[arg(long = "kernel")]
     kernels: Vec<String>,
     /// Causal masking (for shape sets that do not fix it).
@@ -117,6 +119,7 @@ impl Plan {
         if let Some(path) = &args.plot {
             crate::plot::check_path(path)?;
         }
+        inputs::check_json_outputs([&args.json])?;
         for &block_size in &args.block_size {
             if !block_size.is_power_of_two() || !flashrs::paged::BLOCK_SIZES.contains(&block_size) {
                 return Err(Failure::Usage(format!(
@@ -135,6 +138,12 @@ impl Plan {
                 inputs::validate(shape, head_dims)?;
             }
         }
+        library::check_named_paths(
+            &args.kernels,
+            cases.iter().map(|c| c.0),
+            &[flashrs::Layout::Bhsd],
+            false,
+        )?;
         Ok(Plan {
             cases,
             variants: inputs::variants(&args.kernels)?,
@@ -146,6 +155,7 @@ impl Plan {
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let plan = Plan::new(&args)?;
+    inputs::json_to_stdout(args.json.as_deref())?;
     let gpu = inputs::open_gpu(device)?;
     println!(
         "bench on {} (sm_{}): per kernel and case, {} timed replays of a CUDA graph of up to {} calls \
@@ -208,7 +218,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     }
 }
 
-/// Our variants (and the cuBLAS path) on every case whose head dim they support.
+/// Our variants (and the library-composed paths) on every case whose head dim they support.
 fn time_ours(
     gpu: &flashrs::Gpu,
     plan: &Plan,
@@ -216,7 +226,7 @@ fn time_ours(
     notes: &mut Vec<String>,
 ) -> Result<Vec<Row>, Failure> {
     let mut rows = Vec::new();
-    let mut cublas = inputs::wants_cublas(&args.kernels);
+    let mut paths = library::wanted(&args.kernels);
     let bar = inputs::progress(plan.cases.len() * plan.variants.len(), "bench");
     for &(shape, causal) in &plan.cases {
         if !flashrs::variants::HEAD_DIMS.contains(&shape.head_dim) {
@@ -240,17 +250,23 @@ fn time_ours(
             bar.set_message(format!("{} {shape}", variant.name));
             rows.push(time_variant(gpu, variant, &mut tensors, params, args)?);
         }
-        if cublas {
-            match time_cublas(gpu, &mut tensors, params, args) {
+        let mut missing = Vec::new();
+        for &path in &paths {
+            // What a path cannot run (grouped heads for cublas) is a note, checked without the GPU.
+            let timed = path
+                .check(shape, flashrs::Layout::Bhsd, false)
+                .and_then(|()| time_path(gpu, path, &mut tensors, params, args));
+            match timed {
                 Ok(row) => rows.push(row),
-                Err(flashrs::Error::NoCublas) => {
-                    cublas = false;
-                    notes.push(format!("cublas peer not measured: {}", flashrs::Error::NoCublas));
+                Err(e) if library::Path::is_missing(&e) => {
+                    missing.push(path);
+                    notes.push(format!("{} peer not measured: {e}", path.name()));
                 }
                 Err(e) if e.is_gpu_fault() => return Err(e.into()),
-                Err(e) => notes.push(format!("cublas on {shape} causal={causal}: {e}")),
+                Err(e) => notes.push(format!("{} on {shape} causal={causal}: {e}", path.name())),
             }
         }
+        paths.retain(|p| !missing.contains(p));
         gpu.synchronize()?;
         let naive = rows[first..]
             .iter()
@@ -559,33 +575,34 @@ fn peer_row(r: peers::PeerRow, dtype: DType, notes: &mut Vec<String>) -> Result<
     Ok(Some(row))
 }
 
-/// The cuBLAS-composed path, timed like our kernels; a peer row (`backend: cublas`).
-fn time_cublas(
+/// A library-composed path, timed like our kernels; a peer row (`backend: <path>`).
+fn time_path(
     gpu: &flashrs::Gpu,
+    path: library::Path,
     tensors: &mut flashrs::Tensors,
     params: Params,
     args: &Args,
 ) -> flashrs::Result<Row> {
     let shape = tensors.shape();
-    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape, tensors.dtype())?;
+    let mut made = path.make(gpu, shape, tensors.dtype())?;
     let singles = gpu.time_each(args.warmup as usize, args.iters as usize, || {
-        path.launch(gpu, tensors, params)
+        made.launch(gpu, tensors, params)
     })?;
     let single_p50 = flashrs::stats::median(&singles).unwrap_or(f64::INFINITY);
     let calls = ((1000.0 / single_p50) as u32).clamp(1, args.calls_per_graph);
     let samples = gpu.time_graph_of(calls as usize, args.warmup as usize, args.iters as usize, || {
-        path.launch(gpu, tensors, params)
+        made.launch(gpu, tensors, params)
     })?;
     let mut row = row_from(
-        flashrs::cublas::NAME.into(),
+        path.name().into(),
         shape,
         tensors.dtype(),
         params.causal,
         calls,
         samples,
-        Some("cublas".into()),
+        Some(path.name().into()),
     )
-    .map_err(|_| flashrs::Error::InvalidProblem("cublas: no valid timings".into()))?;
+    .map_err(|_| flashrs::Error::InvalidProblem(format!("{}: no valid timings", path.name())))?;
     row.event_p50_us = Some(single_p50);
     Ok(row)
 }

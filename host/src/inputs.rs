@@ -1,5 +1,9 @@
 //! Shared pieces of the subcommands: named shape sets, random inputs, JSON output, progress.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
 use flashrs::{DType, Shape, VariantSpec, VARIANTS};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
@@ -198,25 +202,20 @@ pub fn validate(shape: &Shape, head_dims: HeadDims) -> Result<(), Failure> {
     }
 }
 
-/// The variants named by `--kernel` (all when none is named); `cublas` is not a variant (see
-/// `wants_cublas`).
+/// The variants named by `--kernel` (all when none is named); the library-composed paths
+/// (`cublas`, `cutensor`) are not variants (see `library::wanted`).
 pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> {
     if names.is_empty() {
         return Ok(VARIANTS.iter().collect());
     }
     names
         .iter()
-        .filter(|n| *n != flashrs::cublas::NAME)
+        .filter(|n| crate::library::Path::from_name(n).is_none())
         .map(|n| {
             VariantSpec::by_name(n)
                 .ok_or_else(|| Failure::Usage(flashrs::Error::UnknownKernel(n.clone()).to_string()))
         })
         .collect()
-}
-
-/// Whether the cuBLAS-composed path runs: always by default, else when `--kernel cublas` is named.
-pub fn wants_cublas(names: &[String]) -> bool {
-    names.is_empty() || names.iter().any(|n| n == flashrs::cublas::NAME)
 }
 
 /// Fresh standard-normal inputs rounded to `dtype` (as its bits), and the same values as f32 for
@@ -307,9 +306,88 @@ pub fn fresh_seed() -> u64 {
     nanos ^ (std::process::id() as u64).rotate_left(32)
 }
 
-pub fn write_json<T: Serialize>(path: &std::path::Path, value: &T) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text + "\n").map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))
+/// Writes `value` as pretty JSON to `path`, or to stdout for `-` (see `json_to_stdout`).
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    if is_stdout(path) {
+        let mut saved = JSON_STDOUT
+            .get()
+            .map(|out| out.lock().unwrap_or_else(|e| e.into_inner()));
+        let written = match saved.as_deref_mut() {
+            Some(out) => out.write_all(text.as_bytes()).and_then(|()| out.flush()),
+            None => std::io::stdout().write_all(text.as_bytes()),
+        };
+        return written.map_err(|e| Failure::Usage(format!("--json -: {e}")));
+    }
+    std::fs::write(path, text).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))
+}
+
+/// `-` as an output path: standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+/// Where `write_json` writes `-` once `json_to_stdout` has moved everything else to stderr.
+static JSON_STDOUT: OnceLock<Mutex<std::fs::File>> = OnceLock::new();
+
+/// For `--json -`: the JSON alone on standard output, so that it can be piped; the command's
+/// tables, notes and verdict go to stderr from here on. Call before the command prints anything.
+pub fn json_to_stdout(json: Option<&Path>) -> Result<(), Failure> {
+    if !json.is_some_and(is_stdout) || JSON_STDOUT.get().is_some() {
+        return Ok(());
+    }
+    std::io::stdout().flush()?;
+    // Safety: duplicating descriptors this process owns: 1 is kept as a new descriptor for the
+    // JSON, then 1 becomes a copy of 2; no Rust object owns either number.
+    let saved = unsafe { libc::dup(1) };
+    if saved < 0 || unsafe { libc::dup2(2, 1) } < 0 {
+        return Err(Failure::Usage(format!(
+            "--json -: cannot redirect stdout ({})",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // Safety: `saved` is a fresh descriptor from `dup`, owned by nothing else.
+    let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(saved) };
+    let _ = JSON_STDOUT.set(Mutex::new(file));
+    Ok(())
+}
+
+/// Refuses an output path whose directory does not exist (or is not a directory), so that a
+/// typo fails before any GPU work rather than after it; `-` is refused (see `check_json_outputs`).
+pub fn check_output(path: &Path) -> Result<(), Failure> {
+    if is_stdout(path) {
+        return Err(Failure::Usage(
+            "-: only JSON outputs (--json, micro's --best, profile's --out) go to stdout; give a file here"
+                .into(),
+        ));
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(Failure::Usage(format!(
+            "{}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        )))
+    }
+}
+
+/// `check_output` for every path given.
+pub fn check_outputs<'a>(paths: impl IntoIterator<Item = &'a Option<PathBuf>>) -> Result<(), Failure> {
+    paths.into_iter().flatten().try_for_each(|p| check_output(p))
+}
+
+/// `check_output` for JSON outputs, which may also be `-` (stdout, see `json_to_stdout`).
+pub fn check_json_outputs<'a>(paths: impl IntoIterator<Item = &'a Option<PathBuf>>) -> Result<(), Failure> {
+    paths
+        .into_iter()
+        .flatten()
+        .filter(|p| !is_stdout(p))
+        .try_for_each(|p| check_output(p))
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).

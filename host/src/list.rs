@@ -34,33 +34,82 @@ struct Entry {
     resources: Option<KernelResources>,
 }
 
+/// ptxas's report on the module (registers, spills), from a cache beside the system's temporary
+/// files when this very PTX was assembled before (keyed by its fingerprint), else by running
+/// ptxas (about 15 s for sm_90a) behind a spinner; `None`, with a note, without ptxas.
+fn resources(target: &str, ptx_text: &str) -> Option<Vec<KernelResources>> {
+    let cache = std::env::temp_dir().join(format!(
+        "flashrs-list-{target}-{:016x}.json",
+        embedded::fingerprint(ptx_text)
+    ));
+    if let Some(cached) = std::fs::read_to_string(&cache)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Vec<KernelResources>>(&text).ok())
+    {
+        return Some(cached);
+    }
+    let Some(path) = ptxas::find_ptxas() else {
+        eprintln!("note: ptxas not found (run scripts/setup.sh): no register or spill counts");
+        return None;
+    };
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_message(format!(
+        "assembling the {target} PTX with ptxas for register counts (cached for the next run)..."
+    ));
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    let assembled = ptxas::assemble(&path, ptx_text, target);
+    spinner.finish_and_clear();
+    match assembled {
+        Ok(found) => {
+            // Written aside then renamed, so that a concurrent run never reads half a file; a
+            // cache that cannot be written only costs the next run the same wait.
+            let partial = cache.with_extension(format!("{}.part", std::process::id()));
+            if let Ok(text) = serde_json::to_string(&found) {
+                if std::fs::write(&partial, text).is_ok() {
+                    let _ = std::fs::rename(&partial, &cache);
+                }
+            }
+            Some(found)
+        }
+        Err(e) => {
+            eprintln!("note: ptxas failed, no register counts: {e}");
+            None
+        }
+    }
+}
+
 pub fn run(args: Args) -> Result<(), Failure> {
+    inputs::check_json_outputs([&args.json])?;
+    inputs::json_to_stdout(args.json.as_deref())?;
     let (target, _, ptx_text) = embedded::modules()
         .find(|&(_, number, _)| number == args.arch)
         .ok_or_else(|| Failure::Usage(format!("no PTX for sm_{} (80 or 90)", args.arch)))?;
     let globals = ptx::u32_globals(ptx_text);
     let entries = ptx::entries(ptx_text);
-    let resources = match ptxas::find_ptxas() {
-        Some(path) => match ptxas::assemble(&path, ptx_text, target) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("note: ptxas failed, no register counts: {e}");
-                None
-            }
-        },
-        None => {
-            eprintln!("note: ptxas not found (run scripts/setup.sh): no register or spill counts");
-            None
-        }
-    };
+    let resources = resources(target, ptx_text);
+    // Only what this architecture's PTX holds (the sm_80 module has no wgmma variants).
+    let present = |symbol: &str| entries.iter().any(|e| e.name == symbol);
     let mut list = Vec::new();
+    let mut listed_variants = 0;
     for variant in VARIANTS {
+        let in_module = variant
+            .head_dims
+            .iter()
+            .flat_map(|&d| DTYPES.iter().map(move |t| variant.symbol(d, t)))
+            .any(|s| present(&s));
+        if !in_module {
+            continue;
+        }
+        listed_variants += 1;
         for (&head_dim, &dtype) in variant
             .head_dims
             .iter()
             .flat_map(|d| DTYPES.iter().map(move |t| (d, t)))
         {
             let symbol = variant.symbol(head_dim, dtype);
+            if !present(&symbol) {
+                continue;
+            }
             let loop_barriers = entries
                 .iter()
                 .find(|e| e.name == symbol)
@@ -130,7 +179,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     println!(
         "{} variants, {} kernels (each with a barrier-counting twin), {target} PTX; bar/tile = declared/in the PTX loop",
-        VARIANTS.len(),
+        listed_variants,
         list.len(),
     );
     println!(

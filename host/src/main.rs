@@ -6,6 +6,7 @@ mod bench;
 mod cubin;
 mod harness;
 mod inputs;
+mod library;
 mod list;
 mod micro;
 mod paged;
@@ -115,7 +116,10 @@ fn main() -> ExitCode {
     // instead of panicking on the failed write.
     // Safety: restoring the default disposition of a signal at start-up, before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => exit_on_bad_arguments(error),
+    };
     let result = match cli.command {
         Command::Verify(args) => verify::run(cli.device, args),
         Command::Bench(args) => bench::run(cli.device, args),
@@ -136,6 +140,47 @@ fn main() -> ExitCode {
             }
             ExitCode::from(failure.exit_code())
         }
+    }
+}
+
+/// Help and version as clap prints them; any other parse error as one line on stderr (exit 2),
+/// like every other error of this command line.
+fn exit_on_bad_arguments(error: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        // `host` alone shows the help (on stderr, exit 2): a list of commands, not an error line.
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => error.exit(),
+        _ => {
+            eprintln!("{}", one_line(&error));
+            std::process::exit(error.exit_code())
+        }
+    }
+}
+
+/// A clap error in one line: its message and tips, without the usage block and the pointer to
+/// `--help` (`error: unexpected argument '--x' found (tip: ...)`).
+fn one_line(error: &clap::Error) -> String {
+    let text = error.render().to_string();
+    let mut parts: Vec<String> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        match line.strip_prefix("tip: ") {
+            Some(tip) => parts.push(format!("(tip: {tip})")),
+            None => parts.push(line.to_string()),
+        }
+    }
+    let line = parts.join(" ");
+    if line.is_empty() {
+        "error: invalid arguments (see --help)".to_string()
+    } else {
+        line
     }
 }
 
@@ -164,11 +209,56 @@ mod tests {
     use cudarc::driver::{sys::cudaError_enum, DriverError};
 
     #[test]
+    fn clap_errors_are_one_line() {
+        let bad: &[&[&str]] = &[
+            &["host", "verify", "--bogus"],
+            &["host", "verify", "--shapes"],
+            &["host", "bench", "--iters", "0"],
+            &["host", "verify", "--shape", "1,2"],
+            &["host", "attend", "--q", "q.npy"],
+            &["host", "verify", "--quick", "--shapes", "long"],
+            &["host", "verify", "--quick", "--dtype", "bf16"],
+            &["host", "tune", "--iters", "5"],
+            &["host", "nope"],
+        ];
+        for argv in bad {
+            let Err(error) = Cli::try_parse_from(*argv) else {
+                panic!("{argv:?} parsed");
+            };
+            let line = one_line(&error);
+            assert_eq!(line.lines().count(), 1, "{argv:?}: {line}");
+            assert!(line.starts_with("error: "), "{argv:?}: {line}");
+            assert!(!line.contains("Usage"), "{argv:?}: {line}");
+            assert_eq!(error.exit_code(), 2, "{argv:?}");
+        }
+        // The missing arguments are named in the line, the tip kept.
+        let missing = Cli::try_parse_from(["host", "attend", "--q", "q.npy"])
+            .err()
+            .unwrap();
+        let line = one_line(&missing);
+        assert!(line.contains("--k <K>") && line.contains("--out <OUT>"), "{line}");
+        let typo = Cli::try_parse_from(["host", "verify", "--shape-set", "x"])
+            .err()
+            .unwrap();
+        assert!(one_line(&typo).contains("(tip:"), "{}", one_line(&typo));
+        // Help is not an error to shorten.
+        let help = Cli::try_parse_from(["host", "verify", "--help"]).err().unwrap();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+        let bare = Cli::try_parse_from(["host"]).err().unwrap();
+        assert_eq!(
+            bare.kind(),
+            clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        );
+    }
+
+    #[test]
     fn gpu_faults_exit_3_and_input_errors_exit_2() {
         // Formatting a driver error asks libcuda for its text, so that variant is only classified.
         let driver = flashrs::Error::Driver(DriverError(cudaError_enum::CUDA_ERROR_ILLEGAL_ADDRESS));
         assert!(driver.is_gpu_fault());
         let fault = Failure::from(flashrs::Error::Cublas("CUBLAS_STATUS_EXECUTION_FAILED".into()));
+        assert_eq!(fault.exit_code(), 3);
+        let fault = Failure::from(flashrs::Error::Cutensor("cutensorContract: failed".into()));
         assert_eq!(fault.exit_code(), 3);
         assert!(fault.message().unwrap().contains("GPU failure"));
         for usage in [
@@ -176,6 +266,7 @@ mod tests {
             flashrs::Error::UnknownKernel("x".into()),
             flashrs::Error::InvalidProblem("x".into()),
             flashrs::Error::NoCublas,
+            flashrs::Error::NoCutensor("libcutensor.so.2: cannot open shared object file".into()),
         ] {
             assert_eq!(Failure::from(usage).exit_code(), 2);
         }

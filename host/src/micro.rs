@@ -140,7 +140,20 @@ pub fn rank(rows: &mut [MicroRow]) {
     rows.sort_by(|a, b| key(a).total_cmp(&key(b)));
 }
 
+/// Everything checked before the GPU is opened: the shape (its head dim among the compiled
+/// ones), the table's size, the output paths.
+fn check(args: &Args) -> Result<(), Failure> {
+    args.shape.validate()?;
+    if args.top == 0 {
+        return Err(Failure::Usage("--top must be at least 1".into()));
+    }
+    inputs::check_outputs([&args.csv])?;
+    inputs::check_json_outputs([&args.best])
+}
+
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+    check(&args)?;
+    inputs::json_to_stdout(args.best.as_deref())?;
     let gpu = inputs::open_gpu(device)?;
     let clock = gpu
         .clock_khz
@@ -229,6 +242,28 @@ mod tests {
         rank(&mut rows);
         let order: Vec<_> = rows.iter().map(|r| r.kernel).collect();
         assert_eq!(order, ["fast", "slow", "none"]);
+    }
+
+    #[test]
+    fn bad_options_are_refused_without_a_gpu() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let check_of = |argv: &[&str]| {
+            let args = <Cli as clap::Parser>::try_parse_from(argv).ok().unwrap().args;
+            match check(&args) {
+                Err(Failure::Usage(m)) => m,
+                _ => String::new(),
+            }
+        };
+        assert!(check_of(&["micro", "--shape", "1,2,128,96"]).contains("unsupported head dim 96"));
+        assert!(check_of(&["micro", "--top", "0"]).contains("--top"));
+        assert!(check_of(&["micro", "--csv", "/no/such/dir/m.csv"]).contains("/no/such/dir"));
+        assert!(check_of(&["micro", "--best", "/no/such/dir/b.json"]).contains("/no/such/dir"));
+        assert_eq!(check_of(&["micro", "--best", "-"]), "");
+        assert!(check_of(&["micro", "--csv", "-"]).contains("stdout"));
     }
 
     #[test]

@@ -31,7 +31,10 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .into_iter()
         .filter(|r| plotted(&r.kernel))
         .collect();
-    plot(&args.out, &rows, &report.gpu)?;
+    plot(&args.out, &rows, &report.gpu).map_err(|failure| match failure {
+        Failure::Usage(message) => Failure::Usage(format!("{message} (from {})", args.json.display())),
+        other => other,
+    })?;
     println!("{}", args.out.display());
     Ok(())
 }
@@ -50,15 +53,25 @@ pub fn check_path(path: &Path) -> Result<(), Failure> {
             path.display()
         )));
     }
-    Ok(())
+    crate::inputs::check_output(path)
 }
 
+/// Draws `rows` into the .svg at `path`; an error names the path.
 pub fn plot(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
     check_path(path)?;
+    draw(path, rows, gpu).map_err(|failure| match failure {
+        Failure::Usage(message) => Failure::Usage(format!("{}: {message}", path.display())),
+        other => other,
+    })
+}
+
+fn draw(path: &Path, rows: &[Row], gpu: &str) -> Result<(), Failure> {
     let panels: BTreeSet<(usize, bool)> = rows.iter().map(|r| (r.shape[3], r.causal)).collect();
     let panels: Vec<_> = panels.into_iter().collect();
     if panels.is_empty() {
-        return Err(Failure::Usage("nothing to plot".into()));
+        return Err(Failure::Usage(
+            "nothing to plot (no rows of our kernels or the peers)".into(),
+        ));
     }
     let columns = panels.len().min(2);
     let grid_rows = panels.len().div_ceil(columns);
@@ -164,6 +177,7 @@ fn series_color(name: &str, index: usize) -> RGBAColor {
         "torch_cudnn" => BLACK.to_rgba(),
         "torch_efficient" => RGBColor(128, 128, 128).to_rgba(),
         "cublas" => RGBColor(140, 80, 40).to_rgba(),
+        "cutensor" => RGBColor(60, 120, 60).to_rgba(),
         crate::peers::FA3_BACKEND => RGBColor(150, 0, 150).to_rgba(),
         _ => OURS[index % OURS.len()].to_rgba(),
     }
@@ -206,5 +220,22 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.contains("D = 64") && svg.contains("D = 128, causal"));
         assert!(svg.contains("torch_flash") && svg.contains("attention forward, float16, test GPU"));
         assert!(check_path(&dir.path().join("p.png")).is_err());
+        // Every error names the path: a missing directory, nothing to draw, an unreadable report.
+        let message = |r: Result<(), Failure>| match r {
+            Err(Failure::Usage(m)) => m,
+            _ => String::new(),
+        };
+        let nowhere = dir.path().join("no/such/p.svg");
+        assert!(message(check_path(&nowhere)).contains("no/such/p.svg"));
+        assert!(message(plot(&path, &[], "g")).starts_with(&path.display().to_string()));
+        let args = |json: &Path| Args {
+            json: json.to_path_buf(),
+            out: path.clone(),
+        };
+        let missing = dir.path().join("missing.json");
+        assert!(message(run(args(&missing))).contains("missing.json"));
+        let garbage = dir.path().join("garbage.json");
+        std::fs::write(&garbage, "{").unwrap();
+        assert!(message(run(args(&garbage))).contains("garbage.json"));
     }
 }

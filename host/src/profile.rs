@@ -86,10 +86,12 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let variant = VariantSpec::by_name(&args.kernel)
         .ok_or_else(|| Failure::Usage(flashrs::Error::UnknownKernel(args.kernel.clone()).to_string()))?;
     args.shape.validate()?;
+    inputs::check_json_outputs([&args.out])?;
     let symbol = variant.symbol(args.shape.head_dim, args.dtype.name());
     let ncu = which("ncu").ok_or_else(|| {
         Failure::Usage("ncu (Nsight Compute) not found on PATH: profiling needs it; nothing was run".into())
     })?;
+    inputs::json_to_stdout(args.out.as_deref())?;
     let gpu_name = inputs::open_gpu(device)?.name.clone();
     let me = std::env::current_exe()?;
     let shape = format!(

@@ -276,6 +276,18 @@ fn shape_text(r: &Row) -> String {
     text
 }
 
+/// A summary line's shape, with S_k and the key/value heads when they differ (as in the table).
+fn summary_shape_text(s: &ShapeSummary) -> String {
+    let mut text = format!("{:?}", s.shape);
+    if s.seq_k != s.shape[2] {
+        text += &format!(" k={}", s.seq_k);
+    }
+    if s.heads_kv != 0 && s.heads_kv != s.shape[1] {
+        text += &format!(" kv={}", s.heads_kv);
+    }
+    text
+}
+
 pub fn print_summary(summary: &[ShapeSummary]) {
     if summary.iter().any(|s| s.best_peer.is_some()) {
         print!("\n{}", summary_table(summary));
@@ -288,7 +300,7 @@ pub fn summary_table(summary: &[ShapeSummary]) -> String {
     let ratio = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}x"));
     let us = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
     let mut out = format!(
-        "{:>22} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9} {:>7}  {:>8}  {}\n",
+        "{:>32} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9} {:>7}  {:>8}  {}\n",
         "shape",
         "causal",
         "ours (fastest)",
@@ -327,8 +339,8 @@ pub fn summary_table(summary: &[ShapeSummary]) -> String {
             (None, _) => "-".to_string(),
         };
         out += &format!(
-            "{:>22} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9} {:>7}  {:>8}  {}\n",
-            format!("{:?}", s.shape),
+            "{:>32} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9} {:>7}  {:>8}  {}\n",
+            summary_shape_text(s),
             s.causal,
             ours,
             us(s.ours_us),
@@ -418,6 +430,28 @@ mod tests {
         assert!((with[0].fa3_tflops.unwrap() - flops / 6e-6 / 1e12).abs() < 1e-9);
         let table = summary_table(&with);
         assert!(table.contains("FA3 us") && table.contains("0.750x"), "{table}");
+    }
+
+    #[test]
+    fn summary_shows_seq_k_and_kv_heads_when_they_differ() {
+        let decode = Shape {
+            seq_q: 1,
+            seq_k: 8192,
+            ..Shape::new(8, 32, 1, 128).with_heads_kv(8)
+        };
+        let rows = vec![
+            row_on(decode, "b", None, 8.0),
+            row_on(decode, "torch_flash", Some("flash"), 12.0),
+        ];
+        let table = summary_table(&summarise(&[(decode, false)], &rows, &pick_a));
+        let line = table.lines().nth(1).unwrap();
+        assert!(line.contains("[8, 32, 1, 128] k=8192 kv=8"), "{line}");
+        let square = summary_table(&summarise(
+            &[(Shape::new(1, 8, 512, 64), false)],
+            &[row("b", None, 8.0), row("torch_flash", Some("flash"), 12.0)],
+            &pick_a,
+        ));
+        assert!(!square.contains(" k=") && !square.contains(" kv="), "{square}");
     }
 
     #[test]

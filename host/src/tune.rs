@@ -39,8 +39,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Timed graph replays per candidate (at least 100).
-    #[arg(long, default_value_t = 100)]
-    iters: usize,
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(100..))]
+    iters: u64,
     /// Also time torch's SDPA backends on the shape (`torch`), for the speedup over the best.
     #[arg(long)]
     peers: Option<String>,
@@ -76,14 +76,26 @@ struct Report<'a> {
     search: &'a search::SearchResult,
 }
 
-pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+/// Everything checked before the GPU is opened.
+fn check(args: &Args) -> Result<(), Failure> {
     args.shape.validate()?;
     if args.budget == 0 || args.population == 0 {
         return Err(Failure::Usage(
             "--budget and --population must be at least 1".into(),
         ));
     }
-    let iters = args.iters.max(100);
+    if let Some(other) = args.peers.as_deref().filter(|p| *p != "torch") {
+        return Err(Failure::Usage(format!("unknown peer `{other}` (torch)")));
+    }
+    let table = args.save.then(|| args.table.clone());
+    inputs::check_outputs([&args.log, &table])?;
+    inputs::check_json_outputs([&args.json])
+}
+
+pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+    check(&args)?;
+    inputs::json_to_stdout(args.json.as_deref())?;
+    let iters = args.iters as usize;
     let gpu = inputs::open_gpu(device)?;
     println!(
         "tune on {} (sm_{}): {} {} causal={}, budget {} evaluations, seed {}",
@@ -334,4 +346,36 @@ fn best_torch(args: &Args, iters: usize) -> Option<(String, f64)> {
         .filter(|r| r.error.is_none())
         .filter_map(|r| flashrs::stats::median(&r.samples_us).map(|p| (format!("torch_{}", r.backend), p)))
         .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn check_of(argv: &[&str]) -> String {
+        let args = <Cli as clap::Parser>::try_parse_from(argv).ok().unwrap().args;
+        match check(&args) {
+            Err(Failure::Usage(m)) => m,
+            _ => String::new(),
+        }
+    }
+
+    #[test]
+    fn bad_options_are_refused_without_a_gpu() {
+        assert!(check_of(&["tune", "--peers", "fa9"]).contains("unknown peer `fa9`"));
+        assert!(check_of(&["tune", "--shape", "1,2,128,96"]).contains("unsupported head dim"));
+        assert!(check_of(&["tune", "--log", "/no/such/dir/e.csv"]).contains("/no/such/dir"));
+        assert!(check_of(&["tune", "--save", "--table", "/no/such/dir/t.json"]).contains("/no/such/dir"));
+        // Without --save the table is not written, so its directory does not matter.
+        assert_eq!(check_of(&["tune", "--table", "/no/such/dir/t.json"]), "");
+        assert_eq!(check_of(&["tune", "--peers", "torch"]), "");
+        let few = <Cli as clap::Parser>::try_parse_from(["tune", "--iters", "99"]);
+        assert!(few.is_err());
+    }
 }

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::harness::{run_kernel, runnable};
 use crate::inputs::{self, Inputs};
-use crate::peers;
 use crate::Failure;
+use crate::{library, peers};
 use flashrs::npy::{self, NpyData};
 
 #[derive(clap::Args)]
@@ -32,8 +32,9 @@ pub struct Args {
     )]
     shapes: Vec<String>,
     /// A quick pass for slow tools (compute-sanitizer): the small, odd and edge shapes and small
-    /// paged and varlen sets in fp16, our kernels only (not the cuBLAS path).
-    #[arg(long)]
+    /// paged and varlen sets in fp16, our kernels only (not the library-composed paths) unless
+    /// `--kernel` names some; so it takes no `--shapes`, `--dtype`, `--random` or `--repeat`.
+    #[arg(long, conflicts_with_all = ["shapes", "dtype", "random", "repeat"])]
     quick: bool,
     /// Multiply Q and K by this factor, so that scores reach large magnitudes (40 at head dim
     /// 128 gives scores of several thousand): softmax must stay finite and exact.
@@ -42,7 +43,9 @@ pub struct Args {
     /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable.
     #[arg(long)]
     shape: Vec<Shape>,
-    /// Only these variants (repeatable; default all, see `list`).
+    /// Only these variants (repeatable; default all, see `list`), or the library-composed paths
+    /// `cublas` and `cutensor` (cuBLAS or cuTENSOR around our row softmax; run by default too; a
+    /// missing library is a note).
     #[arg(long = "kernel")]
     kernels: Vec<String>,
     /// Element types to test, comma-separated: f16, bf16.
@@ -158,9 +161,17 @@ const CPU_REFERENCE_LIMIT: f64 = 2e10;
 pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
     apply_quick(&mut args);
     check_options(&args)?;
+    inputs::check_json_outputs([&args.json])?;
     let problems = problems(&args)?;
     let variants = inputs::variants(&args.kernels)?;
+    library::check_named_paths(
+        &args.kernels,
+        problems.iter().map(|p| p.0),
+        &args.layout,
+        args.lse,
+    )?;
     let seed = args.seed.unwrap_or_else(inputs::fresh_seed);
+    inputs::json_to_stdout(args.json.as_deref())?;
     let gpu = inputs::open_gpu(device)?;
     println!(
         "verify on {} (sm_{}), seed {seed} (replay with --seed {seed})",
@@ -190,8 +201,10 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
     if let Some(note) = &torch_note {
         println!("note: {note}");
     }
-    if let Some(reason) = cross.cublas.as_ref().err().filter(|r| !r.is_empty()) {
-        println!("note: cublas not checked: {reason}");
+    for (path, state) in &cross.paths {
+        if let Some(reason) = state.as_ref().err().filter(|r| !r.is_empty()) {
+            println!("note: {} not checked: {reason}", path.name());
+        }
     }
     let barriers = check_barriers(&gpu, &variants, &args.dtype)?;
     print_cases(&cases);
@@ -238,6 +251,11 @@ fn check_options(args: &Args) -> Result<(), Failure> {
                 "--logit-scale must be a positive number, got {factor}"
             )));
         }
+    }
+    if library::only_paths(&args.kernels) && (args.random.is_some() || args.repeat.is_some()) {
+        return Err(Failure::Usage(
+            "--random and --repeat test our kernels: name a variant with --kernel (see `list`), not only cublas or cutensor".into(),
+        ));
     }
     if let Some(other) = args.peer.as_deref().filter(|p| *p != "torch") {
         return Err(Failure::Usage(format!("unknown peer `{other}` (torch)")));
@@ -339,12 +357,16 @@ fn run_repeat(
     )
 }
 
+/// A composed path's output on one problem: (path, layout, output as `[B,H,S,D]`).
+type PathOutput = (&'static str, Layout, Vec<f32>);
+
 /// The optional comparisons beside the reference, torch's float32 SDPA (`--peer torch`) and the
-/// cuBLAS path: `Ok` while one runs, else why it does not (empty when not asked for). Each is
-/// tried until it first fails, then left off for the rest of the run.
+/// library-composed paths (`cublas`, `cutensor`): `Ok` while one runs, else why it does not (empty
+/// when not asked for). Torch is tried until it first fails, a path until its library is found
+/// missing; then each is left off for the rest of the run.
 struct CrossChecks {
     torch: Result<(), String>,
-    cublas: Result<(), String>,
+    paths: Vec<(library::Path, Result<(), String>)>,
 }
 
 impl CrossChecks {
@@ -352,11 +374,10 @@ impl CrossChecks {
         let off = || Err(String::new());
         CrossChecks {
             torch: if args.peer.is_some() { Ok(()) } else { off() },
-            cublas: if inputs::wants_cublas(&args.kernels) {
-                Ok(())
-            } else {
-                off()
-            },
+            paths: library::wanted(&args.kernels)
+                .into_iter()
+                .map(|path| (path, Ok(())))
+                .collect(),
         }
     }
 
@@ -370,25 +391,31 @@ impl CrossChecks {
             .ok()
     }
 
-    fn cublas_output(
+    /// Every composed path still on, in every layout it runs, on this problem (plain `[B,H,S,D]`
+    /// inputs, no LSE): (path, layout, output as `[B,H,S,D]`).
+    fn path_outputs(
         &mut self,
         gpu: &Gpu,
         shape: Shape,
         params: Params,
         inputs: &Inputs,
-    ) -> Result<Option<Vec<f32>>, Failure> {
-        // The cuBLAS path has no grouped-query attention and a 65,535-head grid.
-        if self.cublas.is_err() || shape.heads_kv != shape.heads || shape.batch * shape.heads > 65_535 {
-            return Ok(None);
-        }
-        match run_cublas(gpu, shape, params, inputs) {
-            Ok(out) => Ok(Some(out)),
-            Err(flashrs::Error::NoCublas) => {
-                self.cublas = Err(flashrs::Error::NoCublas.to_string());
-                Ok(None)
+        layouts: &[Layout],
+    ) -> Result<Vec<PathOutput>, Failure> {
+        let mut outputs = Vec::new();
+        for (path, state) in &mut self.paths {
+            for &layout in layouts {
+                // What a path cannot run (grouped heads for cublas, say) is skipped, not failed.
+                if state.is_err() || path.check(shape, layout, false).is_err() {
+                    continue;
+                }
+                match run_path(gpu, *path, shape, params, inputs, layout) {
+                    Ok(out) => outputs.push((path.name(), layout, out)),
+                    Err(e) if library::Path::is_missing(&e) => *state = Err(e.to_string()),
+                    Err(e) => return Err(e.into()),
+                }
             }
-            Err(e) => Err(e.into()),
         }
+        Ok(outputs)
     }
 
     fn torch_note(&self, args: &Args) -> Option<String> {
@@ -443,14 +470,10 @@ fn check_problem(
             cases.push(result);
         }
     }
-    if let Some(out) = cross.cublas_output(gpu, shape, params, &inputs)? {
-        cases.push(judge(
-            flashrs::cublas::NAME,
-            shape,
-            (causal, dtype),
-            &out,
-            &expected,
-        ));
+    for (name, layout, out) in cross.path_outputs(gpu, shape, params, &inputs, &args.layout)? {
+        let mut result = judge(name, shape, (causal, dtype), &out, &expected);
+        result.layout = layout;
+        cases.push(result);
     }
     Ok(cases)
 }
@@ -553,12 +576,25 @@ fn lse_error(actual: &[f32], reference: &[f64]) -> f64 {
     })
 }
 
-/// The cuBLAS-composed path on a NaN-poisoned output.
-fn run_cublas(gpu: &Gpu, shape: Shape, params: Params, inputs: &Inputs) -> flashrs::Result<Vec<f32>> {
-    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape, inputs.dtype)?;
-    let mut tensors = gpu.tensors(shape, inputs.dtype, &inputs.q, &inputs.k, &inputs.v)?;
-    path.launch(gpu, &mut tensors, params)?;
-    Ok(flashrs::gpu::decode(inputs.dtype, &gpu.download(tensors.out())?))
+/// A library-composed path on a NaN-poisoned output, the inputs laid out as `layout` on the
+/// device; the output comes back as `[B,H,S,D]`.
+fn run_path(
+    gpu: &Gpu,
+    path: library::Path,
+    shape: Shape,
+    params: Params,
+    inputs: &Inputs,
+    layout: Layout,
+) -> flashrs::Result<Vec<f32>> {
+    let mut made = path.make(gpu, shape, inputs.dtype)?;
+    let (b, d) = (shape.batch, shape.head_dim);
+    let q = layout.from_bhsd(&inputs.q, b, shape.heads, shape.seq_q, d);
+    let k = layout.from_bhsd(&inputs.k, b, shape.heads_kv, shape.seq_k, d);
+    let v = layout.from_bhsd(&inputs.v, b, shape.heads_kv, shape.seq_k, d);
+    let mut tensors = gpu.tensors_in(layout, shape, inputs.dtype, &q, &k, &v)?;
+    made.launch(gpu, &mut tensors, params)?;
+    let out = flashrs::gpu::decode(inputs.dtype, &gpu.download(tensors.out())?);
+    Ok(layout.to_bhsd(&out, b, shape.heads, shape.seq_q, d))
 }
 
 /// Torch's float32 SDPA on the same (rounded) inputs, through `.npy` files.

@@ -504,17 +504,21 @@ fn attend_refuses_bad_options_before_touching_a_gpu() {
     let f = Files::new();
     let good = f.f32("q.npy", &[1, 2, 8, 64]);
     let lse = f.path("lse.npy");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--scale=-1"], "scale must be a positive finite number"),
         (&["--scale", "NaN"], "scale must be a positive finite number"),
         (&["--scale", "inf"], "scale must be a positive finite number"),
         (
             &["--kernel", "cublas", "--layout", "bshd"],
-            "the cublas path takes only the bhsd layout",
+            "the cublas path takes [B,H,S,D] tensors, not bshd",
         ),
         (
             &["--kernel", "cublas", "--lse", &lse],
-            "--lse needs a fused kernel",
+            "the cublas path writes no log-sum-exp",
+        ),
+        (
+            &["--kernel", "cutensor", "--lse", &lse],
+            "the cutensor path writes no log-sum-exp",
         ),
         (&["--kernel", "flash_nope"], "unknown kernel `flash_nope`"),
     ];
@@ -635,4 +639,139 @@ fn unknown_peers_fail_fast_and_known_ones_reach_the_gpu() {
         ];
         assert_one_line_failure(&host(&args), "no CUDA driver found");
     }
+}
+
+/// Refused in one line before any GPU is opened: on a machine without one, the line is the
+/// input's error, not the missing driver.
+fn refused(args: &[&str], needle: &str) {
+    let out = host(args);
+    assert_one_line_failure(&out, needle);
+    assert!(
+        !stderr(&out).contains("CUDA driver"),
+        "{args:?}: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn clap_errors_are_one_line_without_the_usage_block() {
+    for (args, needle) in [
+        (&["verify", "--bogus"][..], "unexpected argument '--bogus'"),
+        (&["attend", "--q", "q.npy"], "--k <K>"),
+        (&["tune", "--iters", "5"], "--iters"),
+        (&["verify", "--quick", "--shapes", "long"], "--shapes"),
+        (&["verify", "--quick", "--dtype", "bf16"], "--dtype"),
+        (&["verify", "--quick", "--random", "3"], "--random"),
+    ] {
+        let out = host(args);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            !err.contains("Usage") && !err.contains("--help"),
+            "{args:?}: {err}"
+        );
+        refused(args, needle);
+    }
+}
+
+#[test]
+fn checks_that_need_no_gpu_come_before_it() {
+    refused(&["micro", "--shape", "1,2,128,96"], "unsupported head dim 96");
+    refused(&["micro", "--top", "0"], "--top");
+    refused(&["micro", "--csv", "-"], "stdout");
+    refused(&["tune", "--peers", "fa9"], "unknown peer `fa9`");
+    refused(&["verify", "--json", "/no/such/dir/v.json"], "/no/such/dir");
+    refused(&["bench", "--json", "/no/such/dir/b.json"], "/no/such/dir");
+    refused(&["bench", "--plot", "/no/such/dir/b.svg"], "/no/such/dir");
+    refused(&["micro", "--csv", "/no/such/dir/m.csv"], "/no/such/dir");
+    refused(&["tune", "--json", "/no/such/dir/t.json"], "/no/such/dir");
+    refused(
+        &["tune", "--save", "--table", "/no/such/dir/t.json"],
+        "/no/such/dir",
+    );
+    refused(&["list", "--json", "/no/such/dir/l.json"], "/no/such/dir");
+    refused(
+        &["profile", "--kernel", "naive", "--out", "/no/such/dir/p.json"],
+        "/no/such/dir",
+    );
+    refused(
+        &["plot", "--json", "/no/such/bench.json", "--out", "p.svg"],
+        "/no/such/bench.json",
+    );
+}
+
+#[test]
+fn library_paths_refuse_what_they_cannot_run_before_the_gpu() {
+    refused(&["verify", "--kernel", "cublas", "--layout", "bshd"], "[B,H,S,D]");
+    refused(&["verify", "--kernel", "cutensor", "--lse"], "log-sum-exp");
+    refused(
+        &[
+            "verify",
+            "--kernel",
+            "cublas",
+            "--shapes",
+            "small",
+            "--heads-kv",
+            "2",
+        ],
+        "grouped-query",
+    );
+    refused(&["verify", "--kernel", "cutensor", "--random", "4"], "--random");
+    refused(
+        &[
+            "bench",
+            "--kernel",
+            "cublas",
+            "--shapes",
+            "small",
+            "--heads-kv",
+            "2",
+        ],
+        "grouped-query",
+    );
+    if gpu_present() {
+        return;
+    }
+    // What cutensor can run reaches the GPU (and, here, its absence).
+    for args in [
+        &[
+            "verify",
+            "--kernel",
+            "cutensor",
+            "--shapes",
+            "small",
+            "--heads-kv",
+            "2",
+            "--layout",
+            "bshd",
+        ][..],
+        &[
+            "bench",
+            "--kernel",
+            "cutensor",
+            "--shapes",
+            "small",
+            "--heads-kv",
+            "2",
+        ],
+    ] {
+        assert_one_line_failure(&host(args), "no CUDA driver found");
+    }
+}
+
+#[test]
+fn list_json_to_stdout_is_the_json_alone_and_only_this_arch() {
+    let out = host(&["list", "--arch", "80", "--json", "-"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let entries: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout holds the JSON and nothing else");
+    let entries = entries.as_array().expect("a list");
+    assert!(!entries.is_empty());
+    for entry in entries {
+        let name = entry["kernel"].as_str().unwrap_or_default();
+        let variant = flashrs::VariantSpec::by_name(name).expect("a compiled variant");
+        assert!(variant.min_arch <= 80, "{name} is not in the sm_80 PTX");
+    }
+    // The table went to stderr.
+    assert!(stderr(&out).contains("variant"), "{}", stderr(&out));
 }
