@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use flashrs::npy::{self, NpyData};
 use flashrs::{DType, Layout, Params, Shape, VariantSpec};
+use flashrs_lab::npy::{self, NpyData};
 
 use crate::inputs;
 use crate::Failure;
@@ -48,7 +48,7 @@ pub struct Args {
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     // Everything about the inputs and options is checked here, before the GPU is opened: bad
     // input gets its own one-line error on any machine, with or without a GPU.
-    let cublas = args.kernel.as_deref() == Some(flashrs::cublas::NAME);
+    let cublas = args.kernel.as_deref() == Some(flashrs_lab::cublas::NAME);
     if let Some(name) = args.kernel.as_ref().filter(|_| !cublas) {
         VariantSpec::by_name(name).ok_or_else(|| flashrs::Error::UnknownKernel(name.clone()))?;
     }
@@ -82,8 +82,8 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         gpu.request_lse(&mut tensors)?;
     }
     let used = if cublas {
-        flashrs::cublas::CublasAttention::new(&gpu, shape, dtype)?.launch(&gpu, &mut tensors, params)?;
-        flashrs::cublas::NAME
+        flashrs_lab::cublas::CublasAttention::new(&gpu, shape, dtype)?.launch(&gpu, &mut tensors, params)?;
+        flashrs_lab::cublas::NAME
     } else {
         gpu.forward(&mut tensors, params, args.kernel.as_deref())?.name
     };

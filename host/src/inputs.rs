@@ -206,7 +206,7 @@ pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> 
     }
     names
         .iter()
-        .filter(|n| *n != flashrs::cublas::NAME)
+        .filter(|n| *n != flashrs_lab::cublas::NAME)
         .map(|n| {
             VariantSpec::by_name(n)
                 .ok_or_else(|| Failure::Usage(flashrs::Error::UnknownKernel(n.clone()).to_string()))
@@ -216,7 +216,7 @@ pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> 
 
 /// Whether the cuBLAS-composed path runs: always by default, else when `--kernel cublas` is named.
 pub fn wants_cublas(names: &[String]) -> bool {
-    names.is_empty() || names.iter().any(|n| n == flashrs::cublas::NAME)
+    names.is_empty() || names.iter().any(|n| n == flashrs_lab::cublas::NAME)
 }
 
 /// Fresh standard-normal inputs rounded to `dtype` (as its bits), and the same values as f32 for

@@ -105,7 +105,7 @@ usage_errors!(
     String,
     std::io::Error,
     serde_json::Error,
-    flashrs::npy::NpyError,
+    flashrs_lab::npy::NpyError,
     flashrs::tuned_table::TunedError
 );
 

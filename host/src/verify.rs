@@ -3,15 +3,16 @@
 
 use std::path::PathBuf;
 
-use flashrs::reference::{self, Tolerance};
-use flashrs::{embedded, ptx, DType, Family, Gpu, Layout, Params, Policy, Shape, VariantSpec};
+use flashrs::{embedded, DType, Family, Gpu, Layout, Params, Policy, Shape, VariantSpec};
+use flashrs_lab::ptx;
+use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims, Tolerance};
 use serde::Serialize;
 
 use crate::harness::{run_kernel, runnable};
 use crate::inputs::{self, Inputs};
 use crate::peers;
 use crate::Failure;
-use flashrs::npy::{self, NpyData};
+use flashrs_lab::npy::{self, NpyData};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -421,7 +422,7 @@ fn check_problem(
     }
     if let Some(out) = cross.cublas_output(gpu, shape, params, &inputs)? {
         cases.push(judge(
-            flashrs::cublas::NAME,
+            flashrs_lab::cublas::NAME,
             shape,
             (causal, dtype),
             &out,
@@ -530,7 +531,7 @@ fn lse_error(actual: &[f32], reference: &[f64]) -> f64 {
 
 /// The cuBLAS-composed path on a NaN-poisoned output.
 fn run_cublas(gpu: &Gpu, shape: Shape, params: Params, inputs: &Inputs) -> flashrs::Result<Vec<f32>> {
-    let mut path = flashrs::cublas::CublasAttention::new(gpu, shape, inputs.dtype)?;
+    let mut path = flashrs_lab::cublas::CublasAttention::new(gpu, shape, inputs.dtype)?;
     let mut tensors = gpu.tensors(shape, inputs.dtype, &inputs.q, &inputs.k, &inputs.v)?;
     path.launch(gpu, &mut tensors, params)?;
     Ok(flashrs::gpu::decode(inputs.dtype, &gpu.download(tensors.out())?))

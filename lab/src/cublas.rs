@@ -10,9 +10,7 @@ use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation
 use cudarc::cublas::{result as blas, CudaBlas};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
-use crate::error::{Error, Result};
-use crate::gpu::{Gpu, Tensors};
-use crate::problem::{DType, Params, Shape};
+use flashrs::{DType, Error, Gpu, Layout, Params, Result, Shape, Tensors};
 
 /// The kernel name `verify`, `bench` and `attend` use for this path.
 pub const NAME: &str = "cublas";
@@ -43,7 +41,7 @@ impl CublasAttention {
                 "the cublas path has no grouped-query attention: K and V need as many heads as Q".into(),
             ));
         }
-        if !crate::gpu::library_present(&[
+        if !flashrs::gpu::library_present(&[
             "libcublas.so.13",
             "libcublas.so.12",
             "libcublas.so",
@@ -87,7 +85,7 @@ impl CublasAttention {
                 tensors.dtype()
             )));
         }
-        if tensors.layout() != crate::Layout::Bhsd {
+        if tensors.layout() != Layout::Bhsd {
             return Err(Error::InvalidProblem(format!(
                 "the cublas path takes [B,H,S,D] tensors, not {}",
                 tensors.layout()
@@ -108,8 +106,8 @@ impl CublasAttention {
         let batch = b * h;
         {
             // Row-major S[Sq][Sk] = Q K^T is column-major S^T = K^T' Q: A = K read transposed.
-            let (k, _k) = tensors.k.device_ptr(&stream);
-            let (q, _q) = tensors.q.device_ptr(&stream);
+            let (k, _k) = tensors.k().device_ptr(&stream);
+            let (q, _q) = tensors.q().device_ptr(&stream);
             let (s, _s) = self.scores.device_ptr_mut(&stream);
             let gemm = Gemm {
                 transpose_a: true,
@@ -145,9 +143,12 @@ impl CublasAttention {
         unsafe { builder.launch(config) }?;
         {
             // Row-major O[Sq][D] = P V is column-major O^T = V^T P^T: both operands as stored.
-            let (v, _v) = tensors.v.device_ptr(&stream);
+            let (v, _v) = tensors.v().device_ptr(&stream);
             let (p, _p) = self.probs.device_ptr(&stream);
-            let (o, _o) = tensors.out.device_ptr_mut(&stream);
+            // `Tensors` lends its output only shared (a `&mut` would let a caller swap in a
+            // shorter buffer); cuBLAS writes through the address, which `&mut tensors` keeps
+            // from any other use until the stream has run.
+            let (o, _o) = tensors.out().device_ptr(&stream);
             let gemm = Gemm {
                 transpose_a: false,
                 m: d,
