@@ -20,6 +20,7 @@
 //! - it hands back Fortran-ordered data as a plain vector (the caller must ask `order()`);
 //! - a 12-byte file declaring a 4 GiB header gets that buffer allocated before the read fails;
 //! - a header syntax error is a 5-line message (a caret diagram).
+//!
 //! The first and the fourth can only be avoided by parsing the preamble and the header before
 //! npyz sees them, which is this module; the others need checks of their own around it. So the
 //! reader stays hand-written, with its tests and the `npy_reader` fuzz target. `ndarray-npy` was
