@@ -138,7 +138,7 @@ impl fmt::Debug for Error {
     }
 }
 
-/// The library's `Result`, with [`Error`] as the default error type.
+/// The library's `Result`, with [`Error`](enum@Error) as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

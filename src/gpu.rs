@@ -22,7 +22,6 @@ use crate::error::{Error, Result};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
-use crate::ptx;
 use crate::tma;
 use crate::variants::{Family, VariantSpec, VARIANTS};
 
@@ -332,9 +331,21 @@ pub(crate) fn barrier_count(log: &[u32], symbol: &str) -> Result<BarrierCount> {
         per_tile: per_tile.unwrap_or(0.0),
         blocks: n_blocks,
         tiles: tiles_total,
-        cycles_per_tile: crate::stats::median(&cycles).unwrap_or(0.0),
+        cycles_per_tile: median(cycles),
         sms_used: sms.len(),
     })
+}
+
+/// The median of per-block cycle ratios (the mean of the middle two for an even count), 0 for
+/// none. The lab's `stats::median` does the same for timings; this one is the library's own so
+/// that `count_barriers` needs nothing of the lab.
+fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_unstable_by(f64::total_cmp);
+    let n = xs.len();
+    (xs[(n - 1) / 2] + xs[n / 2]) / 2.0
 }
 
 /// Pushes every field of a `LaunchArgs` as one kernel argument, in parameter order.
@@ -402,7 +413,7 @@ impl Gpu {
             arch,
             compute_capability,
             max_smem_optin,
-            globals: ptx::u32_globals(ptx_text),
+            globals: embedded::u32_globals(ptx_text),
             functions: Mutex::new(HashMap::new()),
             decode: Default::default(),
         })
@@ -625,9 +636,9 @@ impl Gpu {
     }
 
     /// For work outside `launch` that reads Q, K, V and writes the output on this GPU's own
-    /// stream (the cuBLAS path): the tensors are on that stream and their buffers hold what the
-    /// shape and dtype imply.
-    pub(crate) fn check_tensors_on_own_stream(&self, tensors: &Tensors) -> Result<()> {
+    /// stream (the lab's cuBLAS candidate): the tensors are on that stream and their buffers hold
+    /// what the shape and dtype imply.
+    pub fn check_tensors_on_own_stream(&self, tensors: &Tensors) -> Result<()> {
         self.check_own_stream(tensors)?;
         let lens = BufferLens {
             q: tensors.q.len(),
@@ -1038,8 +1049,9 @@ impl Gpu {
 /// Whether one of `names` loads as a shared library. Asked of the system rather than of cudarc,
 /// whose own check exists only when it loads the libraries at run time (not when a crate in the
 /// build links them, as candle does); a program linked to libcuda could not start without it, so
-/// there the answer is always yes.
-pub(crate) fn library_present(names: &[&str]) -> bool {
+/// there the answer is always yes. Public for code that loads other CUDA libraries through
+/// cudarc (the lab's cuBLAS candidate), which aborts the process when one is missing.
+pub fn library_present(names: &[&str]) -> bool {
     names.iter().any(|name| {
         // Safety: the CUDA libraries' initialisers only register themselves; no other code runs.
         unsafe { libloading::Library::new(*name) }.is_ok()

@@ -2,8 +2,10 @@
 //! `no_std` Rust and compiled to PTX by rustc's NVPTX backend (see `build.rs`).
 //!
 //! Data flows one way: a [`Shape`] and [`Params`] are validated, a variant is chosen (or named),
-//! [`Gpu::launch`] runs it; [`reference`] and [`stats`] turn outputs and timings into verdicts.
-//! [`api`] wraps that in typed device tensors and one builder call, [`attention`].
+//! [`Gpu::launch`] runs it. [`api`] wraps that in typed device tensors and one builder call,
+//! [`attention`]. The tools that check and measure the kernels (float64 reference, statistics,
+//! PTX/ptxas/SASS analysis, `.npy` files, the cuBLAS candidate, the tuning search) are the
+//! repository's `flashrs-lab` crate, not part of this one.
 
 #![warn(missing_docs)]
 
@@ -14,23 +16,13 @@
 pub mod launch;
 
 pub mod api;
-pub mod composed;
-pub mod cublas;
-pub mod cutensor;
 pub mod decode;
 pub mod error;
 pub mod gpu;
 pub mod layout;
-pub mod npy;
 pub mod paged;
 pub mod problem;
-pub mod ptx;
-pub mod ptxas;
-pub mod reference;
-pub mod sass;
-pub mod search;
 pub mod spec;
-pub mod stats;
 pub mod tma;
 pub mod tuned_table;
 pub mod variants;
@@ -86,6 +78,34 @@ pub mod embedded {
             format!("kernels_{target}.cubin"),
             format!("kernels_{target}.ptx-fnv64"),
         )
+    }
+
+    /// The `u32` globals of a PTX module (`.visible .global .align 4 .b8 NAME[4] = {..};`, as
+    /// rustc emits a `static u32`; a global with no initialiser is 0): the launch facts each
+    /// variant exports beside its kernel (shared memory, declared barriers per tile).
+    pub fn u32_globals(ptx: &str) -> std::collections::BTreeMap<&str, u32> {
+        let mut out = std::collections::BTreeMap::new();
+        for line in ptx.lines() {
+            let Some(rest) = line.trim().strip_prefix(".visible .global .align 4 .b8 ") else {
+                continue;
+            };
+            let Some((name, tail)) = rest.split_once("[4]") else {
+                continue;
+            };
+            let mut value = 0u32;
+            if let Some(bytes) = tail
+                .split_once('{')
+                .and_then(|(_, b)| b.split_once('}'))
+                .map(|(b, _)| b)
+            {
+                for (i, byte) in bytes.split(',').enumerate() {
+                    let byte: u32 = byte.trim().parse().unwrap_or(0);
+                    value |= byte << (8 * i);
+                }
+            }
+            out.insert(name, value);
+        }
+        out
     }
 
     /// The PTX for architecture `arch` (80 or 90).

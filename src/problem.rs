@@ -91,18 +91,6 @@ impl Shape {
         }
     }
 
-    /// The same dims as the CPU reference's [`Dims`](crate::reference::Dims).
-    pub fn reference_dims(&self) -> crate::reference::Dims {
-        crate::reference::Dims {
-            batch: self.batch,
-            heads: self.heads,
-            heads_kv: self.heads_kv,
-            seq_q: self.seq_q,
-            seq_k: self.seq_k,
-            head_dim: self.head_dim,
-        }
-    }
-
     /// Checks everything the kernels assume about a shape.
     pub fn validate(&self) -> Result<()> {
         let invalid = |msg: String| Err(Error::InvalidProblem(msg));
@@ -251,14 +239,6 @@ impl DType {
         match self {
             DType::F16 => half::f16::from_bits(bits).to_f32(),
             DType::Bf16 => half::bf16::from_bits(bits).to_f32(),
-        }
-    }
-
-    /// Pass bounds against the float64 reference for outputs of this type.
-    pub fn tolerance(self) -> crate::reference::Tolerance {
-        match self {
-            DType::F16 => crate::reference::Tolerance::FP16,
-            DType::Bf16 => crate::reference::Tolerance::BF16,
         }
     }
 }

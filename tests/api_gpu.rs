@@ -9,8 +9,8 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 use flashrs::api::{
     attention, attention_raw, bf16, f16, DeviceTensor, Element, LseBuffer, RawOptions, TensorView,
 };
-use flashrs::reference;
 use flashrs::{DType, Error, Gpu, Layout, Shape};
+use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

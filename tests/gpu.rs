@@ -4,9 +4,9 @@
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use flashrs::gpu::{RawBuffer, RawTensors};
-use flashrs::reference;
 use flashrs::variants::VARIANTS;
 use flashrs::{DType, Error, Gpu, Layout, Params, Shape};
+use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -247,7 +247,7 @@ fn grouped_query_attention_and_log_sum_exp_match_the_reference() {
 #[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
 fn run_time_barrier_counts_match_the_declared_ones() {
     let gpu = gpu();
-    let globals = flashrs::ptx::u32_globals(flashrs::embedded::PTX_SM90);
+    let globals = flashrs_lab::ptx::u32_globals(flashrs::embedded::PTX_SM90);
     let shape = Shape::new(1, 4, 300, 64);
     let dtype = DType::F16;
     let mut rng = StdRng::seed_from_u64(7);
@@ -566,8 +566,8 @@ fn cublas_path_matches_the_reference() {
     ] {
         let params = Params { causal, scale: None };
         let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
-        let mut path =
-            flashrs::cublas::CublasAttention::new(&gpu, shape, dtype).expect("libcublas on the library path");
+        let mut path = flashrs_lab::cublas::CublasAttention::new(&gpu, shape, dtype)
+            .expect("libcublas on the library path");
         path.launch(&gpu, &mut tensors, params).unwrap();
         let cmp = reference::compare(&widen(dtype, &gpu.download(tensors.out()).unwrap()), &expected);
         assert!(
@@ -583,7 +583,7 @@ fn cublas_path_matches_the_reference() {
 #[test]
 #[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
 fn cutensor_path_matches_the_reference() {
-    if let Err(e) = flashrs::cutensor::available() {
+    if let Err(e) = flashrs_lab::cutensor::available() {
         println!("note: not run: {e}");
         return;
     }
@@ -614,7 +614,7 @@ fn cutensor_path_matches_the_reference() {
             causal,
             params.scale_for(shape.head_dim) as f64,
         );
-        let mut path = flashrs::cutensor::CutensorAttention::new(&gpu, shape, dtype).unwrap();
+        let mut path = flashrs_lab::cutensor::CutensorAttention::new(&gpu, shape, dtype).unwrap();
         let (b, d) = (shape.batch, shape.head_dim);
         for layout in [Layout::Bhsd, Layout::Bshd] {
             let (lq, lk, lv) = (

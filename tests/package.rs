@@ -40,8 +40,16 @@ fn package_holds_the_build_inputs_and_licenses() {
             "{needed} is not packaged: {files:?}"
         );
     }
-    // Nothing of the host CLI, the evidence or build outputs.
-    for prefix in ["host/", "evidence/", "target/", "tools/", "fuzz/"] {
+    // Nothing of the host CLI, the lab crate, the Python package, the evidence or build outputs.
+    for prefix in [
+        "host/",
+        "lab/",
+        "python/",
+        "evidence/",
+        "target/",
+        "tools/",
+        "fuzz/",
+    ] {
         assert!(
             !files.iter().any(|f| f.starts_with(prefix)),
             "{prefix} is packaged"

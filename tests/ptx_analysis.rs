@@ -3,7 +3,8 @@
 
 use flashrs::variants::DTYPES;
 use flashrs::variants::VARIANTS;
-use flashrs::{embedded, ptx, Family, Policy};
+use flashrs::{embedded, Family, Policy};
+use flashrs_lab::ptx;
 
 fn modules() -> impl Iterator<Item = (&'static str, u32, &'static str)> {
     embedded::modules()

@@ -5,8 +5,9 @@
 //! lists: `kernels.toml`) only have to assemble; their local-memory use is printed. Runs wherever
 //! `ptxas` is found (scripts/setup.sh installs it).
 
+use flashrs::embedded;
 use flashrs::variants::EXPERIMENTAL_VARIANTS;
-use flashrs::{embedded, ptxas};
+use flashrs_lab::ptxas;
 
 /// Whether `kernel` (a PTX entry's name) belongs to an experimental variant: `<variant>_d<D>_...`.
 fn experimental(kernel: &str) -> bool {
@@ -26,7 +27,7 @@ fn every_kernel_assembles_without_spills() {
     for (arch, _, text) in embedded::modules() {
         let report = ptxas::assemble(&path, text, arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
         assert!(!report.is_empty(), "{arch}: ptxas reported no kernels");
-        let entries = flashrs::ptx::entries(text).len();
+        let entries = flashrs_lab::ptx::entries(text).len();
         assert_eq!(
             report.len(),
             entries,

@@ -5,7 +5,8 @@
 //! (`scripts/setup.sh` installs both); without them the test fails unless `FLASHRS_SKIP_SASS=1`.
 
 use flashrs::variants::EXPERIMENTAL_VARIANTS;
-use flashrs::{embedded, ptxas, sass, Family, VARIANTS};
+use flashrs::{embedded, Family, VARIANTS};
+use flashrs_lab::{ptxas, sass};
 
 #[test]
 fn overlapped_variants_run_the_softmax_under_the_running_products() {

@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
-    match flashrs::npy::parse_npy(bytes) {
+    match flashrs_lab::npy::parse_npy(bytes) {
         Ok(array) => {
             // What parsed must be self-consistent: the element count is the product of the dims,
             // and the data is exactly what followed the header.

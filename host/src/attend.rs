@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use flashrs::npy::{self, NpyData};
 use flashrs::{DType, Layout, Params, Shape, VariantSpec};
+use flashrs_lab::npy::{self, NpyData};
 
 use crate::inputs;
 use crate::library;

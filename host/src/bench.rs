@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use flashrs::stats::Summary;
-use flashrs::{embedded, ptx, DType, Family, Params, Shape, VariantSpec};
+use flashrs::{embedded, DType, Family, Params, Shape, VariantSpec};
+use flashrs_lab::ptx;
+use flashrs_lab::stats::Summary;
 
 use crate::inputs::{self, Inputs};
 use crate::library;
@@ -588,7 +589,7 @@ fn time_path(
     let singles = gpu.time_each(args.warmup as usize, args.iters as usize, || {
         made.launch(gpu, tensors, params)
     })?;
-    let single_p50 = flashrs::stats::median(&singles).unwrap_or(f64::INFINITY);
+    let single_p50 = flashrs_lab::stats::median(&singles).unwrap_or(f64::INFINITY);
     let calls = ((1000.0 / single_p50) as u32).clamp(1, args.calls_per_graph);
     let samples = gpu.time_graph_of(calls as usize, args.warmup as usize, args.iters as usize, || {
         made.launch(gpu, tensors, params)

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use flashrs::{embedded, ptxas};
+use flashrs::embedded;
+use flashrs_lab::ptxas;
 
 use crate::Failure;
 

@@ -7,7 +7,8 @@ use std::sync::{Mutex, OnceLock};
 use flashrs::{DType, Shape, VariantSpec, VARIANTS};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use serde::Serialize;
 
@@ -244,29 +245,14 @@ impl Inputs {
     }
 
     /// Inputs for timing only: as `random` up to 2^24 elements of K, beyond that uniform in
-    /// [-2, 2) from a counter hash, which draws the gigabytes of a long KV cache in seconds
-    /// instead of minutes (the values do not change a kernel's time).
+    /// [-2, 2) from ChaCha8 drawn on every core, which draws the gigabytes of a long KV cache in
+    /// seconds instead of minutes (the values do not change a kernel's time).
     pub fn for_timing(shape: Shape, dtype: DType, seed: u64) -> Inputs {
         if shape.kv_len() <= 1 << 24 {
             return Inputs::random(shape, dtype, seed);
         }
-        let draw = |n: usize, stream: u64| -> Vec<u16> {
-            let mut out = vec![0u16; n];
-            let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-            let chunk = n.div_ceil(threads).max(1);
-            std::thread::scope(|scope| {
-                for (c, part) in out.chunks_mut(chunk).enumerate() {
-                    scope.spawn(move || {
-                        for (j, x) in part.iter_mut().enumerate() {
-                            let i = (c * chunk + j) as u64;
-                            let bits = splitmix64(seed ^ stream.rotate_left(40) ^ i);
-                            *x = dtype.encode((bits >> 40) as f32 / (1u64 << 22) as f32 - 2.0);
-                        }
-                    });
-                }
-            });
-            out
-        };
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+        let draw = |n: usize, stream: u64| uniform_in_parallel(dtype, n, seed, stream, threads);
         Inputs {
             dtype,
             q: draw(shape.q_len(), 1),
@@ -289,12 +275,26 @@ impl Inputs {
     }
 }
 
-/// One step of SplitMix64: a well-mixed 64-bit hash of `x`.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+/// `n` values uniform in [-2, 2) (24 random bits each), element `i` from word `i` of ChaCha8's
+/// stream `stream` under `seed`. ChaCha is a counter-mode generator: each thread seeks to its
+/// chunk's first word, so the values do not depend on how many threads drew them.
+fn uniform_in_parallel(dtype: DType, n: usize, seed: u64, stream: u64, threads: usize) -> Vec<u16> {
+    let mut out = vec![0u16; n];
+    let chunk = n.div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        for (c, part) in out.chunks_mut(chunk).enumerate() {
+            scope.spawn(move || {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                rng.set_stream(stream);
+                rng.set_word_pos((c * chunk) as u128);
+                for x in part {
+                    let bits = rng.next_u32() >> 8;
+                    *x = dtype.encode(bits as f32 / (1u32 << 22) as f32 - 2.0);
+                }
+            });
+        }
+    });
+    out
 }
 
 /// A seed from the clock, so every run draws new inputs; printed so `--seed` replays it.
@@ -404,4 +404,37 @@ pub fn progress(len: usize, what: &str) -> ProgressBar {
 /// code 2), even a driver error, since nothing has run yet.
 pub fn open_gpu(device: usize) -> Result<flashrs::Gpu, Failure> {
     flashrs::Gpu::open(device).map_err(|e| Failure::Usage(e.to_string()))
+}
+
+#[cfg(test)]
+mod timing_input_tests {
+    use super::*;
+
+    #[test]
+    fn parallel_uniform_values_do_not_depend_on_the_thread_count() {
+        let one = uniform_in_parallel(DType::F16, 10_001, 42, 2, 1);
+        for threads in [2, 3, 7, 64] {
+            assert_eq!(
+                one,
+                uniform_in_parallel(DType::F16, 10_001, 42, 2, threads),
+                "{threads}"
+            );
+        }
+        // Another stream or seed is another draw.
+        assert_ne!(one, uniform_in_parallel(DType::F16, 10_001, 42, 3, 1));
+        assert_ne!(one, uniform_in_parallel(DType::F16, 10_001, 43, 2, 1));
+    }
+
+    #[test]
+    fn parallel_uniform_values_cover_minus_two_to_two() {
+        let values: Vec<f32> = uniform_in_parallel(DType::Bf16, 100_000, 7, 1, 4)
+            .into_iter()
+            .map(|x| DType::Bf16.decode(x))
+            .collect();
+        assert!(values.iter().all(|v| (-2.0..=2.0).contains(v)), "out of range");
+        let mean = values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64;
+        assert!(mean.abs() < 0.02, "mean {mean}");
+        assert!(values.iter().any(|&v| v < -1.9) && values.iter().any(|&v| v > 1.9));
+        assert!(uniform_in_parallel(DType::F16, 0, 7, 1, 4).is_empty());
+    }
 }

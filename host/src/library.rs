@@ -1,8 +1,8 @@
 //! The attention paths composed of library calls (`cublas`, `cutensor`): the A/B candidates that
 //! `verify`, `bench` and `attend` run beside our kernels when named (or by default).
 
-use flashrs::composed::Supports;
 use flashrs::{DType, Gpu, Layout, Params, Shape, Tensors};
+use flashrs_lab::composed::Supports;
 
 use crate::Failure;
 
@@ -15,9 +15,9 @@ pub enum Path {
 
 /// One path made for one shape and dtype, ready to launch.
 pub enum Made {
-    Cublas(flashrs::cublas::CublasAttention),
+    Cublas(flashrs_lab::cublas::CublasAttention),
     // Boxed: made once per shape, and much larger than the other.
-    Cutensor(Box<flashrs::cutensor::CutensorAttention>),
+    Cutensor(Box<flashrs_lab::cutensor::CutensorAttention>),
 }
 
 impl Path {
@@ -25,8 +25,8 @@ impl Path {
 
     pub fn name(self) -> &'static str {
         match self {
-            Path::Cublas => flashrs::cublas::NAME,
-            Path::Cutensor => flashrs::cutensor::NAME,
+            Path::Cublas => flashrs_lab::cublas::NAME,
+            Path::Cutensor => flashrs_lab::cutensor::NAME,
         }
     }
 
@@ -36,14 +36,14 @@ impl Path {
 
     pub fn supports(self) -> Supports {
         match self {
-            Path::Cublas => flashrs::cublas::SUPPORTS,
-            Path::Cutensor => flashrs::cutensor::SUPPORTS,
+            Path::Cublas => flashrs_lab::cublas::SUPPORTS,
+            Path::Cutensor => flashrs_lab::cutensor::SUPPORTS,
         }
     }
 
     /// Whether the path can run this problem (no GPU needed); `Err` says why not.
     pub fn check(self, shape: Shape, layout: Layout, lse: bool) -> flashrs::Result<()> {
-        flashrs::composed::check(self.name(), self.supports(), shape, layout, lse)
+        flashrs_lab::composed::check(self.name(), self.supports(), shape, layout, lse)
     }
 
     /// Whether `error` says the path's library is missing (a note, not a failure).
@@ -53,8 +53,8 @@ impl Path {
 
     pub fn make(self, gpu: &Gpu, shape: Shape, dtype: DType) -> flashrs::Result<Made> {
         Ok(match self {
-            Path::Cublas => Made::Cublas(flashrs::cublas::CublasAttention::new(gpu, shape, dtype)?),
-            Path::Cutensor => Made::Cutensor(Box::new(flashrs::cutensor::CutensorAttention::new(
+            Path::Cublas => Made::Cublas(flashrs_lab::cublas::CublasAttention::new(gpu, shape, dtype)?),
+            Path::Cutensor => Made::Cutensor(Box::new(flashrs_lab::cutensor::CutensorAttention::new(
                 gpu, shape, dtype,
             )?)),
         })
@@ -197,7 +197,7 @@ mod tests {
         assert!(Path::is_missing(&flashrs::Error::NoCutensor("x".into())));
         assert!(!Path::is_missing(&flashrs::Error::Cutensor("x".into())));
         // This machine has no cuTENSOR: the error `verify` and `bench` turn into their note.
-        if let Err(e) = flashrs::cutensor::available() {
+        if let Err(e) = flashrs_lab::cutensor::available() {
             assert!(Path::is_missing(&e));
         }
     }

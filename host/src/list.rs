@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use flashrs::ptxas::{self, KernelResources};
+use flashrs::embedded;
 use flashrs::variants::DTYPES;
 use flashrs::variants::VARIANTS;
-use flashrs::{embedded, ptx};
+use flashrs_lab::ptx;
+use flashrs_lab::ptxas::{self, KernelResources};
 use serde::Serialize;
 
 use crate::inputs;

@@ -73,6 +73,7 @@ enum Command {
 }
 
 /// How a subcommand ended, beyond success.
+#[derive(Debug)]
 pub enum Failure {
     /// A check failed (exit code 1); the subcommand has already said which.
     Check,
@@ -107,7 +108,7 @@ usage_errors!(
     String,
     std::io::Error,
     serde_json::Error,
-    flashrs::npy::NpyError,
+    flashrs_lab::npy::NpyError,
     flashrs::tuned_table::TunedError
 );
 

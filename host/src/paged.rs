@@ -1,8 +1,8 @@
 //! The paged KV cache in the CLI: problems (random page permutations, per-sequence lengths),
 //! their float64 verdicts for `verify`, and their timing inputs for `bench`.
 
-use flashrs::reference::{self, Dims};
 use flashrs::{DType, Gpu, Layout, PagedKv, PagedTensors, Params, Shape, VariantSpec};
+use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};

@@ -207,11 +207,20 @@ pub fn verdict(tensor_pct: Option<f64>, dram_pct: Option<f64>) -> String {
 
 /// `--csv --page raw`: a header row of metric names, a row of units, then one row per kernel.
 fn parse_raw_csv(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
-    let rows: Vec<Vec<String>> = text
+    // ncu mixes its own `==PROF==` lines into stdout; the table's lines are the quoted ones.
+    let table: String = text
         .lines()
         .filter(|l| l.starts_with('"'))
-        .map(split_csv)
+        .flat_map(|l| [l, "\n"])
         .collect();
+    let rows: Vec<Vec<String>> = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(table.as_bytes())
+        .records()
+        .map(|record| record.map(|r| r.iter().map(str::to_string).collect()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Failure::Usage(format!("ncu's CSV output: {e}")))?;
     let header = rows
         .iter()
         .position(|r| r.iter().any(|c| c == "Kernel Name"))
@@ -232,21 +241,6 @@ fn parse_raw_csv(text: &str) -> Result<serde_json::Map<String, serde_json::Value
         }
     }
     Ok(out)
-}
-
-fn split_csv(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    for c in line.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut field)),
-            _ => field.push(c),
-        }
-    }
-    out.push(field);
-    out
 }
 
 fn which(program: &str) -> Option<PathBuf> {
@@ -275,5 +269,15 @@ mod tests {
         let m = parse_raw_csv(text).ok().unwrap();
         assert_eq!(m["duration_ns"], serde_json::json!(1234.0));
         assert_eq!(m["tensor_pipe_pct"], serde_json::json!(55.5));
+    }
+
+    #[test]
+    fn quoted_commas_and_quotes_stay_in_their_field() {
+        // A kernel name with a comma and a doubled quote, as CSV writes them: the columns after
+        // it still line up with the header.
+        let text = "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"nsecond\"\n\"0\",\"f<a, \"\"b\"\">\",\"2,500\"\n";
+        let m = parse_raw_csv(text).ok().unwrap();
+        assert_eq!(m["duration_ns"], serde_json::json!(2500.0));
+        assert!(parse_raw_csv("==PROF== nothing\n").is_err());
     }
 }

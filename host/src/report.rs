@@ -2,8 +2,8 @@
 //! per-shape summary against the peers, and the JSON report around them.
 
 use flashrs::gpu::Choice;
-use flashrs::stats::{bootstrap_speedup_ci, Summary};
 use flashrs::{DType, Shape};
+use flashrs_lab::stats::{bootstrap_speedup_ci, Summary};
 use serde::{Deserialize, Serialize};
 
 use crate::peers::FA3_BACKEND;

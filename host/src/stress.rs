@@ -1,8 +1,8 @@
 //! The stress modes of `verify`: `--repeat N` (bit-identical outputs over N runs of every kernel)
 //! and `--random N` (N random valid problems, every kernel against the float64 reference).
 
-use flashrs::reference;
 use flashrs::{DType, Gpu, Layout, Params, Shape, VariantSpec};
+use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! `tune`: evolutionary search over the compiled configurations (`flashrs::search`), seeded by
+//! `tune`: evolutionary search over the compiled configurations (`flashrs_lab::search`), seeded by
 //! `micro`'s ranking. Every candidate passes three gates in order: it exists for this GPU and head
 //! dim, it is correct on fresh random inputs against the float64 reference, and only then is it
 //! timed (median of at least 100 graph-replayed calls). `--save` records the winner in the tuned
@@ -6,10 +6,10 @@
 
 use std::path::PathBuf;
 
-use flashrs::reference;
-use flashrs::search::{self, Outcome, SearchConfig, Space};
 use flashrs::tuned_table::{Entry, SeqBucket, TunedTable};
 use flashrs::{DType, Gpu, Params, Shape, VariantSpec};
+use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims};
+use flashrs_lab::search::{self, Outcome, SearchConfig, Space};
 use serde::Serialize;
 
 use crate::inputs::{self, Inputs};
@@ -313,12 +313,12 @@ impl<'g> Gates<'g> {
             let singles = self
                 .gpu
                 .time_launches(&kernel, &mut self.timed, self.params, 3, 5)?;
-            let single = flashrs::stats::median(&singles).unwrap_or(1000.0);
+            let single = flashrs_lab::stats::median(&singles).unwrap_or(1000.0);
             let calls = ((1000.0 / single) as usize).clamp(1, 20);
             let samples =
                 self.gpu
                     .time_graph(&kernel, &mut self.timed, self.params, calls, 10, self.iters)?;
-            flashrs::stats::median(&samples)
+            flashrs_lab::stats::median(&samples)
                 .ok_or_else(|| flashrs::Error::InvalidProblem("no valid timings".into()))
         })();
         match timed {
@@ -344,7 +344,9 @@ fn best_torch(args: &Args, iters: usize) -> Option<(String, f64)> {
         .into_iter()
         .flat_map(|(_, r)| r.results)
         .filter(|r| r.error.is_none())
-        .filter_map(|r| flashrs::stats::median(&r.samples_us).map(|p| (format!("torch_{}", r.backend), p)))
+        .filter_map(|r| {
+            flashrs_lab::stats::median(&r.samples_us).map(|p| (format!("torch_{}", r.backend), p))
+        })
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 

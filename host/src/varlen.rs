@@ -2,8 +2,8 @@
 //! included), their float64 verdicts for `verify` (every element of every packed row, and guard
 //! regions around the output and log-sum-exp that must stay untouched), and `bench`'s case.
 
-use flashrs::reference::{self, Dims};
 use flashrs::{DType, Gpu, Params, VariantSpec, VarlenBatch, VarlenTensors};
+use flashrs_lab::reference::{self, DTypeTolerance, Dims};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};

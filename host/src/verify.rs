@@ -3,15 +3,16 @@
 
 use std::path::PathBuf;
 
-use flashrs::reference::{self, Tolerance};
-use flashrs::{embedded, ptx, DType, Family, Gpu, Layout, Params, Policy, Shape, VariantSpec};
+use flashrs::{embedded, DType, Family, Gpu, Layout, Params, Policy, Shape, VariantSpec};
+use flashrs_lab::ptx;
+use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims, Tolerance};
 use serde::Serialize;
 
 use crate::harness::{run_kernel, runnable};
 use crate::inputs::{self, Inputs};
 use crate::Failure;
 use crate::{library, peers};
-use flashrs::npy::{self, NpyData};
+use flashrs_lab::npy::{self, NpyData};
 
 #[derive(clap::Args)]
 pub struct Args {

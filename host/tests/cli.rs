@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use flashrs::npy::{encode_npy, NpyData};
+use flashrs_lab::npy::{encode_npy, NpyData};
 
 fn host(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_host"))

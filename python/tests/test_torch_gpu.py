@@ -18,7 +18,7 @@ except ImportError:  # the CPU CI
 
 import flashrs
 
-# The library's own tolerances (src/reference.rs) for inputs in [-2, 2).
+# The library's own tolerances (lab/src/reference.rs) for inputs in [-2, 2).
 TOLERANCE = {"float16": (1e-2, 5e-3), "bfloat16": (6e-2, 3e-2)}
 
 

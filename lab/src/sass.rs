@@ -19,7 +19,7 @@ pub fn find_cuobjdump() -> Option<PathBuf> {
     let from_env = std::env::var_os("FLASHRS_CUOBJDUMP")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
-    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/cuobjdump/bin/cuobjdump");
+    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/cuobjdump/bin/cuobjdump");
     from_env
         .into_iter()
         .chain([local, PathBuf::from("cuobjdump")])

@@ -69,7 +69,7 @@ pub fn find_ptxas() -> Option<PathBuf> {
     let from_env = std::env::var_os("FLASHRS_PTXAS")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
-    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/ptxas/bin/ptxas");
+    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/ptxas/bin/ptxas");
     from_env
         .into_iter()
         .chain([local, PathBuf::from("ptxas")])

@@ -25,10 +25,10 @@ use std::sync::OnceLock;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use crate::composed::{self, RowSoftmax, Supports};
-use crate::error::{Error, Result};
-use crate::gpu::{Gpu, Tensors};
-use crate::problem::{DType, Params, Shape};
-use crate::Layout;
+use flashrs::Layout;
+use flashrs::{DType, Params, Shape};
+use flashrs::{Error, Result};
+use flashrs::{Gpu, Tensors};
 
 /// The kernel name `verify`, `bench` and `attend` use for this path.
 pub const NAME: &str = "cutensor";
@@ -620,9 +620,9 @@ impl CutensorAttention {
             Some(w) => w.device_ptr_mut(&stream),
             None => return Err(Error::InvalidProblem("the cutensor path has no workspace".into())),
         };
-        let (q, _q) = tensors.q.device_ptr(&stream);
-        let (k, _k) = tensors.k.device_ptr(&stream);
-        let (v, _v) = tensors.v.device_ptr(&stream);
+        let (q, _q) = tensors.q().device_ptr(&stream);
+        let (k, _k) = tensors.k().device_ptr(&stream);
+        let (v, _v) = tensors.v().device_ptr(&stream);
         for (what, ptr) in [("q", q), ("k", k), ("v", v)] {
             check_alignment(what, ptr)?;
         }
@@ -687,7 +687,8 @@ impl CutensorAttention {
         }
         self.rows.launch(&stream, shape, params)?;
         let (p, _p) = self.rows.probs.device_ptr(&stream);
-        let (o, _o) = tensors.out.device_ptr_mut(&stream);
+        // The output is lent shared (see cublas.rs); `&mut tensors` keeps it from other use until the stream ran.
+        let (o, _o) = tensors.out().device_ptr(&stream);
         check_alignment("out", o)?;
         // Safety: as for the scores: the probabilities hold B*H*S_q*S_k 16-bit values, V and the
         // output were checked against the shape in the planned layout.

@@ -11,9 +11,7 @@ use cudarc::cublas::{result as blas, CudaBlas};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
 use crate::composed::{self, RowSoftmax, Supports};
-use crate::error::{Error, Result};
-use crate::gpu::{Gpu, Tensors};
-use crate::problem::{DType, Params, Shape};
+use flashrs::{DType, Error, Gpu, Params, Result, Shape, Tensors};
 
 /// The kernel name `verify`, `bench` and `attend` use for this path.
 pub const NAME: &str = "cublas";
@@ -37,8 +35,8 @@ impl CublasAttention {
     /// Loads cuBLAS (`Error::NoCublas` when the library is missing) and allocates the score and
     /// probability buffers for `shape`.
     pub fn new(gpu: &Gpu, shape: Shape, dtype: DType) -> Result<CublasAttention> {
-        composed::check(NAME, SUPPORTS, shape, crate::Layout::Bhsd, false)?;
-        if !crate::gpu::library_present(&[
+        composed::check(NAME, SUPPORTS, shape, flashrs::Layout::Bhsd, false)?;
+        if !flashrs::gpu::library_present(&[
             "libcublas.so.13",
             "libcublas.so.12",
             "libcublas.so",
@@ -82,8 +80,8 @@ impl CublasAttention {
         let batch = b * h;
         {
             // Row-major S[Sq][Sk] = Q K^T is column-major S^T = K^T' Q: A = K read transposed.
-            let (k, _k) = tensors.k.device_ptr(&stream);
-            let (q, _q) = tensors.q.device_ptr(&stream);
+            let (k, _k) = tensors.k().device_ptr(&stream);
+            let (q, _q) = tensors.q().device_ptr(&stream);
             let (s, _s) = self.rows.scores.device_ptr_mut(&stream);
             let gemm = Gemm {
                 transpose_a: true,
@@ -103,9 +101,12 @@ impl CublasAttention {
         self.rows.launch(&stream, shape, params)?;
         {
             // Row-major O[Sq][D] = P V is column-major O^T = V^T P^T: both operands as stored.
-            let (v, _v) = tensors.v.device_ptr(&stream);
+            let (v, _v) = tensors.v().device_ptr(&stream);
             let (p, _p) = self.rows.probs.device_ptr(&stream);
-            let (o, _o) = tensors.out.device_ptr_mut(&stream);
+            // `Tensors` lends its output only shared (a `&mut` would let a caller swap in a
+            // shorter buffer); cuBLAS writes through the address, which `&mut tensors` keeps
+            // from any other use until the stream has run.
+            let (o, _o) = tensors.out().device_ptr(&stream);
             let gemm = Gemm {
                 transpose_a: false,
                 m: d,

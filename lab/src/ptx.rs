@@ -43,32 +43,8 @@ pub fn entries(ptx: &str) -> Vec<Entry<'_>> {
     out
 }
 
-/// The `u32` globals of a module (`.visible .global .align 4 .b8 NAME[4] = {..};`, as rustc
-/// emits a `static u32`; a global with no initialiser is 0).
-pub fn u32_globals(ptx: &str) -> BTreeMap<&str, u32> {
-    let mut out = BTreeMap::new();
-    for line in ptx.lines() {
-        let Some(rest) = line.trim().strip_prefix(".visible .global .align 4 .b8 ") else {
-            continue;
-        };
-        let Some((name, tail)) = rest.split_once("[4]") else {
-            continue;
-        };
-        let mut value = 0u32;
-        if let Some(bytes) = tail
-            .split_once('{')
-            .and_then(|(_, b)| b.split_once('}'))
-            .map(|(b, _)| b)
-        {
-            for (i, byte) in bytes.split(',').enumerate() {
-                let byte: u32 = byte.trim().parse().unwrap_or(0);
-                value |= byte << (8 * i);
-            }
-        }
-        out.insert(name, value);
-    }
-    out
-}
+/// The `u32` globals of a module: the library reads its launch facts with it, so it lives there.
+pub use flashrs::embedded::u32_globals;
 
 /// True for an instruction that makes the whole block wait (`bar.sync`, `barrier.sync`,
 /// `bar.red`, `barrier.cta.*`), not for `bar.warp.sync`, nor for a named barrier given a thread

@@ -11,11 +11,20 @@
 //! so a truncated, hostile or foreign file gets a one-line error, never a panic or a huge
 //! allocation.
 //!
-//! Why not `npyz` (0.9.1, `half` feature), measured on hand-made files: it reads `<f2`/`<f4`
-//! fine, but accepts data past the declared shape, hands back Fortran-ordered data as if it were
-//! C order unless the caller checks, wraps the element count of a shape like `(2^64-1, 2^64-1)`
-//! (to 1 element, read as a valid array), and reports header syntax errors over several lines.
-//! Each needs a check of its own around it, which is most of this module but the header parser.
+//! Why not `npyz` (0.9.1, `half` feature), measured again on hand-made files (2026-11, a scratch
+//! crate calling `NpyFile::new` and `into_vec::<f16>`): it reads `<f2`/`<f4` fine, but
+//! - with debug assertions (tests, fuzzing) `NpyFile::new` itself panics ("attempt to multiply
+//!   with overflow") on a shape like `(2^32, 2^32)`, before a caller could check anything; in
+//!   release it wraps the count instead: `(2^64-1, 2^64-1)` reads as a valid 1-element array;
+//! - it accepts data past the declared shape (4 trailing bytes: no error);
+//! - it hands back Fortran-ordered data as a plain vector (the caller must ask `order()`);
+//! - a 12-byte file declaring a 4 GiB header gets that buffer allocated before the read fails;
+//! - a header syntax error is a 5-line message (a caret diagram).
+//!
+//! The first and the fourth can only be avoided by parsing the preamble and the header before
+//! npyz sees them, which is this module; the others need checks of their own around it. So the
+//! reader stays hand-written, with its tests and the `npy_reader` fuzz target. `ndarray-npy` was
+//! not measured: it would bring `ndarray`, which nothing else here needs.
 
 use std::fmt;
 use std::path::Path;

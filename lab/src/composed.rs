@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::problem::{DType, Params, Shape};
-use crate::Layout;
+use flashrs::Gpu;
+use flashrs::Layout;
+use flashrs::{DType, Params, Shape};
+use flashrs::{Error, Result};
 
 /// The row softmax's grid has one `y` block per head (B*H), and a grid's `y` is at most 65,535.
 pub const MAX_BATCH_HEADS: usize = 65_535;

@@ -162,7 +162,7 @@ pub fn log_sum_exp_f64(q: &[f32], k: &[f32], dims: Dims, causal: bool, scale: f6
 pub fn paged_attention_f64(
     q: &[f32],
     (k_cache, v_cache): (&[f32], &[f32]),
-    cache: &crate::paged::PagedKv,
+    cache: &flashrs::PagedKv,
     dims: Dims,
     causal: bool,
     scale: f64,
@@ -194,7 +194,7 @@ pub fn paged_attention_f64(
 /// log-sum-exp as `[heads, total_q]` (natural log, `-inf` for a row that sees no key).
 pub fn varlen_attention_f64(
     (q, k, v): (&[f32], &[f32], &[f32]),
-    batch: &crate::varlen::VarlenBatch,
+    batch: &flashrs::varlen::VarlenBatch,
     dims: Dims,
     causal: bool,
     scale: f64,
@@ -402,6 +402,40 @@ impl Comparison {
     /// every comparison with NaN is false.
     pub fn passes(&self, tolerance: Tolerance) -> bool {
         self.non_finite == 0 && self.max_abs_err <= tolerance.max_abs && self.rel_l2_err <= tolerance.rel_l2
+    }
+}
+
+/// The reference's dims of a library [`Shape`](flashrs::Shape): `shape.reference_dims()`.
+pub trait ReferenceDims {
+    /// The same dims as the CPU reference's [`Dims`].
+    fn reference_dims(&self) -> Dims;
+}
+
+impl ReferenceDims for flashrs::Shape {
+    fn reference_dims(&self) -> Dims {
+        Dims {
+            batch: self.batch,
+            heads: self.heads,
+            heads_kv: self.heads_kv,
+            seq_q: self.seq_q,
+            seq_k: self.seq_k,
+            head_dim: self.head_dim,
+        }
+    }
+}
+
+/// The pass bounds of a library [`DType`](flashrs::DType): `dtype.tolerance()`.
+pub trait DTypeTolerance {
+    /// Pass bounds against the float64 reference for outputs of this type.
+    fn tolerance(self) -> Tolerance;
+}
+
+impl DTypeTolerance for flashrs::DType {
+    fn tolerance(self) -> Tolerance {
+        match self {
+            flashrs::DType::F16 => Tolerance::FP16,
+            flashrs::DType::Bf16 => Tolerance::BF16,
+        }
     }
 }
 

@@ -31,8 +31,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::spec::Spec;
-use crate::variants::{Family, Policy, VariantSpec};
+use flashrs::spec::Spec;
+use flashrs::variants::{Family, Policy, VariantSpec};
 
 /// One tunable parameter of a compiled variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -105,14 +105,26 @@ impl Param {
 }
 
 /// The search's view of a variant's parameters: each as an ordinal ([`Spec::key`]), so that
-/// "neighbouring value" and "differs in one parameter" mean something for every parameter.
-impl Spec {
+/// "neighbouring value" and "differs in one parameter" mean something for every parameter. A
+/// trait since `Spec` is the library's and the search is the lab's.
+pub trait SpecParams {
+    /// The value of `p` as an ordinal (see the implementation for `Spec`).
+    fn key(&self, p: Param) -> u32;
+    /// This spec with parameter `p` taken from `other`.
+    fn with(self, p: Param, other: &Spec) -> Spec;
+    /// The parameters whose values differ.
+    fn differences(&self, other: &Spec) -> Vec<Param>;
+    /// The value of `p` as the log writes it.
+    fn value_string(&self, p: Param) -> String;
+}
+
+impl SpecParams for Spec {
     /// The value of `p` as an ordinal: numbers as themselves, families in hardware order (their
     /// declaration order: CUDA cores < `mma.sync` < `wgmma` < warp-specialised), policies as none
     /// and then their declaration order (legacy < light), booleans as 0/1, an unsplit tile and no launch bounds as 0. The tile split
     /// is an option rather than defaulting to `block_n`, or no two variants would differ in
     /// `block_n` alone and mutation could never move it.
-    pub fn key(&self, p: Param) -> u32 {
+    fn key(&self, p: Param) -> u32 {
         match p {
             Param::Family => self.family as u32,
             Param::BlockM => self.block_m,
@@ -131,7 +143,7 @@ impl Spec {
     }
 
     /// This spec with parameter `p` taken from `other`.
-    pub fn with(mut self, p: Param, other: &Spec) -> Spec {
+    fn with(mut self, p: Param, other: &Spec) -> Spec {
         match p {
             Param::Family => self.family = other.family,
             Param::BlockM => self.block_m = other.block_m,
@@ -151,7 +163,7 @@ impl Spec {
     }
 
     /// The parameters whose values differ.
-    pub fn differences(&self, other: &Spec) -> Vec<Param> {
+    fn differences(&self, other: &Spec) -> Vec<Param> {
         Param::ALL
             .into_iter()
             .filter(|&p| self.key(p) != other.key(p))
@@ -159,7 +171,7 @@ impl Spec {
     }
 
     /// The value of `p` as the log writes it.
-    pub fn value_string(&self, p: Param) -> String {
+    fn value_string(&self, p: Param) -> String {
         match p {
             Param::Family => self.family.name().to_string(),
             Param::Policy => self.policy.map_or("", Policy::name).to_string(),
@@ -875,7 +887,7 @@ pub fn search<E: Evaluator + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::variants::VARIANTS;
+    use flashrs::variants::VARIANTS;
 
     fn leak_str(s: String) -> &'static str {
         Box::leak(s.into_boxed_str())
