@@ -112,8 +112,16 @@ fn main() {
             for &d in &v.head_dims {
                 for dtype in &table.dtypes {
                     let symbol = v.symbol(d, dtype);
-                    for name in [symbol.clone(), format!("{symbol}_counted")] {
-                        ptx = add_launch_bounds(&ptx, &name, v.spec.threads(), blocks);
+                    // Every entry point of the variant: the plain one, and its paged and
+                    // varlen twins where the family has them, each with its counted twin.
+                    // (Without `.maxntid` ptxas ignores `setmaxnreg`: warning C7508.)
+                    for suffix in ["", "_paged", "_varlen"] {
+                        let entry = format!("{symbol}{suffix}");
+                        if suffix.is_empty() || ptx.contains(&format!(".visible .entry {entry}(")) {
+                            for name in [entry.clone(), format!("{entry}_counted")] {
+                                ptx = add_launch_bounds(&ptx, &name, v.spec.threads(), blocks);
+                            }
+                        }
                     }
                 }
             }
