@@ -325,7 +325,17 @@ impl Gpu {
     ) -> Result<&'static VariantSpec> {
         let group = heads / heads_kv.max(1);
         let few_rows = group * batch.max_q() <= 32;
-        let pick = |family: Family| varlen_variants(head_dim, self.arch).find(|v| v.family == family);
+        // The dense dispatch's kernel for big problems at this head dim where it has a varlen
+        // twin (the fastest measured), else the family's first compiled variant.
+        let dense = crate::gpu::DISPATCH
+            .iter()
+            .find(|e| e.arch <= self.arch && e.head_dim == head_dim && e.big)
+            .map(|e| e.kernel);
+        let pick = |family: Family| {
+            varlen_variants(head_dim, self.arch)
+                .filter(|v| v.family == family)
+                .min_by_key(|v| Some(v.name) != dense)
+        };
         let chosen = if few_rows {
             pick(Family::FlashDecode).or_else(|| pick(Family::FlashWs))
         } else {
