@@ -67,19 +67,23 @@ macro_rules! flash_decode {
             { $bn / $w / 8 }, { $d / 8 }, { $d / 16 },
         >($io, $p)
     };
+    // A twin's two entry points (plain, counted): the body with `$paged`/`$varlen` set.
+    (@twins $name:ident $counted:ident, $paged:literal, $varlen:literal,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
+     stages = $stages:literal) => {
+        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
+            flash_decode!(@body io, p, COUNT, $paged, $varlen, $t, $policy, $d, $bm, $bn, $w, $stages);));
+        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
+            flash_decode!(@body io, p, COUNT, $paged, $varlen, $t, $policy, $d, $bm, $bn, $w, $stages);));
+    };
 }
 
 /// The paged-cache twins of a `flash_decode` variant (`build.rs` writes them beside it): the same
 /// body reading K and V through the block table (`attention::paged`); shared memory and barriers
 /// are the variant's own.
 macro_rules! flash_decode_paged {
-    ($name:ident $counted:ident,
-     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
-     stages = $stages:literal) => {
-        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
-            flash_decode!(@body io, p, COUNT, true, false, $t, $policy, $d, $bm, $bn, $w, $stages);));
-        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
-            flash_decode!(@body io, p, COUNT, true, false, $t, $policy, $d, $bm, $bn, $w, $stages);));
+    ($name:ident $counted:ident, $($args:tt)*) => {
+        flash_decode!(@twins $name $counted, true, false, $($args)*);
     };
 }
 
@@ -87,13 +91,8 @@ macro_rules! flash_decode_paged {
 /// same body on packed sequences (`attention::varlen`); shared memory and barriers are the
 /// variant's own.
 macro_rules! flash_decode_varlen {
-    ($name:ident $counted:ident,
-     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
-     stages = $stages:literal) => {
-        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
-            flash_decode!(@body io, p, COUNT, false, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
-        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
-            flash_decode!(@body io, p, COUNT, false, true, $t, $policy, $d, $bm, $bn, $w, $stages);));
+    ($name:ident $counted:ident, $($args:tt)*) => {
+        flash_decode!(@twins $name $counted, false, true, $($args)*);
     };
 }
 
