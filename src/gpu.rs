@@ -825,20 +825,8 @@ impl Gpu {
         let (k_ptr, _k_guard) = k.device_ptr(stream);
         let (v_ptr, _v_guard) = v.device_ptr(stream);
         let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
-        let (lse_ptr, _lse_guard) = match lse {
-            Some(lse) => {
-                let (ptr, guard) = lse.device_ptr_mut(stream);
-                (ptr, Some(guard))
-            }
-            None => (0, None),
-        };
-        let (log_ptr, _log_guard) = match barrier_log {
-            Some(log) => {
-                let (ptr, guard) = log.device_ptr_mut(stream);
-                (ptr, Some(guard))
-            }
-            None => (0, None),
-        };
+        let (lse_ptr, _lse_guard) = optional_ptr_mut(lse.as_deref_mut(), stream);
+        let (log_ptr, _log_guard) = optional_ptr_mut(barrier_log, stream);
         let (tensor_maps, _maps_guard) = match maps {
             Some((_, buffer)) if uses_maps => {
                 let (ptr, guard) = buffer.device_ptr(stream);
@@ -1229,6 +1217,22 @@ fn too_large(shape: Shape) -> Error {
 /// Alignment of Q, K, V and the output: the kernels copy 16 bytes at a time (`cp.async`,
 /// vector loads) and TMA needs 16-byte-aligned tensors.
 pub(crate) const TENSOR_ALIGN: u64 = 16;
+
+/// The device address of an optional output buffer (0, which the kernels read as "absent") and
+/// the guard that keeps it borrowed until the launch is enqueued: the pattern of every launch's
+/// LSE and barrier-log buffers.
+pub(crate) fn optional_ptr_mut<'a, T>(
+    buffer: Option<&'a mut CudaSlice<T>>,
+    stream: &'a CudaStream,
+) -> (u64, Option<cudarc::driver::SyncOnDrop<'a>>) {
+    match buffer {
+        Some(buffer) => {
+            let (ptr, guard) = buffer.device_ptr_mut(stream);
+            (ptr, Some(guard))
+        }
+        None => (0, None),
+    }
+}
 
 pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Result<()> {
     if ptr != 0 && ptr.is_multiple_of(align) {

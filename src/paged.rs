@@ -409,20 +409,8 @@ impl Gpu {
         let (out_ptr, _out) = out.device_ptr_mut(&stream);
         let (table_ptr, _table) = block_table.device_ptr(&stream);
         let (lens_ptr, _lens) = seqlens_k.device_ptr(&stream);
-        let (lse_ptr, _lse) = match lse {
-            Some(lse) => {
-                let (ptr, guard) = lse.device_ptr_mut(&stream);
-                (ptr, Some(guard))
-            }
-            None => (0, None),
-        };
-        let (log_ptr, _log) = match barrier_log {
-            Some(log) => {
-                let (ptr, guard) = log.device_ptr_mut(&stream);
-                (ptr, Some(guard))
-            }
-            None => (0, None),
-        };
+        let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_mut(), &stream);
+        let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
         let args = LaunchArgs {
             q: q_ptr,
             k: k_ptr,

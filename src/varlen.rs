@@ -574,20 +574,8 @@ impl Gpu {
         let (out_ptr, _out) = out.device_ptr_mut(&stream);
         let (cu_q_ptr, _cu_q) = cu_q.device_ptr(&stream);
         let (cu_k_ptr, _cu_k) = cu_k.device_ptr(&stream);
-        let (lse_ptr, _lse) = match lse {
-            Some(lse) => {
-                let (ptr, guard) = lse.device_ptr_mut(&stream);
-                (ptr, Some(guard))
-            }
-            None => (0, None),
-        };
-        let (log_ptr, _log) = match barrier_log {
-            Some(log) => {
-                let (ptr, guard) = log.device_ptr_mut(&stream);
-                (ptr, Some(guard))
-            }
-            None => (0, None),
-        };
+        let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_mut(), &stream);
+        let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
         let (maps_ptr, _maps) = match maps {
             Some((bytes, buffer)) if uses_maps && bytes.len() == tma::MAPS * tma::MAP_BYTES => {
                 let (ptr, guard) = buffer.device_ptr(&stream);
