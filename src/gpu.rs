@@ -871,15 +871,21 @@ impl Gpu {
         Ok(())
     }
 
-    /// Encodes the tensor maps of Q, K and V for `variant`'s tiles and copies them to the GPU,
+    /// Encodes the tensor maps of Q, K, V and the output for `variant`'s tiles and copies them to the GPU,
     /// unless the copy from the last launch still holds the same bytes (same buffers, shape,
     /// layout, tiles). The copy is ordered on the tensors' stream before the launch that reads it.
     fn prepare_maps(&self, variant: &VariantSpec, tensors: &mut Tensors) -> Result<()> {
         let (shape, layout, dtype) = (tensors.shape, tensors.layout, tensors.dtype);
         let q_map = tma::MapGeometry::q(layout, shape, variant.block_m);
         let kv_map = tma::MapGeometry::kv(layout, shape, variant.block_n);
+        let out_map = tma::MapGeometry::out(layout, shape);
         let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
-        for (geometry, buffer) in [(q_map, &tensors.q), (kv_map, &tensors.k), (kv_map, &tensors.v)] {
+        for (geometry, buffer) in [
+            (q_map, &tensors.q),
+            (kv_map, &tensors.k),
+            (kv_map, &tensors.v),
+            (out_map, &tensors.out),
+        ] {
             let (address, _sync) = buffer.device_ptr(&tensors.stream);
             bytes.extend_from_slice(&geometry.encode(dtype, address)?);
         }

@@ -1,14 +1,14 @@
 //! Tensor maps for the warp-specialised kernels (`flash_ws`): what the copy engine needs to know
-//! to move a tile of Q, K or V into shared memory by itself.
+//! to move a tile of Q, K or V into shared memory, and one of the output back out, by itself.
 //!
 //! Each tensor is described as 4-d, innermost first: (head dim, sequence, head, batch). The two
 //! memory layouts differ only in the strides, so the kernel reads `[B, H, S, D]` and `[B, S, H, D]`
 //! through the same coordinates. A box is 64 columns (128 bytes: the span of the 128-byte swizzle,
 //! which is the layout `wgmma` reads) by a tile's rows; rows past the sequence's end arrive as
-//! zeros, so the kernels need no tail handling.
+//! zeros, and rows of an output box past it are not written, so the kernels need no tail handling.
 //!
 //! The maps go to the GPU in a small buffer (see `kernels-rs/src/arch/tma.rs` for why not as
-//! kernel parameters): `MAPS` of them, Q, K, V, `MAP_BYTES` apart.
+//! kernel parameters): `MAPS` of them, Q, K, V, O, `MAP_BYTES` apart.
 
 use cudarc::driver::sys;
 
@@ -18,8 +18,12 @@ use crate::problem::{DType, Shape};
 
 /// Bytes of one encoded tensor map (`CUtensorMap`).
 pub const MAP_BYTES: usize = 128;
-/// Maps per launch: Q, K, V, in this order (the device crate's `MAP_Q`, `MAP_K`, `MAP_V`).
-pub const MAPS: usize = 3;
+/// Maps per launch: Q, K, V and the output, in this order (the device crate's `MAP_Q`, `MAP_K`,
+/// `MAP_V`, `MAP_O`).
+pub const MAPS: usize = 4;
+
+/// Rows of the output map's box: one consumer warpgroup's rows, which it stores on its own.
+pub const OUTPUT_BOX_ROWS: u32 = 64;
 /// Columns per box: 128 bytes of 16-bit elements.
 pub const BOX_COLUMNS: u32 = 64;
 
@@ -60,6 +64,11 @@ impl MapGeometry {
             shape.head_dim,
             block_m,
         )
+    }
+
+    /// The output's map, for the warpgroups' stores of `OUTPUT_BOX_ROWS` rows each.
+    pub fn out(layout: Layout, shape: Shape) -> MapGeometry {
+        MapGeometry::q(layout, shape, OUTPUT_BOX_ROWS)
     }
 
     /// K's or V's map for key tiles of `block_n` rows (`H_kv` heads).

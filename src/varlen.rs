@@ -475,9 +475,15 @@ impl Gpu {
             .packed_shape(tensors.heads, tensors.heads_kv, tensors.head_dim)?;
         let q_map = tma::MapGeometry::q(Layout::Bshd, packed, variant.block_m);
         let kv_map = tma::MapGeometry::kv(Layout::Bshd, packed, variant.block_n);
+        let out_map = tma::MapGeometry::out(Layout::Bshd, packed);
         let stream = self.stream().clone();
         let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
-        for (geometry, buffer) in [(q_map, &tensors.q), (kv_map, &tensors.k), (kv_map, &tensors.v)] {
+        for (geometry, buffer) in [
+            (q_map, &tensors.q),
+            (kv_map, &tensors.k),
+            (kv_map, &tensors.v),
+            (out_map, &tensors.out),
+        ] {
             let (address, _sync) = buffer.device_ptr(&stream);
             bytes.extend_from_slice(&geometry.encode(tensors.dtype, address)?);
         }

@@ -39,6 +39,26 @@ fn every_variant_is_exported_with_its_counted_twin() {
     }
 }
 
+/// Local memory in a kernel is an array the compiler could not keep in registers: it happened to
+/// the row maximum's chains when they were folded through an array's by-value iterator (a loop
+/// over a stack copy, 4-18% slower everywhere: docs/perf-notes.md, v14). ptxas reports spills,
+/// not this, so the PTX is checked for it.
+#[test]
+fn no_kernel_keeps_values_in_local_memory() {
+    for (arch, _, text) in modules() {
+        let with_local: Vec<&str> = ptx::entries(text)
+            .iter()
+            .filter(|e| {
+                e.body
+                    .iter()
+                    .any(|line| line.contains("__local_depot") || line.contains(".local"))
+            })
+            .map(|e| e.name)
+            .collect();
+        assert!(with_local.is_empty(), "{arch}: local memory in {with_local:?}");
+    }
+}
+
 #[test]
 fn declared_barriers_match_the_ptx_loop() {
     for (arch, arch_number, text) in modules() {

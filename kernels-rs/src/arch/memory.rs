@@ -124,6 +124,15 @@ pub unsafe fn ld_shared_v4_u32(addr: SharedAddr) -> [u32; 4] {
     [a, b, c, d]
 }
 
+/// Emits `st.shared.b32`.
+///
+/// # Safety
+/// As `st_shared_f32`.
+#[inline(always)]
+pub unsafe fn st_shared_u32(addr: SharedAddr, value: u32) {
+    asm!("st.shared.b32 [{a}], {v};", a = in(reg32) addr.0, v = in(reg32) value, options(nostack));
+}
+
 /// Emits `st.shared.v4.b32` (16 bytes).
 ///
 /// # Safety

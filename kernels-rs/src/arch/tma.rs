@@ -41,3 +41,38 @@ pub unsafe fn tma_load_4d(dst: SharedAddr, map: *const u8, bar: SharedAddr, coor
         options(nostack)
     );
 }
+
+/// Emits `cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group`: copies the shared-memory box
+/// at `src` (laid out as `tma_load_4d` writes it) to coordinates `coords` of the tensor `map`
+/// describes. Elements of the box outside the tensor are not written.
+///
+/// # Safety
+/// `map` as for `prefetch_tensormap`, describing writable memory nobody else writes meanwhile;
+/// `src` holds the box (1024-byte aligned for the 128-byte swizzle), its writes made visible to
+/// the async proxy (`fence_proxy_async_shared`, then a barrier for other threads' writes); it
+/// stays unchanged and allocated until `bulk_wait_group_read` returns.
+#[inline(always)]
+pub unsafe fn tma_store_4d(map: *const u8, src: SharedAddr, coords: [i32; 4]) {
+    asm!(
+        "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [{map}, {{{c0}, {c1}, {c2}, {c3}}}], [{src}];",
+        map = in(reg64) map, src = in(reg32) src.0,
+        c0 = in(reg32) coords[0], c1 = in(reg32) coords[1], c2 = in(reg32) coords[2],
+        c3 = in(reg32) coords[3],
+        options(nostack)
+    );
+}
+
+/// Emits `cp.async.bulk.commit_group`: closes this thread's bulk copies issued so far into a group.
+#[inline(always)]
+pub fn bulk_commit_group() {
+    // Safety: bookkeeping of this thread's own copies; touches no memory.
+    unsafe { asm!("cp.async.bulk.commit_group;", options(nostack)) };
+}
+
+/// Emits `cp.async.bulk.wait_group.read 0`: waits until every committed bulk copy of this thread
+/// has read its source, so that its shared memory may be reused or released.
+#[inline(always)]
+pub fn bulk_wait_group_read_all() {
+    // Safety: waiting touches no memory.
+    unsafe { asm!("cp.async.bulk.wait_group.read 0;", options(nostack)) };
+}

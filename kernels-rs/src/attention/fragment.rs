@@ -51,6 +51,16 @@ const fn half_of(r: usize) -> usize {
     (r % 4) / 2
 }
 
+/// Independent `max` chains per row half in `raise_maxima`.
+const MAX_CHAINS: usize = 4;
+
+/// The chain register `r` goes to: the two registers of its row half in one 8-column tile go to
+/// different chains, and so do neighbouring tiles.
+#[inline(always)]
+const fn max_chain(r: usize) -> usize {
+    (r % 2) + 2 * ((r / 4) % 2)
+}
+
 /// The online softmax of the `2 * ROW_TILES` query rows one thread holds: ROW_TILES row tiles of
 /// 16 rows each, consecutive in the warp's slice of the block.
 pub struct FragmentSoftmax<const ROW_TILES: usize> {
@@ -175,11 +185,20 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     ) -> [[f32; 2]; ROW_TILES] {
         let mut tile_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
         for (fragment, max) in scores.iter().zip(tile_max.iter_mut()) {
+            // Four chains per row half, folded at the end: one chain through all of a row's
+            // registers (44 at 176 keys) is a run of dependent `max`es that the softmax waits
+            // out every tile (docs/perf-notes.md, v14). `max` is exact, so the order is free.
+            let mut chains = [[f32::NEG_INFINITY; MAX_CHAINS]; 2];
             for (r, s) in fragment.registers().iter().enumerate() {
-                max[half_of(r)] = arch::max(max[half_of(r)], *s);
+                let chain = &mut chains[half_of(r)][max_chain(r)];
+                *chain = arch::max(*chain, *s);
             }
-            for m in max.iter_mut() {
-                *m = arch::quad_max(*m);
+            // Indexed, not zipped with the array by value: its `IntoIter` kept the chains in
+            // local memory (a loop over a stack copy in the PTX).
+            for half in 0..2 {
+                let chain = &chains[half];
+                let folded = arch::max(arch::max(chain[0], chain[1]), arch::max(chain[2], chain[3]));
+                max[half] = arch::quad_max(folded);
             }
         }
         sync::<P, COUNT>(SyncPoint::RowMaxExchanged);

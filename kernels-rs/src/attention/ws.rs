@@ -38,7 +38,20 @@ const CONSUMER_REGS: u32 = 240;
 const MAP_Q: usize = 0;
 const MAP_K: usize = 1;
 const MAP_V: usize = 2;
+/// The output's map, in boxes of one consumer warpgroup's 64 rows.
+const MAP_O: usize = 3;
 const MAP_BYTES: usize = 128;
+
+/// Named barrier of consumer warpgroup `c`'s epilogue (after the ping-pong turns' ids).
+#[inline(always)]
+fn epilogue_barrier(consumer: u32) -> u32 {
+    const FIRST: u32 = arch::barrier_id::WARP_SPECIALISED_FIRST + MAX_CONSUMERS;
+    const _: () = assert!(FIRST + MAX_CONSUMERS - 1 <= arch::barrier_id::WARP_SPECIALISED_LAST);
+    FIRST + consumer
+}
+
+/// Consumer warpgroups a block may have (named barrier ids are set aside for this many).
+const MAX_CONSUMERS: u32 = 3;
 
 /// Shared memory the kernel needs: slack to align the tiles to 1024 bytes, the Q tile, `STAGES`
 /// K and V tiles, and the mbarriers (Q full, Q empty, then K full, V full, K empty, V empty per
@@ -212,7 +225,7 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
 /// Launched with `128 * (CONSUMERS + 1)` threads, `smem_bytes(..)` of dynamic shared memory, the
 /// grid of `attention`'s convention (with `PERSISTENT`: any number of blocks along x, one y and z
 /// slice), an output buffer of the shape `problem` describes and `maps` pointing at the encoded
-/// tensor maps of Q, K and V (`src/tma.rs`) for this shape and tiles. With `VARLEN` (never with
+/// tensor maps of Q, K, V and the output (`src/tma.rs`) for this shape and tiles. With `VARLEN` (never with
 /// `PERSISTENT`): the tensors packed as `attention::varlen` says, the maps of a batch of one of
 /// `total_q` (`total_k`) rows, `cu_q`/`cu_k` checked by the host, and grid x the row blocks of
 /// the longest sequence.
@@ -308,6 +321,10 @@ pub unsafe fn flash_ws<
     } else {
         arch::setmaxnreg_inc::<CONSUMER_REGS>();
         let (schedule, consumer) = (schedule(), warpgroup - 1);
+        // O leaves through shared memory and the copy engine where Q's buffer is free at the end
+        // (one item per block) and the output map's boxes cannot spill into another sequence's
+        // rows (not varlen); otherwise straight from registers.
+        let staged_output = (!PERSISTENT && !VARLEN).then(|| maps.add(MAP_O * MAP_BYTES));
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
         tiles = for_each_item!(&schedule, |i, head, first_row, ring| {
             let last = schedule.item(i + 1).is_none();
@@ -327,7 +344,15 @@ pub unsafe fn flash_ws<
                 &item,
                 PERSISTENT,
             )
-            .run(&problem, out, &item, consumer, CONSUMERS as u32, OVERLAP)
+            .run(
+                &problem,
+                out,
+                &item,
+                consumer,
+                CONSUMERS as u32,
+                OVERLAP,
+                staged_output,
+            )
         });
     }
     if COUNT {
@@ -558,11 +583,14 @@ impl<
     }
 
     /// The item's KV loop (`overlap`: the overlapped one) and epilogue, for consumer `consumer` of
-    /// `consumers`; returns the item's KV tiles.
+    /// `consumers`; returns the item's KV tiles. With `staged_output` (the output's tensor map),
+    /// O goes out through Q's buffer, which the block's item must be the last to use.
     ///
     /// # Safety
-    /// `out` is the problem's output and `item.head` one of its heads; the plan's barriers exist.
+    /// `out` is the problem's output and `item.head` one of its heads; the plan's barriers exist;
+    /// `staged_output`, if given, is the encoded map of `out` in boxes of 64 rows.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn run(
         mut self,
         problem: &Problem,
@@ -571,6 +599,7 @@ impl<
         consumer: u32,
         consumers: u32,
         overlap: bool,
+        staged_output: Option<*const u8>,
     ) -> u32 {
         if PINGPONG && item.index == 0 && consumer + 1 == consumers {
             self.turns.pass(); // consumer 0 goes first
@@ -584,9 +613,71 @@ impl<
         if PINGPONG && consumer == 0 && item.last {
             self.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
         }
-        self.softmax
-            .finish::<T, D, _>(core::array::from_ref(&self.o_acc), problem, out, item.head);
+        match staged_output {
+            Some(map) => self.store_staged(problem, item, consumer, consumers, map),
+            None => {
+                self.softmax
+                    .finish::<T, D, _>(core::array::from_ref(&self.o_acc), problem, out, item.head)
+            }
+        }
         item.tiles
+    }
+
+    /// The epilogue through shared memory: the warpgroup writes its 64 normalised rows of O into
+    /// its rows of Q's buffer, in the 128-byte swizzle layout the copy engine reads, and one thread
+    /// sends them out with a tensor store per 64 columns. Where each thread stored 4 bytes per
+    /// instruction straight to memory, the warps waited for those stores to drain before they could
+    /// exit (docs/perf-notes.md, v14). Rows past the sequence's end are clipped by the copy
+    /// engine; the LSE is written per row as before.
+    ///
+    /// # Safety
+    /// As `run` with `staged_output = Some(map)`: every S = Q K^T of the block has completed or
+    /// reads other rows of Q than this warpgroup's.
+    #[inline(always)]
+    unsafe fn store_staged(
+        self,
+        problem: &Problem,
+        item: &Item,
+        consumer: u32,
+        consumers: u32,
+        map: *const u8,
+    ) {
+        let block_m = 64 * consumers;
+        let group_row0 = 64 * consumer;
+        let barrier = epilogue_barrier(consumer);
+        // Each warp's last product has completed; this waits for the warpgroup's other warps, whose
+        // products read the rows that this warp's stores overwrite.
+        arch::named_barrier_sync(barrier, 128);
+        let (q, o_acc, pair) = (self.plan.q, self.o_acc, self.lane % 4);
+        let head = item.head;
+        self.softmax.finish_with(|_, half, row, state| {
+            if pair == 0 && row < problem.seq_q {
+                // Safety: `head` and `row` are inside the problem (the caller's contract).
+                unsafe { problem.write_lse(head, row, state) };
+            }
+            let norm = state.normaliser();
+            let tile_row = row - item.first_row;
+            for j in 0..O_REGS / 4 {
+                let (lo, hi) = (o_acc[4 * j + 2 * half], o_acc[4 * j + 2 * half + 1]);
+                let at = q + swizzled::chunk_offset(tile_row, j as u32, block_m) + 4 * pair;
+                // Safety: inside this warpgroup's rows of Q's buffer, which no product reads now.
+                unsafe { arch::st_shared_u32(at, T::pack(lo * norm, hi * norm)) };
+            }
+        });
+        arch::fence_proxy_async_shared();
+        arch::named_barrier_sync(barrier, 128);
+        if arch::thread_idx_x().is_multiple_of(128) {
+            let heads = problem.heads as usize;
+            let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
+            let first_row = (item.first_row + group_row0) as i32;
+            for block in 0..D as u32 / 64 {
+                let src = q + block * swizzled::column_block_bytes(block_m) + group_row0 * ROW_BYTES;
+                arch::tma_store_4d(map, src, [64 * block as i32, first_row, q_head, batch]);
+            }
+            arch::bulk_commit_group();
+            // The block's shared memory must outlive the copy engine's reads of it.
+            arch::bulk_wait_group_read_all();
+        }
     }
 
     /// Whether tile `t` has a key for some row of the group: a warpgroup-uniform test, as `wgmma`
@@ -738,6 +829,9 @@ impl<
             self.pack();
         }
         arch::mbarrier_wait(self.plan.barrier(V_FULL, first_stage), first_parity);
+        // The correction of O that the last softmax asked for, applied just before that tile's
+        // P V is issued (tile 0's: nothing is accumulated yet).
+        let mut correction = [[1.0f32; 2]; 1];
         for t in 1..tiles {
             let (stage, parity) = self.slot(t);
             let prev_stage = self.slot(t - 1).0;
@@ -746,18 +840,22 @@ impl<
             if self.active(t) {
                 // Tile t - 1 is active too: active tiles are a prefix.
                 self.scores::<true>(stage);
+                // Here, under the product just issued, rather than at the end of the last
+                // iteration: there the multiplies sat between the softmax and the next turn at
+                // the tensor cores (docs/perf-notes.md, v14).
+                fragment::scale(core::array::from_mut(&mut self.o_acc), correction);
                 self.attend::<true>(prev_stage);
                 self.turns.pass();
                 arch::wgmma_wait::<1, S_REGS>(&mut self.s_acc);
                 self.release(K_EMPTY, stage);
-                let correction = self.probabilities(t);
+                correction = self.probabilities(t);
                 arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
                 arch::wgmma_wait::<0, O_REGS>(&mut self.o_acc);
-                fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                 self.release(V_EMPTY, prev_stage);
                 self.pack();
             } else {
                 if self.active(t - 1) {
+                    fragment::scale(core::array::from_mut(&mut self.o_acc), correction);
                     self.attend::<false>(prev_stage);
                 }
                 self.turns.pass();
@@ -771,6 +869,7 @@ impl<
         let stage = self.slot(tiles - 1).0;
         self.turns.wait();
         if self.active(tiles - 1) {
+            fragment::scale(core::array::from_mut(&mut self.o_acc), correction);
             self.attend::<false>(stage);
         }
         self.turns.pass();
