@@ -227,7 +227,13 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                 second[half] += pair[1];
             }
             for (half, row) in state.iter_mut().enumerate() {
-                row.row_sum += first[half] + second[half];
+                // Pinned here, beside the exponentials they add up: unpinned, LLVM sank these adds
+                // past the wait loop that follows in `flash_ws` (a poll ends the basic block), and
+                // ptxas, which schedules within a block, ran them as a separate run after all the
+                // `ex2`s instead of in their shadow (docs/perf-notes.md, v15).
+                let mut bits = (row.row_sum + first[half] + second[half]).to_bits();
+                arch::fence_operand(&mut bits);
+                row.row_sum = f32::from_bits(bits);
             }
         }
     }
