@@ -104,7 +104,7 @@ pub(crate) struct DeviceBuffer<T> {
 }
 
 impl<T> DeviceBuffer<T> {
-    fn owned(slice: CudaSlice<T>) -> DeviceBuffer<T> {
+    pub(crate) fn owned(slice: CudaSlice<T>) -> DeviceBuffer<T> {
         DeviceBuffer {
             slice: ManuallyDrop::new(slice),
             owned: true,
@@ -114,7 +114,7 @@ impl<T> DeviceBuffer<T> {
     /// # Safety
     /// `raw.ptr` addresses `raw.len` elements of `T` in `stream`'s context that stay allocated
     /// while the buffer (and work enqueued with it) lives; see [`Gpu::tensors_from_raw`].
-    unsafe fn borrowed(stream: &Arc<CudaStream>, raw: RawBuffer<T>) -> DeviceBuffer<T> {
+    pub(crate) unsafe fn borrowed(stream: &Arc<CudaStream>, raw: RawBuffer<T>) -> DeviceBuffer<T> {
         DeviceBuffer {
             // Safety: the caller's contract above; `Drop` leaks rather than frees it.
             slice: ManuallyDrop::new(unsafe { stream.upgrade_device_ptr(raw.ptr, raw.len) }),
@@ -1192,6 +1192,23 @@ fn check_buffer(
             actual: actual.saturating_mul(actual_size) / expected_size,
             shape: shape.to_string(),
         })
+    }
+}
+
+/// Refuses the first of `checks` (a buffer's name, its length and the length the problem needs,
+/// in elements) whose lengths differ, naming it and the problem (`shape`).
+pub(crate) fn check_lens(
+    checks: &[(&'static str, usize, usize)],
+    shape: &dyn std::fmt::Display,
+) -> Result<()> {
+    match checks.iter().find(|(_, actual, expected)| actual != expected) {
+        Some(&(what, actual, expected)) => Err(Error::Length {
+            what,
+            expected,
+            actual,
+            shape: shape.to_string(),
+        }),
+        None => Ok(()),
     }
 }
 
