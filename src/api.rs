@@ -143,28 +143,39 @@ impl<T: Element> std::fmt::Debug for DeviceTensor<T> {
     }
 }
 
-/// A packed batch of sequences of `T` on the GPU, `[total, H, D]`: every sequence's rows one
-/// after another (row-major, heads inside rows), as [`varlen_attention`] takes Q, K, V and
-/// gives its output. Where each sequence starts is the [`VarlenBatch`]'s business.
-pub struct PackedTensor<T: Element> {
+/// A tensor of `T` on the GPU with `N` dims, stored row-major with no layout choice: what the
+/// varlen and paged calls take beside [`DeviceTensor`]s, under the names that say which dims they
+/// mean ([`PackedTensor`], [`PagedCache`]). The buffer's length matches the dims by
+/// construction; the fields are private, so it stays so.
+pub struct DeviceArray<T: Element, const N: usize> {
     data: CudaSlice<T>,
-    dims: [usize; 3],
+    dims: [usize; N],
 }
 
-impl<T: Element> PackedTensor<T> {
-    /// Copies `data` (`total * H * D` elements, else [`Error::Length`]; every dim at least 1)
-    /// to a new tensor on `gpu`.
-    pub fn from_host(gpu: &Gpu, data: &[T], dims: [usize; 3]) -> Result<Self> {
-        Ok(PackedTensor {
-            data: upload_checked(gpu, data, &dims, || format!("packed {dims:?}"))?,
+/// A packed batch of sequences on the GPU, `[total, H, D]`: every sequence's rows one after
+/// another (heads inside rows), as [`varlen_attention`] takes Q, K, V and gives its output.
+/// Where each sequence starts is the [`VarlenBatch`]'s business.
+pub type PackedTensor<T> = DeviceArray<T, 3>;
+
+/// A paged K or V cache on the GPU, `[num_blocks, block_size, H_kv, D]`: pages of `block_size`
+/// keys, each key's heads side by side, as [`paged_attention`] takes them. Which page holds which
+/// keys of which sequence is the [`PagedKv`]'s business.
+pub type PagedCache<T> = DeviceArray<T, 4>;
+
+impl<T: Element, const N: usize> DeviceArray<T, N> {
+    /// Copies `data` (the product of `dims` elements, else [`Error::Length`]; every dim at
+    /// least 1) to a new tensor on `gpu`.
+    pub fn from_host(gpu: &Gpu, data: &[T], dims: [usize; N]) -> Result<Self> {
+        Ok(DeviceArray {
+            data: upload_checked(gpu, data, &dims, || format!("{dims:?}"))?,
             dims,
         })
     }
 
     /// A tensor of zeros on `gpu`, for instance an output for [`Attention::run_into`].
-    pub fn zeros(gpu: &Gpu, dims: [usize; 3]) -> Result<Self> {
-        let elements = checked_elements(&dims, || format!("packed {dims:?}"))?;
-        Ok(PackedTensor {
+    pub fn zeros(gpu: &Gpu, dims: [usize; N]) -> Result<Self> {
+        let elements = checked_elements(&dims, || format!("{dims:?}"))?;
+        Ok(DeviceArray {
             data: gpu.stream().alloc_zeros(elements)?,
             dims,
         })
@@ -175,59 +186,15 @@ impl<T: Element> PackedTensor<T> {
         Ok(self.data.stream().clone_dtoh(&self.data)?)
     }
 
-    /// `[total, H, D]`.
-    pub fn dims(&self) -> [usize; 3] {
+    /// The dims, outermost first.
+    pub fn dims(&self) -> [usize; N] {
         self.dims
     }
 }
 
-impl<T: Element> std::fmt::Debug for PackedTensor<T> {
+impl<T: Element, const N: usize> std::fmt::Debug for DeviceArray<T, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PackedTensor<{}>({:?})", T::DTYPE, self.dims)
-    }
-}
-
-/// A paged K or V cache of `T` on the GPU, `[num_blocks, block_size, H_kv, D]`: pages of
-/// `block_size` keys, each key's heads side by side, as [`paged_attention`] takes them. Which
-/// page holds which keys of which sequence is the [`PagedKv`]'s business.
-pub struct PagedCache<T: Element> {
-    data: CudaSlice<T>,
-    dims: [usize; 4],
-}
-
-impl<T: Element> PagedCache<T> {
-    /// Copies `data` (`num_blocks * block_size * H_kv * D` elements, else [`Error::Length`];
-    /// every dim at least 1) to a new cache on `gpu`.
-    pub fn from_host(gpu: &Gpu, data: &[T], dims: [usize; 4]) -> Result<Self> {
-        Ok(PagedCache {
-            data: upload_checked(gpu, data, &dims, || format!("paged cache {dims:?}"))?,
-            dims,
-        })
-    }
-
-    /// A cache of zeros on `gpu`.
-    pub fn zeros(gpu: &Gpu, dims: [usize; 4]) -> Result<Self> {
-        let elements = checked_elements(&dims, || format!("paged cache {dims:?}"))?;
-        Ok(PagedCache {
-            data: gpu.stream().alloc_zeros(elements)?,
-            dims,
-        })
-    }
-
-    /// Copies the cache back after the work already enqueued on it.
-    pub fn to_host(&self) -> Result<Vec<T>> {
-        Ok(self.data.stream().clone_dtoh(&self.data)?)
-    }
-
-    /// `[num_blocks, block_size, H_kv, D]`.
-    pub fn dims(&self) -> [usize; 4] {
-        self.dims
-    }
-}
-
-impl<T: Element> std::fmt::Debug for PagedCache<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PagedCache<{}>({:?})", T::DTYPE, self.dims)
+        write!(f, "DeviceArray<{}>({:?})", T::DTYPE, self.dims)
     }
 }
 

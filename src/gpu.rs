@@ -1119,7 +1119,7 @@ pub fn launch_config(kernel: &Kernel, shape: Shape) -> LaunchConfig {
     }
 }
 
-fn blocks(config: &LaunchConfig) -> usize {
+pub(crate) fn blocks(config: &LaunchConfig) -> usize {
     config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize
 }
 

@@ -399,7 +399,7 @@ impl Gpu {
             .decode_plan(&kernel.0, shape)?
             .expect("a paged kernel is a flash_decode one");
         let config = plan.grid(variant.threads(), kernel.0.smem_bytes());
-        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let blocks = crate::gpu::blocks(&config);
         let mut log = self
             .stream()
             .alloc_zeros::<u32>(crate::gpu::RECORD_WORDS * blocks)?;
@@ -432,7 +432,7 @@ impl Gpu {
             .decode_plan(kernel, shape)?
             .expect("a paged kernel is a flash_decode one");
         let config = plan.grid(kernel.variant().threads(), kernel.smem_bytes());
-        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let blocks = crate::gpu::blocks(&config);
         // Every buffer holds what the shape and cache imply (re-checked here, before each
         // launch: lent buffers are sized by the caller).
         let cache_len = tensors.cache.cache_len(shape)?;

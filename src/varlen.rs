@@ -58,6 +58,11 @@ fn check_prefix_sums(name: &str, cu: &[i32]) -> Result<()> {
     Ok(())
 }
 
+/// The largest step of checked (never decreasing) prefix sums: the longest sequence.
+fn longest(cu: &[i32]) -> usize {
+    cu.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0)
+}
+
 impl VarlenBatch {
     /// Checks `cu_seqlens_q` and `cu_seqlens_k`: each `B + 1` entries (the same `B`), the first
     /// 0, none decreasing. One-line refusals name the array and the entry.
@@ -132,18 +137,12 @@ impl VarlenBatch {
 
     /// The longest sequence's query count.
     pub fn max_q(&self) -> usize {
-        (0..self.batch())
-            .map(|b| self.q_range(b).len())
-            .max()
-            .unwrap_or(0)
+        longest(&self.cu_q)
     }
 
     /// The longest sequence's key count.
     pub fn max_k(&self) -> usize {
-        (0..self.batch())
-            .map(|b| self.k_range(b).len())
-            .max()
-            .unwrap_or(0)
+        longest(&self.cu_k)
     }
 
     /// The launch grid's shape: `B` sequences of the longest lengths (at least 1), which sizes
@@ -498,7 +497,7 @@ impl Gpu {
     ) -> Result<BarrierCount> {
         let kernel = self.varlen_kernel(variant, tensors.head_dim, tensors.dtype, true)?;
         let (config, _) = self.varlen_grid(&kernel.0, tensors)?;
-        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let blocks = crate::gpu::blocks(&config);
         let mut log = self
             .stream()
             .alloc_zeros::<u32>(crate::gpu::RECORD_WORDS * blocks)?;
@@ -558,7 +557,7 @@ impl Gpu {
         let shape = tensors.grid_shape();
         let packed = tensors.batch.packed_shape(heads, heads_kv, d)?;
         let (config, plan) = self.varlen_grid(kernel, tensors)?;
-        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let blocks = crate::gpu::blocks(&config);
         // Every buffer holds what the prefix sums imply (re-checked here, before each launch).
         let (q_len, kv_len, lse_len) = tensors.batch.lens(heads, heads_kv, d);
         let b1 = tensors.batch.batch() + 1;

@@ -134,10 +134,18 @@ impl<T: Half> Case<T> {
     }
 
     fn check_lse(&self, lse: &LseBuffer, what: &str) {
-        for (row, (&a, &r)) in lse.to_host().unwrap().iter().zip(&self.expected_lse).enumerate() {
-            let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
-            assert!(ok, "{what} on {}: lse row {row}: {a} vs {r}", self.shape);
-        }
+        assert_lse(lse, &self.expected_lse, &format!("{what} on {}", self.shape));
+    }
+}
+
+/// Every row of `lse` within 1e-3 of the reference's, or equal to it (`-inf` for a row that sees
+/// no key).
+fn assert_lse(lse: &LseBuffer, expected: &[f64], what: &str) {
+    let rows = lse.to_host().unwrap();
+    assert_eq!(rows.len(), expected.len(), "{what}");
+    for (row, (&a, &r)) in rows.iter().zip(expected).enumerate() {
+        let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
+        assert!(ok, "{what}: lse row {row}: {a} vs {r}");
     }
 }
 
@@ -593,12 +601,7 @@ fn varlen_calls_match_the_reference_per_sequence() {
         .run(&gpu)
         .unwrap();
     check(&out, "run");
-    for (row, (&a, &r)) in lse.to_host().unwrap().iter().zip(&expected_lse).enumerate() {
-        assert!(
-            a as f64 == r || (a as f64 - r).abs() <= 1e-3,
-            "lse row {row}: {a} vs {r}, seed {seed}"
-        );
-    }
+    assert_lse(&lse, &expected_lse, &format!("seed {seed}"));
     // Every variant with a varlen entry point on this GPU, named, into a NaN-poisoned output.
     for variant in flashrs::varlen::varlen_variants(d, gpu.arch) {
         let mut into = PackedTensor::from_host(&gpu, &vec![f16::NAN; q.len()], [total_q, heads, d]).unwrap();
@@ -677,12 +680,7 @@ fn paged_calls_match_the_reference_per_sequence() {
         .run(&gpu)
         .unwrap();
     check(&out, "run");
-    for (row, (&a, &r)) in lse.to_host().unwrap().iter().zip(&expected_lse).enumerate() {
-        assert!(
-            a as f64 == r || (a as f64 - r).abs() <= 1e-3,
-            "lse row {row}: {a} vs {r}, seed {seed}"
-        );
-    }
+    assert_lse(&lse, &expected_lse, &format!("seed {seed}"));
     for variant in flashrs::VARIANTS
         .iter()
         .filter(|v| v.family == flashrs::Family::FlashDecode && v.head_dims.contains(&d))
