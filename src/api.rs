@@ -39,13 +39,15 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use crate::error::{Error, Result};
 use crate::gpu::{check_alignment, Gpu, RawBuffer, RawTensors, TENSOR_ALIGN};
 use crate::layout::Layout;
+use crate::paged::PagedKv;
 use crate::problem::{DType, Params, Shape};
 use crate::variants::VariantSpec;
+use crate::varlen::VarlenBatch;
 
 pub use half::{bf16, f16};
 
@@ -95,9 +97,8 @@ impl<T: Element> DeviceTensor<T> {
     /// Copies `data`, laid out as `layout`, to a new tensor on `gpu`. `data` must hold exactly
     /// `B * H * S * D` elements (else [`Error::Length`]) and every dim must be at least 1.
     pub fn from_host(gpu: &Gpu, data: &[T], dims: [usize; 4], layout: Layout) -> Result<Self> {
-        check_host_len(dims, layout, data.len())?;
         Ok(DeviceTensor {
-            data: gpu.stream().clone_htod(data)?,
+            data: upload_checked(gpu, data, &dims, || format!("{dims:?} {layout}"))?,
             dims,
             layout,
         })
@@ -142,6 +143,61 @@ impl<T: Element> std::fmt::Debug for DeviceTensor<T> {
     }
 }
 
+/// A tensor of `T` on the GPU with `N` dims, stored row-major with no layout choice: what the
+/// varlen and paged calls take beside [`DeviceTensor`]s, under the names that say which dims they
+/// mean ([`PackedTensor`], [`PagedCache`]). The buffer's length matches the dims by
+/// construction; the fields are private, so it stays so.
+pub struct DeviceArray<T: Element, const N: usize> {
+    data: CudaSlice<T>,
+    dims: [usize; N],
+}
+
+/// A packed batch of sequences on the GPU, `[total, H, D]`: every sequence's rows one after
+/// another (heads inside rows), as [`varlen_attention`] takes Q, K, V and gives its output.
+/// Where each sequence starts is the [`VarlenBatch`]'s business.
+pub type PackedTensor<T> = DeviceArray<T, 3>;
+
+/// A paged K or V cache on the GPU, `[num_blocks, block_size, H_kv, D]`: pages of `block_size`
+/// keys, each key's heads side by side, as [`paged_attention`] takes them. Which page holds which
+/// keys of which sequence is the [`PagedKv`]'s business.
+pub type PagedCache<T> = DeviceArray<T, 4>;
+
+impl<T: Element, const N: usize> DeviceArray<T, N> {
+    /// Copies `data` (the product of `dims` elements, else [`Error::Length`]; every dim at
+    /// least 1) to a new tensor on `gpu`.
+    pub fn from_host(gpu: &Gpu, data: &[T], dims: [usize; N]) -> Result<Self> {
+        Ok(DeviceArray {
+            data: upload_checked(gpu, data, &dims, || format!("{dims:?}"))?,
+            dims,
+        })
+    }
+
+    /// A tensor of zeros on `gpu`, for instance an output for [`Attention::run_into`].
+    pub fn zeros(gpu: &Gpu, dims: [usize; N]) -> Result<Self> {
+        let elements = checked_elements(&dims, || format!("{dims:?}"))?;
+        Ok(DeviceArray {
+            data: gpu.stream().alloc_zeros(elements)?,
+            dims,
+        })
+    }
+
+    /// Copies the tensor back after the work already enqueued on it.
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        Ok(self.data.stream().clone_dtoh(&self.data)?)
+    }
+
+    /// The dims, outermost first.
+    pub fn dims(&self) -> [usize; N] {
+        self.dims
+    }
+}
+
+impl<T: Element, const N: usize> std::fmt::Debug for DeviceArray<T, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceArray<{}>({:?})", T::DTYPE, self.dims)
+    }
+}
+
 /// Each query row's log-sum-exp of its scaled scores (natural log, fp32) on the GPU, `[B, H,
 /// S_q]`: what a backward pass or a combine of partial attentions needs. Filled by a call given
 /// it through [`Attention::lse`]; a row that sees no key gets `-inf`.
@@ -164,6 +220,13 @@ impl LseBuffer {
     pub fn for_queries<T: Element>(gpu: &Gpu, q: &DeviceTensor<T>) -> Result<Self> {
         let [batch, heads, seq_q, _] = q.dims;
         LseBuffer::new(gpu, [batch, heads, seq_q])
+    }
+
+    /// A buffer for the packed queries `q` (`[total_q, H, D]`) of a [`varlen_attention`] call:
+    /// `[1, H, total_q]`, each head's rows in packed order.
+    pub fn for_packed<T: Element>(gpu: &Gpu, q: &PackedTensor<T>) -> Result<Self> {
+        let [total_q, heads, _] = q.dims;
+        LseBuffer::new(gpu, [1, heads, total_q])
     }
 
     /// Copies the rows back, after the work already enqueued on them.
@@ -193,34 +256,116 @@ pub fn attention<'a, T: Element>(
     k: &'a DeviceTensor<T>,
     v: &'a DeviceTensor<T>,
 ) -> Attention<'a, T> {
-    Attention {
-        q,
-        k,
-        v,
-        params: Params {
-            causal: false,
-            scale: None,
-        },
-        lse: None,
-        kernel: None,
-    }
+    Attention::new(DenseInputs { q, k, v })
 }
 
-/// One attention call being configured; see [`attention`]. Nothing runs until [`Attention::run`]
-/// or [`Attention::run_into`].
-#[must_use = "nothing runs until `run` or `run_into`"]
-pub struct Attention<'a, T: Element> {
+/// Starts an attention call on a packed batch of sequences of their own lengths, as
+/// FlashAttention's `flash_attn_varlen_func` takes them: `q` is `[total_q, H, D]`, `k` and `v`
+/// `[total_k, H_kv, D]`, and `batch` holds `cu_seqlens_q` and `cu_seqlens_k` (checked when it was
+/// made: `B + 1` entries each, 0 first, none decreasing), whose last entries must be `total_q`
+/// and `total_k`. Each sequence attends to its own keys only; a causal mask is aligned
+/// bottom-right per sequence. The output is `[total_q, H, D]`, the log-sum-exp `[1, H, total_q]`
+/// ([`LseBuffer::for_packed`]). The prefix sums are copied to the GPU at each run from `batch`,
+/// so the kernels only ever see checked ones.
+///
+/// Element types do not mix here either:
+///
+/// ```compile_fail,E0308
+/// # use flashrs::api::{bf16, f16, PackedTensor};
+/// # fn mix(q: &PackedTensor<f16>, kv: &PackedTensor<bf16>, batch: &flashrs::VarlenBatch) {
+/// let _ = flashrs::api::varlen_attention(q, kv, kv, batch);
+/// # }
+/// ```
+pub fn varlen_attention<'a, T: Element>(
+    q: &'a PackedTensor<T>,
+    k: &'a PackedTensor<T>,
+    v: &'a PackedTensor<T>,
+    batch: &'a VarlenBatch,
+) -> Attention<'a, T, VarlenInputs<'a, T>> {
+    Attention::new(VarlenInputs { q, k, v, batch })
+}
+
+/// Starts an attention call against a paged KV cache, as FlashAttention's
+/// `flash_attn_with_kvcache` takes one: `q` is `[B, H, S_q, D]` (either layout), `k_cache` and
+/// `v_cache` are `[num_blocks, block_size, H_kv, D]`, and `cache` holds the block table
+/// (`[B, max_blocks]`) and each sequence's key count (checked when it was made: every page a
+/// sequence uses inside the cache, every length inside its table row). Causal masks are aligned
+/// bottom-right per sequence. The output takes q's dims and layout. The table and lengths are
+/// copied to the GPU at each run from `cache`, so the kernels only ever see checked ones. Runs on
+/// `flash_decode` ([`Gpu::choose_paged`]).
+///
+/// ```compile_fail,E0308
+/// # use flashrs::api::{bf16, f16, DeviceTensor, PagedCache};
+/// # fn mix(q: &DeviceTensor<f16>, kv: &PagedCache<bf16>, cache: &flashrs::PagedKv) {
+/// let _ = flashrs::api::paged_attention(q, kv, kv, cache);
+/// # }
+/// ```
+pub fn paged_attention<'a, T: Element>(
+    q: &'a DeviceTensor<T>,
+    k_cache: &'a PagedCache<T>,
+    v_cache: &'a PagedCache<T>,
+    cache: &'a PagedKv,
+) -> Attention<'a, T, PagedInputs<'a, T>> {
+    Attention::new(PagedInputs {
+        q,
+        k: k_cache,
+        v: v_cache,
+        cache,
+    })
+}
+
+/// The inputs of a dense call ([`attention`]).
+pub struct DenseInputs<'a, T: Element> {
     q: &'a DeviceTensor<T>,
     k: &'a DeviceTensor<T>,
     v: &'a DeviceTensor<T>,
+}
+
+/// The inputs of a variable-length call ([`varlen_attention`]).
+pub struct VarlenInputs<'a, T: Element> {
+    q: &'a PackedTensor<T>,
+    k: &'a PackedTensor<T>,
+    v: &'a PackedTensor<T>,
+    batch: &'a VarlenBatch,
+}
+
+/// The inputs of a paged call ([`paged_attention`]).
+pub struct PagedInputs<'a, T: Element> {
+    q: &'a DeviceTensor<T>,
+    k: &'a PagedCache<T>,
+    v: &'a PagedCache<T>,
+    cache: &'a PagedKv,
+}
+
+/// One attention call being configured: dense ([`attention`]), variable-length
+/// ([`varlen_attention`]) or against a paged cache ([`paged_attention`]). Nothing runs until
+/// `run` or `run_into`.
+#[must_use = "nothing runs until `run` or `run_into`"]
+pub struct Attention<'a, T: Element, I = DenseInputs<'a, T>> {
+    inputs: I,
     params: Params,
     lse: Option<&'a mut LseBuffer>,
     kernel: Option<&'static VariantSpec>,
+    _element: PhantomData<T>,
 }
 
-impl<'a, T: Element> Attention<'a, T> {
+impl<'a, T: Element, I> Attention<'a, T, I> {
+    fn new(inputs: I) -> Self {
+        Attention {
+            inputs,
+            params: Params {
+                causal: false,
+                scale: None,
+            },
+            lse: None,
+            kernel: None,
+            _element: PhantomData,
+        }
+    }
+
     /// Masks key `j` from query `i` unless `j <= i + S_k - S_q` (aligned bottom-right, as
-    /// FlashAttention-2; a query that sees no key gets zeros). Off by default.
+    /// FlashAttention-2, per sequence for varlen and paged calls; a query that sees no key gets
+    /// zeros). Off by default.
     pub fn causal(mut self, causal: bool) -> Self {
         self.params.causal = causal;
         self
@@ -232,25 +377,31 @@ impl<'a, T: Element> Attention<'a, T> {
         self
     }
 
-    /// Also writes each query row's log-sum-exp into `lse`, whose dims must be `[B, H, S_q]`.
+    /// Also writes each query row's log-sum-exp into `lse`: `[B, H, S_q]` for dense and paged
+    /// calls ([`LseBuffer::for_queries`]), `[1, H, total_q]` for varlen ones
+    /// ([`LseBuffer::for_packed`]).
     pub fn lse(mut self, lse: &'a mut LseBuffer) -> Self {
         self.lse = Some(lse);
         self
     }
 
     /// Runs `variant` (one of [`crate::VARIANTS`] or the experimental ones) instead of the
-    /// library's choice.
+    /// library's choice; for varlen and paged calls it must have such an entry point (else a
+    /// typed error before anything runs).
     pub fn kernel(mut self, variant: &'static VariantSpec) -> Self {
         self.kernel = Some(variant);
         self
     }
+}
 
+impl<'a, T: Element> Attention<'a, T> {
     /// Checks the call and enqueues it on `gpu`'s stream; returns the output, `[B, H, S_q, D]`
     /// in q's layout. Asynchronous: [`DeviceTensor::to_host`] waits for it.
     pub fn run(self, gpu: &Gpu) -> Result<DeviceTensor<T>> {
         // Checked first so that a refused call allocates nothing.
         self.plan(None)?;
-        let mut out = DeviceTensor::zeros(gpu, self.q.dims, self.q.layout)?;
+        let q = self.inputs.q;
+        let mut out = DeviceTensor::zeros(gpu, q.dims, q.layout)?;
         self.run_into(gpu, &mut out)?;
         Ok(out)
     }
@@ -260,70 +411,172 @@ impl<'a, T: Element> Attention<'a, T> {
     pub fn run_into(self, gpu: &Gpu, out: &mut DeviceTensor<T>) -> Result<&'static VariantSpec> {
         let shape = self.plan(Some(out.operand()))?;
         let kernel = self.kernel.map(compiled_variant).transpose()?;
+        let DenseInputs { q, k, v } = self.inputs;
         let stream = gpu.stream();
-        let on_gpu = |what, other: &cudarc::driver::CudaStream| {
-            // One stream orders the uploads, the launch, the downloads and the frees.
-            if *other == **stream {
-                Ok(())
-            } else {
-                Err(Error::OtherGpu { what })
-            }
-        };
-        on_gpu("q", self.q.data.stream())?;
-        on_gpu("k", self.k.data.stream())?;
-        on_gpu("v", self.v.data.stream())?;
-        on_gpu("out", out.data.stream())?;
-        let mut lse = self.lse;
-        if let Some(lse) = &lse {
-            on_gpu("lse", lse.data.stream())?;
-        }
-        // The guards keep the pointers valid until the launch is enqueued (their event tracking
-        // is off on the library's contexts).
-        let (q_ptr, _q_guard) = self.q.data.device_ptr(stream);
-        let (k_ptr, _k_guard) = self.k.data.device_ptr(stream);
-        let (v_ptr, _v_guard) = self.v.data.device_ptr(stream);
-        let out_len = out.data.len();
-        let (out_ptr, _out_guard) = out.data.device_ptr_mut(stream);
-        let lse_len = lse.as_ref().map(|lse| lse.data.len());
-        let (lse_ptr, _lse_guard) = match lse.as_mut() {
-            Some(lse) => {
-                let (ptr, guard) = lse.data.device_ptr_mut(stream);
-                (Some(ptr), Some(guard))
-            }
-            None => (None, None),
-        };
-        let raw = RawTensors {
-            q: RawBuffer::new(q_ptr, self.q.data.len()),
-            k: RawBuffer::new(k_ptr, self.k.data.len()),
-            v: RawBuffer::new(v_ptr, self.v.data.len()),
-            out: RawBuffer::new(out_ptr, out_len),
-            lse: lse_ptr.zip(lse_len).map(|(ptr, len)| RawBuffer::new(ptr, len)),
-        };
-        // Safety (the contract of `tensors_from_raw`):
-        // - every pointer is a live `CudaSlice` of `len` elements of a 16-bit `T` (or f32 for the
-        //   log-sum-exp) allocated on `stream`, so in this GPU's context (streams checked above);
-        // - the slices are borrowed for this whole function, longer than the `Tensors`, and a
-        //   `CudaSlice` is freed on its own stream (`stream`), after the work enqueued here;
-        // - every access to a `DeviceTensor` or `LseBuffer` runs on its stream, `stream`, so
-        //   it is ordered with this launch; the borrows (`&` for q, k, v, `&mut` for out and lse)
-        //   rule out a write to Q, K, V and any other use of out and lse meanwhile;
-        // - out and lse are exclusive borrows of distinct objects, so they overlap neither each
-        //   other nor Q, K, V.
-        let mut tensors = unsafe { gpu.tensors_from_raw(stream, self.q.layout, shape, T::DTYPE, raw) }?;
+        let lse = self.lse.map(|lse| &mut lse.data);
+        let (raw, _guards) = lend(stream, [&q.data, &k.data, &v.data], &mut out.data, lse)?;
+        // Safety (the contract of `tensors_from_raw`): `lend`'s buffers (see there), held for
+        // this whole function, longer than the `Tensors`.
+        let mut tensors = unsafe { gpu.tensors_from_raw(stream, q.layout, shape, T::DTYPE, raw) }?;
         gpu.forward(&mut tensors, self.params, kernel.map(|v| v.name))
     }
 
     /// Every check between the tensors, before anything is allocated or launched.
     fn plan(&self, out: Option<Operand>) -> Result<Shape> {
+        let DenseInputs { q, k, v } = self.inputs;
         plan(
-            self.q.operand(),
-            self.k.operand(),
-            self.v.operand(),
+            q.operand(),
+            k.operand(),
+            v.operand(),
             out,
             self.lse.as_ref().map(|lse| lse.dims),
             self.params,
         )
     }
+}
+
+impl<'a, T: Element> Attention<'a, T, VarlenInputs<'a, T>> {
+    /// Checks the call and enqueues it on `gpu`'s stream; returns the output, `[total_q, H, D]`.
+    /// Asynchronous: [`PackedTensor::to_host`] waits for it.
+    pub fn run(self, gpu: &Gpu) -> Result<PackedTensor<T>> {
+        self.plan(None)?;
+        let mut out = PackedTensor::zeros(gpu, self.inputs.q.dims)?;
+        self.run_into(gpu, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`run`](Self::run), writing into `out` (q's dims). Returns the variant that ran: the
+    /// one named with [`Attention::kernel`], else [`Gpu::choose_varlen`]'s.
+    pub fn run_into(self, gpu: &Gpu, out: &mut PackedTensor<T>) -> Result<&'static VariantSpec> {
+        let heads = self.plan(Some(out.dims))?;
+        let VarlenInputs { q, k, v, batch } = self.inputs;
+        let (h, h_kv, d) = heads;
+        let variant = match self.kernel {
+            Some(variant) => compiled_variant(variant)?,
+            None => gpu.choose_varlen(batch, h, h_kv, d)?,
+        };
+        let kernel = gpu.varlen_kernel(variant, d, T::DTYPE, false)?;
+        let lse = self.lse.map(|lse| &mut lse.data);
+        let (raw, _guards) = lend(gpu.stream(), [&q.data, &k.data, &v.data], &mut out.data, lse)?;
+        // Safety (the contract of `varlen_tensors_lent`): `lend`'s buffers (see there), held for
+        // this whole function, longer than the tensors.
+        let mut tensors = unsafe { gpu.varlen_tensors_lent(batch.clone(), heads, T::DTYPE, raw) }?;
+        gpu.launch_varlen(&kernel, &mut tensors, self.params, None)?;
+        Ok(variant)
+    }
+
+    fn plan(&self, out: Option<[usize; 3]>) -> Result<(usize, usize, usize)> {
+        let VarlenInputs { q, k, v, batch } = self.inputs;
+        plan_varlen(
+            [q.dims, k.dims, v.dims],
+            out,
+            self.lse.as_ref().map(|lse| lse.dims),
+            batch,
+            self.params,
+        )
+    }
+}
+
+impl<'a, T: Element> Attention<'a, T, PagedInputs<'a, T>> {
+    /// Checks the call and enqueues it on `gpu`'s stream; returns the output, q's dims and
+    /// layout. Asynchronous: [`DeviceTensor::to_host`] waits for it.
+    pub fn run(self, gpu: &Gpu) -> Result<DeviceTensor<T>> {
+        self.plan(None)?;
+        let q = self.inputs.q;
+        let mut out = DeviceTensor::zeros(gpu, q.dims, q.layout)?;
+        self.run_into(gpu, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`run`](Self::run), writing into `out` (q's dims and layout). Returns the variant
+    /// that ran: the one named with [`Attention::kernel`], else [`Gpu::choose_paged`]'s.
+    pub fn run_into(self, gpu: &Gpu, out: &mut DeviceTensor<T>) -> Result<&'static VariantSpec> {
+        let shape = self.plan(Some(out.operand()))?;
+        let PagedInputs { q, k, v, cache } = self.inputs;
+        let variant = match self.kernel {
+            Some(variant) => compiled_variant(variant)?,
+            None => gpu.choose_paged(shape)?,
+        };
+        let kernel = gpu.paged_kernel(variant, shape.head_dim, T::DTYPE, false)?;
+        let lse = self.lse.map(|lse| &mut lse.data);
+        let (raw, _guards) = lend(gpu.stream(), [&q.data, &k.data, &v.data], &mut out.data, lse)?;
+        // Safety (the contract of `paged_tensors_lent`): `lend`'s buffers (see there), held for
+        // this whole function, longer than the tensors.
+        let mut tensors = unsafe { gpu.paged_tensors_lent(q.layout, shape, T::DTYPE, cache.clone(), raw) }?;
+        gpu.launch_paged(&kernel, &mut tensors, self.params, None)?;
+        Ok(variant)
+    }
+
+    fn plan(&self, out: Option<Operand>) -> Result<Shape> {
+        let PagedInputs { q, k, v, cache } = self.inputs;
+        plan_paged(
+            q.operand(),
+            [k.dims, v.dims],
+            out,
+            self.lse.as_ref().map(|lse| lse.dims),
+            cache,
+            self.params,
+        )
+    }
+}
+
+/// Q, K, V, the output and the log-sum-exp of one call as the raw buffers the launches take, with
+/// the guards that keep their addresses valid until the launch is enqueued (their event tracking
+/// is off on the library's contexts). Every buffer must be on `stream`: one stream orders the
+/// uploads, the launch, the downloads and the frees.
+///
+/// What the launches may assume of them (the contract of [`Gpu::tensors_from_raw`]): each is a
+/// live `CudaSlice` of `len` elements of a 16-bit `T` (f32 for the log-sum-exp) allocated on
+/// `stream`, so in its GPU's context; the caller holds the borrows for as long as it uses the
+/// buffers, and a `CudaSlice` is freed on its own stream, after the work enqueued there; every
+/// access to a typed tensor runs on its stream, so it is ordered with the launch, and the borrows
+/// (`&` for the inputs, `&mut` for out and lse) rule out a write to the inputs and any other use
+/// of out and lse meanwhile; out and lse are exclusive borrows of distinct objects, so they
+/// overlap neither each other nor the inputs.
+fn lend<'s, T: Element>(
+    stream: &'s Arc<CudaStream>,
+    [q, k, v]: [&'s CudaSlice<T>; 3],
+    out: &'s mut CudaSlice<T>,
+    lse: Option<&'s mut CudaSlice<f32>>,
+) -> Result<(RawTensors, Vec<SyncOnDrop<'s>>)> {
+    let on_stream = |what, other: &CudaStream| {
+        if *other == **stream {
+            Ok(())
+        } else {
+            Err(Error::OtherGpu { what })
+        }
+    };
+    on_stream("q", q.stream())?;
+    on_stream("k", k.stream())?;
+    on_stream("v", v.stream())?;
+    on_stream("out", out.stream())?;
+    if let Some(lse) = &lse {
+        on_stream("lse", lse.stream())?;
+    }
+    let mut guards = Vec::with_capacity(5);
+    let mut read = |slice: &'s CudaSlice<T>| {
+        let (ptr, guard) = slice.device_ptr(stream);
+        guards.push(guard);
+        RawBuffer::new(ptr, slice.len())
+    };
+    let (q, k, v) = (read(q), read(k), read(v));
+    let out_len = out.len();
+    let (out_ptr, out_guard) = out.device_ptr_mut(stream);
+    guards.push(out_guard);
+    let lse = lse.map(|lse| {
+        let len = lse.len();
+        let (ptr, guard) = lse.device_ptr_mut(stream);
+        guards.push(guard);
+        RawBuffer::new(ptr, len)
+    });
+    let raw = RawTensors {
+        q,
+        k,
+        v,
+        out: RawBuffer::new(out_ptr, out_len),
+        lse,
+    };
+    Ok((raw, guards))
 }
 
 /// The compiled variant `variant` names, refusing one whose fields were changed from those of
@@ -706,9 +959,172 @@ fn plan(
     Ok(shape)
 }
 
+/// Every check a [`varlen_attention`] call makes on its inputs before it touches the GPU,
+/// without one, for callers that hold only dims (a command line reading files): packed `q`
+/// (`[total_q, H, D]`), `k` and `v` (`[total_k, H_kv, D]`) against each other and against
+/// `batch`'s prefix sums, the head dim and the options. Returns `(H, H_kv, D)`.
+pub fn check_varlen(
+    q: [usize; 3],
+    k: [usize; 3],
+    v: [usize; 3],
+    batch: &VarlenBatch,
+    params: Params,
+) -> Result<(usize, usize, usize)> {
+    plan_varlen([q, k, v], None, None, batch, params)
+}
+
+/// Every check a [`paged_attention`] call makes on its inputs before it touches the GPU,
+/// without one: `q` (logical dims `[B, H, S_q, D]` in `layout`) and the caches (`[num_blocks,
+/// block_size, H_kv, D]`) against each other and against `cache`'s table and lengths, the head
+/// dim and the options. Returns the problem's shape (`seq_k`: the longest sequence).
+pub fn check_paged(
+    q: [usize; 4],
+    layout: Layout,
+    k_cache: [usize; 4],
+    v_cache: [usize; 4],
+    cache: &PagedKv,
+    params: Params,
+) -> Result<Shape> {
+    plan_paged(
+        Operand { dims: q, layout },
+        [k_cache, v_cache],
+        None,
+        None,
+        cache,
+        params,
+    )
+}
+
+/// The heads `(H, H_kv, D)` of a varlen call on packed `q`, `k`, `v` (`[total, heads, D]`, and
+/// `out`, `lse` when given) split by `batch`, or the typed error of the first mismatch. Pure,
+/// like `plan`.
+fn plan_varlen(
+    [q, k, v]: [[usize; 3]; 3],
+    out: Option<[usize; 3]>,
+    lse: Option<[usize; 3]>,
+    batch: &VarlenBatch,
+    params: Params,
+) -> Result<(usize, usize, usize)> {
+    let incompatible = |message: String| Err(Error::Incompatible(format!("varlen: {message}")));
+    if v != k {
+        return incompatible(format!(
+            "k is {k:?} and v is {v:?}: keys and values need the same dims"
+        ));
+    }
+    let [total_q, heads, head_dim] = q;
+    let [total_k, heads_kv, head_dim_kv] = k;
+    if head_dim_kv != head_dim {
+        return incompatible(format!(
+            "q has head dim {head_dim}, k and v have {head_dim_kv}: they need the same head dim"
+        ));
+    }
+    if heads_kv == 0 || !heads.is_multiple_of(heads_kv) {
+        return incompatible(format!(
+            "k and v have {heads_kv} heads, which must divide q's {heads} (grouped-query attention)"
+        ));
+    }
+    let packed = [
+        ("q has", total_q, "cu_seqlens_q", batch.total_q()),
+        ("k and v have", total_k, "cu_seqlens_k", batch.total_k()),
+    ];
+    for (tensors, rows, sums, total) in packed {
+        if rows != total {
+            return incompatible(format!(
+                "{tensors} {rows} packed rows, but {sums} ends at {total}: its last entry is the rows in all"
+            ));
+        }
+    }
+    if out.is_some_and(|out| out != q) {
+        return incompatible(format!(
+            "the output is {:?} and q is {q:?}: the output takes q's dims",
+            out.unwrap_or_default()
+        ));
+    }
+    if let Some(lse) = lse.filter(|&lse| lse != [1, heads, total_q]) {
+        return incompatible(format!(
+            "the log-sum-exp buffer is {lse:?}, packed queries need [1, H, total_q] = {:?}",
+            [1, heads, total_q]
+        ));
+    }
+    batch.grid_shape(heads, heads_kv, head_dim)?;
+    params.validate()?;
+    Ok((heads, heads_kv, head_dim))
+}
+
+/// The shape of a paged call on `q` (`[B, H, S_q, D]`, and `out`, `lse` when given) against
+/// caches of dims `[k, v]` (`[num_blocks, block_size, H_kv, D]`) indexed by `cache`, or the typed
+/// error of the first mismatch. `seq_k` is the longest sequence's length. Pure, like `plan`.
+fn plan_paged(
+    q: Operand,
+    [k, v]: [[usize; 4]; 2],
+    out: Option<Operand>,
+    lse: Option<[usize; 3]>,
+    cache: &PagedKv,
+    params: Params,
+) -> Result<Shape> {
+    let incompatible = |message: String| Err(Error::Incompatible(format!("paged KV cache: {message}")));
+    if v != k {
+        return incompatible(format!(
+            "the k cache is {k:?} and the v cache {v:?}: they need the same dims"
+        ));
+    }
+    let [num_blocks, block_size, heads_kv, head_dim_kv] = k;
+    if [num_blocks, block_size] != [cache.num_blocks(), cache.block_size()] {
+        return incompatible(format!(
+            "the caches hold {num_blocks} pages of {block_size} keys, the block table indexes {} pages of {}",
+            cache.num_blocks(),
+            cache.block_size()
+        ));
+    }
+    let [batch, heads, seq_q, head_dim] = q.dims;
+    if batch != cache.batch() {
+        return incompatible(format!(
+            "q has batch {batch}, seqlens_k has {} sequences: one per query batch entry",
+            cache.batch()
+        ));
+    }
+    if head_dim_kv != head_dim {
+        return incompatible(format!(
+            "q has head dim {head_dim}, the caches have {head_dim_kv}: they need the same head dim"
+        ));
+    }
+    if heads_kv == 0 || !heads.is_multiple_of(heads_kv) {
+        return incompatible(format!(
+            "the caches have {heads_kv} heads, which must divide q's {heads} (grouped-query attention)"
+        ));
+    }
+    if let Some(out) = out.filter(|out| out.dims != q.dims || out.layout != q.layout) {
+        return incompatible(format!(
+            "the output is {:?} {} and q is {:?} {}: the output takes q's dims and layout",
+            out.dims, out.layout, q.dims, q.layout
+        ));
+    }
+    if let Some(lse) = lse.filter(|&lse| lse != [batch, heads, seq_q]) {
+        return incompatible(format!(
+            "the log-sum-exp buffer is {lse:?}, q needs [B, H, S_q] = {:?}",
+            [batch, heads, seq_q]
+        ));
+    }
+    let shape = cache.shape(heads, heads_kv, seq_q, head_dim)?;
+    params.validate()?;
+    Ok(shape)
+}
+
+/// `data` on `gpu` as a tensor of `dims` (`describe` names it in errors), refusing data that
+/// does not fill it exactly.
+fn upload_checked<T: Element>(
+    gpu: &Gpu,
+    data: &[T],
+    dims: &[usize],
+    describe: impl Fn() -> String,
+) -> Result<CudaSlice<T>> {
+    check_host_len(dims, data.len(), describe)?;
+    Ok(gpu.stream().clone_htod(data)?)
+}
+
 /// Checks that host data of `len` elements fills a tensor of `dims`.
-fn check_host_len(dims: [usize; 4], layout: Layout, len: usize) -> Result<()> {
-    let expected = elements(&dims, layout)?;
+fn check_host_len(dims: &[usize], len: usize, describe: impl Fn() -> String) -> Result<()> {
+    let expected = checked_elements(dims, &describe)?;
     if len == expected {
         Ok(())
     } else {
@@ -716,7 +1132,7 @@ fn check_host_len(dims: [usize; 4], layout: Layout, len: usize) -> Result<()> {
             what: "host data",
             expected,
             actual: len,
-            shape: format!("{dims:?} {layout}"),
+            shape: describe(),
         })
     }
 }
@@ -907,28 +1323,197 @@ mod tests {
 
     #[test]
     fn host_data_must_fill_the_dims() {
-        let dims = [2, 3, 5, 64];
-        assert!(check_host_len(dims, Layout::Bshd, 2 * 3 * 5 * 64).is_ok());
-        for len in [0, 2 * 3 * 5 * 64 - 1, 2 * 3 * 5 * 64 + 1] {
-            match check_host_len(dims, Layout::Bshd, len) {
-                Err(Error::Length {
-                    expected: 1920,
-                    actual,
-                    ..
-                }) if actual == len => {}
-                other => panic!("{len}: {other:?}"),
+        let named = || "x".to_string();
+        // 4-D dense, 3-D packed and 4-D paged tensors go through the same check.
+        for dims in [&[2, 3, 5, 64][..], &[30, 1, 64], &[1, 15, 2, 64]] {
+            assert!(check_host_len(dims, 1920, named).is_ok(), "{dims:?}");
+            for len in [0, 1919, 1921] {
+                match check_host_len(dims, len, named) {
+                    Err(Error::Length {
+                        expected: 1920,
+                        actual,
+                        ..
+                    }) if actual == len => {}
+                    other => panic!("{dims:?} {len}: {other:?}"),
+                }
             }
         }
         assert!(matches!(
-            check_host_len([1, 0, 5, 64], Layout::Bhsd, 0),
+            check_host_len(&[1, 0, 5, 64], 0, named),
             Err(Error::InvalidProblem(_))
         ));
         // A count that wraps must not match a small slice.
         let huge = [usize::MAX / 2 + 1, 2, 1, 1];
         assert!(matches!(
-            check_host_len(huge, Layout::Bhsd, 0),
+            check_host_len(&huge, 0, named),
             Err(Error::InvalidProblem(_))
         ));
+    }
+
+    /// `plan_varlen` on prefix sums straight from the caller, as the typed path meets them:
+    /// `VarlenBatch::new` first, then the packed tensors' dims.
+    fn varlen_plan(
+        cu_q: &[i32],
+        cu_k: &[i32],
+        q: [usize; 3],
+        kv: [usize; 3],
+        out: Option<[usize; 3]>,
+        lse: Option<[usize; 3]>,
+    ) -> Result<(usize, usize, usize)> {
+        let batch = VarlenBatch::new(cu_q.to_vec(), cu_k.to_vec())?;
+        plan_varlen([q, kv, kv], out, lse, &batch, plain())
+    }
+
+    /// The one-line message of any error.
+    fn refusal<T: std::fmt::Debug>(result: Result<T>) -> String {
+        let message = format!("{:?}", result.unwrap_err());
+        assert_eq!(message.lines().count(), 1, "{message}");
+        message
+    }
+
+    #[test]
+    fn varlen_calls_check_the_prefix_sums_against_the_packed_rows() {
+        // Three sequences: 3, 0 and 7 queries (10 rows), 5, 1 and 0 keys (6 rows).
+        let (cu_q, cu_k) = (&[0, 3, 3, 10][..], &[0, 5, 6, 6][..]);
+        let (q, kv) = ([10, 8, 128], [6, 2, 128]);
+        assert_eq!(
+            varlen_plan(cu_q, cu_k, q, kv, Some(q), Some([1, 8, 10])).unwrap(),
+            (8, 2, 128)
+        );
+        let refused = |cu_q: &[i32], cu_k: &[i32]| refusal(varlen_plan(cu_q, cu_k, q, kv, None, None));
+        assert!(refused(&[0, 4, 3, 10], cu_k).contains("cu_seqlens_q decreases at entry 2"));
+        assert!(refused(cu_q, &[0, 5, 6, 6, 6]).contains("both must be B + 1"));
+        assert!(refused(&[1, 3, 3, 10], cu_k).contains("cu_seqlens_q[0] = 1"));
+        // The last entry is the packed rows in all: one short or long either way is refused.
+        for (cu_q, cu_k, needle) in [
+            (
+                &[0, 3, 3, 9][..],
+                cu_k,
+                "q has 10 packed rows, but cu_seqlens_q ends at 9",
+            ),
+            (&[0, 3, 3, 11][..], cu_k, "cu_seqlens_q ends at 11"),
+            (
+                cu_q,
+                &[0, 5, 6, 7][..],
+                "k and v have 6 packed rows, but cu_seqlens_k ends at 7",
+            ),
+        ] {
+            let message = refused(cu_q, cu_k);
+            assert!(message.contains(needle), "{message}");
+            assert!(matches!(
+                varlen_plan(cu_q, cu_k, q, kv, None, None),
+                Err(Error::Incompatible(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn varlen_calls_check_heads_output_and_log_sum_exp() {
+        let (cu_q, cu_k) = (&[0, 3, 10][..], &[0, 5, 6][..]);
+        let q = [10, 8, 64];
+        let check = |q: [usize; 3], k: [usize; 3], v: [usize; 3], out, lse| {
+            let batch = VarlenBatch::new(cu_q.to_vec(), cu_k.to_vec()).unwrap();
+            refusal(plan_varlen([q, k, v], out, lse, &batch, plain()))
+        };
+        let kv = [6, 2, 64];
+        assert!(check(q, kv, [6, 4, 64], None, None).contains("the same dims"));
+        assert!(check(q, [6, 2, 128], [6, 2, 128], None, None).contains("the same head dim"));
+        assert!(check(q, [6, 3, 64], [6, 3, 64], None, None).contains("must divide q's 8"));
+        assert!(check(q, kv, kv, Some(kv), None).contains("takes q's dims"));
+        // The log-sum-exp is [1, H, total_q]; [B, H, S] of the padded batch is refused.
+        for lse in [[8, 10, 1], [2, 8, 7], [1, 2, 10]] {
+            assert!(
+                check(q, kv, kv, None, Some(lse)).contains("[1, H, total_q]"),
+                "{lse:?}"
+            );
+        }
+        assert!(check([10, 8, 96], [6, 2, 96], [6, 2, 96], None, None).contains("96"));
+        let batch = VarlenBatch::new(cu_q.to_vec(), cu_k.to_vec()).unwrap();
+        let nan_scale = Params {
+            causal: true,
+            scale: Some(f32::NAN),
+        };
+        assert!(matches!(
+            plan_varlen([q, kv, kv], None, None, &batch, nan_scale),
+            Err(Error::InvalidProblem(_))
+        ));
+    }
+
+    /// `plan_paged` on a table and lengths straight from the caller: `PagedKv::new` first, then
+    /// the tensors' dims.
+    fn paged_plan(table: &[i32], lens: &[i32], q: [usize; 4], cache_dims: [usize; 4]) -> Result<Shape> {
+        let [num_blocks, block_size, ..] = cache_dims;
+        let cache = PagedKv::new(block_size, num_blocks, table.to_vec(), lens.to_vec())?;
+        plan_paged(
+            bhsd(q),
+            [cache_dims, cache_dims],
+            Some(bhsd(q)),
+            Some([q[0], q[1], q[2]]),
+            &cache,
+            plain(),
+        )
+    }
+
+    #[test]
+    fn paged_calls_check_the_table_and_lengths_before_anything_runs() {
+        // Two sequences of 20 and 1 keys in 4 pages of 16: the first uses pages 3 and 1.
+        let table = [3, 1, -1, 0, 9, 9];
+        let (q, caches) = ([2, 8, 1, 128], [4, 16, 2, 128]);
+        let shape = paged_plan(&table, &[20, 1], q, caches).unwrap();
+        assert_eq!(
+            (shape.batch, shape.seq_k, shape.heads_kv, shape.seq_q),
+            (2, 20, 2, 1)
+        );
+        let refused = |table: &[i32], lens: &[i32], q, caches| refusal(paged_plan(table, lens, q, caches));
+        assert!(refused(&[3, 4, -1, 0, 9, 9], &[20, 1], q, caches).contains("block_table[0, 1] = 4"));
+        assert!(refused(&[3, 1, -1, -1, 9, 9], &[20, 1], q, caches).contains("block_table[1, 0] = -1"));
+        // Lengths past what the table row holds (3 pages of 16), or negative.
+        assert!(refused(&table, &[49, 1], q, caches).contains("seqlens_k[0] = 49"));
+        assert!(refused(&table, &[20, -1], q, caches).contains("seqlens_k[1] = -1"));
+        assert!(refused(&table, &[20, 1, 1, 1], q, caches).contains("equal rows"));
+        // Caches that are not the ones the table indexes, or a batch of other sequences.
+        let k_only = |dims| {
+            let cache = PagedKv::new(16, 4, table.to_vec(), vec![20, 1]).unwrap();
+            refusal(plan_paged(bhsd(q), [dims, caches], None, None, &cache, plain()))
+        };
+        assert!(k_only([4, 16, 2, 64]).contains("the same dims"));
+        let wrong_pages = PagedKv::new(16, 5, table.to_vec(), vec![20, 1]).unwrap();
+        let message = refusal(plan_paged(
+            bhsd(q),
+            [caches, caches],
+            None,
+            None,
+            &wrong_pages,
+            plain(),
+        ));
+        assert!(
+            message.contains("hold 4 pages of 16 keys, the block table indexes 5"),
+            "{message}"
+        );
+        let message = refused(&table[..3], &[20], q, [4, 16, 2, 128]);
+        assert!(message.contains("q has batch 2, seqlens_k has 1"), "{message}");
+    }
+
+    #[test]
+    fn paged_calls_check_heads_output_and_log_sum_exp() {
+        let cache = PagedKv::new(16, 4, vec![0, 1], vec![17]).unwrap();
+        let caches = [4, 16, 2, 64];
+        let check = |q: [usize; 4], caches: [usize; 4], out: Option<Operand>, lse| {
+            refusal(plan_paged(bhsd(q), [caches, caches], out, lse, &cache, plain()))
+        };
+        let q = [1, 8, 3, 64];
+        assert!(check(q, [4, 16, 2, 128], None, None).contains("the same head dim"));
+        assert!(check(q, [4, 16, 3, 64], None, None).contains("must divide q's 8"));
+        assert!(check(q, caches, Some(bhsd([1, 8, 17, 64])), None).contains("q's dims and layout"));
+        let bshd = Operand {
+            layout: Layout::Bshd,
+            ..bhsd(q)
+        };
+        assert!(check(q, caches, Some(bshd), None).contains("q's dims and layout"));
+        assert!(check(q, caches, None, Some([1, 2, 3])).contains("[B, H, S_q] = [1, 8, 3]"));
+        assert!(check([1, 8, 3, 96], [4, 16, 2, 96], None, None).contains("96"));
+        // q in [B, S, H, D] with the output alike is fine.
+        assert!(plan_paged(bshd, [caches, caches], Some(bshd), None, &cache, plain()).is_ok());
     }
 
     #[test]

@@ -66,6 +66,19 @@ pub fn decode_variant(shape: Shape, arch: u32, sms: usize) -> Option<&'static Va
         .or_else(|| compiled(DECODE_VARIANT_16))
 }
 
+/// The `flash_decode` variant for a problem no other family runs (a paged KV cache: only
+/// `flash_decode` reads pages), whatever its size: [`decode_variant`]'s pick with the SMs never
+/// counted as filled (there is no regular kernel to leave a full grid to), else, for more packed
+/// rows than one tile pair holds, the 16-row variant over as many row blocks as it takes.
+/// `None` on an architecture or head dim without one.
+pub fn paged_variant(shape: Shape, arch: u32) -> Option<&'static VariantSpec> {
+    if arch < Family::FlashDecode.min_arch() {
+        return None;
+    }
+    decode_variant(shape, arch, usize::MAX)
+        .or_else(|| VariantSpec::by_name(DECODE_VARIANT_16).filter(|v| v.head_dims.contains(&shape.head_dim)))
+}
+
 /// The work of one `flash_decode` launch as the split heuristic sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Work {
@@ -448,6 +461,29 @@ mod tests {
         };
         let err = Plan::new(shape, 16, 64, H100_SLOTS).unwrap_err().to_string();
         assert!(err.contains("flash_decode") && err.lines().count() == 1, "{err}");
+    }
+
+    #[test]
+    fn paged_problems_of_any_size_get_a_decode_variant() {
+        let paged = |shape: Shape| paged_variant(shape, 90).map(|v| v.name);
+        let one = Shape {
+            seq_q: 1,
+            ..Shape::new(64, 32, 2048, 128)
+        };
+        // A batch that fills the SMs, which the dense dispatch leaves to the regular kernels.
+        assert_eq!(decode_variant(one, 90, 132), None);
+        assert_eq!(paged(one), Some(DECODE_VARIANT_16));
+        // A prefill chunk: more rows than one tile pair.
+        assert_eq!(paged(Shape { seq_q: 128, ..one }), Some(DECODE_VARIANT_16));
+        // Where decode_variant packs 32 rows, so does the paged path.
+        let rows_32 = Shape {
+            seq_q: 4,
+            head_dim: 64,
+            ..one.with_heads_kv(4)
+        };
+        assert_eq!(paged(rows_32), Some(DECODE_VARIANT_32));
+        assert_eq!(paged(Shape { head_dim: 256, ..one }), None);
+        assert_eq!(paged_variant(one, 75), None);
     }
 
     #[test]

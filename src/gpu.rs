@@ -104,7 +104,7 @@ pub(crate) struct DeviceBuffer<T> {
 }
 
 impl<T> DeviceBuffer<T> {
-    fn owned(slice: CudaSlice<T>) -> DeviceBuffer<T> {
+    pub(crate) fn owned(slice: CudaSlice<T>) -> DeviceBuffer<T> {
         DeviceBuffer {
             slice: ManuallyDrop::new(slice),
             owned: true,
@@ -114,7 +114,7 @@ impl<T> DeviceBuffer<T> {
     /// # Safety
     /// `raw.ptr` addresses `raw.len` elements of `T` in `stream`'s context that stay allocated
     /// while the buffer (and work enqueued with it) lives; see [`Gpu::tensors_from_raw`].
-    unsafe fn borrowed(stream: &Arc<CudaStream>, raw: RawBuffer<T>) -> DeviceBuffer<T> {
+    pub(crate) unsafe fn borrowed(stream: &Arc<CudaStream>, raw: RawBuffer<T>) -> DeviceBuffer<T> {
         DeviceBuffer {
             // Safety: the caller's contract above; `Drop` leaks rather than frees it.
             slice: ManuallyDrop::new(unsafe { stream.upgrade_device_ptr(raw.ptr, raw.len) }),
@@ -689,32 +689,29 @@ impl Gpu {
         Ok(())
     }
 
-    /// The library's choice for a problem: the tuned table's entry for this GPU, dtype, head dim,
-    /// sequence-length bucket and mask (`tuned/h100.json`, written by `tune --save`), else the
-    /// built-in `DISPATCH` heuristic.
+    /// The library's choice for a problem: the first of [`dispatch_candidates`] for this GPU
+    /// (`flash_decode` for decode-like problems, else the tuned table's entry for this GPU, dtype,
+    /// head dim, sequence-length bucket and mask, written by `tune --save`, else the built-in
+    /// `DISPATCH` heuristic).
     pub fn choose(&self, shape: Shape, dtype: DType, causal: bool) -> (&'static VariantSpec, Choice) {
-        // Decode-like problems first: the tuned table's buckets are by sequence length, which
-        // for them is the key length alone.
-        if crate::decode::DISPATCH {
-            if let Some(variant) = crate::decode::decode_variant(shape, self.arch, self.sm_count) {
-                return (variant, Choice::Heuristic);
-            }
-        }
-        let seq = shape.seq_q.max(shape.seq_k);
-        let tuned = builtin_tuned().and_then(|table| {
-            table
-                .resolve(VARIANTS, &self.name, dtype.name(), shape.head_dim, seq, causal)
-                .ok()
-                .flatten()
-                .filter(|v| v.min_arch <= self.arch)
-        });
-        match tuned {
-            Some(variant) => (variant, Choice::Tuned),
-            None => (
+        let candidates = self.dispatch_candidates(shape, dtype, causal);
+        // The list always ends with the heuristic's entry; the fallback only keeps this total.
+        candidates.first().copied().unwrap_or_else(|| {
+            (
                 default_variant(shape, self.sm_count, self.arch),
                 Choice::Heuristic,
-            ),
-        }
+            )
+        })
+    }
+
+    /// [`dispatch_candidates`] on this GPU.
+    pub fn dispatch_candidates(
+        &self,
+        shape: Shape,
+        dtype: DType,
+        causal: bool,
+    ) -> Vec<(&'static VariantSpec, Choice)> {
+        dispatch_candidates(&self.name, self.arch, self.sm_count, shape, dtype, causal)
     }
 
     /// Attention forward on `tensors` with the named variant, or the library's choice when
@@ -1128,7 +1125,7 @@ pub fn launch_config(kernel: &Kernel, shape: Shape) -> LaunchConfig {
     }
 }
 
-fn blocks(config: &LaunchConfig) -> usize {
+pub(crate) fn blocks(config: &LaunchConfig) -> usize {
     config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize
 }
 
@@ -1201,6 +1198,23 @@ fn check_buffer(
             actual: actual.saturating_mul(actual_size) / expected_size,
             shape: shape.to_string(),
         })
+    }
+}
+
+/// Refuses the first of `checks` (a buffer's name, its length and the length the problem needs,
+/// in elements) whose lengths differ, naming it and the problem (`shape`).
+pub(crate) fn check_lens(
+    checks: &[(&'static str, usize, usize)],
+    shape: &dyn std::fmt::Display,
+) -> Result<()> {
+    match checks.iter().find(|(_, actual, expected)| actual != expected) {
+        Some(&(what, actual, expected)) => Err(Error::Length {
+            what,
+            expected,
+            actual,
+            shape: shape.to_string(),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -1332,6 +1346,47 @@ pub enum Choice {
     Heuristic,
 }
 
+/// Every variant the dispatch weighs for a problem on a GPU named `device` (architecture `arch`
+/// x10, `sms` multiprocessors), best first, each once: `flash_decode` when the problem is
+/// decode-like, then the tuned table's entry, then the built-in `DISPATCH` entry, each being
+/// what the dispatch falls back to when the one before does not apply. Never empty; the first
+/// is [`Gpu::choose`]'s pick. `bench` times them all, so the pick is measured beside what it
+/// was preferred to.
+pub fn dispatch_candidates(
+    device: &str,
+    arch: u32,
+    sms: usize,
+    shape: Shape,
+    dtype: DType,
+    causal: bool,
+) -> Vec<(&'static VariantSpec, Choice)> {
+    // The tuned table's buckets are by sequence length, which for decode-like problems is the
+    // key length alone: they go to flash_decode before the table is asked.
+    let decode = crate::decode::DISPATCH
+        .then(|| crate::decode::decode_variant(shape, arch, sms))
+        .flatten();
+    let seq = shape.seq_q.max(shape.seq_k);
+    let tuned = builtin_tuned().and_then(|table| {
+        table
+            .resolve(VARIANTS, device, dtype.name(), shape.head_dim, seq, causal)
+            .ok()
+            .flatten()
+            .filter(|v| v.min_arch <= arch)
+    });
+    let ranked = decode
+        .map(|v| (v, Choice::Heuristic))
+        .into_iter()
+        .chain(tuned.map(|v| (v, Choice::Tuned)))
+        .chain([(default_variant(shape, sms, arch), Choice::Heuristic)]);
+    let mut candidates: Vec<(&'static VariantSpec, Choice)> = Vec::with_capacity(3);
+    for (variant, source) in ranked {
+        if !candidates.iter().any(|(v, _)| v.name == variant.name) {
+            candidates.push((variant, source));
+        }
+    }
+    candidates
+}
+
 /// The tuned table, parsed once: the file `FLASHRS_TUNED` names when set (so a fresh
 /// `tune --save --table FILE` takes effect without a rebuild), else the one compiled into the
 /// library (`tuned/h100.json`; a unit test keeps an unparsable one from shipping). `None` when
@@ -1395,6 +1450,48 @@ pub fn default_variant(shape: Shape, sms: usize, arch: u32) -> &'static VariantS
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dispatch_candidates_start_with_the_pick_and_end_with_the_heuristic() {
+        let h100 =
+            |shape: Shape| dispatch_candidates("NVIDIA H100 80GB HBM3", 90, 132, shape, DType::F16, false);
+        let decode = Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128)
+        };
+        let chunk = Shape {
+            seq_q: 128,
+            ..Shape::new(4, 32, 4096, 128)
+        };
+        for shape in [decode, decode.with_heads_kv(8), chunk, Shape::new(2, 8, 512, 64)] {
+            let candidates = h100(shape);
+            let names: Vec<&str> = candidates.iter().map(|(v, _)| v.name).collect();
+            let mut unique = names.clone();
+            unique.dedup();
+            assert_eq!(unique.len(), names.len(), "{shape}: {names:?}");
+            let last = candidates.last().unwrap();
+            assert_eq!(last.0.name, default_variant(shape, 132, 90).name, "{shape}");
+            assert!(candidates
+                .iter()
+                .all(|(v, _)| v.head_dims.contains(&shape.head_dim)));
+        }
+        // A decode step goes to flash_decode first, and the regular kernel it was preferred to
+        // is a candidate too.
+        let one = h100(decode);
+        assert_eq!(
+            one[0],
+            (
+                crate::decode::decode_variant(decode, 90, 132).unwrap(),
+                Choice::Heuristic
+            )
+        );
+        assert!(
+            one.iter().any(|(v, _)| v.family != Family::FlashDecode),
+            "{one:?}"
+        );
+        // A prefill chunk has too many rows for flash_decode: none is weighed.
+        assert!(h100(chunk).iter().all(|(v, _)| v.family != Family::FlashDecode));
+    }
 
     #[test]
     fn dispatch_names_compiled_variants_for_their_head_dims_and_arch() {

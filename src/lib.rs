@@ -29,8 +29,9 @@ pub mod variants;
 pub mod varlen;
 
 pub use api::{
-    attention, attention_raw, check_views, fits_layout, layout_from_strides, Attention, DeviceTensor,
-    Element, LseBuffer, RawOptions, TensorView,
+    attention, attention_raw, check_paged, check_varlen, check_views, fits_layout, layout_from_strides,
+    paged_attention, varlen_attention, Attention, DeviceArray, DeviceTensor, Element, LseBuffer,
+    PackedTensor, PagedCache, RawOptions, TensorView,
 };
 pub use error::{Error, Result};
 pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};

@@ -13,7 +13,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use crate::error::{Error, Result};
-use crate::gpu::{BarrierCount, Gpu, Kernel};
+use crate::gpu::{check_lens, BarrierCount, DeviceBuffer, Gpu, Kernel, RawTensors};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -197,11 +197,11 @@ impl PagedKv {
 /// Q, the paged K and V caches, the output (and optionally the log-sum-exp) on the device, with
 /// the block table and lengths: made by [`Gpu::paged_tensors`], run by [`Gpu::launch_paged`].
 pub struct PagedTensors {
-    q: CudaSlice<u16>,
-    k: CudaSlice<u16>,
-    v: CudaSlice<u16>,
-    out: CudaSlice<u16>,
-    lse: Option<CudaSlice<f32>>,
+    q: DeviceBuffer<u16>,
+    k: DeviceBuffer<u16>,
+    v: DeviceBuffer<u16>,
+    out: DeviceBuffer<u16>,
+    lse: Option<DeviceBuffer<f32>>,
     block_table: CudaSlice<i32>,
     seqlens_k: CudaSlice<i32>,
     cache: PagedKv,
@@ -228,13 +228,34 @@ impl PagedTensors {
 
     /// The log-sum-exp (`[B, H, S_q]`, natural log), once asked for.
     pub fn lse(&self) -> Option<&CudaSlice<f32>> {
-        self.lse.as_ref()
+        self.lse.as_deref()
     }
 
     /// Bytes of K and V a decode step reads: each sequence's keys once per KV head.
     pub fn kv_bytes(&self) -> usize {
         2 * self.cache.total_len() * self.shape.heads_kv * self.shape.head_dim * self.dtype.bytes()
     }
+}
+
+/// Checks Q and the caches of these lengths (elements) against `shape` (made by
+/// [`PagedKv::shape`]) and `cache`.
+fn check_inputs(shape: Shape, cache: &PagedKv, [q, k, v]: [usize; 3]) -> Result<()> {
+    shape.validate()?;
+    if shape.seq_k != cache.max_len().max(1) {
+        return refuse(format!(
+            "{shape}: seq_k must be the longest sequence ({}); build the shape with PagedKv::shape",
+            cache.max_len()
+        ));
+    }
+    let cache_len = cache.cache_len(shape)?;
+    check_lens(
+        &[
+            ("q", q, shape.q_len()),
+            ("k cache", k, cache_len),
+            ("v cache", v, cache_len),
+        ],
+        &shape,
+    )
 }
 
 /// A `flash_decode` variant's paged entry point, resolved by [`Gpu::paged_kernel`]: only these
@@ -271,6 +292,17 @@ impl Gpu {
             .map(PagedKernel)
     }
 
+    /// The library's paged kernel for `shape` (made by [`PagedKv::shape`]): a `flash_decode`
+    /// variant ([`crate::decode::paged_variant`]), or a one-line refusal where none runs.
+    pub fn choose_paged(&self, shape: Shape) -> Result<&'static VariantSpec> {
+        crate::decode::paged_variant(shape, self.arch).ok_or_else(|| {
+            Error::InvalidProblem(format!(
+                "paged KV cache: no flash_decode variant at head dim {} on sm_{}",
+                shape.head_dim, self.arch
+            ))
+        })
+    }
+
     /// Uploads Q (`layout`), the K and V caches (`[num_blocks, block_size, H_kv, D]`, the bits of
     /// `dtype`), the table and lengths, and a NaN-poisoned output. Every length is checked
     /// against `shape` (made by [`PagedKv::shape`]) and `cache` first.
@@ -285,34 +317,58 @@ impl Gpu {
         v_cache: &[u16],
         cache: PagedKv,
     ) -> Result<PagedTensors> {
-        shape.validate()?;
-        if shape.seq_k != cache.max_len().max(1) {
-            return refuse(format!(
-                "{shape}: seq_k must be the longest sequence ({}); build the shape with PagedKv::shape",
-                cache.max_len()
-            ));
-        }
-        let cache_len = cache.cache_len(shape)?;
-        for (what, len, expected) in [
-            ("q", q.len(), shape.q_len()),
-            ("k cache", k_cache.len(), cache_len),
-            ("v cache", v_cache.len(), cache_len),
-        ] {
-            if len != expected {
-                return Err(Error::Length {
-                    what,
-                    expected,
-                    actual: len,
-                    shape: shape.to_string(),
-                });
-            }
-        }
+        check_inputs(shape, &cache, [q.len(), k_cache.len(), v_cache.len()])?;
+        let poison = vec![crate::gpu::nan(dtype); shape.q_len()];
+        let upload =
+            |data: &[u16]| -> Result<DeviceBuffer<u16>> { Ok(DeviceBuffer::owned(self.upload(data)?)) };
+        let buffers = [upload(q)?, upload(k_cache)?, upload(v_cache)?, upload(&poison)?];
+        self.assemble_paged(layout, shape, dtype, cache, buffers, None)
+    }
+
+    /// The typed API's query tensor, caches and output (`api::paged_attention`) as
+    /// [`PagedTensors`], lent without a copy; the table and lengths are uploaded from `cache`, so
+    /// a kernel sees only checked ones. The inputs' lengths are checked here, every length again
+    /// at each launch.
+    ///
+    /// # Safety
+    /// `raw`'s buffers (K and V being the caches) satisfy the contract of
+    /// [`Gpu::tensors_from_raw`] on this GPU's own stream for as long as the returned tensors
+    /// live.
+    pub(crate) unsafe fn paged_tensors_lent(
+        &self,
+        layout: Layout,
+        shape: Shape,
+        dtype: DType,
+        cache: PagedKv,
+        raw: RawTensors,
+    ) -> Result<PagedTensors> {
+        check_inputs(shape, &cache, [raw.q.len, raw.k.len, raw.v.len])?;
+        let stream = self.stream();
+        // Safety: this function's contract; the borrowed buffers are never freed here.
+        let borrow = |raw| unsafe { DeviceBuffer::borrowed(stream, raw) };
+        let buffers = [borrow(raw.q), borrow(raw.k), borrow(raw.v), borrow(raw.out)];
+        // Safety: as above.
+        let lse = raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) });
+        self.assemble_paged(layout, shape, dtype, cache, buffers, lse)
+    }
+
+    /// The tensors around Q, the caches and the output (`buffers`, in that order), with the
+    /// table and lengths of `cache` uploaded.
+    fn assemble_paged(
+        &self,
+        layout: Layout,
+        shape: Shape,
+        dtype: DType,
+        cache: PagedKv,
+        [q, k, v, out]: [DeviceBuffer<u16>; 4],
+        lse: Option<DeviceBuffer<f32>>,
+    ) -> Result<PagedTensors> {
         Ok(PagedTensors {
-            q: self.upload(q)?,
-            k: self.upload(k_cache)?,
-            v: self.upload(v_cache)?,
-            out: self.upload(&vec![crate::gpu::nan(dtype); shape.q_len()])?,
-            lse: None,
+            q,
+            k,
+            v,
+            out,
+            lse,
             block_table: self.upload(&cache.block_table)?,
             seqlens_k: self.upload(&cache.seqlens_k)?,
             cache,
@@ -325,7 +381,7 @@ impl Gpu {
     /// Makes the next paged launches also write each row's log-sum-exp (NaN-poisoned here).
     pub fn request_paged_lse(&self, tensors: &mut PagedTensors) -> Result<()> {
         let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
-        tensors.lse = Some(self.upload(&vec![f32::NAN; rows])?);
+        tensors.lse = Some(DeviceBuffer::owned(self.upload(&vec![f32::NAN; rows])?));
         Ok(())
     }
 
@@ -343,7 +399,7 @@ impl Gpu {
             .decode_plan(&kernel.0, shape)?
             .expect("a paged kernel is a flash_decode one");
         let config = plan.grid(variant.threads(), kernel.0.smem_bytes());
-        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let blocks = crate::gpu::blocks(&config);
         let mut log = self
             .stream()
             .alloc_zeros::<u32>(crate::gpu::RECORD_WORDS * blocks)?;
@@ -376,19 +432,29 @@ impl Gpu {
             .decode_plan(kernel, shape)?
             .expect("a paged kernel is a flash_decode one");
         let config = plan.grid(kernel.variant().threads(), kernel.smem_bytes());
-        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
-        // The buffers were sized at `paged_tensors` and cannot be replaced; the barrier log is
-        // the caller's.
-        if let Some(log) = &barrier_log {
-            if log.len() != 4 * blocks {
-                return Err(Error::Length {
-                    what: "barrier log",
-                    expected: 4 * blocks,
-                    actual: log.len(),
-                    shape: shape.to_string(),
-                });
-            }
+        let blocks = crate::gpu::blocks(&config);
+        // Every buffer holds what the shape and cache imply (re-checked here, before each
+        // launch: lent buffers are sized by the caller).
+        let cache_len = tensors.cache.cache_len(shape)?;
+        let mut checks = vec![
+            ("q", tensors.q.len(), shape.q_len()),
+            ("k cache", tensors.k.len(), cache_len),
+            ("v cache", tensors.v.len(), cache_len),
+            ("out", tensors.out.len(), shape.q_len()),
+            (
+                "block table",
+                tensors.block_table.len(),
+                tensors.cache.block_table.len(),
+            ),
+            ("seqlens_k", tensors.seqlens_k.len(), shape.batch),
+        ];
+        if let Some(lse) = &tensors.lse {
+            checks.push(("lse", lse.len(), shape.batch * shape.heads * shape.seq_q));
         }
+        if let Some(log) = &barrier_log {
+            checks.push(("barrier log", log.len(), crate::gpu::RECORD_WORDS * blocks));
+        }
+        check_lens(&checks, &shape)?;
         let workspace = self.decode_workspace(plan.workspace_floats(shape))?;
         let stream = self.stream().clone();
         let PagedTensors {
@@ -409,7 +475,7 @@ impl Gpu {
         let (out_ptr, _out) = out.device_ptr_mut(&stream);
         let (table_ptr, _table) = block_table.device_ptr(&stream);
         let (lens_ptr, _lens) = seqlens_k.device_ptr(&stream);
-        let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_mut(), &stream);
+        let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_deref_mut(), &stream);
         let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
         let args = LaunchArgs {
             q: q_ptr,
@@ -439,10 +505,11 @@ impl Gpu {
         };
         // Safety: a paged flash_decode entry point (only `paged_kernel` makes a `PagedKernel`)
         // with the launch parameter list; Q, the output and the LSE hold what the shape implies,
-        // the caches `num_blocks * block_size * H_kv * D` elements and the table and lengths
-        // what `PagedKv::new` checked (every page a sequence uses is inside the cache, every
-        // length inside its table row), all sized at `paged_tensors` and private since; the grid
-        // and workspace are the plan's for this shape, the barrier log was checked above.
+        // the caches `num_blocks * block_size * H_kv * D` elements (all checked above), and the
+        // table and lengths on the device are the host copy that `PagedKv::new` checked (every
+        // page a sequence uses is inside the cache, every length inside its table row),
+        // uploaded when the tensors were made and private since; the grid and workspace are the
+        // plan's for this shape, the barrier log was checked above.
         unsafe { self.launch_decode_args(kernel, config, &args) }?;
         if plan.splits > 1 {
             self.decode_combine(&stream, kernel, shape, &args)?;

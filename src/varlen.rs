@@ -15,7 +15,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::error::{Error, Result};
-use crate::gpu::{BarrierCount, Gpu, Kernel};
+use crate::gpu::{check_lens, BarrierCount, DeviceBuffer, Gpu, Kernel, RawTensors};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -56,6 +56,11 @@ fn check_prefix_sums(name: &str, cu: &[i32]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The largest step of checked (never decreasing) prefix sums: the longest sequence.
+fn longest(cu: &[i32]) -> usize {
+    cu.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0)
 }
 
 impl VarlenBatch {
@@ -132,18 +137,12 @@ impl VarlenBatch {
 
     /// The longest sequence's query count.
     pub fn max_q(&self) -> usize {
-        (0..self.batch())
-            .map(|b| self.q_range(b).len())
-            .max()
-            .unwrap_or(0)
+        longest(&self.cu_q)
     }
 
     /// The longest sequence's key count.
     pub fn max_k(&self) -> usize {
-        (0..self.batch())
-            .map(|b| self.k_range(b).len())
-            .max()
-            .unwrap_or(0)
+        longest(&self.cu_k)
     }
 
     /// The launch grid's shape: `B` sequences of the longest lengths (at least 1), which sizes
@@ -210,11 +209,11 @@ impl VarlenBatch {
 /// The packed Q, K, V, the output (and optionally the log-sum-exp) and the prefix sums on the
 /// device: made by [`Gpu::varlen_tensors`], run by [`Gpu::launch_varlen`].
 pub struct VarlenTensors {
-    q: CudaSlice<u16>,
-    k: CudaSlice<u16>,
-    v: CudaSlice<u16>,
-    out: CudaSlice<u16>,
-    lse: Option<CudaSlice<f32>>,
+    q: DeviceBuffer<u16>,
+    k: DeviceBuffer<u16>,
+    v: DeviceBuffer<u16>,
+    out: DeviceBuffer<u16>,
+    lse: Option<DeviceBuffer<f32>>,
     cu_q: CudaSlice<i32>,
     cu_k: CudaSlice<i32>,
     batch: VarlenBatch,
@@ -255,7 +254,7 @@ impl VarlenTensors {
     /// The log-sum-exp buffer (`[H, total_q]`, natural log, between `guards().1` guard floats
     /// when made with guards), once asked for.
     pub fn lse(&self) -> Option<&CudaSlice<f32>> {
-        self.lse.as_ref()
+        self.lse.as_deref()
     }
 
     /// Elements of the guard before and after the output's rows, and the log-sum-exp's.
@@ -269,6 +268,23 @@ impl VarlenTensors {
             .grid_shape(self.heads, self.heads_kv, self.head_dim)
             .expect("checked when the tensors were made")
     }
+}
+
+/// Checks packed Q, K and V of these lengths (elements) against `batch` and the heads
+/// `(H, H_kv, D)`, which are validated too.
+fn check_inputs(
+    batch: &VarlenBatch,
+    (heads, heads_kv, head_dim): (usize, usize, usize),
+    [q, k, v]: [usize; 3],
+) -> Result<()> {
+    let packed = batch
+        .grid_shape(heads, heads_kv, head_dim)
+        .and_then(|_| batch.packed_shape(heads, heads_kv, head_dim))?;
+    let (q_len, kv_len, _) = batch.lens(heads, heads_kv, head_dim);
+    check_lens(
+        &[("q", q, q_len), ("k", k, kv_len), ("v", v, kv_len)],
+        &format_args!("varlen {packed}"),
+    )
 }
 
 /// A variant's `_varlen` entry point, resolved by [`Gpu::varlen_kernel`]: only these reach
@@ -368,44 +384,65 @@ impl Gpu {
     pub fn varlen_tensors_guarded(
         &self,
         batch: VarlenBatch,
-        (heads, heads_kv, head_dim): (usize, usize, usize),
+        heads: (usize, usize, usize),
         dtype: DType,
         (q, k, v): (&[u16], &[u16], &[u16]),
         guard: bool,
     ) -> Result<VarlenTensors> {
-        let packed = batch
-            .grid_shape(heads, heads_kv, head_dim)
-            .and_then(|_| batch.packed_shape(heads, heads_kv, head_dim))?;
-        let (q_len, kv_len, _) = batch.lens(heads, heads_kv, head_dim);
-        for (what, len, expected) in [
-            ("q", q.len(), q_len),
-            ("k", k.len(), kv_len),
-            ("v", v.len(), kv_len),
-        ] {
-            if len != expected {
-                return Err(Error::Length {
-                    what,
-                    expected,
-                    actual: len,
-                    shape: format!("varlen {packed}"),
-                });
-            }
-        }
+        check_inputs(&batch, heads, [q.len(), k.len(), v.len()])?;
+        let (out_guard, lse_guard) = if guard { (heads.0 * heads.2, 64) } else { (0, 0) };
         // An empty buffer cannot be allocated; a batch with no query has nothing to launch.
-        let upload = |data: &[u16]| -> Result<CudaSlice<u16>> {
-            if data.is_empty() {
-                self.upload(&[0u16][..])
-            } else {
-                self.upload(data)
-            }
+        let upload = |data: &[u16]| -> Result<DeviceBuffer<u16>> {
+            let data = if data.is_empty() { &[0u16][..] } else { data };
+            Ok(DeviceBuffer::owned(self.upload(data)?))
         };
-        let (out_guard, lse_guard) = if guard { (heads * head_dim, 64) } else { (0, 0) };
+        let poison = vec![crate::gpu::nan(dtype); q.len().max(1) + 2 * out_guard];
+        let buffers = [upload(q)?, upload(k)?, upload(v)?, upload(&poison)?];
+        let mut tensors = self.assemble_varlen(batch, heads, dtype, buffers, None)?;
+        (tensors.out_guard, tensors.lse_guard) = (out_guard, lse_guard);
+        Ok(tensors)
+    }
+
+    /// The typed API's packed tensors (`api::varlen_attention`) as [`VarlenTensors`], lent
+    /// without a copy; the prefix sums are uploaded from `batch`, so a kernel sees only checked
+    /// ones. The inputs' lengths are checked here, every length again at each launch.
+    ///
+    /// # Safety
+    /// `raw`'s buffers satisfy the contract of [`Gpu::tensors_from_raw`] on this GPU's own
+    /// stream for as long as the returned tensors live.
+    pub(crate) unsafe fn varlen_tensors_lent(
+        &self,
+        batch: VarlenBatch,
+        heads: (usize, usize, usize),
+        dtype: DType,
+        raw: RawTensors,
+    ) -> Result<VarlenTensors> {
+        check_inputs(&batch, heads, [raw.q.len, raw.k.len, raw.v.len])?;
+        let stream = self.stream();
+        // Safety: this function's contract; the borrowed buffers are never freed here.
+        let borrow = |raw| unsafe { DeviceBuffer::borrowed(stream, raw) };
+        let buffers = [borrow(raw.q), borrow(raw.k), borrow(raw.v), borrow(raw.out)];
+        // Safety: as above.
+        let lse = raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) });
+        self.assemble_varlen(batch, heads, dtype, buffers, lse)
+    }
+
+    /// The tensors around Q, K, V and the output (`buffers`, in that order), with the prefix
+    /// sums of `batch` uploaded and no guards.
+    fn assemble_varlen(
+        &self,
+        batch: VarlenBatch,
+        (heads, heads_kv, head_dim): (usize, usize, usize),
+        dtype: DType,
+        [q, k, v, out]: [DeviceBuffer<u16>; 4],
+        lse: Option<DeviceBuffer<f32>>,
+    ) -> Result<VarlenTensors> {
         Ok(VarlenTensors {
-            q: upload(q)?,
-            k: upload(k)?,
-            v: upload(v)?,
-            out: self.upload(&vec![crate::gpu::nan(dtype); q_len.max(1) + 2 * out_guard])?,
-            lse: None,
+            q,
+            k,
+            v,
+            out,
+            lse,
             cu_q: self.upload(&batch.cu_q)?,
             cu_k: self.upload(&batch.cu_k)?,
             batch,
@@ -414,22 +451,23 @@ impl Gpu {
             head_dim,
             dtype,
             maps: None,
-            out_guard,
-            lse_guard,
+            out_guard: 0,
+            lse_guard: 0,
         })
     }
 
     /// Makes the next varlen launches also write each row's log-sum-exp (NaN-poisoned here).
     pub fn request_varlen_lse(&self, tensors: &mut VarlenTensors) -> Result<()> {
         let rows = tensors.heads * tensors.batch.total_q();
-        tensors.lse = Some(self.upload(&vec![f32::NAN; rows.max(1) + 2 * tensors.lse_guard])?);
+        let poison = vec![f32::NAN; rows.max(1) + 2 * tensors.lse_guard];
+        tensors.lse = Some(DeviceBuffer::owned(self.upload(&poison)?));
         Ok(())
     }
 
     /// Refills the output with NaN.
     pub fn poison_varlen(&self, tensors: &mut VarlenTensors) -> Result<()> {
         let poison = vec![crate::gpu::nan(tensors.dtype); tensors.out.len()];
-        self.stream().memcpy_htod(&poison, &mut tensors.out)?;
+        self.stream().memcpy_htod(&poison, &mut *tensors.out)?;
         Ok(())
     }
 
@@ -459,7 +497,7 @@ impl Gpu {
     ) -> Result<BarrierCount> {
         let kernel = self.varlen_kernel(variant, tensors.head_dim, tensors.dtype, true)?;
         let (config, _) = self.varlen_grid(&kernel.0, tensors)?;
-        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let blocks = crate::gpu::blocks(&config);
         let mut log = self
             .stream()
             .alloc_zeros::<u32>(crate::gpu::RECORD_WORDS * blocks)?;
@@ -525,7 +563,7 @@ impl Gpu {
         let shape = tensors.grid_shape();
         let packed = tensors.batch.packed_shape(heads, heads_kv, d)?;
         let (config, plan) = self.varlen_grid(kernel, tensors)?;
-        let blocks = config.grid_dim.0 as usize * config.grid_dim.1 as usize * config.grid_dim.2 as usize;
+        let blocks = crate::gpu::blocks(&config);
         // Every buffer holds what the prefix sums imply (re-checked here, before each launch).
         let (q_len, kv_len, lse_len) = tensors.batch.lens(heads, heads_kv, d);
         let b1 = tensors.batch.batch() + 1;
@@ -543,16 +581,7 @@ impl Gpu {
         if let Some(log) = &barrier_log {
             checks.push(("barrier log", log.len(), crate::gpu::RECORD_WORDS * blocks));
         }
-        for (what, actual, expected) in checks {
-            if actual != expected {
-                return Err(Error::Length {
-                    what,
-                    expected,
-                    actual,
-                    shape: format!("varlen {packed}"),
-                });
-            }
-        }
+        check_lens(&checks, &format_args!("varlen {packed}"))?;
         if tensors.batch.total_q() == 0 {
             return Ok(());
         }
@@ -580,7 +609,7 @@ impl Gpu {
         let (out_ptr, _out) = out.device_ptr_mut(&stream);
         let (cu_q_ptr, _cu_q) = cu_q.device_ptr(&stream);
         let (cu_k_ptr, _cu_k) = cu_k.device_ptr(&stream);
-        let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_mut(), &stream);
+        let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_deref_mut(), &stream);
         let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
         let (maps_ptr, _maps) = match maps {
             Some((bytes, buffer)) if uses_maps && bytes.len() == tma::MAPS * tma::MAP_BYTES => {

@@ -1,16 +1,17 @@
-//! GPU tests of the typed API (`flashrs::api`): the builder against the float64 reference,
-//! `attention_raw` on views against the builder on every kind of stream, and mismatched inputs
-//! refused before a launch. `#[ignore]`d like `tests/gpu.rs`: they need an
-//! NVIDIA GPU and run there with `--ignored`.
+//! GPU tests of the typed API (`flashrs::api`): the builder against the float64 reference (dense,
+//! varlen and paged calls), `attention_raw` on views against the builder on every kind of
+//! stream, and mismatched inputs refused before a launch. `#[ignore]`d like `tests/gpu.rs`: they
+//! need an NVIDIA GPU and run there with `--ignored`.
 
 use std::ffi::c_void;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use flashrs::api::{
-    attention, attention_raw, bf16, f16, DeviceTensor, Element, LseBuffer, RawOptions, TensorView,
+    attention, attention_raw, bf16, f16, paged_attention, varlen_attention, DeviceTensor, Element, LseBuffer,
+    PackedTensor, PagedCache, RawOptions, TensorView,
 };
-use flashrs::{DType, Error, Gpu, Layout, Shape};
-use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims};
+use flashrs::{DType, Error, Gpu, Layout, PagedKv, Shape, VarlenBatch};
+use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -133,10 +134,18 @@ impl<T: Half> Case<T> {
     }
 
     fn check_lse(&self, lse: &LseBuffer, what: &str) {
-        for (row, (&a, &r)) in lse.to_host().unwrap().iter().zip(&self.expected_lse).enumerate() {
-            let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
-            assert!(ok, "{what} on {}: lse row {row}: {a} vs {r}", self.shape);
-        }
+        assert_lse(lse, &self.expected_lse, &format!("{what} on {}", self.shape));
+    }
+}
+
+/// Every row of `lse` within 1e-3 of the reference's, or equal to it (`-inf` for a row that sees
+/// no key).
+fn assert_lse(lse: &LseBuffer, expected: &[f64], what: &str) {
+    let rows = lse.to_host().unwrap();
+    assert_eq!(rows.len(), expected.len(), "{what}");
+    for (row, (&a, &r)) in rows.iter().zip(expected).enumerate() {
+        let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
+        assert!(ok, "{what}: lse row {row}: {a} vs {r}");
     }
 }
 
@@ -528,4 +537,189 @@ fn attention_raw_refuses_every_buffer_mismatch_before_a_launch() {
     // The same views, right, run.
     run(q, k, v, o, Some(lse_ptr), plain, stream).unwrap();
     case.check(&out, "after the refusals");
+}
+
+/// The lengths of `lens` (keys), as a random page permutation of a cache of `block_size`-key
+/// pages with two pages no sequence uses: the table (`-1` past each sequence's last page) and the
+/// page count.
+fn random_pages(lens: &[i32], block_size: usize, rng: &mut StdRng) -> (Vec<i32>, usize) {
+    let used: Vec<usize> = lens.iter().map(|&l| (l as usize).div_ceil(block_size)).collect();
+    let max_blocks = used.iter().copied().max().unwrap_or(0).max(1);
+    let num_blocks = used.iter().sum::<usize>() + 2;
+    let mut pages: Vec<i32> = (0..num_blocks as i32).collect();
+    for i in (1..pages.len()).rev() {
+        pages.swap(i, rng.random_range(0..=i));
+    }
+    let mut next = pages.into_iter();
+    let mut table = vec![-1; lens.len() * max_blocks];
+    for (b, &n) in used.iter().enumerate() {
+        for slot in &mut table[b * max_blocks..][..n] {
+            *slot = next.next().unwrap();
+        }
+    }
+    (table, num_blocks)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn varlen_calls_match_the_reference_per_sequence() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    // An empty sequence, a single row, queries shorter than their keys (causal alignment per
+    // sequence), and a long one with a tail.
+    let (lens_q, lens_k) = ([17, 0, 300, 1], [40, 5, 300, 1]);
+    let (heads, heads_kv, d) = (8, 2, 128);
+    let batch = VarlenBatch::from_lengths(&lens_q, &lens_k).unwrap();
+    let (total_q, total_k) = (batch.total_q(), batch.total_k());
+    let q: Vec<f16> = random(total_q * heads * d, &mut rng);
+    let k: Vec<f16> = random(total_k * heads_kv * d, &mut rng);
+    let v: Vec<f16> = random(total_k * heads_kv * d, &mut rng);
+    let dims = Dims {
+        batch: 1,
+        heads,
+        heads_kv,
+        seq_q: 0,
+        seq_k: 0,
+        head_dim: d,
+    };
+    let scale = 1.0 / (d as f64).sqrt();
+    let (expected, expected_lse) =
+        reference::varlen_attention_f64((&widen(&q), &widen(&k), &widen(&v)), &batch, dims, true, scale);
+    let dq = PackedTensor::from_host(&gpu, &q, [total_q, heads, d]).unwrap();
+    let dk = PackedTensor::from_host(&gpu, &k, [total_k, heads_kv, d]).unwrap();
+    let dv = PackedTensor::from_host(&gpu, &v, [total_k, heads_kv, d]).unwrap();
+    let check = |out: &PackedTensor<f16>, what: &str| {
+        assert_eq!(out.dims(), [total_q, heads, d]);
+        let cmp = reference::compare(&widen(&out.to_host().unwrap()), &expected);
+        assert!(cmp.passes(DType::F16.tolerance()), "{what}, seed {seed}: {cmp:?}");
+    };
+    let mut lse = LseBuffer::for_packed(&gpu, &dq).unwrap();
+    assert_eq!(lse.dims(), [1, heads, total_q]);
+    let out = varlen_attention(&dq, &dk, &dv, &batch)
+        .causal(true)
+        .lse(&mut lse)
+        .run(&gpu)
+        .unwrap();
+    check(&out, "run");
+    assert_lse(&lse, &expected_lse, &format!("seed {seed}"));
+    // Every variant with a varlen entry point on this GPU, named, into a NaN-poisoned output.
+    for variant in flashrs::varlen::varlen_variants(d, gpu.arch) {
+        let mut into = PackedTensor::from_host(&gpu, &vec![f16::NAN; q.len()], [total_q, heads, d]).unwrap();
+        let ran = varlen_attention(&dq, &dk, &dv, &batch)
+            .causal(true)
+            .kernel(variant)
+            .run_into(&gpu, &mut into)
+            .unwrap();
+        assert_eq!(ran.name, variant.name);
+        check(&into, variant.name);
+    }
+    // Prefix sums that do not end at the packed rows, and a kernel without a varlen entry point:
+    // refused before a launch, the output untouched.
+    let mut out = PackedTensor::from_host(&gpu, &vec![f16::NAN; q.len()], [total_q, heads, d]).unwrap();
+    let short = VarlenBatch::from_lengths(&[17, 0, 299, 1], &lens_k).unwrap();
+    assert!(matches!(
+        varlen_attention(&dq, &dk, &dv, &short).run_into(&gpu, &mut out),
+        Err(Error::Incompatible(_))
+    ));
+    let dense_only = flashrs::VARIANTS
+        .iter()
+        .find(|v| !v.has_varlen() && v.head_dims.contains(&d))
+        .unwrap();
+    assert!(matches!(
+        varlen_attention(&dq, &dk, &dv, &batch)
+            .kernel(dense_only)
+            .run_into(&gpu, &mut out),
+        Err(Error::InvalidProblem(_))
+    ));
+    assert!(
+        out.to_host().unwrap().iter().all(|x| x.is_nan()),
+        "a refused call wrote the output"
+    );
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn paged_calls_match_the_reference_per_sequence() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    let (heads, heads_kv, seq_q, d, block_size) = (8, 2, 2, 64, 16);
+    let lens = [37, 1, 0, 64];
+    let (table, num_blocks) = random_pages(&lens, block_size, &mut rng);
+    let cache = PagedKv::new(block_size, num_blocks, table, lens.to_vec()).unwrap();
+    let cache_dims = [num_blocks, block_size, heads_kv, d];
+    let cache_len = cache_dims.iter().product();
+    let q: Vec<bf16> = random(lens.len() * heads * seq_q * d, &mut rng);
+    let k: Vec<bf16> = random(cache_len, &mut rng);
+    let v: Vec<bf16> = random(cache_len, &mut rng);
+    let dims = Dims {
+        batch: lens.len(),
+        heads,
+        heads_kv,
+        seq_q,
+        seq_k: 0,
+        head_dim: d,
+    };
+    let scale = 1.0 / (d as f64).sqrt();
+    let (expected, expected_lse) =
+        reference::paged_attention_f64(&widen(&q), (&widen(&k), &widen(&v)), &cache, dims, true, scale);
+    let q_dims = [lens.len(), heads, seq_q, d];
+    let dq = DeviceTensor::from_host(&gpu, &q, q_dims, Layout::Bhsd).unwrap();
+    let dk = PagedCache::from_host(&gpu, &k, cache_dims).unwrap();
+    let dv = PagedCache::from_host(&gpu, &v, cache_dims).unwrap();
+    let check = |out: &DeviceTensor<bf16>, what: &str| {
+        let cmp = reference::compare(&widen(&out.to_host().unwrap()), &expected);
+        assert!(
+            cmp.passes(DType::Bf16.tolerance()),
+            "{what}, seed {seed}: {cmp:?}"
+        );
+    };
+    let mut lse = LseBuffer::for_queries(&gpu, &dq).unwrap();
+    let out = paged_attention(&dq, &dk, &dv, &cache)
+        .causal(true)
+        .lse(&mut lse)
+        .run(&gpu)
+        .unwrap();
+    check(&out, "run");
+    assert_lse(&lse, &expected_lse, &format!("seed {seed}"));
+    for variant in flashrs::VARIANTS
+        .iter()
+        .filter(|v| v.family == flashrs::Family::FlashDecode && v.head_dims.contains(&d))
+    {
+        let mut into =
+            DeviceTensor::from_host(&gpu, &vec![bf16::NAN; q.len()], q_dims, Layout::Bhsd).unwrap();
+        let ran = paged_attention(&dq, &dk, &dv, &cache)
+            .causal(true)
+            .kernel(variant)
+            .run_into(&gpu, &mut into)
+            .unwrap();
+        assert_eq!(ran.name, variant.name);
+        check(&into, variant.name);
+    }
+    // A table for another cache size, and a kernel that reads no pages: refused before a launch.
+    let mut out = DeviceTensor::from_host(&gpu, &vec![bf16::NAN; q.len()], q_dims, Layout::Bhsd).unwrap();
+    let bigger = PagedKv::new(
+        block_size,
+        num_blocks + 1,
+        cache.block_table().to_vec(),
+        lens.to_vec(),
+    )
+    .unwrap();
+    assert!(matches!(
+        paged_attention(&dq, &dk, &dv, &bigger).run_into(&gpu, &mut out),
+        Err(Error::Incompatible(_))
+    ));
+    let dense_only = flashrs::VARIANTS
+        .iter()
+        .find(|v| v.family == flashrs::Family::FlashMma && v.head_dims.contains(&d))
+        .unwrap();
+    assert!(matches!(
+        paged_attention(&dq, &dk, &dv, &cache)
+            .kernel(dense_only)
+            .run_into(&gpu, &mut out),
+        Err(Error::InvalidProblem(_))
+    ));
+    assert!(
+        out.to_host().unwrap().iter().all(|x| x.is_nan()),
+        "a refused call wrote the output"
+    );
 }

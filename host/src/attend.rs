@@ -1,9 +1,10 @@
-//! `attend`: attention on the user's own `.npy` tensors.
+//! `attend`: attention on the user's own `.npy` tensors: dense, a packed variable-length batch
+//! (`--cu-seqlens-q/k`), or against a paged KV cache (`--block-table`, `--seqlens-k`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use flashrs::{DType, Layout, Params, Shape, VariantSpec};
-use flashrs_lab::npy::{self, NpyData};
+use flashrs::{DType, Family, Gpu, Layout, PagedKv, Params, Shape, VariantSpec, VarlenBatch};
+use flashrs_lab::npy::{self, NpyArray, NpyData};
 
 use crate::inputs;
 use crate::library;
@@ -11,49 +12,127 @@ use crate::Failure;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Queries, [B,H,S_q,D] (or [B,S_q,H,D] with `--layout bshd`), float16 or float32.
+    /// Queries, [B,H,S_q,D] (or [B,S_q,H,D] with `--layout bshd`; [total_q,H,D] with
+    /// `--cu-seqlens-q`), float16 or float32.
     #[arg(long)]
     q: PathBuf,
-    /// Keys, [B,H_kv,S_k,D] (or [B,S_k,H_kv,D]), same dtype as q; H_kv divides H (grouped-query
-    /// attention).
+    /// Keys, [B,H_kv,S_k,D] (or [B,S_k,H_kv,D]; [total_k,H_kv,D] with `--cu-seqlens-k`;
+    /// [num_blocks,block_size,H_kv,D] with `--block-table`), same dtype as q; H_kv divides H
+    /// (grouped-query attention).
     #[arg(long)]
     k: PathBuf,
     /// Values, shaped like k.
     #[arg(long)]
     v: PathBuf,
-    /// Output file, laid out like q, in the input's dtype.
+    /// Output file, shaped and laid out like q, in the input's dtype.
     #[arg(long)]
     out: PathBuf,
-    /// Also write each query row's log-sum-exp (natural log, [B,H,S_q] float32) to this file.
+    /// Also write each query row's log-sum-exp (natural log, float32) to this file: [B,H,S_q],
+    /// or [H,total_q] for a varlen batch.
     #[arg(long)]
     lse: Option<PathBuf>,
-    /// Causal masking (aligned bottom-right when S_q != S_k).
+    /// Causal masking (aligned bottom-right when S_q != S_k; per sequence for varlen and paged
+    /// inputs).
     #[arg(long)]
     causal: bool,
     /// Softmax scale (default 1/sqrt(D)).
     #[arg(long)]
     scale: Option<f32>,
     /// Variant to run (default: the library's choice; see `list`), or a library-composed path:
-    /// `cublas` (bhsd, no grouped heads) or `cutensor`; neither writes `--lse`.
+    /// `cublas` (bhsd, no grouped heads) or `cutensor`; neither writes `--lse` nor takes varlen
+    /// or paged inputs. Varlen inputs need a variant with a varlen entry point (flash_decode,
+    /// flash_ws without persistent), paged ones a flash_decode variant.
     #[arg(long)]
     kernel: Option<String>,
     /// Precision the kernel computes in: f16 or bf16 (float32 inputs are rounded to it; float16
     /// inputs with bf16 are converted). The output keeps the input's dtype.
     #[arg(long, default_value = "f16")]
     dtype: DType,
-    /// How the tensors are laid out: bhsd ([B,H,S,D]) or bshd ([B,S,H,D]); the kernels read both
-    /// in place through strides.
-    #[arg(long, default_value = "bhsd")]
-    layout: Layout,
+    /// How q, k, v (q only, for paged inputs) are laid out: bhsd ([B,H,S,D], the default) or
+    /// bshd ([B,S,H,D]); the kernels read both in place through strides. Packed varlen tensors
+    /// have one layout of their own.
+    #[arg(long)]
+    layout: Option<Layout>,
+    /// A variable-length batch: the prefix sums of the sequences' query lengths, a 1-D int32
+    /// .npy of B + 1 entries (0 first, none decreasing, the last total_q). q and the output are
+    /// then packed [total_q,H,D], k and v [total_k,H_kv,D]; each sequence attends to its own
+    /// keys. Needs --cu-seqlens-k.
+    #[arg(long, requires = "cu_seqlens_k")]
+    cu_seqlens_q: Option<PathBuf>,
+    /// The prefix sums of the sequences' key lengths (1-D int32, B + 1 entries, the last
+    /// total_k). Needs --cu-seqlens-q.
+    #[arg(long, requires = "cu_seqlens_q")]
+    cu_seqlens_k: Option<PathBuf>,
+    /// A paged KV cache: the block table, a 2-D int32 .npy [B,max_blocks] naming the page of
+    /// each block_size keys of each sequence (entries past a sequence's last page are not
+    /// read). k and v are then the caches [num_blocks,block_size,H_kv,D] (block_size a power of
+    /// two from 16 to 256), q [B,H,S_q,D]. Needs --seqlens-k.
+    #[arg(long, requires = "seqlens_k", conflicts_with_all = ["cu_seqlens_q", "cu_seqlens_k"])]
+    block_table: Option<PathBuf>,
+    /// Each sequence's key count in the paged cache, a 1-D int32 .npy of B entries. Needs
+    /// --block-table.
+    #[arg(long, requires = "block_table")]
+    seqlens_k: Option<PathBuf>,
+}
+
+/// What the files hold, checked in full before the GPU is opened.
+#[derive(Debug)]
+enum Problem {
+    Dense(Shape),
+    /// A packed batch, and its heads `(H, H_kv, D)`.
+    Varlen {
+        batch: VarlenBatch,
+        heads: (usize, usize, usize),
+    },
+    /// Queries against a paged cache (`seq_k`: the longest sequence).
+    Paged {
+        shape: Shape,
+        cache: PagedKv,
+    },
+}
+
+impl Problem {
+    /// Dims of the log-sum-exp file.
+    fn lse_dims(&self) -> Vec<usize> {
+        match self {
+            Problem::Dense(shape) | Problem::Paged { shape, .. } => {
+                vec![shape.batch, shape.heads, shape.seq_q]
+            }
+            Problem::Varlen { batch, heads } => vec![heads.0, batch.total_q()],
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Problem::Dense(shape) => shape.to_string(),
+            Problem::Varlen { batch, heads } => format!(
+                "varlen B={} H={} H_kv={} D={} total_q={} total_k={}",
+                batch.batch(),
+                heads.0,
+                heads.1,
+                heads.2,
+                batch.total_q(),
+                batch.total_k()
+            ),
+            Problem::Paged { shape, cache } => format!(
+                "{shape} against a paged cache of {} pages of {}",
+                cache.num_blocks(),
+                cache.block_size()
+            ),
+        }
+    }
 }
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     // Everything about the inputs and options is checked here, before the GPU is opened: bad
     // input gets its own one-line error on any machine, with or without a GPU.
     let path = args.kernel.as_deref().and_then(library::Path::from_name);
-    if let Some(name) = args.kernel.as_ref().filter(|_| path.is_none()) {
-        VariantSpec::by_name(name).ok_or_else(|| flashrs::Error::UnknownKernel(name.clone()))?;
-    }
+    let named = match args.kernel.as_ref().filter(|_| path.is_none()) {
+        Some(name) => {
+            Some(VariantSpec::by_name(name).ok_or_else(|| flashrs::Error::UnknownKernel(name.clone()))?)
+        }
+        None => None,
+    };
     let params = Params {
         causal: args.causal,
         scale: args.scale,
@@ -65,77 +144,233 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let q = npy::read_npy(&args.q)?;
     let k = npy::read_npy(&args.k)?;
     let v = npy::read_npy(&args.v)?;
-    let shape = shape_of(&q, &k, &v, &args)?;
-    shape.validate()?;
-    if let Some(path) = path {
-        path.check(shape, args.layout, args.lse.is_some())?;
-    }
+    let problem = problem(&q, &k, &v, &args)?;
+    check_kernel(&problem, path, named, &args)?;
 
     let gpu = inputs::open_gpu(device)?;
     let dtype = args.dtype;
-    let encode = |a: &npy::NpyArray| -> Vec<u16> { a.to_f32().iter().map(|&x| dtype.encode(x)).collect() };
-    let mut tensors = gpu.tensors_in(args.layout, shape, dtype, &encode(&q), &encode(&k), &encode(&v))?;
-    if args.lse.is_some() {
-        gpu.request_lse(&mut tensors)?;
-    }
-    let used = if let Some(path) = path {
-        path.make(&gpu, shape, dtype)?
-            .launch(&gpu, &mut tensors, params)?;
-        path.name()
-    } else {
-        gpu.forward(&mut tensors, params, args.kernel.as_deref())?.name
+    let encode = |a: &NpyArray| -> Vec<u16> { a.to_f32().iter().map(|&x| dtype.encode(x)).collect() };
+    let (q_bits, k_bits, v_bits) = (encode(&q), encode(&k), encode(&v));
+    let layout = args.layout.unwrap_or(Layout::Bhsd);
+    let want_lse = args.lse.is_some();
+    let (out, lse, used) = match &problem {
+        Problem::Dense(shape) => {
+            let mut tensors = gpu.tensors_in(layout, *shape, dtype, &q_bits, &k_bits, &v_bits)?;
+            if want_lse {
+                gpu.request_lse(&mut tensors)?;
+            }
+            let used = if let Some(path) = path {
+                path.make(&gpu, *shape, dtype)?
+                    .launch(&gpu, &mut tensors, params)?;
+                path.name()
+            } else {
+                gpu.forward(&mut tensors, params, named.map(|v| v.name))?.name
+            };
+            (
+                gpu.download(tensors.out())?,
+                download_lse(&gpu, tensors.lse())?,
+                used,
+            )
+        }
+        Problem::Varlen { batch, heads } => {
+            let (h, h_kv, d) = *heads;
+            let mut tensors =
+                gpu.varlen_tensors(batch.clone(), *heads, dtype, (&q_bits, &k_bits, &v_bits))?;
+            if want_lse {
+                gpu.request_varlen_lse(&mut tensors)?;
+            }
+            let variant = match named {
+                Some(variant) => variant,
+                None => gpu.choose_varlen(batch, h, h_kv, d)?,
+            };
+            let kernel = gpu.varlen_kernel(variant, d, dtype, false)?;
+            gpu.launch_varlen(&kernel, &mut tensors, params, None)?;
+            (
+                gpu.download(tensors.out())?,
+                download_lse(&gpu, tensors.lse())?,
+                variant.name,
+            )
+        }
+        Problem::Paged { shape, cache } => {
+            let mut tensors =
+                gpu.paged_tensors(layout, *shape, dtype, &q_bits, &k_bits, &v_bits, cache.clone())?;
+            if want_lse {
+                gpu.request_paged_lse(&mut tensors)?;
+            }
+            let variant = match named {
+                Some(variant) => variant,
+                None => gpu.choose_paged(*shape)?,
+            };
+            let kernel = gpu.paged_kernel(variant, shape.head_dim, dtype, false)?;
+            gpu.launch_paged(&kernel, &mut tensors, params, None)?;
+            (
+                gpu.download(tensors.out())?,
+                download_lse(&gpu, tensors.lse())?,
+                variant.name,
+            )
+        }
     };
-    let out = flashrs::gpu::decode(dtype, &gpu.download(tensors.out())?);
+    // A varlen batch without queries keeps a one-element placeholder on the GPU.
+    let out = flashrs::gpu::decode(dtype, &out[..q_bits.len()]);
     let data = match q.data {
         NpyData::F16(_) => NpyData::F16(out.iter().map(|&x| half::f16::from_f32(x)).collect()),
-        NpyData::F32(_) => NpyData::F32(out),
+        _ => NpyData::F32(out),
     };
     npy::write_npy(&args.out, &q.shape, &data)?;
-    if let (Some(path), Some(lse)) = (&args.lse, tensors.lse()) {
-        let lse = gpu.download(lse)?;
-        npy::write_npy(path, &[shape.batch, shape.heads, shape.seq_q], &NpyData::F32(lse))?;
+    if let (Some(path), Some(mut lse)) = (&args.lse, lse) {
+        let dims = problem.lse_dims();
+        lse.truncate(dims.iter().product());
+        npy::write_npy(path, &dims, &NpyData::F32(lse))?;
     }
     println!(
         "{}: {} {} computed in {dtype} with {} (causal={})",
         args.out.display(),
         q.dtype_name(),
-        shape,
+        problem.describe(),
         used,
         args.causal
     );
     Ok(())
 }
 
-/// Checks ranks, agreement between q, k and v, and dtypes; returns the problem's shape.
-pub fn shape_of(
-    q: &npy::NpyArray,
-    k: &npy::NpyArray,
-    v: &npy::NpyArray,
+fn download_lse(
+    gpu: &Gpu,
+    lse: Option<&cudarc::driver::CudaSlice<f32>>,
+) -> Result<Option<Vec<f32>>, Failure> {
+    Ok(lse.map(|lse| gpu.download(lse)).transpose()?)
+}
+
+/// The problem the files describe: dense, varlen or paged as the index flags say, every
+/// dim and index checked (the library's own checks, run on the host).
+fn problem(q: &NpyArray, k: &NpyArray, v: &NpyArray, args: &Args) -> Result<Problem, Failure> {
+    for (a, path) in [(q, &args.q), (k, &args.k), (v, &args.v)] {
+        if a.as_i32().is_some() {
+            return Err(Failure::Usage(format!(
+                "{}: int32 data: q, k and v must be float16 or float32",
+                path.display()
+            )));
+        }
+    }
+    let params = Params {
+        causal: args.causal,
+        scale: args.scale,
+    };
+    match (
+        &args.cu_seqlens_q,
+        &args.cu_seqlens_k,
+        &args.block_table,
+        &args.seqlens_k,
+    ) {
+        (None, None, None, None) => {
+            let shape = shape_of(q, k, v, args)?;
+            shape.validate()?;
+            Ok(Problem::Dense(shape))
+        }
+        (Some(cu_q), Some(cu_k), None, None) => {
+            if let Some(layout) = args.layout {
+                return Err(Failure::Usage(format!(
+                    "--layout {layout}: packed varlen tensors are [total,H,D], they have no other layout"
+                )));
+            }
+            let qs = rank::<3>(q, &args.q, "[total_q,H,D] (packed)")?;
+            let ks = rank::<3>(k, &args.k, "[total_k,H_kv,D] (packed)")?;
+            let vs = rank::<3>(v, &args.v, "[total_k,H_kv,D] (packed)")?;
+            share_dtype(q, k, v)?;
+            let batch = VarlenBatch::new(
+                index(cu_q, "--cu-seqlens-q", "[B + 1]", 1)?.1,
+                index(cu_k, "--cu-seqlens-k", "[B + 1]", 1)?.1,
+            )?;
+            let heads = flashrs::check_varlen(qs, ks, vs, &batch, params)?;
+            Ok(Problem::Varlen { batch, heads })
+        }
+        (None, None, Some(table), Some(lens)) => {
+            let layout = args.layout.unwrap_or(Layout::Bhsd);
+            let qs = layout.split(rank::<4>(q, &args.q, layout_dims(layout))?);
+            let qs = [qs.0, qs.1, qs.2, qs.3];
+            let ks = rank::<4>(k, &args.k, "[num_blocks,block_size,H_kv,D] (paged)")?;
+            let vs = rank::<4>(v, &args.v, "[num_blocks,block_size,H_kv,D] (paged)")?;
+            share_dtype(q, k, v)?;
+            let (table_dims, table) = index(table, "--block-table", "[B,max_blocks]", 2)?;
+            let (_, lens) = index(lens, "--seqlens-k", "[B]", 1)?;
+            // The table's rows are its own: the library's index takes it flat, rows by B.
+            if table_dims[0] != lens.len() {
+                return Err(Failure::Usage(format!(
+                    "--block-table has {} rows and --seqlens-k {} entries: one of each per sequence",
+                    table_dims[0],
+                    lens.len()
+                )));
+            }
+            let cache = PagedKv::new(ks[1], ks[0], table, lens)?;
+            let shape = flashrs::check_paged(qs, layout, ks, vs, &cache, params)?;
+            Ok(Problem::Paged { shape, cache })
+        }
+        // clap keeps each pair together and the two pairs apart; this only keeps the match total.
+        _ => Err(Failure::Usage(
+            "--cu-seqlens-q/--cu-seqlens-k and --block-table/--seqlens-k each go in pairs, one pair at most"
+                .into(),
+        )),
+    }
+}
+
+/// Refuses a kernel or composed path that cannot run `problem`, before the GPU is opened.
+fn check_kernel(
+    problem: &Problem,
+    path: Option<library::Path>,
+    named: Option<&'static VariantSpec>,
     args: &Args,
-) -> Result<Shape, Failure> {
-    let rank4 = |a: &npy::NpyArray, path: &PathBuf| -> Result<[usize; 4], Failure> {
-        <[usize; 4]>::try_from(a.shape.as_slice()).map_err(|_| {
-            Failure::Usage(format!(
-                "{}: expected a 4-D {} tensor, got shape {:?}",
-                path.display(),
-                match args.layout {
-                    Layout::Bhsd => "[B,H,S,D]",
-                    Layout::Bshd => "[B,S,H,D]",
-                },
-                a.shape
-            ))
-        })
+) -> Result<(), Failure> {
+    let head_dim = match problem {
+        Problem::Dense(shape) | Problem::Paged { shape, .. } => shape.head_dim,
+        Problem::Varlen { heads, .. } => heads.2,
     };
-    // Checked as [B,H,S,D] whatever the layout.
-    let as_bhsd = |dims: [usize; 4]| {
-        let (b, h, s, d) = args.layout.split(dims);
-        [b, h, s, d]
-    };
-    let (qs, ks, vs) = (
-        as_bhsd(rank4(q, &args.q)?),
-        as_bhsd(rank4(k, &args.k)?),
-        as_bhsd(rank4(v, &args.v)?),
-    );
+    if let Some(variant) = named.filter(|v| !v.head_dims.contains(&head_dim)) {
+        return Err(Failure::Usage(format!(
+            "--kernel {}: compiled for head dims {:?}, not {head_dim}",
+            variant.name, variant.head_dims
+        )));
+    }
+    match (problem, path, named) {
+        (Problem::Dense(shape), Some(path), _) => {
+            Ok(path.check(*shape, args.layout.unwrap_or(Layout::Bhsd), args.lse.is_some())?)
+        }
+        (Problem::Varlen { .. } | Problem::Paged { .. }, Some(path), _) => Err(Failure::Usage(format!(
+            "--kernel {}: the composed paths take dense tensors only, not varlen or paged ones",
+            path.name()
+        ))),
+        (Problem::Varlen { .. }, None, Some(variant)) if !variant.has_varlen() => Err(Failure::Usage(format!(
+            "--kernel {}: no variable-length entry point (flash_decode and flash_ws without persistent have one)",
+            variant.name
+        ))),
+        (Problem::Paged { .. }, None, Some(variant)) if variant.family != Family::FlashDecode => {
+            Err(Failure::Usage(format!(
+                "--kernel {}: only flash_decode variants read a paged KV cache",
+                variant.name
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `a`'s dims when it has `N` of them, else a one-line refusal naming the file and what was
+/// expected (`what`).
+fn rank<const N: usize>(a: &NpyArray, path: &Path, what: &str) -> Result<[usize; N], Failure> {
+    <[usize; N]>::try_from(a.shape.as_slice()).map_err(|_| {
+        Failure::Usage(format!(
+            "{}: expected a {N}-D {what} tensor, got shape {:?}",
+            path.display(),
+            a.shape
+        ))
+    })
+}
+
+fn layout_dims(layout: Layout) -> &'static str {
+    match layout {
+        Layout::Bhsd => "[B,H,S,D]",
+        Layout::Bshd => "[B,S,H,D]",
+    }
+}
+
+fn share_dtype(q: &NpyArray, k: &NpyArray, v: &NpyArray) -> Result<(), Failure> {
     if q.dtype_name() != k.dtype_name() || q.dtype_name() != v.dtype_name() {
         return Err(Failure::Usage(format!(
             "q, k, v must share a dtype, got {}, {}, {}",
@@ -144,6 +379,40 @@ pub fn shape_of(
             v.dtype_name()
         )));
     }
+    Ok(())
+}
+
+/// An int32 index array of `rank` dims (`dims` says which, for the message) from `path`,
+/// given with `flag`.
+fn index(path: &Path, flag: &str, dims: &str, rank: usize) -> Result<(Vec<usize>, Vec<i32>), Failure> {
+    let array = npy::read_npy(path)?;
+    let Some(values) = array.as_i32() else {
+        return Err(Failure::Usage(format!(
+            "{}: {flag} must be int32 (<i4), got {}",
+            path.display(),
+            array.dtype_name()
+        )));
+    };
+    if array.shape.len() != rank {
+        return Err(Failure::Usage(format!(
+            "{}: {flag} must be a {rank}-D {dims} array, got shape {:?}",
+            path.display(),
+            array.shape
+        )));
+    }
+    Ok((array.shape.clone(), values.to_vec()))
+}
+
+/// Checks ranks, agreement between q, k and v, and dtypes; returns the problem's shape.
+pub fn shape_of(q: &NpyArray, k: &NpyArray, v: &NpyArray, args: &Args) -> Result<Shape, Failure> {
+    let layout = args.layout.unwrap_or(Layout::Bhsd);
+    // Checked as [B,H,S,D] whatever the layout.
+    let as_bhsd = |a: &NpyArray, path: &PathBuf| -> Result<[usize; 4], Failure> {
+        let (b, h, s, d) = layout.split(rank::<4>(a, path, layout_dims(layout))?);
+        Ok([b, h, s, d])
+    };
+    let (qs, ks, vs) = (as_bhsd(q, &args.q)?, as_bhsd(k, &args.k)?, as_bhsd(v, &args.v)?);
+    share_dtype(q, k, v)?;
     if ks != vs {
         return Err(Failure::Usage(format!(
             "k {ks:?} and v {vs:?} must have the same shape"

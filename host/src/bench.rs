@@ -25,7 +25,9 @@ pub struct Args {
     shape: Vec<Shape>,
     /// Only these variants (repeatable; default all; naive and flash_scalar are skipped on
     /// shapes too big for them unless named here), or the library-composed paths `cublas` and
-    /// `cutensor` (timed by default too; a missing library is a note).
+    /// `cutensor` (timed by default too; a missing library is a note). Every case also times
+    /// what the library's dispatch weighs for it (its pick, the tuned entry, the heuristic's), so
+    /// the summary's pick is always measured.
     #[arg(long = "kernel")]
     kernels: Vec<String>,
     /// Causal masking (for shape sets that do not fix it).
@@ -238,11 +240,14 @@ fn time_ours(
         let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
         let first = rows.len();
         let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
-        for variant in plan
-            .variants
-            .iter()
-            .filter(|v| v.head_dims.contains(&shape.head_dim))
-        {
+        let candidates: Vec<&'static VariantSpec> = gpu
+            .dispatch_candidates(shape, args.dtype, causal)
+            .into_iter()
+            .map(|(variant, _)| variant)
+            .collect();
+        let variants = case_variants(&plan.variants, &candidates, shape.head_dim, gpu.arch);
+        bar.inc_length(variants.len().saturating_sub(plan.variants.len()) as u64);
+        for &variant in &variants {
             bar.inc(1);
             let slow = matches!(variant.family, Family::Naive | Family::FlashScalar);
             if slow && work > SLOW_KERNEL_LIMIT && args.kernels.is_empty() {
@@ -279,6 +284,31 @@ fn time_ours(
     }
     bar.finish_and_clear();
     Ok(rows)
+}
+
+/// The variants timed on a case of head dim `head_dim` on a GPU of architecture `arch`: those
+/// asked for (every one by default) that have the head dim, then the dispatch's `candidates` for
+/// the case that are not among them and run here. Without the candidates, a `--kernel` list
+/// that leaves out the dispatch's pick (the decode set's prefill chunk goes to flash_ws) left
+/// the summary's pick unmeasured and its `ours` the fastest of the wrong family.
+fn case_variants(
+    asked: &[&'static VariantSpec],
+    candidates: &[&'static VariantSpec],
+    head_dim: usize,
+    arch: u32,
+) -> Vec<&'static VariantSpec> {
+    let mut variants: Vec<&'static VariantSpec> = asked
+        .iter()
+        .copied()
+        .filter(|v| v.head_dims.contains(&head_dim))
+        .collect();
+    for &candidate in candidates {
+        let runs = candidate.head_dims.contains(&head_dim) && candidate.min_arch <= arch;
+        if runs && !variants.iter().any(|v| v.name == candidate.name) {
+            variants.push(candidate);
+        }
+    }
+    variants
 }
 
 /// The flash_decode variants' paged entry points on every case, once per `--block-size`.
@@ -677,6 +707,55 @@ mod tests {
         )
         .ok()
         .unwrap()
+    }
+
+    #[test]
+    fn every_case_times_the_dispatchs_candidates_beside_what_was_asked() {
+        let named = |name: &str| VariantSpec::by_name(name).unwrap();
+        let decode = [
+            named("flash_decode_m16_n128_w8_s3_light"),
+            named("flash_decode_m16_n64_w4_s4_light"),
+        ];
+        // The decode set's prefill chunk, as the H100's dispatch sees it.
+        let chunk = Shape {
+            seq_q: 128,
+            ..Shape::new(4, 32, 4096, 128)
+        };
+        let candidates: Vec<_> =
+            flashrs::gpu::dispatch_candidates("NVIDIA H100 80GB HBM3", 90, 132, chunk, DType::F16, false)
+                .into_iter()
+                .map(|(v, _)| v)
+                .collect();
+        let timed = case_variants(&decode, &candidates, 128, 90);
+        let names: Vec<&str> = timed.iter().map(|v| v.name).collect();
+        assert_eq!(&names[..2], [decode[0].name, decode[1].name], "asked for first");
+        for candidate in &candidates {
+            assert_eq!(
+                names.iter().filter(|&&n| n == candidate.name).count(),
+                1,
+                "{} timed once: {names:?}",
+                candidate.name
+            );
+        }
+        // A candidate already asked for is not timed twice; one this GPU or head dim lacks is
+        // left out.
+        let ws = named("flash_ws_m128_n176_s2_pp_ov_mbarrier");
+        assert_eq!(case_variants(&[ws], &[ws, decode[0]], 128, 90).len(), 2);
+        assert_eq!(
+            case_variants(&decode, &[ws], 128, 80).len(),
+            2,
+            "flash_ws needs sm_90"
+        );
+        let d256 = case_variants(
+            &[],
+            &[decode[0], named("flash_ws_m128_n80_s2_ov_mbarrier")],
+            256,
+            90,
+        );
+        assert_eq!(
+            d256.iter().map(|v| v.name).collect::<Vec<_>>(),
+            ["flash_ws_m128_n80_s2_ov_mbarrier"]
+        );
     }
 
     #[test]

@@ -219,6 +219,21 @@ pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> 
         .collect()
 }
 
+/// `n` elements of `dtype` (its bits) from `rng`: standard normal draws, or with `timing` a cheap
+/// hash of one draw, uniform in [-1, 1) (the gigabytes of a paged or varlen bench case in seconds).
+pub fn draw_bits(rng: &mut StdRng, dtype: DType, n: usize, timing: bool) -> Vec<u16> {
+    if timing {
+        let base: u64 = rng.random();
+        (0..n as u64)
+            .map(|i| dtype.encode(((base ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as f32 / 8e6 - 1.0))
+            .collect()
+    } else {
+        (0..n)
+            .map(|_| dtype.encode(rng.sample::<f32, _>(StandardNormal)))
+            .collect()
+    }
+}
+
 /// Fresh standard-normal inputs rounded to `dtype` (as its bits), and the same values as f32 for
 /// the reference, so the reference sees exactly what the kernel sees.
 pub struct Inputs {

@@ -6,7 +6,6 @@ use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
-use rand_distr::StandardNormal;
 use serde::Serialize;
 
 use crate::Failure;
@@ -72,20 +71,7 @@ pub fn data(problem: &Problem, seed: u64, timing: bool) -> Result<Data, Failure>
     let shape = cache.shape(problem.heads, problem.heads_kv, problem.seq_q, problem.head_dim)?;
     let dtype = problem.dtype;
     let page_elements = bs * problem.heads_kv * problem.head_dim;
-    let mut draw = |n: usize| -> Vec<u16> {
-        if timing {
-            let base: u64 = rng.random();
-            (0..n as u64)
-                .map(|i| {
-                    dtype.encode(((base ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as f32 / 8e6 - 1.0)
-                })
-                .collect()
-        } else {
-            (0..n)
-                .map(|_| dtype.encode(rng.sample::<f32, _>(StandardNormal)))
-                .collect()
-        }
-    };
+    let mut draw = |n: usize| crate::inputs::draw_bits(&mut rng, dtype, n, timing);
     let q = draw(shape.q_len());
     let mut k_cache = draw(num_blocks * page_elements);
     let mut v_cache = draw(num_blocks * page_elements);

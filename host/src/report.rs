@@ -160,12 +160,15 @@ pub fn kv_bytes(shape: Shape) -> f64 {
     2.0 * shape.kv_len() as f64 * 2.0
 }
 
+/// Whether `row` ran the case itself: contiguous K and V of these dims, as the peers read them
+/// (a paged or varlen row of the same dims is another problem, reported beside it).
 fn same_case(row: &Row, shape: Shape, causal: bool) -> bool {
     row.shape == [shape.batch, shape.heads, shape.seq_q, shape.head_dim]
         && row.seq_k == shape.seq_k
         && row.heads_kv == shape.heads_kv
         && row.causal == causal
         && row.varlen_lens.is_none()
+        && row.block_size.is_none()
 }
 
 /// Per case: our fastest against the best peer and against cuDNN, FA2 and FA3 by name (with
@@ -402,6 +405,16 @@ mod tests {
         let (lo, hi) = s[0].ci95.unwrap();
         assert!(lo <= 9.0 / 8.0 && 9.0 / 8.0 <= hi);
         assert!((s[0].dispatch_speedup.unwrap() - 9.0 / 10.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn paged_rows_are_not_the_cases_ours() {
+        let mut paged = row("a_paged", None, 5.0);
+        paged.block_size = Some(16);
+        let rows = vec![paged, row("a", None, 8.0), row("torch_cudnn", Some("cudnn"), 9.0)];
+        let s = summarise(&[(Shape::new(1, 8, 512, 64), false)], &rows, &pick_a);
+        assert_eq!(s[0].ours.as_deref(), Some("a"));
+        assert_eq!(s[0].dispatch_speedup, s[0].speedup);
     }
 
     #[test]

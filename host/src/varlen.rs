@@ -7,7 +7,6 @@ use flashrs_lab::reference::{self, DTypeTolerance, Dims};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
-use rand_distr::StandardNormal;
 use serde::Serialize;
 
 use crate::Failure;
@@ -58,20 +57,7 @@ pub fn data(problem: &Problem, seed: u64, timing: bool) -> Result<Data, Failure>
     let (q_len, kv_len, _) = batch.lens(problem.heads, problem.heads_kv, problem.head_dim);
     let mut rng = StdRng::seed_from_u64(seed);
     let dtype = problem.dtype;
-    let mut draw = |n: usize| -> Vec<u16> {
-        if timing {
-            let base: u64 = rng.random();
-            (0..n as u64)
-                .map(|i| {
-                    dtype.encode(((base ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as f32 / 8e6 - 1.0)
-                })
-                .collect()
-        } else {
-            (0..n)
-                .map(|_| dtype.encode(rng.sample::<f32, _>(StandardNormal)))
-                .collect()
-        }
-    };
+    let mut draw = |n: usize| crate::inputs::draw_bits(&mut rng, dtype, n, timing);
     Ok(Data {
         q: draw(q_len),
         k: draw(kv_len),
@@ -310,17 +296,20 @@ pub fn dense_equivalent(lens: &[usize]) -> usize {
 mod tests {
     use super::*;
 
+    /// `p`'s lengths and heads make a batch the launches take.
+    fn assert_valid(p: &Problem) {
+        let batch = p.batch().unwrap();
+        assert!(
+            batch.grid_shape(p.heads, p.heads_kv, p.head_dim).is_ok(),
+            "{}",
+            p.describe()
+        );
+    }
+
     #[test]
     fn random_problems_are_valid_batches() {
         for seed in 0..200 {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let p = random_problem(&mut rng);
-            let batch = p.batch().unwrap();
-            assert!(
-                batch.grid_shape(p.heads, p.heads_kv, p.head_dim).is_ok(),
-                "{}",
-                p.describe()
-            );
+            assert_valid(&random_problem(&mut StdRng::seed_from_u64(seed)));
         }
     }
 
@@ -328,14 +317,9 @@ mod tests {
     fn the_sets_are_valid_batches_with_empty_and_single_rows() {
         let all = problems(&[DType::F16], &[false, true]);
         assert!(all.iter().any(|p| p.lens_q.contains(&0)) && all.iter().any(|p| p.lens_q.contains(&1)));
-        for p in all.iter().chain(&quick_problems(&[DType::F16], &[true])) {
-            let batch = p.batch().unwrap();
-            assert!(
-                batch.grid_shape(p.heads, p.heads_kv, p.head_dim).is_ok(),
-                "{}",
-                p.describe()
-            );
-        }
+        all.iter()
+            .chain(&quick_problems(&[DType::F16], &[true]))
+            .for_each(assert_valid);
     }
 
     #[test]

@@ -92,6 +92,17 @@ enum Masks {
     Both,
 }
 
+impl Masks {
+    /// The `causal` values to check.
+    fn list(self) -> &'static [bool] {
+        match self {
+            Masks::None => &[false],
+            Masks::Causal => &[true],
+            Masks::Both => &[false, true],
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Case {
     kernel: &'static str,
@@ -272,11 +283,7 @@ fn check_options(args: &Args) -> Result<(), Failure> {
 /// Every (shape, causal, dtype) to check: the shape sets and `--shape`s under the masks asked
 /// for, in each dtype, with `--heads-kv` applied.
 fn problems(args: &Args) -> Result<Vec<(Shape, bool, DType)>, Failure> {
-    let masks: &[bool] = match args.masks {
-        Masks::None => &[false],
-        Masks::Causal => &[true],
-        Masks::Both => &[false, true],
-    };
+    let masks = args.masks.list();
     // The paged and varlen sets are not lists of dense shapes (`check_paged`, `check_varlen`).
     let sets: Vec<String> = args
         .shapes
@@ -821,33 +828,52 @@ fn check_paged(
     args: &Args,
     seed: u64,
 ) -> Result<Vec<crate::paged::Case>, Failure> {
-    if !args.shapes.iter().any(|s| s == "paged") {
+    let problems = || {
+        let masks = args.masks.list();
+        if args.quick {
+            crate::paged::quick_problems(&args.dtype, masks)
+        } else {
+            crate::paged::problems(&args.dtype, masks)
+        }
+    };
+    run_set(
+        args,
+        "paged",
+        problems,
+        crate::paged::Problem::describe,
+        |problem, index| {
+            let case_seed = seed.wrapping_add(1_000_000 + index);
+            crate::paged::check(
+                gpu,
+                variants,
+                problem,
+                case_seed,
+                &args.layout,
+                LSE_TOLERANCE,
+                lse_error,
+            )
+        },
+    )
+}
+
+/// A problem set that is not a list of dense shapes (`paged`, `varlen`), when `--shapes` names
+/// it: `check` on each of `problems` and its index, under a progress bar.
+fn run_set<P, C>(
+    args: &Args,
+    name: &str,
+    problems: impl FnOnce() -> Vec<P>,
+    describe: impl Fn(&P) -> String,
+    mut check: impl FnMut(&P, u64) -> Result<Vec<C>, Failure>,
+) -> Result<Vec<C>, Failure> {
+    if !args.shapes.iter().any(|s| s == name) {
         return Ok(Vec::new());
     }
-    let masks: &[bool] = match args.masks {
-        Masks::None => &[false],
-        Masks::Causal => &[true],
-        Masks::Both => &[false, true],
-    };
-    let problems = if args.quick {
-        crate::paged::quick_problems(&args.dtype, masks)
-    } else {
-        crate::paged::problems(&args.dtype, masks)
-    };
-    let bar = inputs::progress(problems.len(), "paged");
+    let problems = problems();
+    let bar = inputs::progress(problems.len(), name);
     let mut cases = Vec::new();
     for (index, problem) in problems.iter().enumerate() {
-        bar.set_message(problem.describe());
-        let case_seed = seed.wrapping_add(1_000_000 + index as u64);
-        cases.extend(crate::paged::check(
-            gpu,
-            variants,
-            problem,
-            case_seed,
-            &args.layout,
-            LSE_TOLERANCE,
-            lse_error,
-        )?);
+        bar.set_message(describe(problem));
+        cases.extend(check(problem, index as u64)?);
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -904,36 +930,24 @@ fn check_varlen(
     args: &Args,
     seed: u64,
 ) -> Result<Vec<crate::varlen::Case>, Failure> {
-    if !args.shapes.iter().any(|s| s == "varlen") {
-        return Ok(Vec::new());
-    }
-    let masks: &[bool] = match args.masks {
-        Masks::None => &[false],
-        Masks::Causal => &[true],
-        Masks::Both => &[false, true],
+    let problems = || {
+        let masks = args.masks.list();
+        if args.quick {
+            crate::varlen::quick_problems(&args.dtype, masks)
+        } else {
+            crate::varlen::problems(&args.dtype, masks)
+        }
     };
-    let problems = if args.quick {
-        crate::varlen::quick_problems(&args.dtype, masks)
-    } else {
-        crate::varlen::problems(&args.dtype, masks)
-    };
-    let bar = inputs::progress(problems.len(), "varlen");
-    let mut cases = Vec::new();
-    for (index, problem) in problems.iter().enumerate() {
-        bar.set_message(problem.describe());
-        let case_seed = seed.wrapping_add(2_000_000 + index as u64);
-        cases.extend(crate::varlen::check(
-            gpu,
-            variants,
-            problem,
-            case_seed,
-            LSE_TOLERANCE,
-            lse_error,
-        )?);
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    Ok(cases)
+    run_set(
+        args,
+        "varlen",
+        problems,
+        crate::varlen::Problem::describe,
+        |problem, index| {
+            let case_seed = seed.wrapping_add(2_000_000 + index);
+            crate::varlen::check(gpu, variants, problem, case_seed, LSE_TOLERANCE, lse_error)
+        },
+    )
 }
 
 /// `--random`'s varlen problems: problem `i` from seed `seed + i` (replay: `--random 1 --seed`).

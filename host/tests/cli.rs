@@ -242,6 +242,11 @@ impl Files {
         )
     }
 
+    /// An int32 array of this shape holding `values`.
+    fn i32(&self, name: &str, shape: &[usize], values: &[i32]) -> String {
+        write(self.dir.path(), name, shape, NpyData::I32(values.to_vec()))
+    }
+
     fn attend(&self, q: &str, k: &str, v: &str, extra: &[&str]) -> Output {
         let out = self.path("out.npy");
         let mut args = vec!["attend", "--q", q, "--k", k, "--v", v, "--out", &out];
@@ -310,7 +315,8 @@ fn attend_refuses_unsupported_dtypes() {
     let good = f.f32("q.npy", &[1, 2, 8, 64]);
     let n = 2 * 8 * 64;
     let cases = [
-        ("<i4", 4, "unsupported dtype `<i4`"),
+        // int32 is read (block tables, prefix sums) but is no tensor of attention.
+        ("<i4", 4, "int32 data: q, k and v must be float16 or float32"),
         ("<f8", 8, "unsupported dtype `<f8`"),
         ("<i8", 8, "unsupported dtype `<i8`"),
         ("|u1", 1, "unsupported dtype `|u1`"),
@@ -774,4 +780,225 @@ fn list_json_to_stdout_is_the_json_alone_and_only_this_arch() {
     }
     // The table went to stderr.
     assert!(stderr(&out).contains("variant"), "{}", stderr(&out));
+}
+
+#[test]
+fn attend_refuses_bad_varlen_inputs_before_touching_a_gpu() {
+    let f = Files::new();
+    // Three sequences: 3, 0 and 7 queries (10 packed rows), 5, 1 and 0 keys (6 rows).
+    let q = f.f32("q.npy", &[10, 8, 64]);
+    let kv = f.f32("kv.npy", &[6, 2, 64]);
+    let cu_q = f.i32("cu_q.npy", &[4], &[0, 3, 3, 10]);
+    let cu_k = f.i32("cu_k.npy", &[4], &[0, 5, 6, 6]);
+    let varlen = |q: &str, kv: &str, cu_q: &str, cu_k: &str, extra: &[&str]| {
+        let mut args = vec!["--cu-seqlens-q", cu_q, "--cu-seqlens-k", cu_k];
+        args.extend_from_slice(extra);
+        f.attend(q, kv, kv, &args)
+    };
+    let decreasing = f.i32("dec.npy", &[4], &[0, 4, 3, 10]);
+    let longer = f.i32("long.npy", &[5], &[0, 5, 6, 6, 6]);
+    let short_total = f.i32("short.npy", &[4], &[0, 3, 3, 9]);
+    let not_zero = f.i32("nz.npy", &[4], &[1, 3, 3, 10]);
+    let matrix = f.i32("m.npy", &[2, 2], &[0, 3, 3, 10]);
+    let floats = f.f32("cu_f.npy", &[4]);
+    let q_int = f.i32("q_int.npy", &[10, 8, 64], &[1; 10 * 8 * 64]);
+    let kv7 = f.f32("kv7.npy", &[7, 2, 64]);
+    let kv_h3 = f.f32("kv_h3.npy", &[6, 3, 64]);
+    let q4 = f.f32("q4.npy", &[1, 10, 8, 64]);
+    let cases = [
+        (&q, &kv, &decreasing, &cu_k, "cu_seqlens_q decreases at entry 2"),
+        (&q, &kv, &cu_q, &longer, "both must be B + 1"),
+        (
+            &q,
+            &kv,
+            &short_total,
+            &cu_k,
+            "q has 10 packed rows, but cu_seqlens_q ends at 9",
+        ),
+        (&q, &kv, &not_zero, &cu_k, "cu_seqlens_q[0] = 1"),
+        (
+            &q,
+            &kv7,
+            &cu_q,
+            &cu_k,
+            "k and v have 7 packed rows, but cu_seqlens_k ends at 6",
+        ),
+        (
+            &q,
+            &kv,
+            &matrix,
+            &cu_k,
+            "--cu-seqlens-q must be a 1-D [B + 1] array",
+        ),
+        (
+            &q,
+            &kv,
+            &cu_q,
+            &floats,
+            "--cu-seqlens-k must be int32 (<i4), got float32",
+        ),
+        (&q_int, &kv, &cu_q, &cu_k, "must be float16 or float32"),
+        (&q, &kv_h3, &cu_q, &cu_k, "must divide q's 8"),
+        (
+            &q4,
+            &kv,
+            &cu_q,
+            &cu_k,
+            "expected a 3-D [total_q,H,D] (packed) tensor",
+        ),
+    ];
+    for (q, kv, cu_q, cu_k, needle) in cases {
+        assert_one_line_failure(&varlen(q, kv, cu_q, cu_k, &[]), needle);
+    }
+    let options: [(&[&str], &str); 4] = [
+        (&["--layout", "bshd"], "no other layout"),
+        (&["--kernel", "cublas"], "dense tensors only"),
+        (
+            &["--kernel", "flash_mma_m128_n64_w4_s2_light"],
+            "no variable-length entry point",
+        ),
+        (
+            &["--kernel", "flash_ws_m128_n80_s2_ov_mbarrier"],
+            "head dims [256], not 64",
+        ),
+    ];
+    for (extra, needle) in options {
+        assert_one_line_failure(&varlen(&q, &kv, &cu_q, &cu_k, extra), needle);
+    }
+    let alone = f.attend(&q, &kv, &kv, &["--cu-seqlens-q", &cu_q]);
+    assert_one_line_failure(&alone, "--cu-seqlens-k");
+    if !gpu_present() {
+        let lse = f.path("lse.npy");
+        assert_one_line_failure(
+            &varlen(&q, &kv, &cu_q, &cu_k, &["--causal", "--lse", &lse]),
+            "no CUDA driver found",
+        );
+    }
+}
+
+#[test]
+fn attend_refuses_bad_paged_inputs_before_touching_a_gpu() {
+    let f = Files::new();
+    // Two sequences of 20 and 1 keys in a cache of 4 pages of 16: pages 3, 1 and 0.
+    let q = f.f32("q.npy", &[2, 8, 1, 64]);
+    let cache = f.f32("cache.npy", &[4, 16, 2, 64]);
+    let table = f.i32("table.npy", &[2, 2], &[3, 1, 0, -1]);
+    let lens = f.i32("lens.npy", &[2], &[20, 1]);
+    let paged = |q: &str, k: &str, v: &str, table: &str, lens: &str, extra: &[&str]| {
+        let mut args = vec!["--block-table", table, "--seqlens-k", lens];
+        args.extend_from_slice(extra);
+        f.attend(q, k, v, &args)
+    };
+    let outside = f.i32("outside.npy", &[2, 2], &[3, 4, 0, -1]);
+    let negative = f.i32("negative.npy", &[2, 2], &[3, 1, -1, -1]);
+    let too_long = f.i32("too_long.npy", &[2], &[33, 1]);
+    let three = f.i32("three.npy", &[3], &[20, 1, 1]);
+    let flat = f.i32("flat.npy", &[4], &[3, 1, 0, -1]);
+    let float_lens = f.f32("lens_f.npy", &[2]);
+    let block_8 = f.f32("block8.npy", &[8, 8, 2, 64]);
+    let other_v = f.f32("other_v.npy", &[4, 16, 2, 128]);
+    let q_b3 = f.f32("q_b3.npy", &[3, 8, 1, 64]);
+    let q_d128 = f.f32("q_d128.npy", &[2, 8, 1, 128]);
+    let cache3 = f.f32("cache3.npy", &[4, 16, 2]);
+    let cases = [
+        (
+            &q,
+            &cache,
+            &cache,
+            &outside,
+            &lens,
+            "block_table[0, 1] = 4 is outside the cache's 4 pages",
+        ),
+        (&q, &cache, &cache, &negative, &lens, "block_table[1, 0] = -1"),
+        (
+            &q,
+            &cache,
+            &cache,
+            &table,
+            &too_long,
+            "seqlens_k[0] = 33 is outside 0..=32",
+        ),
+        (
+            &q,
+            &cache,
+            &cache,
+            &table,
+            &three,
+            "--block-table has 2 rows and --seqlens-k 3 entries",
+        ),
+        (
+            &q,
+            &cache,
+            &cache,
+            &flat,
+            &lens,
+            "--block-table must be a 2-D [B,max_blocks] array",
+        ),
+        (
+            &q,
+            &cache,
+            &cache,
+            &table,
+            &float_lens,
+            "--seqlens-k must be int32 (<i4), got float32",
+        ),
+        (
+            &q,
+            &block_8,
+            &block_8,
+            &table,
+            &lens,
+            "block size 8 is not a power of two from 16",
+        ),
+        (&q, &cache, &other_v, &table, &lens, "they need the same dims"),
+        (
+            &q_b3,
+            &cache,
+            &cache,
+            &table,
+            &lens,
+            "q has batch 3, seqlens_k has 2 sequences",
+        ),
+        (&q_d128, &cache, &cache, &table, &lens, "need the same head dim"),
+        (
+            &q,
+            &cache3,
+            &cache3,
+            &table,
+            &lens,
+            "expected a 4-D [num_blocks,block_size,H_kv,D] (paged)",
+        ),
+    ];
+    for (q, k, v, table, lens, needle) in cases {
+        assert_one_line_failure(&paged(q, k, v, table, lens, &[]), needle);
+    }
+    let options: [(&[&str], &str); 2] = [
+        (&["--kernel", "cutensor"], "dense tensors only"),
+        (
+            &["--kernel", "flash_ws_m128_n128_s2_mbarrier"],
+            "only flash_decode variants",
+        ),
+    ];
+    for (extra, needle) in options {
+        assert_one_line_failure(&paged(&q, &cache, &cache, &table, &lens, extra), needle);
+    }
+    let both = ["--cu-seqlens-q", &lens, "--cu-seqlens-k", &lens];
+    assert_one_line_failure(
+        &paged(&q, &cache, &cache, &table, &lens, &both),
+        "cannot be used with",
+    );
+    if !gpu_present() {
+        let q_bshd = f.f32("q_bshd.npy", &[2, 1, 8, 64]);
+        assert_one_line_failure(
+            &paged(
+                &q_bshd,
+                &cache,
+                &cache,
+                &table,
+                &lens,
+                &["--layout", "bshd", "--causal"],
+            ),
+            "no CUDA driver found",
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! NumPy `.npy` files: little-endian float16 (`<f2`) and float32 (`<f4`), C order. Format
+//! NumPy `.npy` files: little-endian float16 (`<f2`) and float32 (`<f4`), and int32 (`<i4`)
+//! for the index arrays of varlen and paged problems (prefix sums, block tables), C order. Format
 //! versions 1.0, 2.0 and 3.0 are read; 1.0 is written, or 2.0 when the header is too long for 1.0's
 //! 16-bit length field.
 //!
@@ -45,6 +46,8 @@ pub enum NpyData {
     F16(Vec<f16>),
     /// Single-precision elements (`<f4`).
     F32(Vec<f32>),
+    /// 32-bit signed integers (`<i4`).
+    I32(Vec<i32>),
 }
 
 impl NpyData {
@@ -52,6 +55,7 @@ impl NpyData {
         match self {
             NpyData::F16(_) => NpyDtype::F16,
             NpyData::F32(_) => NpyDtype::F32,
+            NpyData::I32(_) => NpyDtype::I32,
         }
     }
 
@@ -59,6 +63,7 @@ impl NpyData {
         match self {
             NpyData::F16(x) => x.len(),
             NpyData::F32(x) => x.len(),
+            NpyData::I32(x) => x.len(),
         }
     }
 }
@@ -83,16 +88,26 @@ impl NpyArray {
         self.len() == 0
     }
 
-    /// `"float16"` or `"float32"`, numpy's names.
+    /// `"float16"`, `"float32"` or `"int32"`, numpy's names.
     pub fn dtype_name(&self) -> &'static str {
         self.data.dtype().name()
     }
 
-    /// The elements widened (exactly) to f32.
+    /// The elements as f32: exact for float16 and float32, rounded to nearest for int32
+    /// beyond 2^24.
     pub fn to_f32(&self) -> Vec<f32> {
         match &self.data {
             NpyData::F16(x) => x.iter().map(|h| h.to_f32()).collect(),
             NpyData::F32(x) => x.clone(),
+            NpyData::I32(x) => x.iter().map(|&i| i as f32).collect(),
+        }
+    }
+
+    /// The elements when they are int32, else `None`.
+    pub fn as_i32(&self) -> Option<&[i32]> {
+        match &self.data {
+            NpyData::I32(x) => Some(x),
+            _ => None,
         }
     }
 }
@@ -104,6 +119,8 @@ pub enum NpyDtype {
     F16,
     /// IEEE single precision (`<f4`, numpy's `float32`).
     F32,
+    /// 32-bit signed integers (`<i4`, numpy's `int32`).
+    I32,
 }
 
 impl NpyDtype {
@@ -111,6 +128,7 @@ impl NpyDtype {
         match descr {
             "<f2" => Ok(NpyDtype::F16),
             "<f4" => Ok(NpyDtype::F32),
+            "<i4" => Ok(NpyDtype::I32),
             // Big-endian gets its own message since the fix (`astype('<f4')`) is easy.
             _ if descr.starts_with('>') && descr.len() > 1 => Err(NpyError::BigEndian(abbreviate(descr))),
             _ => Err(NpyError::UnsupportedDtype(abbreviate(descr))),
@@ -121,6 +139,7 @@ impl NpyDtype {
         match self {
             NpyDtype::F16 => "<f2",
             NpyDtype::F32 => "<f4",
+            NpyDtype::I32 => "<i4",
         }
     }
 
@@ -128,13 +147,14 @@ impl NpyDtype {
         match self {
             NpyDtype::F16 => "float16",
             NpyDtype::F32 => "float32",
+            NpyDtype::I32 => "int32",
         }
     }
 
     fn size(self) -> usize {
         match self {
             NpyDtype::F16 => 2,
-            NpyDtype::F32 => 4,
+            NpyDtype::F32 | NpyDtype::I32 => 4,
         }
     }
 }
@@ -224,8 +244,8 @@ pub enum NpyError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A `descr` other than `<f2` and `<f4` (the descr, abbreviated).
-    #[error("unsupported dtype `{0}`: only little-endian float16 (<f2) and float32 (<f4) are supported")]
+    /// A `descr` other than `<f2`, `<f4` and `<i4` (the descr, abbreviated).
+    #[error("unsupported dtype `{0}`: only little-endian float16 (<f2), float32 (<f4) and int32 (<i4) are supported")]
     UnsupportedDtype(String),
     /// A big-endian `descr` (the descr, abbreviated).
     #[error("big-endian data (`{0}`) is not supported: save it with .astype('<f4') or .astype('<f2')")]
@@ -335,6 +355,11 @@ pub fn parse_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
         NpyDtype::F32 => NpyData::F32(
             data.chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+        ),
+        NpyDtype::I32 => NpyData::I32(
+            data.chunks_exact(4)
+                .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect(),
         ),
     };
@@ -617,6 +642,7 @@ pub fn encode_npy(shape: &[usize], data: &NpyData) -> Result<Vec<u8>, NpyError> 
     match data {
         NpyData::F16(x) => x.iter().for_each(|h| out.extend_from_slice(&h.to_le_bytes())),
         NpyData::F32(x) => x.iter().for_each(|f| out.extend_from_slice(&f.to_le_bytes())),
+        NpyData::I32(x) => x.iter().for_each(|i| out.extend_from_slice(&i.to_le_bytes())),
     }
     Ok(out)
 }
@@ -671,13 +697,14 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_both_dtypes_and_all_ranks() {
+    fn round_trips_every_dtype_and_all_ranks() {
         let shapes: [&[usize]; 7] = [&[], &[1], &[7], &[2, 3], &[2, 8, 5, 4], &[0, 5], &[0]];
         for shape in shapes {
             let n: usize = shape.iter().product();
             let f32s = NpyData::F32((0..n).map(|i| i as f32 * 0.5 - 3.0).collect());
             let f16s = NpyData::F16((0..n).map(|i| f16::from_f32(i as f32 - 1.5)).collect());
-            for data in [f32s, f16s] {
+            let i32s = NpyData::I32((0..n).map(|i| i as i32 * 7 - 20).collect());
+            for data in [f32s, f16s, i32s] {
                 let bytes = encode_npy(shape, &data).unwrap();
                 assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
                 let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
@@ -1215,7 +1242,7 @@ mod properties {
             let bytes = framed(version, &header, &payload);
             if let Ok(array) = parse_npy(&bytes) {
                 prop_assert!(consistent(&array));
-                let size = match array.data { NpyData::F16(_) => 2, NpyData::F32(_) => 4 };
+                let size = match array.data { NpyData::F16(_) => 2, NpyData::F32(_) | NpyData::I32(_) => 4 };
                 prop_assert_eq!(array.len() * size, payload.len());
             }
         }
