@@ -1278,6 +1278,70 @@ pub fn default_variant(shape: Shape, sms: usize, arch: u32) -> &'static VariantS
 mod tests {
     use super::*;
 
+    /// The bench run the README's results table comes from (`scripts/readme_table.py`).
+    const PICKS_BENCH: &str = "evidence/bench_h100.json";
+
+    /// The README's column of the library's picks is what this tree's dispatch picks on that
+    /// bench's GPU (variant, and whether the tuned table chose it), with the speed relative to
+    /// cuDNN that the bench measured for that variant in the same run. Checked against the
+    /// dispatch rather than the run's record of its pick, which a later change to the dispatch or
+    /// the tuned table leaves stale: such a change fails here until the bench is run again.
+    #[test]
+    fn the_readme_shows_the_picks_this_dispatch_makes_as_the_bench_measured_them() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+        let readme = read("README.md");
+        assert!(
+            readme.contains(PICKS_BENCH),
+            "the README names the file its picks come from"
+        );
+        let bench: serde_json::Value = serde_json::from_str(&read(PICKS_BENCH)).unwrap();
+        let gpu_name = bench["gpu"].as_str().unwrap();
+        let results = bench["results"].as_array().unwrap();
+        let cases = bench["summary"].as_array().unwrap();
+        assert!(!cases.is_empty());
+        for case in cases {
+            let dims: [usize; 4] = serde_json::from_value(case["shape"].clone()).unwrap();
+            let causal = case["causal"].as_bool().unwrap();
+            let shape = Shape {
+                seq_k: case["seq_k"].as_u64().unwrap() as usize,
+                heads_kv: case["heads_kv"].as_u64().unwrap() as usize,
+                ..Shape::new(dims[0], dims[1], dims[2], dims[3])
+            };
+            // The run's GPU: an H100 SXM (132 multiprocessors) loading the sm_90a PTX; the tuned
+            // table is the library's (`FLASHRS_TUNED` would replace it here as in `choose`).
+            let (variant, how) = dispatch_candidates(gpu_name, 90, 132, shape, DType::F16, causal)[0];
+            let picked = variant.name;
+            let p50 = |kernel: &str| {
+                results
+                    .iter()
+                    .find(|r| {
+                        r["kernel"] == kernel
+                            && r["dtype"] == "float16"
+                            && ["shape", "seq_k", "heads_kv", "causal"]
+                                .iter()
+                                .all(|k| r[k] == case[k])
+                    })
+                    .and_then(|r| r["p50_us"].as_f64())
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{PICKS_BENCH} has no time of {kernel} on {shape} causal={causal}: bench again"
+                        )
+                    })
+            };
+            let ratio = p50("torch_cudnn") / p50(picked);
+            let tuned_note = if how == Choice::Tuned { " (tuned)" } else { "" };
+            let [b, h, s, d] = dims;
+            let row_start = format!("| ({b}, {h}, {s}, {d}) | {} |", if causal { "yes" } else { "no" });
+            let row = readme
+                .lines()
+                .find(|line| line.starts_with(&row_start))
+                .unwrap_or_else(|| panic!("the README's results table has no row {row_start}"));
+            let cell = format!("| `{picked}`{tuned_note}, {ratio:.2}x |");
+            assert!(row.ends_with(&cell), "{row}\n should end with {cell}");
+        }
+    }
+
     #[test]
     fn dispatch_candidates_start_with_the_pick_and_end_with_the_heuristic() {
         let h100 =
