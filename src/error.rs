@@ -62,19 +62,6 @@ pub enum Error {
     /// The embedded PTX has no symbol by this name: the build and the variant table disagree.
     #[error("the embedded PTX lacks `{0}`: the build and the variant table disagree")]
     MissingSymbol(String),
-    /// libcublas could not be loaded (needed only by the cuBLAS baseline).
-    #[error("cuBLAS (libcublas) could not be loaded: the `cublas` path needs it on the library path")]
-    NoCublas,
-    /// A cuBLAS call failed; the message is cuBLAS's error.
-    #[error("cuBLAS error: {0}")]
-    Cublas(String),
-    /// libcutensor (cuTENSOR 2) could not be loaded (needed only by the cuTENSOR baseline); the
-    /// message is the loader's.
-    #[error("cuTENSOR (libcutensor.so.2) could not be loaded: the `cutensor` path needs it on the library path ({0})")]
-    NoCutensor(String),
-    /// A cuTENSOR call failed while running work; the message names the call and its status.
-    #[error("cuTENSOR error: {0}")]
-    Cutensor(String),
     /// A device pointer is not aligned as the kernels need.
     #[error("{what}: device address {ptr:#x} is not aligned to {align} bytes")]
     Misaligned {
@@ -125,10 +112,10 @@ pub enum Error {
 
 impl Error {
     /// Whether the GPU or its driver failed while running work (a CUDA fault, a failed launch or
-    /// copy, out of device memory, a cuBLAS or cuTENSOR failure), as opposed to input the library refuses or
-    /// a machine without a usable GPU.
+    /// copy, out of device memory), as opposed to input the library refuses or a machine without
+    /// a usable GPU.
     pub fn is_gpu_fault(&self) -> bool {
-        matches!(self, Error::Driver(_) | Error::Cublas(_) | Error::Cutensor(_))
+        matches!(self, Error::Driver(_))
     }
 }
 
@@ -171,12 +158,6 @@ mod tests {
                 arch: 80,
             },
             Error::MissingSymbol("x".into()),
-            Error::NoCublas,
-            Error::Cublas("CUBLAS_STATUS_EXECUTION_FAILED".into()),
-            Error::NoCutensor(
-                "libcutensor.so.2: cannot open shared object file: No such file or directory".into(),
-            ),
-            Error::Cutensor("cutensorContract (scores): CUTENSOR_STATUS_EXECUTION_FAILED".into()),
             Error::Misaligned {
                 what: "q",
                 ptr: 0x1002,

@@ -1,15 +1,13 @@
-//! The GPU side: a context with the embedded PTX loaded, typed launches of the variants, and
-//! event timing. `unsafe` is confined to `launch`, after every argument has been checked.
+//! The GPU side: a context with the embedded PTX loaded and typed launches of the variants.
+//! Timing them belongs to the lab (`flashrs-lab`'s `Timing`), not to users of this crate.
+//! `unsafe` is confined to `launch`, after every argument has been checked.
 
 use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::{
-    CUdevice_attribute, CUevent_flags, CUfunction_attribute_enum, CUgraphInstantiate_flags,
-    CUstreamCaptureMode,
-};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute_enum};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
     PushKernelArg,
@@ -283,71 +281,6 @@ impl Tensors {
     }
 }
 
-/// Barriers counted at run time by a variant's `_counted` twin.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
-pub struct BarrierCount {
-    /// Block barriers per KV tile, identical for every block (else an error says which differ).
-    pub per_tile: f64,
-    /// Blocks the kernel was launched with.
-    pub blocks: usize,
-    /// KV tiles the blocks processed, summed over all blocks.
-    pub tiles: u64,
-    /// SM clock cycles per KV tile, the median over blocks of a block's cycles (from the start of
-    /// its KV loop to its end) over its tiles.
-    pub cycles_per_tile: f64,
-    /// Distinct multiprocessors the blocks ran on.
-    pub sms_used: usize,
-}
-
-/// Reads the barrier log of a `_counted` launch (`RECORD_WORDS` per block: barriers, tiles,
-/// cycles, SM): the barriers per tile, which must be the same in every block that had tiles.
-pub(crate) fn barrier_count(log: &[u32], symbol: &str) -> Result<BarrierCount> {
-    let n_blocks = log.len() / RECORD_WORDS;
-    let mut per_tile: Option<f64> = None;
-    let mut tiles_total = 0u64;
-    let mut cycles = Vec::with_capacity(n_blocks);
-    let mut sms = std::collections::BTreeSet::new();
-    for (block, record) in log.chunks_exact(RECORD_WORDS).enumerate() {
-        let (barriers, tiles) = (record[0], record[1]);
-        tiles_total += tiles as u64;
-        sms.insert(record[3]);
-        if tiles == 0 {
-            continue;
-        }
-        cycles.push(record[2] as f64 / tiles as f64);
-        let ratio = barriers as f64 / tiles as f64;
-        match per_tile {
-            None => per_tile = Some(ratio),
-            Some(first) if first != ratio => {
-                return Err(Error::InvalidProblem(format!(
-                    "{symbol}: block {block} ran {barriers} barriers over {tiles} tiles ({ratio}/tile), \
-                     other blocks {first}/tile"
-                )))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(BarrierCount {
-        per_tile: per_tile.unwrap_or(0.0),
-        blocks: n_blocks,
-        tiles: tiles_total,
-        cycles_per_tile: median(cycles),
-        sms_used: sms.len(),
-    })
-}
-
-/// The median of per-block cycle ratios (the mean of the middle two for an even count), 0 for
-/// none. The lab's `stats::median` does the same for timings; this one is the library's own so
-/// that `count_barriers` needs nothing of the lab.
-fn median(mut xs: Vec<f64>) -> f64 {
-    if xs.is_empty() {
-        return 0.0;
-    }
-    xs.sort_unstable_by(f64::total_cmp);
-    let n = xs.len();
-    (xs[(n - 1) / 2] + xs[n / 2]) / 2.0
-}
-
 /// Pushes every field of a `LaunchArgs` as one kernel argument, in parameter order.
 macro_rules! push_launch_args {
     ($builder:ident, $args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
@@ -358,8 +291,11 @@ macro_rules! push_launch_args {
 /// The grid's y dimension limit: query heads beyond it go to z.
 const MAX_GRID_Y: u32 = 65_535;
 
-/// Words the instrumented twin records per block (see `kernels-rs/src/attention/mod.rs`).
-pub(crate) const RECORD_WORDS: usize = 4;
+/// Words (`u32`) a barrier-counting twin records per block in the barrier log of its launch,
+/// indexed by the block's linear index: the block barriers counted, the KV tiles processed, the
+/// SM clock cycles from the start of the KV loop to the end of the epilogue, and the SM the block
+/// ran on (`record_barriers` in `kernels-rs/src/attention/mod.rs` writes them).
+pub const RECORD_WORDS: usize = 4;
 
 impl Gpu {
     /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a
@@ -636,10 +572,18 @@ impl Gpu {
     }
 
     /// For work outside `launch` that reads Q, K, V and writes the output on this GPU's own
-    /// stream (the lab's cuBLAS candidate): the tensors are on that stream and their buffers hold
-    /// what the shape and dtype imply.
+    /// stream (the lab's cuBLAS and cuTENSOR candidates, its timing): the tensors are on that
+    /// stream and their buffers hold what the shape and dtype imply.
     pub fn check_tensors_on_own_stream(&self, tensors: &Tensors) -> Result<()> {
-        self.check_own_stream(tensors)?;
+        // Such work is ordered on this GPU's stream only: on tensors of a caller's stream it
+        // could run before the caller's writes to them, or race its reads.
+        if *tensors.stream != *self.stream {
+            return Err(Error::InvalidProblem(
+                "these tensors are on a caller's stream: work outside `launch` runs on the GPU's own \
+                 stream and needs tensors made there"
+                    .into(),
+            ));
+        }
         let lens = BufferLens {
             q: tensors.q.len(),
             k: tensors.k.len(),
@@ -650,17 +594,6 @@ impl Gpu {
             tensor_maps: None,
         };
         check_buffers(tensors.shape, tensors.dtype, lens, 0, false)
-    }
-
-    /// Timing records events on this GPU's stream, so it times only tensors launched there.
-    fn check_own_stream(&self, tensors: &Tensors) -> Result<()> {
-        if *tensors.stream == *self.stream {
-            Ok(())
-        } else {
-            Err(Error::InvalidProblem(
-                "timing and the cublas path need tensors on the GPU's own stream, not a caller's".into(),
-            ))
-        }
     }
 
     /// Refuses a stream of another context: pointers of one context mean nothing in another.
@@ -739,8 +672,8 @@ impl Gpu {
     }
 
     /// Launches `kernel` on the tensors' stream (asynchronously). `barrier_log`, for counted
-    /// kernels, gets `RECORD_WORDS` (four) u32 per block. Every buffer the kernel gets is checked
-    /// against the shape, dtype and grid right before the launch.
+    /// kernels, holds [`Gpu::barrier_log_len`] words and gets [`RECORD_WORDS`] per block. Every
+    /// buffer the kernel gets is checked against the shape, dtype and grid right before the launch.
     pub fn launch(
         &self,
         kernel: &Kernel,
@@ -902,7 +835,7 @@ impl Gpu {
 
     /// Blocks of `kernel` that fit on one multiprocessor at once (registers, shared memory,
     /// threads), as the driver's occupancy calculator says.
-    pub fn resident_blocks(&self, kernel: &Kernel) -> Result<u32> {
+    pub(crate) fn resident_blocks(&self, kernel: &Kernel) -> Result<u32> {
         Ok(kernel.function.occupancy_max_active_blocks_per_multiprocessor(
             kernel.variant.threads(),
             kernel.smem_bytes as usize,
@@ -910,125 +843,19 @@ impl Gpu {
         )?)
     }
 
-    /// Runs `kernel` once with its counted twin and returns the block barriers and SM cycles per
-    /// KV tile.
-    pub fn count_barriers(
-        &self,
-        variant: &'static VariantSpec,
-        tensors: &mut Tensors,
-        params: Params,
-    ) -> Result<BarrierCount> {
-        let shape = tensors.shape;
-        let kernel = self.kernel(variant, shape.head_dim, tensors.dtype, true)?;
-        let n_blocks = match self.decode_plan(&kernel, shape)? {
-            Some(plan) => blocks(&plan.grid(kernel.variant.threads(), kernel.smem_bytes)),
-            None => blocks(&launch_config(&kernel, shape)),
+    /// The length in `u32` of the barrier log that a launch of the counted `kernel` (see
+    /// [`Gpu::kernel`]) on a problem of `shape` takes: [`RECORD_WORDS`] per block of its grid,
+    /// which for `flash_decode` depends on how this GPU splits the keys. For a paged launch pass
+    /// the paged tensors' shape, for a varlen one
+    /// [`VarlenTensors::grid_shape`](crate::VarlenTensors::grid_shape).
+    pub fn barrier_log_len(&self, kernel: &Kernel, shape: Shape) -> Result<usize> {
+        let config = match self.decode_plan(kernel, shape)? {
+            Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
+            None => launch_config(kernel, shape),
         };
-        let mut log = tensors.stream.alloc_zeros::<u32>(RECORD_WORDS * n_blocks)?;
-        self.launch(&kernel, tensors, params, Some(&mut log))?;
-        barrier_count(&self.download(&log)?, &kernel.symbol)
-    }
-
-    /// Times `iters` launches, each between its own pair of CUDA events, after `warmup` launches.
-    /// Returns microseconds per launch.
-    pub fn time_launches(
-        &self,
-        kernel: &Kernel,
-        tensors: &mut Tensors,
-        params: Params,
-        warmup: usize,
-        iters: usize,
-    ) -> Result<Vec<f64>> {
-        self.check_own_stream(tensors)?;
-        self.time_each(warmup, iters, || self.launch(kernel, tensors, params, None))
-    }
-
-    /// Times `iters` calls of `launch` (work enqueued on this GPU's stream), each between its own
-    /// pair of CUDA events, after `warmup` calls. Microseconds per call.
-    pub fn time_each(
-        &self,
-        warmup: usize,
-        iters: usize,
-        mut launch: impl FnMut() -> Result<()>,
-    ) -> Result<Vec<f64>> {
-        for _ in 0..warmup {
-            launch()?;
-        }
-        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let mut events = Vec::with_capacity(iters);
-        for _ in 0..iters {
-            let start = self.stream.record_event(flags)?;
-            launch()?;
-            let end = self.stream.record_event(flags)?;
-            events.push((start, end));
-        }
-        self.stream.synchronize()?;
-        events
-            .iter()
-            .map(|(start, end)| Ok(start.elapsed_ms(end)? as f64 * 1000.0))
-            .collect()
-    }
-
-    /// Times `calls` back-to-back launches captured in one CUDA graph, replayed `replays` times
-    /// after `warmup` replays. Returns microseconds per call, one sample per replay. Launch
-    /// overhead is amortised the way a framework's graph capture would, which is what makes small,
-    /// launch-bound shapes comparable between kernels and peers.
-    pub fn time_graph(
-        &self,
-        kernel: &Kernel,
-        tensors: &mut Tensors,
-        params: Params,
-        calls: usize,
-        warmup: usize,
-        replays: usize,
-    ) -> Result<Vec<f64>> {
-        self.check_own_stream(tensors)?;
-        self.time_graph_of(calls, warmup, replays, || {
-            self.launch(kernel, tensors, params, None)
-        })
-    }
-
-    /// `time_graph` for any work `launch` enqueues on this GPU's stream.
-    pub fn time_graph_of(
-        &self,
-        calls: usize,
-        warmup: usize,
-        replays: usize,
-        mut launch: impl FnMut() -> Result<()>,
-    ) -> Result<Vec<f64>> {
-        // One eager call first: argument errors surface here, not as a failed capture.
-        launch()?;
-        self.stream.synchronize()?;
-        self.stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let mut captured = Ok(());
-        for _ in 0..calls {
-            captured = launch();
-            if captured.is_err() {
-                break;
-            }
-        }
-        // End the capture whatever happened, so the stream is usable afterwards.
-        let graph = self.stream.end_capture(CUgraphInstantiate_flags(0))?;
-        captured?;
-        let graph = graph.ok_or_else(|| Error::InvalidProblem("graph capture recorded nothing".into()))?;
-        graph.upload()?;
-        for _ in 0..warmup {
-            graph.launch()?;
-        }
-        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let mut events = Vec::with_capacity(replays);
-        for _ in 0..replays {
-            let start = self.stream.record_event(flags)?;
-            graph.launch()?;
-            let end = self.stream.record_event(flags)?;
-            events.push((start, end));
-        }
-        self.stream.synchronize()?;
-        events
-            .iter()
-            .map(|(start, end)| Ok(start.elapsed_ms(end)? as f64 * 1000.0 / calls as f64))
-            .collect()
+        RECORD_WORDS
+            .checked_mul(blocks(&config))
+            .ok_or_else(|| too_large(shape))
     }
 
     /// Waits for the stream and reports any asynchronous error from the launches before.
@@ -1450,6 +1277,70 @@ pub fn default_variant(shape: Shape, sms: usize, arch: u32) -> &'static VariantS
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bench run the README's results table comes from (`scripts/readme_table.py`).
+    const PICKS_BENCH: &str = "evidence/bench_h100.json";
+
+    /// The README's column of the library's picks is what this tree's dispatch picks on that
+    /// bench's GPU (variant, and whether the tuned table chose it), with the speed relative to
+    /// cuDNN that the bench measured for that variant in the same run. Checked against the
+    /// dispatch rather than the run's record of its pick, which a later change to the dispatch or
+    /// the tuned table leaves stale: such a change fails here until the bench is run again.
+    #[test]
+    fn the_readme_shows_the_picks_this_dispatch_makes_as_the_bench_measured_them() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+        let readme = read("README.md");
+        assert!(
+            readme.contains(PICKS_BENCH),
+            "the README names the file its picks come from"
+        );
+        let bench: serde_json::Value = serde_json::from_str(&read(PICKS_BENCH)).unwrap();
+        let gpu_name = bench["gpu"].as_str().unwrap();
+        let results = bench["results"].as_array().unwrap();
+        let cases = bench["summary"].as_array().unwrap();
+        assert!(!cases.is_empty());
+        for case in cases {
+            let dims: [usize; 4] = serde_json::from_value(case["shape"].clone()).unwrap();
+            let causal = case["causal"].as_bool().unwrap();
+            let shape = Shape {
+                seq_k: case["seq_k"].as_u64().unwrap() as usize,
+                heads_kv: case["heads_kv"].as_u64().unwrap() as usize,
+                ..Shape::new(dims[0], dims[1], dims[2], dims[3])
+            };
+            // The run's GPU: an H100 SXM (132 multiprocessors) loading the sm_90a PTX; the tuned
+            // table is the library's (`FLASHRS_TUNED` would replace it here as in `choose`).
+            let (variant, how) = dispatch_candidates(gpu_name, 90, 132, shape, DType::F16, causal)[0];
+            let picked = variant.name;
+            let p50 = |kernel: &str| {
+                results
+                    .iter()
+                    .find(|r| {
+                        r["kernel"] == kernel
+                            && r["dtype"] == "float16"
+                            && ["shape", "seq_k", "heads_kv", "causal"]
+                                .iter()
+                                .all(|k| r[k] == case[k])
+                    })
+                    .and_then(|r| r["p50_us"].as_f64())
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{PICKS_BENCH} has no time of {kernel} on {shape} causal={causal}: bench again"
+                        )
+                    })
+            };
+            let ratio = p50("torch_cudnn") / p50(picked);
+            let tuned_note = if how == Choice::Tuned { " (tuned)" } else { "" };
+            let [b, h, s, d] = dims;
+            let row_start = format!("| ({b}, {h}, {s}, {d}) | {} |", if causal { "yes" } else { "no" });
+            let row = readme
+                .lines()
+                .find(|line| line.starts_with(&row_start))
+                .unwrap_or_else(|| panic!("the README's results table has no row {row_start}"));
+            let cell = format!("| `{picked}`{tuned_note}, {ratio:.2}x |");
+            assert!(row.ends_with(&cell), "{row}\n should end with {cell}");
+        }
+    }
 
     #[test]
     fn dispatch_candidates_start_with_the_pick_and_end_with_the_heuristic() {

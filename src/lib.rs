@@ -4,8 +4,8 @@
 //! Data flows one way: a [`Shape`] and [`Params`] are validated, a variant is chosen (or named),
 //! [`Gpu::launch`] runs it. [`api`] wraps that in typed device tensors and one builder call,
 //! [`attention`]. The tools that check and measure the kernels (float64 reference, statistics,
-//! PTX/ptxas/SASS analysis, `.npy` files, the cuBLAS candidate, the tuning search) are the
-//! repository's `flashrs-lab` crate, not part of this one.
+//! timing, PTX/ptxas/SASS analysis, `.npy` files, the cuBLAS and cuTENSOR candidates, the tuning
+//! search) are the repository's `flashrs-lab` crate, not part of this one.
 
 #![warn(missing_docs)]
 
@@ -34,7 +34,7 @@ pub use api::{
     PackedTensor, PagedCache, RawOptions, TensorView,
 };
 pub use error::{Error, Result};
-pub use gpu::{BarrierCount, Gpu, Kernel, Tensors};
+pub use gpu::{Gpu, Kernel, Tensors};
 pub use layout::Layout;
 pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};

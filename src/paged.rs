@@ -13,7 +13,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use crate::error::{Error, Result};
-use crate::gpu::{check_lens, BarrierCount, DeviceBuffer, Gpu, Kernel, RawTensors};
+use crate::gpu::{check_lens, DeviceBuffer, Gpu, Kernel, RawTensors};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -216,6 +216,11 @@ impl PagedTensors {
         self.shape
     }
 
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
     /// The cache's index.
     pub fn cache(&self) -> &PagedKv {
         &self.cache
@@ -383,28 +388,6 @@ impl Gpu {
         let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
         tensors.lse = Some(DeviceBuffer::owned(self.upload(&vec![f32::NAN; rows])?));
         Ok(())
-    }
-
-    /// Runs the barrier-counting twin of `variant`'s paged entry point once on `tensors` and reads
-    /// its log, as [`Gpu::count_barriers`] does for the contiguous kernels.
-    pub fn count_paged_barriers(
-        &self,
-        variant: &'static VariantSpec,
-        tensors: &mut PagedTensors,
-        params: Params,
-    ) -> Result<BarrierCount> {
-        let shape = tensors.shape;
-        let kernel = self.paged_kernel(variant, shape.head_dim, tensors.dtype, true)?;
-        let plan = self
-            .decode_plan(&kernel.0, shape)?
-            .expect("a paged kernel is a flash_decode one");
-        let config = plan.grid(variant.threads(), kernel.0.smem_bytes());
-        let blocks = crate::gpu::blocks(&config);
-        let mut log = self
-            .stream()
-            .alloc_zeros::<u32>(crate::gpu::RECORD_WORDS * blocks)?;
-        self.launch_paged(&kernel, tensors, params, Some(&mut log))?;
-        crate::gpu::barrier_count(&self.download(&log)?, kernel.0.symbol())
     }
 
     /// Launches `kernel` on the paged tensors (asynchronously, on this GPU's stream): the

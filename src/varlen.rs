@@ -15,7 +15,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::error::{Error, Result};
-use crate::gpu::{check_lens, BarrierCount, DeviceBuffer, Gpu, Kernel, RawTensors};
+use crate::gpu::{check_lens, DeviceBuffer, Gpu, Kernel, RawTensors};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -485,24 +485,6 @@ impl Gpu {
             )),
             None => Ok((crate::gpu::launch_config(kernel, shape), None)),
         }
-    }
-
-    /// Runs the barrier-counting twin of `variant`'s varlen entry point once on `tensors` and
-    /// reads its log (blocks past their sequence's rows record nothing and are skipped).
-    pub fn count_varlen_barriers(
-        &self,
-        variant: &'static VariantSpec,
-        tensors: &mut VarlenTensors,
-        params: Params,
-    ) -> Result<BarrierCount> {
-        let kernel = self.varlen_kernel(variant, tensors.head_dim, tensors.dtype, true)?;
-        let (config, _) = self.varlen_grid(&kernel.0, tensors)?;
-        let blocks = crate::gpu::blocks(&config);
-        let mut log = self
-            .stream()
-            .alloc_zeros::<u32>(crate::gpu::RECORD_WORDS * blocks)?;
-        self.launch_varlen(&kernel, tensors, params, Some(&mut log))?;
-        crate::gpu::barrier_count(&self.download(&log)?, kernel.0.symbol())
     }
 
     /// Encodes flash_ws's maps of the packed tensors (batches of one of `total_q` and

@@ -7,6 +7,7 @@ use flashrs::gpu::{RawBuffer, RawTensors};
 use flashrs::variants::VARIANTS;
 use flashrs::{DType, Error, Gpu, Layout, Params, Shape};
 use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims};
+use flashrs_lab::{LabError, Timing};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -638,7 +639,7 @@ fn cutensor_path_matches_the_reference() {
             gpu.request_lse(&mut tensors).unwrap();
             assert!(matches!(
                 path.launch(&gpu, &mut tensors, params),
-                Err(Error::InvalidProblem(_))
+                Err(LabError::Flashrs(Error::InvalidProblem(_)))
             ));
         }
     }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use flashrs::{embedded, DType, Family, Params, Shape, VariantSpec};
 use flashrs_lab::ptx;
 use flashrs_lab::stats::Summary;
+use flashrs_lab::{LabError, Timing};
 
 use crate::inputs::{self, Inputs};
 use crate::library;
@@ -261,10 +262,11 @@ fn time_ours(
             // What a path cannot run (grouped heads for cublas) is a note, checked without the GPU.
             let timed = path
                 .check(shape, flashrs::Layout::Bhsd, false)
+                .map_err(LabError::from)
                 .and_then(|()| time_path(gpu, path, &mut tensors, params, args));
             match timed {
                 Ok(row) => rows.push(row),
-                Err(e) if library::Path::is_missing(&e) => {
+                Err(e) if e.is_missing_library() => {
                     missing.push(path);
                     notes.push(format!("{} peer not measured: {e}", path.name()));
                 }
@@ -613,7 +615,7 @@ fn time_path(
     tensors: &mut flashrs::Tensors,
     params: Params,
     args: &Args,
-) -> flashrs::Result<Row> {
+) -> flashrs_lab::error::Result<Row> {
     let shape = tensors.shape();
     let mut made = path.make(gpu, shape, tensors.dtype())?;
     let singles = gpu.time_each(args.warmup as usize, args.iters as usize, || {

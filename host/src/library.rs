@@ -46,12 +46,7 @@ impl Path {
         flashrs_lab::composed::check(self.name(), self.supports(), shape, layout, lse)
     }
 
-    /// Whether `error` says the path's library is missing (a note, not a failure).
-    pub fn is_missing(error: &flashrs::Error) -> bool {
-        matches!(error, flashrs::Error::NoCublas | flashrs::Error::NoCutensor(_))
-    }
-
-    pub fn make(self, gpu: &Gpu, shape: Shape, dtype: DType) -> flashrs::Result<Made> {
+    pub fn make(self, gpu: &Gpu, shape: Shape, dtype: DType) -> flashrs_lab::error::Result<Made> {
         Ok(match self {
             Path::Cublas => Made::Cublas(flashrs_lab::cublas::CublasAttention::new(gpu, shape, dtype)?),
             Path::Cutensor => Made::Cutensor(Box::new(flashrs_lab::cutensor::CutensorAttention::new(
@@ -62,7 +57,12 @@ impl Path {
 }
 
 impl Made {
-    pub fn launch(&mut self, gpu: &Gpu, tensors: &mut Tensors, params: Params) -> flashrs::Result<()> {
+    pub fn launch(
+        &mut self,
+        gpu: &Gpu,
+        tensors: &mut Tensors,
+        params: Params,
+    ) -> flashrs_lab::error::Result<()> {
         match self {
             Made::Cublas(path) => path.launch(gpu, tensors, params),
             Made::Cutensor(path) => path.launch(gpu, tensors, params),
@@ -193,12 +193,10 @@ mod tests {
 
     #[test]
     fn a_missing_library_is_a_note() {
-        assert!(Path::is_missing(&flashrs::Error::NoCublas));
-        assert!(Path::is_missing(&flashrs::Error::NoCutensor("x".into())));
-        assert!(!Path::is_missing(&flashrs::Error::Cutensor("x".into())));
         // This machine has no cuTENSOR: the error `verify` and `bench` turn into their note.
         if let Err(e) = flashrs_lab::cutensor::available() {
-            assert!(Path::is_missing(&e));
+            assert!(e.is_missing_library(), "{e}");
+            assert!(!e.is_gpu_fault(), "{e}");
         }
     }
 }

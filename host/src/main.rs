@@ -85,6 +85,12 @@ pub enum Failure {
 
 impl From<flashrs::Error> for Failure {
     fn from(error: flashrs::Error) -> Failure {
+        Failure::from(flashrs_lab::LabError::from(error))
+    }
+}
+
+impl From<flashrs_lab::LabError> for Failure {
+    fn from(error: flashrs_lab::LabError) -> Failure {
         if error.is_gpu_fault() {
             Failure::Gpu(error.to_string())
         } else {
@@ -254,20 +260,34 @@ mod tests {
 
     #[test]
     fn gpu_faults_exit_3_and_input_errors_exit_2() {
+        use flashrs_lab::LabError;
         // Formatting a driver error asks libcuda for its text, so that variant is only classified.
         let driver = flashrs::Error::Driver(DriverError(cudaError_enum::CUDA_ERROR_ILLEGAL_ADDRESS));
-        assert!(driver.is_gpu_fault());
-        let fault = Failure::from(flashrs::Error::Cublas("CUBLAS_STATUS_EXECUTION_FAILED".into()));
+        assert!(driver.is_gpu_fault() && LabError::from(driver).is_gpu_fault());
+        let fault = Failure::from(LabError::Cublas("CUBLAS_STATUS_EXECUTION_FAILED".into()));
         assert_eq!(fault.exit_code(), 3);
-        let fault = Failure::from(flashrs::Error::Cutensor("cutensorContract: failed".into()));
+        let fault = Failure::from(LabError::Cutensor("cutensorContract: failed".into()));
         assert_eq!(fault.exit_code(), 3);
-        assert!(fault.message().unwrap().contains("GPU failure"));
+        assert_eq!(
+            fault.message().unwrap(),
+            "error: GPU failure during the run: cuTENSOR error: cutensorContract: failed"
+        );
         for usage in [
             flashrs::Error::NoDriver,
             flashrs::Error::UnknownKernel("x".into()),
             flashrs::Error::InvalidProblem("x".into()),
-            flashrs::Error::NoCublas,
-            flashrs::Error::NoCutensor("libcutensor.so.2: cannot open shared object file".into()),
+        ] {
+            let line = format!("error: {usage}");
+            let failure = Failure::from(usage);
+            assert_eq!(failure.exit_code(), 2);
+            assert_eq!(failure.message().unwrap(), line);
+        }
+        // A library error keeps its class through the lab's error.
+        let wrapped = Failure::from(LabError::from(flashrs::Error::UnknownKernel("x".into())));
+        assert_eq!(wrapped.exit_code(), 2);
+        for usage in [
+            LabError::NoCublas,
+            LabError::NoCutensor("libcutensor.so.2: cannot open shared object file".into()),
         ] {
             assert_eq!(Failure::from(usage).exit_code(), 2);
         }

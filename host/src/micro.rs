@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use flashrs::{DType, Gpu, Params, Shape, VariantSpec};
+use flashrs_lab::Timing;
 use serde::Serialize;
 
 use crate::inputs::{self, Inputs};

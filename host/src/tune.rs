@@ -10,6 +10,7 @@ use flashrs::tuned_table::{Entry, SeqBucket, TunedTable};
 use flashrs::{DType, Gpu, Params, Shape, VariantSpec};
 use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims};
 use flashrs_lab::search::{self, Outcome, SearchConfig, Space};
+use flashrs_lab::Timing;
 use serde::Serialize;
 
 use crate::inputs::{self, Inputs};

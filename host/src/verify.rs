@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use flashrs::{embedded, DType, Family, Gpu, Layout, Params, Policy, Shape, VariantSpec};
 use flashrs_lab::ptx;
 use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims, Tolerance};
+use flashrs_lab::Timing;
 use serde::Serialize;
 
 use crate::harness::{run_kernel, runnable};
@@ -418,7 +419,7 @@ impl CrossChecks {
                 }
                 match run_path(gpu, *path, shape, params, inputs, layout) {
                     Ok(out) => outputs.push((path.name(), layout, out)),
-                    Err(e) if library::Path::is_missing(&e) => *state = Err(e.to_string()),
+                    Err(e) if e.is_missing_library() => *state = Err(e.to_string()),
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -593,7 +594,7 @@ fn run_path(
     params: Params,
     inputs: &Inputs,
     layout: Layout,
-) -> flashrs::Result<Vec<f32>> {
+) -> flashrs_lab::error::Result<Vec<f32>> {
     let mut made = path.make(gpu, shape, inputs.dtype)?;
     let (b, d) = (shape.batch, shape.head_dim);
     let q = layout.from_bhsd(&inputs.q, b, shape.heads, shape.seq_q, d);

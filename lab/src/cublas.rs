@@ -11,7 +11,8 @@ use cudarc::cublas::{result as blas, CudaBlas};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
 use crate::composed::{self, RowSoftmax, Supports};
-use flashrs::{DType, Error, Gpu, Params, Result, Shape, Tensors};
+use crate::error::{LabError, Result};
+use flashrs::{DType, Error, Gpu, Params, Shape, Tensors};
 
 /// The kernel name `verify`, `bench` and `attend` use for this path.
 pub const NAME: &str = "cublas";
@@ -32,7 +33,7 @@ pub struct CublasAttention {
 }
 
 impl CublasAttention {
-    /// Loads cuBLAS (`Error::NoCublas` when the library is missing) and allocates the score and
+    /// Loads cuBLAS (`LabError::NoCublas` when the library is missing) and allocates the score and
     /// probability buffers for `shape`.
     pub fn new(gpu: &Gpu, shape: Shape, dtype: DType) -> Result<CublasAttention> {
         composed::check(NAME, SUPPORTS, shape, flashrs::Layout::Bhsd, false)?;
@@ -42,11 +43,11 @@ impl CublasAttention {
             "libcublas.so",
             "cublas64_13.dll",
         ]) {
-            return Err(Error::NoCublas);
+            return Err(LabError::NoCublas);
         }
         let stream = gpu.stream().clone();
         Ok(CublasAttention {
-            blas: CudaBlas::new(stream.clone()).map_err(|e| Error::Cublas(e.to_string()))?,
+            blas: CudaBlas::new(stream.clone()).map_err(|e| LabError::Cublas(e.to_string()))?,
             rows: RowSoftmax::new(gpu, NAME, shape, dtype, 0)?,
             shape,
             dtype,
@@ -62,7 +63,8 @@ impl CublasAttention {
                 self.shape,
                 self.dtype,
                 tensors.dtype()
-            )));
+            ))
+            .into());
         }
         composed::check(NAME, SUPPORTS, shape, tensors.layout(), tensors.lse().is_some())?;
         let element = match self.dtype {
@@ -73,7 +75,7 @@ impl CublasAttention {
         // The handle runs on the GPU's stream; the tensors' buffers are checked like a launch's.
         gpu.check_tensors_on_own_stream(tensors)?;
         if **self.rows.scores.stream() != **tensors.stream() {
-            return Err(Error::ForeignStream);
+            return Err(Error::ForeignStream.into());
         }
         let stream = gpu.stream().clone();
         let (b, h, sq, sk, d) = (shape.batch, shape.heads, shape.seq_q, shape.seq_k, shape.head_dim);
@@ -173,6 +175,6 @@ impl Gemm {
             cublasComputeType_t::CUBLAS_COMPUTE_32F,
             cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
         )
-        .map_err(|e| Error::Cublas(e.to_string()))
+        .map_err(|e| LabError::Cublas(e.to_string()))
     }
 }

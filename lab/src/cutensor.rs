@@ -14,7 +14,7 @@
 //! exact since the values came from 16 bits, fp32 scores as cuBLAS writes them.
 //!
 //! The library is loaded at run time (`libcutensor.so.2`, e.g. from PyPI's `cutensor-cu13`): a
-//! machine without it gets [`Error::NoCutensor`]. cudarc 0.19 has cuTENSOR bindings, but
+//! machine without it gets [`LabError::NoCutensor`]. cudarc 0.19 has cuTENSOR bindings, but
 //! enabling them here would make every build that links cudarc to the CUDA libraries (candle's,
 //! through `dynamic-linking`) link `-lcutensor` too, and they lack the compute descriptors, which
 //! are data symbols; so the few entry points this path calls are declared below.
@@ -25,9 +25,10 @@ use std::sync::OnceLock;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use crate::composed::{self, RowSoftmax, Supports};
+use crate::error::{LabError, Result};
+use flashrs::Error;
 use flashrs::Layout;
 use flashrs::{DType, Params, Shape};
-use flashrs::{Error, Result};
 use flashrs::{Gpu, Tensors};
 
 /// The kernel name `verify`, `bench` and `attend` use for this path.
@@ -142,7 +143,7 @@ fn api() -> Result<&'static Api> {
     static API: OnceLock<std::result::Result<Api, String>> = OnceLock::new();
     API.get_or_init(load)
         .as_ref()
-        .map_err(|reason| Error::NoCutensor(reason.clone()))
+        .map_err(|reason| LabError::NoCutensor(reason.clone()))
 }
 
 /// Whether cuTENSOR can be loaded here; `Err` says why not. Needs no GPU.
@@ -236,8 +237,9 @@ impl Api {
             STATUS_NOT_SUPPORTED | STATUS_INVALID_VALUE => Err(Error::InvalidProblem(format!(
                 "the cutensor path on {shape}: {call} refused it ({})",
                 self.describe(status)
-            ))),
-            _ => Err(Error::Cutensor(format!("{call}: {}", self.describe(status)))),
+            ))
+            .into()),
+            _ => Err(LabError::Cutensor(format!("{call}: {}", self.describe(status)))),
         }
     }
 
@@ -245,7 +247,7 @@ impl Api {
     fn run(&self, call: &str, status: Status) -> Result<()> {
         match status {
             STATUS_SUCCESS => Ok(()),
-            _ => Err(Error::Cutensor(format!("{call}: {}", self.describe(status)))),
+            _ => Err(LabError::Cutensor(format!("{call}: {}", self.describe(status)))),
         }
     }
 }
@@ -417,7 +419,7 @@ pub struct CutensorAttention {
 }
 
 impl CutensorAttention {
-    /// Loads cuTENSOR (`Error::NoCutensor` when the library is missing) and allocates the
+    /// Loads cuTENSOR (`LabError::NoCutensor` when the library is missing) and allocates the
     /// widened Q and K, the scores and the probabilities for `shape`. The plans are made on
     /// the first launch of each layout.
     pub fn new(gpu: &Gpu, shape: Shape, dtype: DType) -> Result<CutensorAttention> {
@@ -596,14 +598,15 @@ impl CutensorAttention {
                 self.shape,
                 self.dtype,
                 tensors.dtype()
-            )));
+            ))
+            .into());
         }
         composed::check(NAME, SUPPORTS, shape, tensors.layout(), tensors.lse().is_some())?;
         params.validate()?;
         // The plans run on the GPU's stream; the tensors' buffers are checked like a launch's.
         gpu.check_tensors_on_own_stream(tensors)?;
         if **self.rows.scores.stream() != **tensors.stream() {
-            return Err(Error::ForeignStream);
+            return Err(Error::ForeignStream.into());
         }
         gpu.context().bind_to_thread()?;
         let index = self.plans_for(gpu, tensors.layout())?;
@@ -618,7 +621,7 @@ impl CutensorAttention {
         );
         let (workspace, _workspace) = match self.workspace.as_mut() {
             Some(w) => w.device_ptr_mut(&stream),
-            None => return Err(Error::InvalidProblem("the cutensor path has no workspace".into())),
+            None => return Err(Error::InvalidProblem("the cutensor path has no workspace".into()).into()),
         };
         let (q, _q) = tensors.q().device_ptr(&stream);
         let (k, _k) = tensors.k().device_ptr(&stream);
@@ -721,7 +724,8 @@ fn check_alignment(what: &'static str, ptr: u64) -> Result<()> {
             what,
             ptr,
             align: ALIGNMENT,
-        })
+        }
+        .into())
     }
 }
 
@@ -823,7 +827,7 @@ mod tests {
         match available() {
             Ok(()) => {}
             Err(e) => {
-                assert!(matches!(e, Error::NoCutensor(_)), "{e}");
+                assert!(matches!(e, LabError::NoCutensor(_)), "{e}");
                 let line = e.to_string();
                 assert_eq!(line.lines().count(), 1, "{line}");
                 assert!(line.contains("libcutensor.so.2"), "{line}");

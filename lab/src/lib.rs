@@ -3,18 +3,22 @@
 //! them; a user of `flashrs` needs none of them.
 //!
 //! - [`reference`](mod@reference): float64 attention on the CPU, and the comparison of an output with it;
+//! - [`timing`]: event and CUDA-graph timing, occupancy, barrier counts ([`Timing`], implemented
+//!   for [`flashrs::Gpu`]);
 //! - [`stats`]: summaries of timings and bootstrap confidence intervals;
 //! - [`ptx`], [`ptxas`], [`sass`]: reading the embedded PTX, assembling it, and its SASS;
 //! - [`npy`]: NumPy `.npy` files (the CLI's inputs and outputs);
 //! - [`cublas`], [`cutensor`]: attention composed of cuBLAS or cuTENSOR calls around our row softmax
 //!   ([`composed`]), the A/B candidates every kernel must beat;
-//! - [`search`]: the evolutionary search over the compiled configurations (`host tune`).
+//! - [`search`]: the evolutionary search over the compiled configurations (`host tune`);
+//! - [`error`]: [`LabError`], the library's errors plus those of cuBLAS and cuTENSOR.
 
 #![warn(missing_docs)]
 
 pub mod composed;
 pub mod cublas;
 pub mod cutensor;
+pub mod error;
 pub mod npy;
 pub mod ptx;
 pub mod ptxas;
@@ -22,3 +26,7 @@ pub mod reference;
 pub mod sass;
 pub mod search;
 pub mod stats;
+pub mod timing;
+
+pub use error::LabError;
+pub use timing::Timing;
