@@ -1097,15 +1097,18 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 ///
 /// | arch | head dim | big (>= one wave of 128-row blocks) | small                    |
 /// |------|----------|-------------------------------------|--------------------------|
-/// | 90   | 64       | ws m128_n128_s2_pp_ov               | mma m64_n64_w4_s2_b3     |
-/// | 90   | 128      | ws m128_n176_s2_pp_ov               | wgmma m128_n128_s2_pp    |
+/// | 90   | 64       | ws m128_n128_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
+/// | 90   | 128      | ws m128_n176_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
 /// | 90   | 256      | ws m128_n80_s2_ov                   | ws m128_n80_s2_ov        |
 /// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
 /// | 80   | 128      | mma m128_n32_w4_s3_qsmem            | mma m64_n64_w4_s2        |
 ///
-/// Small problems want more, smaller blocks: at (2,8,512,64) the 128-row tiles give 64 blocks for
-/// 132 SMs. Causal problems follow the same rule (measured the same ranking). Decode-like
-/// problems go to `flash_decode` first (`Gpu::choose`, src/decode.rs).
+/// Small problems wanted more, smaller blocks before `flash_ws` (at (2,8,512,64) the 128-row tiles
+/// give 64 blocks for 132 SMs); on Hopper it now wins there too: at (1,8,2048,128) 30 us against
+/// `flash_wgmma`'s 45 (cuDNN 31.6), at (1,8,2048,64) 23 us against `flash_mma`'s 40 (cuDNN 22.6),
+/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). The tuned table keeps `flash_mma`
+/// for the smallest head-dim-64 problems it measured faster. Decode-like problems go to
+/// `flash_decode` first (`Gpu::choose`, src/decode.rs).
 pub const DISPATCH: &[DispatchEntry] = &[
     DispatchEntry {
         arch: 90,
@@ -1121,9 +1124,15 @@ pub const DISPATCH: &[DispatchEntry] = &[
     },
     DispatchEntry {
         arch: 90,
+        head_dim: 64,
+        big: false,
+        kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
         head_dim: 128,
         big: false,
-        kernel: "flash_wgmma_m128_n128_w8_s2_pp_light",
+        kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
@@ -1697,12 +1706,21 @@ mod tests {
     }
 
     #[test]
-    fn small_problems_get_small_blocks() {
-        for arch in [80, 90] {
-            assert_eq!(
-                default_variant(Shape::new(2, 8, 512, 64), 132, arch).name,
-                "flash_mma_m64_n64_w4_s2_b3_light"
-            );
+    fn small_problems_get_small_blocks_except_on_hopper() {
+        let small = Shape::new(2, 8, 512, 64);
+        assert_eq!(
+            default_variant(small, 132, 80).name,
+            "flash_mma_m64_n64_w4_s2_b3_light"
+        );
+        // flash_ws beats the small-block kernels at small sizes too (the table's documentation).
+        for d in [64, 128] {
+            for shape in [Shape::new(2, 8, 512, d), Shape::new(1, 8, 2048, d)] {
+                assert_eq!(
+                    default_variant(shape, 132, 90).name,
+                    "flash_ws_m128_n128_s2_pp_ov_mbarrier",
+                    "{shape}"
+                );
+            }
         }
     }
 }
