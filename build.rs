@@ -227,14 +227,27 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
     writeln!(src, "pub const DTYPES: &[&str] = &{:?};", table.dtypes).unwrap();
     src.push_str("/// The PTX targets built: the `sm_` name and its compute capability (x10).\n");
     writeln!(src, "pub const ARCHES: &[(&str, u32)] = &{ARCHES:?};").unwrap();
-    for (list, experimental) in [("VARIANTS", false), ("EXPERIMENTAL_VARIANTS", true)] {
-        src.push_str(if experimental {
-            "/// Variants compiled but not yet trusted: reachable by name only ([`VariantSpec::by_name`]).\n"
-        } else {
-            "/// Trusted variants, in `kernels.toml` order: what verify, bench, search and dispatch use.\n"
-        });
+    let lists: [(&str, &str, fn(&Variant) -> bool); 3] = [
+        (
+            "VARIANTS",
+            "Trusted 16-bit variants, in `kernels.toml` order: what verify, bench, search and dispatch use.",
+            |v| !v.experimental && !v.spec.family.fp8(),
+        ),
+        (
+            "EXPERIMENTAL_VARIANTS",
+            "Variants compiled but not yet trusted: reachable by name only ([`VariantSpec::by_name`]).",
+            |v| v.experimental,
+        ),
+        (
+            "FP8_VARIANTS",
+            "The e4m3 variants (`crate::fp8`), in `kernels.toml` order.",
+            |v| !v.experimental && v.spec.family.fp8(),
+        ),
+    ];
+    for (list, doc, member) in lists {
+        writeln!(src, "/// {doc}").unwrap();
         writeln!(src, "pub const {list}: &[VariantSpec] = &[").unwrap();
-        for v in variants.iter().filter(|v| v.experimental == experimental) {
+        for v in variants.iter().filter(|v| member(v)) {
             writeln!(
                 src,
                 "    VariantSpec {{ name: {:?}, spec: {:?}, head_dims: &{:?}, min_arch: {} }},",

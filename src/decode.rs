@@ -7,10 +7,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
 
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, Kernel};
+use crate::gpu::{launch_with_args, Gpu, Kernel};
 use crate::launch::LaunchArgs;
 use crate::problem::Shape;
 use crate::variants::{Family, VariantSpec};
@@ -196,13 +196,6 @@ struct Inner {
     combine: HashMap<String, CudaFunction>,
 }
 
-/// Pushes every field of a `LaunchArgs` as one kernel argument, in parameter order.
-macro_rules! push_args {
-    ($builder:ident, $args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
-        $($builder.arg(&$args.$field);)*
-    };
-}
-
 impl Gpu {
     /// The plan of a launch of `kernel` on `shape`: `Some` for `flash_decode` kernels only.
     pub(crate) fn decode_plan(&self, kernel: &Kernel, shape: Shape) -> Result<Option<Plan>> {
@@ -267,15 +260,12 @@ impl Gpu {
             block_dim: (32 * COMBINE_ROWS_PER_BLOCK as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut builder = stream.launch_builder(&function);
-        with_launch_params!(push_args!(builder, args;));
         // Safety: the combine entry points take the attention kernels' parameter list; `args`
         // is the split launch's, whose buffers `Gpu::launch` checked against the shape and keeps
         // alive across this call; the workspace holds `kv_splits` slices for this shape
         // (`Plan::workspace_floats`), and the grid covers one warp per query row (the kernel
         // returns for rows past the last).
-        unsafe { builder.launch(config) }?;
-        Ok(())
+        unsafe { launch_with_args(stream, &function, config, args) }
     }
 
     /// Launches `kernel` with `args` pushed as its parameter list.
@@ -289,11 +279,8 @@ impl Gpu {
         config: LaunchConfig,
         args: &LaunchArgs,
     ) -> Result<()> {
-        let mut builder = self.stream().launch_builder(&kernel.function);
-        with_launch_params!(push_args!(builder, args;));
         // Safety: the caller's contract.
-        unsafe { builder.launch(config) }?;
-        Ok(())
+        unsafe { launch_with_args(self.stream(), &kernel.function, config, args) }
     }
 
     fn decode_state(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -288,6 +288,25 @@ macro_rules! push_launch_args {
     };
 }
 
+/// Launches `function` on `stream` with `args` pushed as its parameter list.
+///
+/// # Safety
+/// `function` takes the launch parameter list (`kernels-rs/src/launch.rs`), and `args` and
+/// `config` satisfy its contract: buffers as long as the shape says, live in `stream`'s context,
+/// the grid it expects.
+pub(crate) unsafe fn launch_with_args(
+    stream: &CudaStream,
+    function: &CudaFunction,
+    config: LaunchConfig,
+    args: &LaunchArgs,
+) -> Result<()> {
+    let mut builder = stream.launch_builder(function);
+    with_launch_params!(push_launch_args!(builder, args;));
+    // Safety: the caller's contract.
+    unsafe { builder.launch(config) }?;
+    Ok(())
+}
+
 /// The grid's y dimension limit: query heads beyond it go to z.
 const MAX_GRID_Y: u32 = 65_535;
 
@@ -696,6 +715,12 @@ impl Gpu {
                 kernel.symbol, kernel.head_dim, shape.head_dim
             )));
         }
+        if kernel.variant.family.fp8() {
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} takes e4m3 inputs: call it through Gpu::fp8_forward",
+                kernel.symbol
+            )));
+        }
         let uses_maps = kernel.variant.family == Family::FlashWs;
         // The warp-specialised family reads its tiles through tensor maps built here per call.
         if uses_maps {
@@ -785,8 +810,6 @@ impl Gpu {
             // Contiguous K and V: no block table (the paged launch is `paged.rs`).
             ..LaunchArgs::default()
         };
-        let mut builder = stream.launch_builder(&kernel.function);
-        with_launch_params!(push_launch_args!(builder, args;));
         // Safety: the arguments are the kernels' parameter list (kernels-rs/src/launch.rs, the
         // same list the entry points are generated from); every buffer holds exactly the
         // elements the shape, dtype and grid imply (checked just above, after the last change to
@@ -794,7 +817,7 @@ impl Gpu {
         // when the tensors were made and cannot change since; the grid covers exactly the blocks
         // the kernel expects for this shape; `kernel`'s launch facts cannot be changed outside
         // the crate.
-        unsafe { builder.launch(config) }?;
+        unsafe { launch_with_args(stream, &kernel.function, config, &args) }?;
         if args.kv_splits > 1 {
             self.decode_combine(stream, kernel, shape, &args)?;
         }

@@ -18,6 +18,7 @@ pub mod launch;
 pub mod api;
 pub mod decode;
 pub mod error;
+pub mod fp8;
 pub mod gpu;
 pub mod layout;
 pub mod paged;
@@ -34,11 +35,12 @@ pub use api::{
     PackedTensor, PagedCache, RawOptions, TensorView,
 };
 pub use error::{Error, Result};
+pub use fp8::Fp8Tensors;
 pub use gpu::{Gpu, Kernel, Tensors};
 pub use layout::Layout;
 pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};
-pub use variants::{Family, Policy, Spec, VariantSpec, VARIANTS};
+pub use variants::{Family, Policy, Spec, VariantSpec, FP8_VARIANTS, VARIANTS};
 pub use varlen::{VarlenBatch, VarlenKernel, VarlenTensors};
 
 /// The PTX of every kernel, one module per architecture, embedded at build time.

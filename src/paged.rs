@@ -485,6 +485,8 @@ impl Gpu {
             // Dense queries: no prefix sums.
             cu_seqlens_q: 0,
             cu_seqlens_k: 0,
+            // 16-bit inputs.
+            descale: 0,
         };
         // Safety: a paged flash_decode entry point (only `paged_kernel` makes a `PagedKernel`)
         // with the launch parameter list; Q, the output and the LSE hold what the shape implies,

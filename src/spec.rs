@@ -32,6 +32,9 @@ pub enum Family {
     /// Decode (few query rows per KV head, long keys): split-KV and grouped-query packing on
     /// `mma.sync`, with a combine kernel (`src/decode.rs` plans it).
     FlashDecode,
+    /// `flash_ws` on e4m3 Q, K and V with per-head descales (FP8 `wgmma`, sm_90a), V transposed
+    /// by a kernel before it; the output fp16 or bf16 (`src/fp8.rs` launches both).
+    FlashWsFp8,
 }
 
 impl Family {
@@ -44,6 +47,7 @@ impl Family {
             Family::FlashWgmma => "flash_wgmma",
             Family::FlashWs => "flash_ws",
             Family::FlashDecode => "flash_decode",
+            Family::FlashWsFp8 => "flash_ws_fp8",
         }
     }
 
@@ -51,7 +55,7 @@ impl Family {
     pub fn min_arch(self) -> u32 {
         match self {
             Family::Naive | Family::FlashScalar | Family::FlashMma | Family::FlashDecode => 80,
-            Family::FlashWgmma | Family::FlashWs => 90,
+            Family::FlashWgmma | Family::FlashWs | Family::FlashWsFp8 => 90,
         }
     }
 
@@ -64,6 +68,22 @@ impl Family {
             | Family::FlashWgmma
             | Family::FlashDecode => matches!(d, 64 | 128),
             Family::FlashWs => matches!(d, 64 | 128 | 256),
+            // Rows of whole 128-byte swizzle spans.
+            Family::FlashWsFp8 => matches!(d, 128 | 256),
+        }
+    }
+
+    /// Whether the family reads e4m3 Q, K and V (its variants are `FP8_VARIANTS`, apart from the
+    /// 16-bit ones that `verify`, `bench`, the search and the dispatch walk).
+    pub fn fp8(self) -> bool {
+        match self {
+            Family::FlashWsFp8 => true,
+            Family::Naive
+            | Family::FlashScalar
+            | Family::FlashMma
+            | Family::FlashWgmma
+            | Family::FlashWs
+            | Family::FlashDecode => false,
         }
     }
 }
@@ -262,6 +282,7 @@ impl Spec {
                 "persistent",
             ],
             Family::FlashDecode => &["block_m", "block_n", "warps", "stages", "policy"],
+            Family::FlashWsFp8 => &["block_m", "block_n", "stages", "policy", "pingpong", "overlap"],
         };
         if let Some((name, _)) = given.iter().find(|(name, set)| *set && !takes.contains(name)) {
             return Err(format!("`{name}` is not a {} parameter", family.name()));
@@ -323,7 +344,7 @@ impl Spec {
                 // One warpgroup (4 warps) per 64 rows.
                 spec.warps = spec.block_m / 16;
             }
-            Family::FlashWs => {
+            Family::FlashWs | Family::FlashWsFp8 => {
                 spec.block_m = need(entry.block_m, "block_m")?;
                 spec.block_n = need(entry.block_n, "block_n")?;
                 spec.stages = need(entry.stages, "stages")?;
@@ -369,7 +390,7 @@ impl Spec {
                 write!(name, "_w{w}_s{s}{}", if self.q_in_regs { "" } else { "_qsmem" })
             }
             Family::FlashWgmma => write!(name, "_m{m}_n{n}_w{w}_s{s}{}", flag(self.pingpong, "_pp")),
-            Family::FlashWs => write!(
+            Family::FlashWs | Family::FlashWsFp8 => write!(
                 name,
                 "_m{m}_n{n}_s{s}{}{}{}",
                 flag(self.pingpong, "_pp"),
@@ -399,11 +420,12 @@ impl Spec {
         if self.min_blocks_per_sm == Some(0) {
             return problem("min_blocks_per_sm must be at least 1");
         }
-        if self.pingpong && !matches!(self.family, Family::FlashWgmma | Family::FlashWs) {
-            return problem("pingpong is for the warpgroup families (flash_wgmma, flash_ws)");
+        let warp_specialised = matches!(self.family, Family::FlashWs | Family::FlashWsFp8);
+        if self.pingpong && !(warp_specialised || self.family == Family::FlashWgmma) {
+            return problem("pingpong is for the warpgroup families (flash_wgmma, flash_ws, flash_ws_fp8)");
         }
-        if self.overlap && self.family != Family::FlashWs {
-            return problem("overlap is for flash_ws");
+        if self.overlap && !warp_specialised {
+            return problem("overlap is for flash_ws and flash_ws_fp8");
         }
         if self.persistent && self.family != Family::FlashWs {
             return problem("persistent is for flash_ws");
@@ -468,6 +490,16 @@ impl Spec {
                     ))
                 }
             }
+            // flash_ws's rules, and key tiles of whole 128-byte rows of transposed V (the e4m3
+            // `wgmma` shapes are n128 and n256: the key tile and the head dims).
+            Family::FlashWsFp8 => {
+                let mbarrier = self.policy == Some(Policy::Mbarrier);
+                if m == 128 && n == 128 && self.stages >= 1 && mbarrier && self.min_blocks_per_sm.is_none() {
+                    Ok(())
+                } else {
+                    problem("block_m 128, block_n 128, stages >= 1, mbarrier policy, no min_blocks_per_sm")
+                }
+            }
             // Every warp holds all the rows (16 or 32: the output accumulators of two row tiles
             // are 128 registers at head dim 128) and takes a multiple of 16 keys of each tile
             // (one P V k-step); the block barriers are the light or legacy policy's.
@@ -510,10 +542,13 @@ impl Spec {
                 ));
             }
         }
-        if self.family == Family::FlashWs {
-            let tile = |rows: u32| rows * d * 2;
-            let bytes =
-                1024 + tile(self.block_m) + 2 * self.stages * tile(self.block_n) + 8 * (2 + 4 * self.stages);
+        if matches!(self.family, Family::FlashWs | Family::FlashWsFp8) {
+            // Q's buffer holds 16-bit elements either way (the output leaves through it).
+            let input_bytes = if self.family.fp8() { 1 } else { 2 };
+            let bytes = 1024
+                + self.block_m * d * 2
+                + 2 * self.stages * self.block_n * d * input_bytes
+                + 8 * (2 + 4 * self.stages);
             if bytes > MAX_SMEM_BYTES {
                 return Err(format!(
                     "{}: at head dim {d} the tiles take {bytes} bytes of shared memory, more than the {MAX_SMEM_BYTES} a block can have",
@@ -529,7 +564,7 @@ impl Spec {
     /// effect only under a register cap at entry.
     pub fn launch_bounds(&self) -> Option<u32> {
         match self.family {
-            Family::FlashWs => Some(1),
+            Family::FlashWs | Family::FlashWsFp8 => Some(1),
             Family::Naive
             | Family::FlashScalar
             | Family::FlashMma
@@ -562,7 +597,7 @@ impl Spec {
             Family::FlashWgmma => {
                 format!("{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}", self.pingpong)
             }
-            Family::FlashWs => format!(
+            Family::FlashWs | Family::FlashWsFp8 => format!(
                 "{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}, overlap = {}, persistent = {}",
                 self.pingpong, self.overlap, self.persistent
             ),

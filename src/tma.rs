@@ -26,6 +26,8 @@ pub const MAPS: usize = 4;
 pub const OUTPUT_BOX_ROWS: u32 = 64;
 /// Columns per box: 128 bytes of 16-bit elements.
 pub const BOX_COLUMNS: u32 = 64;
+/// Bytes per box row: the span of the 128-byte swizzle.
+pub const BOX_BYTES: u32 = 128;
 
 /// The geometry of one tensor map, before encoding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,15 +44,41 @@ impl MapGeometry {
     /// The geometry of a `batch x heads x seq x d` tensor of 16-bit elements in `layout`, copied
     /// in boxes of `rows` rows.
     pub fn new(layout: Layout, batch: usize, heads: usize, seq: usize, d: usize, rows: u32) -> MapGeometry {
+        MapGeometry::of_elements(2, layout, batch, heads, seq, d, rows)
+    }
+
+    /// As [`MapGeometry::new`] for elements of `element_bytes` (2, or 1 for e4m3): boxes of
+    /// `BOX_BYTES` of each row.
+    pub fn of_elements(
+        element_bytes: u32,
+        layout: Layout,
+        batch: usize,
+        heads: usize,
+        seq: usize,
+        d: usize,
+        rows: u32,
+    ) -> MapGeometry {
         let (seq_stride, head_stride) = match layout {
             Layout::Bhsd => (d, seq * d),
             Layout::Bshd => (heads * d, d),
         };
-        let bytes = |elements: usize| 2 * elements as u64;
+        let bytes = |elements: usize| element_bytes as u64 * elements as u64;
         MapGeometry {
             dims: [d as u64, seq as u64, heads as u64, batch as u64],
             strides: [bytes(seq_stride), bytes(head_stride), bytes(heads * seq * d)],
-            box_dims: [BOX_COLUMNS, rows, 1, 1],
+            box_dims: [BOX_BYTES / element_bytes, rows, 1, 1],
+        }
+    }
+
+    /// The map of e4m3 V transposed (`kernels-rs/src/attention/fp8.rs`): `[B, H_kv, D,
+    /// keys_padded]` bytes, dimensions innermost first (keys, head dim, head, batch), in boxes of
+    /// `BOX_BYTES` keys by all `d` columns.
+    pub fn transposed(batch: usize, heads_kv: usize, keys_padded: usize, d: usize) -> MapGeometry {
+        let row = keys_padded as u64;
+        MapGeometry {
+            dims: [row, d as u64, heads_kv as u64, batch as u64],
+            strides: [row, row * d as u64, row * d as u64 * heads_kv as u64],
+            box_dims: [BOX_BYTES, d as u32, 1, 1],
         }
     }
 
@@ -103,11 +131,22 @@ impl MapGeometry {
 
     /// Encodes the map of the tensor at device address `address`: 128-byte swizzle, zero fill.
     pub fn encode(&self, dtype: DType, address: u64) -> Result<[u8; MAP_BYTES]> {
+        self.encode_as(
+            match dtype {
+                DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            },
+            address,
+        )
+    }
+
+    /// [`MapGeometry::encode`] for bytes (the e4m3 tensors: the copy engine only moves them).
+    pub fn encode_bytes(&self, address: u64) -> Result<[u8; MAP_BYTES]> {
+        self.encode_as(sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8, address)
+    }
+
+    fn encode_as(&self, data_type: sys::CUtensorMapDataType, address: u64) -> Result<[u8; MAP_BYTES]> {
         self.check()?;
-        let data_type = match dtype {
-            DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        };
         let element_strides = [1u32; 4];
         let mut map = sys::CUtensorMap { opaque: [0; 16] };
         // Safety: every pointer names a live array of the length the rank (4) implies (strides:
@@ -174,6 +213,18 @@ mod tests {
         );
         assert_eq!(g.box_dims, [64, 128, 1, 1]);
         assert!(g.check().is_ok());
+    }
+
+    #[test]
+    fn byte_maps_take_128_columns_per_box_and_transposed_v_its_keys() {
+        let g = MapGeometry::of_elements(1, Layout::Bshd, 2, 4, 100, 128, 128);
+        assert_eq!(g.box_dims, [128, 128, 1, 1]);
+        assert_eq!(g.strides, [4 * 128, 128, 4 * 100 * 128]);
+        let t = MapGeometry::transposed(2, 4, 112, 256);
+        assert_eq!(t.dims, [112, 256, 4, 2]);
+        assert_eq!(t.strides, [112, 112 * 256, 112 * 256 * 4]);
+        assert_eq!(t.box_dims, [128, 256, 1, 1]);
+        assert!(t.check().is_ok());
     }
 
     #[test]

@@ -59,12 +59,17 @@ impl VariantSpec {
     }
 
     /// The variant called `name`, among `VARIANTS` and the experimental ones (which only a name
-    /// reaches).
+    /// reaches); the e4m3 ones are [`VariantSpec::fp8_by_name`]'s.
     pub fn by_name(name: &str) -> Option<&'static VariantSpec> {
         VARIANTS
             .iter()
             .chain(EXPERIMENTAL_VARIANTS)
             .find(|v| v.name == name)
+    }
+
+    /// The e4m3 variant called `name` (`FP8_VARIANTS`).
+    pub fn fp8_by_name(name: &str) -> Option<&'static VariantSpec> {
+        FP8_VARIANTS.iter().find(|v| v.name == name)
     }
 }
 
@@ -78,7 +83,7 @@ mod table {
     include!(concat!(env!("OUT_DIR"), "/variants.rs"));
 }
 
-pub use table::{ARCHES, DTYPES, EXPERIMENTAL_VARIANTS, HEAD_DIMS, VARIANTS};
+pub use table::{ARCHES, DTYPES, EXPERIMENTAL_VARIANTS, FP8_VARIANTS, HEAD_DIMS, VARIANTS};
 
 #[cfg(test)]
 mod tests {

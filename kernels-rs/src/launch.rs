@@ -72,6 +72,9 @@ macro_rules! with_launch_params {
             /// Varlen: the same for the keys of the packed `[total_k, H_kv, D]` K and V (`seq_k`
             /// is `total_k`); 0 otherwise.
             cu_seqlens_k: u64 as *const u32,
+            /// flash_ws_fp8: the e4m3 inputs' descale factors, `[3, B, H_kv]` fp32 (Q's, K's,
+            /// V's; a query head uses its KV head's entry); 0 for every other kernel.
+            descale: u64 as *const f32,
         }
     };
 }

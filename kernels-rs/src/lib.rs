@@ -55,6 +55,7 @@ impl launch::LaunchArgs {
                 self.cu_seqlens_k as *const u32,
                 self.seq_q,
             ),
+            descale: self.descale as *const f32,
         }
     }
 }
@@ -116,16 +117,29 @@ macro_rules! flash_ws {
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
      pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         kernel!(@export $name, $counted, $smem,
-            attention::ws::smem_bytes($d, $bm, $bn, $stages), $barriers,
+            attention::ws::smem_bytes($d, $bm, $bn, $stages, 2), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps));
+            |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps));
     };
-    (@body $io:ident, $p:ident, $count:ident, $varlen:literal, $t:ty, $d:literal, $bm:literal,
-     $bn:literal, $stages:literal, $pp:literal, $ov:literal, $ps:literal) => {
+    (@body $io:ident, $p:ident, $count:ident, $varlen:literal, $t:ty, $input:ty, $d:literal,
+     $bm:literal, $bn:literal, $stages:literal, $pp:literal, $ov:literal, $ps:literal) => {
         attention::ws::flash_ws::<
-            $t, $count, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, $ps, $varlen, { $bn / 2 }, { $d / 2 },
-            { $bn / 16 },
+            $t, $input, $count, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, $ps, $varlen, { $bn / 2 },
+            { $d / 2 }, { $bn / <$input as tile::Operand>::K_STEP },
         >($io, $p)
+    };
+}
+
+/// `flash_ws_fp8`'s export: `flash_ws` on e4m3 Q, K and V (V transposed beforehand by
+/// `fp8_transpose_v`), the output in `$t`.
+macro_rules! flash_ws_fp8 {
+    ($name:ident $counted:ident $smem:ident $barriers:ident,
+     $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
+     pingpong = $pp:literal, overlap = $ov:literal, persistent = false) => {
+        kernel!(@export $name, $counted, $smem,
+            attention::ws::smem_bytes($d, $bm, $bn, $stages, 1), $barriers,
+            <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, E4m3, $d, $bm, $bn, $stages, $pp, $ov, false));
     };
 }
 
@@ -137,16 +151,16 @@ macro_rules! flash_ws_varlen {
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
      pingpong = $pp:literal, overlap = $ov:literal, persistent = false) => {
         with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
-            flash_ws!(@body io, p, COUNT, true, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
+            flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
         with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
-            flash_ws!(@body io, p, COUNT, true, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
+            flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
     };
 }
 
 #[allow(unused_imports)]
 use policy::{Legacy, Light, Mbarrier};
 #[allow(unused_imports)]
-use tile::{Bf16, F16};
+use tile::{Bf16, E4m3, F16};
 
 include!(env!("FLASHRS_KERNEL_TABLE"));
 
@@ -165,6 +179,27 @@ decode_combine!(decode_combine_d64_f16, F16, 64);
 decode_combine!(decode_combine_d64_bf16, Bf16, 64);
 decode_combine!(decode_combine_d128_f16, F16, 128);
 decode_combine!(decode_combine_d128_bf16, Bf16, 128);
+
+/// V transposed for the e4m3 kernels (`attention::fp8::transpose_v`), one entry point per head
+/// dim, taking the attention launch's parameters: `v` the e4m3 V, `out` the transposed copy. Grid
+/// `(B * H_kv, ceil(keys_padded / 64), D / 64)`, `attention::fp8::THREADS` threads.
+macro_rules! fp8_transpose_v {
+    ($name:ident, $d:literal) => {
+        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT| {
+            let _ = COUNT;
+            attention::fp8::transpose_v(
+                io.v as *const u8,
+                io.out as *mut u8,
+                p.seq_k,
+                p.heads / p.kv_group,
+                $d,
+                p.seq_major,
+            )
+        };));
+    };
+}
+fp8_transpose_v!(fp8_transpose_v_d128, 128);
+fp8_transpose_v!(fp8_transpose_v_d256, 256);
 
 /// Row softmax for the cuBLAS-composed attention: fp32 scores `[B*H, S_q, S_k]` to 16-bit
 /// probabilities, scaled, causal-aware. Grid `(ceil(S_q / 4), B*H)`, 128 threads.
@@ -195,6 +230,7 @@ macro_rules! softmax_rows {
                 workspace: core::ptr::null_mut(),
                 pages: attention::paged::PageTable::NONE,
                 varlen: attention::varlen::Varlen::dense(core::ptr::null(), core::ptr::null(), seq_q),
+                descale: core::ptr::null(),
             };
             attention::rows::softmax_rows::<$t>(scores, probs, problem)
         }

@@ -344,6 +344,115 @@ impl Element for Bf16 {
     forward_wgmma!(true);
 }
 
+/// What Hopper's warpgroup tensor cores read Q, K and V as (`flash_ws`): a 16-bit [`Element`]
+/// (every one is an operand of its own kind), or [`E4m3`]. Its products cover 32 bytes of each
+/// row per `wgmma`, so the K extent is 16 elements of 16 bits or 32 of 8.
+pub trait Operand {
+    /// Bytes per element.
+    const BYTES: usize;
+    /// Elements along K per `wgmma` (32 bytes of a row).
+    const K_STEP: usize = 32 / Self::BYTES;
+    /// Whether V arrives transposed (`[D, keys]`, keys contiguous): 8-bit `wgmma` reads its B
+    /// operand only K-major, where 16-bit ones read V's own rows (MN-major).
+    const V_TRANSPOSED: bool;
+
+    /// `acc (+)= A B`, A and B from shared-memory descriptors (K-major).
+    ///
+    /// # Safety
+    /// As `arch::wgmma_ss`.
+    unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(acc: &mut [f32; R], a: u64, b: u64, accumulate: bool);
+
+    /// `acc (+)= A B`, A in registers (`pack_probabilities`), B as V sits in shared memory.
+    ///
+    /// # Safety
+    /// As `arch::wgmma_rs`.
+    unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: [u32; 4],
+        b: u64,
+        accumulate: bool,
+    );
+
+    /// The A fragment of product `step` of O += P V: the probabilities of keys
+    /// `K_STEP * step ..` from a row pair's scores in the accumulator layout (`s`, the layout of
+    /// `mma.sync.m16n8`: 4 values per 8 keys).
+    fn pack_probabilities<const R: usize>(s: &[f32; R], step: usize) -> [u32; 4];
+}
+
+impl<T: Element> Operand for T {
+    const BYTES: usize = 2;
+    const V_TRANSPOSED: bool = false;
+
+    #[inline(always)]
+    unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: u64,
+        b: u64,
+        accumulate: bool,
+    ) {
+        <T as Element>::wgmma_ss::<CHAIN, R>(acc, a, b, accumulate)
+    }
+
+    #[inline(always)]
+    unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: [u32; 4],
+        b: u64,
+        accumulate: bool,
+    ) {
+        <T as Element>::wgmma_rs::<CHAIN, R>(acc, a, b, accumulate)
+    }
+
+    /// The 16-bit A fragment is the accumulator layout of two 8-key column blocks, pair by pair.
+    #[inline(always)]
+    fn pack_probabilities<const R: usize>(s: &[f32; R], step: usize) -> [u32; 4] {
+        core::array::from_fn(|i| <T as Element>::pack(s[8 * step + 2 * i], s[8 * step + 2 * i + 1]))
+    }
+}
+
+/// OCP FP8 E4M3 (1 sign, 4 exponent and 3 mantissa bits, no infinities, largest 448): an input
+/// type only, read with a descale factor per tensor and KV head (`Problem::descales`).
+pub struct E4m3;
+
+impl Operand for E4m3 {
+    const BYTES: usize = 1;
+    const V_TRANSPOSED: bool = true;
+
+    #[inline(always)]
+    unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: u64,
+        b: u64,
+        accumulate: bool,
+    ) {
+        arch::wgmma_ss_e4m3::<CHAIN, R>(acc, a, b, accumulate)
+    }
+
+    #[inline(always)]
+    unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: [u32; 4],
+        b: u64,
+        accumulate: bool,
+    ) {
+        arch::wgmma_rs_e4m3::<CHAIN, R>(acc, a, b, accumulate)
+    }
+
+    /// The 8-bit A fragment holds, per row, 4 consecutive key slots `4t ..` and `16 + 4t ..` of
+    /// the 32, where the accumulator has keys `2t, 2t + 1` of each 8-key column block. Rather
+    /// than move bytes between threads, the slots take the keys the thread already has: slot
+    /// `16h + 4t + i` is key `16h + 8(i / 2) + 2t + i % 2`. V's transpose puts its rows in the same
+    /// order (`attention::fp8::key_of_slot`), so P V sums the same products.
+    #[inline(always)]
+    fn pack_probabilities<const R: usize>(s: &[f32; R], step: usize) -> [u32; 4] {
+        core::array::from_fn(|j| {
+            // Register j: row half j % 2, key half j / 2 (column blocks 2(j / 2) and 2(j / 2) + 1).
+            let base = 16 * step + 8 * (j / 2) + 2 * (j % 2);
+            arch::pack_e4m3x4([s[base], s[base + 1], s[base + 4], s[base + 5]])
+        })
+    }
+}
+
 /// The 128-byte swizzle layout that `wgmma` reads from shared memory.
 ///
 /// A `ROWS x D` tile is stored as `D / 64` column blocks, one after the other; a column block is

@@ -99,6 +99,21 @@ pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
     r
 }
 
+/// Emits two `cvt.rn.satfinite.e4m3x2.f32` and a `mov.b32`: packs four f32 into one register of
+/// four e4m3 (sm_89+), `x[0]` in the lowest byte, values beyond 448 saturated.
+#[inline(always)]
+pub fn pack_e4m3x4(x: [f32; 4]) -> u32 {
+    let r: u32;
+    // Safety: arithmetic on registers; touches no memory.
+    unsafe {
+        asm!("{{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, {x1}, {x0};\n\
+              cvt.rn.satfinite.e4m3x2.f32 hi, {x3}, {x2};\nmov.b32 {r}, {{lo, hi}};\n}}",
+             r = out(reg32) r, x0 = in(reg32) x[0], x1 = in(reg32) x[1], x2 = in(reg32) x[2],
+             x3 = in(reg32) x[3], options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// Widens both halves of an f16x2 register (two `cvt.f32.f16`), low half first.
 #[inline(always)]
 pub fn unpack_f16x2(packed: u32) -> (f32, f32) {

@@ -84,28 +84,37 @@ impl SmemDescriptor {
 // lists them as `{0}, {1}, ...` from the index list; `scale-d` is a predicate made from `accumulate`
 // (false: the accumulators are overwritten, not added to).
 macro_rules! wgmma_asm {
-    (ss $pre:expr, $post:expr, $n:literal, $ty:literal, [$i0:literal $($i:literal)*],
+    // The K extent of one product: 32 bytes of each row, 16 16-bit or 32 8-bit elements.
+    (@k "e4m3") => { "k32" };
+    (@k $ty:tt) => { "k16" };
+    // The transpose immediates: 16-bit types read A and B K-major (0, 0), or, with A in registers,
+    // B MN-major (1), which is how V sits in shared memory; 8-bit types have no transposed form.
+    (@transpose $form:ident "e4m3") => { "" };
+    (@transpose ss $ty:tt) => { ", 0, 0" };
+    (@transpose rs $ty:tt) => { ", 1" };
+    (ss $pre:expr, $post:expr, $n:literal, $ty:tt, [$i0:literal $($i:literal)*],
      $acc:ident, $a:ident, $b:ident, $accumulate:ident) => {
         asm!(
             concat!(
                 "{{\n.reg .pred p;\nsetp.ne.b32 p, {scale_d}, 0;\n", $pre,
-                "wgmma.mma_async.sync.aligned.m64n", stringify!($n), "k16.f32.", $ty, ".", $ty, " {{{",
-                stringify!($i0), "}" $(, ", {", stringify!($i), "}")*,
-                "}}, {a}, {b}, p, 1, 1, 0, 0;\n", $post, "}}"
+                "wgmma.mma_async.sync.aligned.m64n", stringify!($n), wgmma_asm!(@k $ty), ".f32.", $ty, ".",
+                $ty, " {{{", stringify!($i0), "}" $(, ", {", stringify!($i), "}")*,
+                "}}, {a}, {b}, p, 1, 1", wgmma_asm!(@transpose ss $ty), ";\n", $post, "}}"
             ),
             inout(reg32) $acc[$i0], $(inout(reg32) $acc[$i],)*
             a = in(reg64) $a, b = in(reg64) $b, scale_d = in(reg32) $accumulate as u32,
             options(nostack)
         )
     };
-    (rs $pre:expr, $post:expr, $n:literal, $ty:literal, [$i0:literal $($i:literal)*],
+    (rs $pre:expr, $post:expr, $n:literal, $ty:tt, [$i0:literal $($i:literal)*],
      $acc:ident, $a:ident, $b:ident, $accumulate:ident) => {
         asm!(
             concat!(
                 "{{\n.reg .pred p;\nsetp.ne.b32 p, {scale_d}, 0;\n", $pre,
-                "wgmma.mma_async.sync.aligned.m64n", stringify!($n), "k16.f32.", $ty, ".", $ty, " {{{",
-                stringify!($i0), "}" $(, ", {", stringify!($i), "}")*,
-                "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, 1;\n", $post, "}}"
+                "wgmma.mma_async.sync.aligned.m64n", stringify!($n), wgmma_asm!(@k $ty), ".f32.", $ty, ".",
+                $ty, " {{{", stringify!($i0), "}" $(, ", {", stringify!($i), "}")*,
+                "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1", wgmma_asm!(@transpose rs $ty), ";\n",
+                $post, "}}"
             ),
             inout(reg32) $acc[$i0], $(inout(reg32) $acc[$i],)*
             a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2], a3 = in(reg32) $a[3],
@@ -117,7 +126,7 @@ macro_rules! wgmma_asm {
 
 // A product at any chain position: one function per (A source, N, type).
 macro_rules! wgmma_fn {
-    ($(#[$doc:meta])* $form:ident $name:ident, $a_ty:ty, $n:literal, $ty:literal, $regs:tt) => {
+    ($(#[$doc:meta])* $form:ident $name:ident, $a_ty:ty, $n:literal, $ty:tt, $regs:tt) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -162,6 +171,28 @@ macro_rules! wgmma_family {
             rs $rs_bf16, [u32; 4], $n, "bf16", $regs);
     };
 }
+
+// e4m3 products (`flash_ws_fp8`): S = Q K^T with N = the key tile (128), O += P V with N = the
+// head dim (128 or 256); both operands K-major, so V is transposed before the kernel.
+macro_rules! wgmma_family_e4m3 {
+    ($n:literal, $regs:tt, $ss:ident, $rs:ident) => {
+        wgmma_fn!(
+            /// Emits `wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3` with A and B descriptors.
+            ss $ss, u64, $n, "e4m3", $regs);
+        wgmma_fn!(
+            /// Emits `wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3`, A in registers, B K-major.
+            rs $rs, [u32; 4], $n, "e4m3", $regs);
+    };
+}
+
+wgmma_family_e4m3!(128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
+    wgmma_m64n128k32_ss_e4m3, wgmma_m64n128k32_rs_e4m3);
+wgmma_family_e4m3!(256, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
+    96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127],
+    wgmma_m64n256k32_ss_e4m3, wgmma_m64n256k32_rs_e4m3);
 
 wgmma_family!(64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
     wgmma_m64n64k16_ss_f16, wgmma_m64n64k16_ss_bf16, wgmma_m64n64k16_rs_f16, wgmma_m64n64k16_rs_bf16);
@@ -256,6 +287,44 @@ pub unsafe fn wgmma_rs<const BF16: bool, const CHAIN: u8, const R: usize>(
         (96, true) => wgmma_m64n192k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
         (128, false) => wgmma_m64n256k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
         (128, true) => wgmma_m64n256k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        _ => super::trap(),
+    }
+}
+
+/// `acc (+)= A B` for a 64 x (2R) x 32 e4m3 product, A and B from shared-memory descriptors
+/// (both K-major); R = 64 or 128.
+///
+/// # Safety
+/// As the products it dispatches to (`wgmma_m64n128k32_ss_e4m3` and its kin).
+#[inline(always)]
+pub unsafe fn wgmma_ss_e4m3<const CHAIN: u8, const R: usize>(
+    acc: &mut [f32; R],
+    a: u64,
+    b: u64,
+    accumulate: bool,
+) {
+    match R {
+        64 => wgmma_m64n128k32_ss_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
+        128 => wgmma_m64n256k32_ss_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
+        _ => super::trap(),
+    }
+}
+
+/// `acc (+)= A B` for a 64 x (2R) x 32 e4m3 product, A from registers (16 e4m3 per thread), B a
+/// K-major shared-memory operand; R = 64 or 128.
+///
+/// # Safety
+/// As `wgmma_ss_e4m3`.
+#[inline(always)]
+pub unsafe fn wgmma_rs_e4m3<const CHAIN: u8, const R: usize>(
+    acc: &mut [f32; R],
+    a: [u32; 4],
+    b: u64,
+    accumulate: bool,
+) {
+    match R {
+        64 => wgmma_m64n128k32_rs_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
+        128 => wgmma_m64n256k32_rs_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
         _ => super::trap(),
     }
 }

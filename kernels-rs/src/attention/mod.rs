@@ -41,6 +41,7 @@ macro_rules! chained {
 // The family modules carry their export macros (`#[macro_use]`), which `lib.rs` invokes.
 #[macro_use]
 pub mod decode;
+pub mod fp8;
 pub mod fragment;
 #[macro_use]
 pub mod mma;
@@ -124,9 +125,27 @@ pub struct Problem {
     /// The `_varlen` entry points' prefix sums and, per block, where its sequence sits in the
     /// packed tensors; `Varlen::dense` (offsets 0) for every other kernel.
     pub varlen: varlen::Varlen,
+    /// flash_ws_fp8: the descale factors of Q, K and V per KV head (`launch.rs`); null for every
+    /// other kernel.
+    pub descale: *const f32,
 }
 
 impl Problem {
+    /// The factors that turn the e4m3 values of Q, K and V that query head `head` reads into true
+    /// values (`descale`'s entries of its KV head).
+    ///
+    /// # Safety
+    /// `descale` must hold `[3, B, H_kv]` floats and `head < batch_heads`.
+    #[inline(always)]
+    pub unsafe fn descales(&self, head: usize) -> [f32; 3] {
+        let (kv_head, kv_heads) = (
+            self.kv_head(head),
+            self.batch_heads as usize / self.kv_group as usize,
+        );
+        // Safety: the caller's contract; each of the three arrays has `kv_heads` entries.
+        unsafe { [0, 1, 2].map(|i| *self.descale.add(i * kv_heads + kv_head)) }
+    }
+
     /// One past the last key that query `row` may attend. Causal masking is aligned bottom-right
     /// (as in FlashAttention-2): query `i` sees key `j` iff `j <= i + seq_k - seq_q`.
     #[inline(always)]

@@ -26,7 +26,7 @@ use super::varlen::Varlen;
 use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
-use crate::tile::Element;
+use crate::tile::{Element, Operand};
 
 /// Registers per thread of the producer warpgroup, which only issues copies.
 const PRODUCER_REGS: u32 = 24;
@@ -53,33 +53,43 @@ fn epilogue_barrier(consumer: u32) -> u32 {
 /// Consumer warpgroups a block may have (named barrier ids are set aside for this many).
 const MAX_CONSUMERS: u32 = 3;
 
-/// Shared memory the kernel needs: slack to align the tiles to 1024 bytes, the Q tile, `STAGES`
-/// K and V tiles, and the mbarriers (Q full, Q empty, then K full, V full, K empty, V empty per
-/// stage).
-pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize) -> u32 {
+/// Shared memory the kernel needs for inputs of `input_bytes` per element: slack to align the
+/// tiles to 1024 bytes, the Q tile (sized for 16-bit elements whatever the input: the output
+/// leaves through it), `STAGES` K and V tiles, and the mbarriers (Q full, Q empty, then K full,
+/// V full, K empty, V empty per stage).
+pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize, input_bytes: usize) -> u32 {
     ATOM_BYTES
         + swizzled::tile_bytes(block_m, d)
-        + 2 * stages as u32 * swizzled::tile_bytes(block_n, d)
+        + 2 * stages as u32 * (block_n * d * input_bytes) as u32
         + 8 * (2 + 4 * stages as u32)
 }
 
 /// Where the tiles and the barriers live in shared memory.
 #[derive(Clone, Copy)]
-struct Plan<const D: usize, const BLOCK_N: usize, const STAGES: usize> {
+struct Plan<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> {
     q: SharedAddr,
     kv: SharedAddr,
     barriers: SharedAddr,
+    _input: core::marker::PhantomData<I>,
 }
 
-impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> Plan<D, BLOCK_N, STAGES> {
-    const KV_TILE: u32 = swizzled::tile_bytes(BLOCK_N, D);
+impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Plan<I, D, BLOCK_N, STAGES> {
+    /// Bytes of a K or V tile (V transposed or not: the same elements).
+    const KV_TILE: u32 = (BLOCK_N * D * I::BYTES) as u32;
+    /// Bytes of a row of Q or K: `D * I::BYTES`, in column blocks of 128.
+    const ROW_BYTES: u32 = (D * I::BYTES) as u32;
 
     #[inline(always)]
     fn new(block_m: u32) -> Self {
         let q = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
         let kv = q + swizzled::tile_bytes(block_m as usize, D);
         let barriers = kv + 2 * STAGES as u32 * Self::KV_TILE;
-        Plan { q, kv, barriers }
+        Plan {
+            q,
+            kv,
+            barriers,
+            _input: core::marker::PhantomData,
+        }
     }
     #[inline(always)]
     fn k(&self, stage: u32) -> SharedAddr {
@@ -233,6 +243,8 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
 #[inline(always)]
 pub unsafe fn flash_ws<
     T: Element,
+    // What Q, K and V hold: `T` itself, or `E4m3` (then V arrives transposed, `attention::fp8`).
+    I: Operand,
     const COUNT: bool,
     const D: usize,
     const BLOCK_N: usize,
@@ -252,9 +264,13 @@ pub unsafe fn flash_ws<
     problem: Problem,
 ) {
     const {
-        assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
+        assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * I::K_STEP == BLOCK_N);
         assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1 && CONSUMERS == 2);
         assert!(!(VARLEN && PERSISTENT));
+        // 8-bit inputs: whole 128-byte rows of Q, K and transposed V, and the output through Q's
+        // buffer (one item per block, dense), where the descales are the block's head's.
+        assert!(I::BYTES == 2 || ((D * I::BYTES).is_multiple_of(128) && BLOCK_N.is_multiple_of(128)));
+        assert!(I::BYTES == 2 || !(VARLEN || PERSISTENT));
     };
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
@@ -278,7 +294,7 @@ pub unsafe fn flash_ws<
     };
     // Q, K and V are read through the tensor maps.
     let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
-    let plan = Plan::<D, BLOCK_N, STAGES>::new(block_m);
+    let plan = Plan::<I, D, BLOCK_N, STAGES>::new(block_m);
 
     if thread == 0 {
         arch::mbarrier_init(plan.q_full(), 1);
@@ -316,7 +332,7 @@ pub unsafe fn flash_ws<
     if warpgroup == 0 {
         arch::setmaxnreg_dec::<PRODUCER_REGS>();
         if thread == 0 {
-            produce::<D, BLOCK_N, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
+            produce::<I, D, BLOCK_N, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
         }
     } else {
         arch::setmaxnreg_inc::<CONSUMER_REGS>();
@@ -328,6 +344,8 @@ pub unsafe fn flash_ws<
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
         tiles = for_each_item!(&schedule, |i, head, first_row, ring| {
             let last = schedule.item(i + 1).is_none();
+            // Safety: `head` is one of the problem's heads.
+            let (item_problem, value_scale) = unsafe { descaled::<I>(&problem, head) };
             let item = Item {
                 index: i,
                 head,
@@ -335,10 +353,11 @@ pub unsafe fn flash_ws<
                 ring,
                 tiles: schedule.tiles(&problem, first_row),
                 last,
+                value_scale,
             };
-            Consumer::<T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>::new(
+            Consumer::<T, I, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>::new(
                 &plan,
-                &problem,
+                &item_problem,
                 consumer,
                 CONSUMERS as u32,
                 &item,
@@ -360,11 +379,38 @@ pub unsafe fn flash_ws<
     }
 }
 
+/// The problem as the consumers of query head `head` see it, and the factor of its output. With
+/// 8-bit inputs the scores and values are their e4m3 values times the head's descales: Q's and
+/// K's fold into the softmax scale (the scores, the masking and the log-sum-exp are then the true
+/// ones), V's into the output's normaliser.
+///
+/// # Safety
+/// With 8-bit inputs, as `Problem::descales`.
+#[inline(always)]
+unsafe fn descaled<I: Operand>(problem: &Problem, head: usize) -> (Problem, f32) {
+    if I::BYTES == 2 {
+        return (*problem, 1.0);
+    }
+    // Safety: the caller's contract.
+    let [q, k, v] = unsafe { problem.descales(head) };
+    let scaled = Problem {
+        scale_log2: problem.scale_log2 * q * k,
+        ..*problem
+    };
+    (scaled, v)
+}
+
 /// The producer: one thread issues every copy of the block. The ring's slots and phases run on
 /// across work items (`ring` counts the KV tiles issued so far).
 #[inline(always)]
-unsafe fn produce<const D: usize, const BLOCK_N: usize, const STAGES: usize, const PERSISTENT: bool>(
-    plan: &Plan<D, BLOCK_N, STAGES>,
+unsafe fn produce<
+    I: Operand,
+    const D: usize,
+    const BLOCK_N: usize,
+    const STAGES: usize,
+    const PERSISTENT: bool,
+>(
+    plan: &Plan<I, D, BLOCK_N, STAGES>,
     problem: &Problem,
     maps: *const u8,
     schedule: &Schedule<PERSISTENT>,
@@ -375,16 +421,31 @@ unsafe fn produce<const D: usize, const BLOCK_N: usize, const STAGES: usize, con
     }
     let heads = problem.heads as usize;
     let block_m = schedule.block_m;
-    let kv_bytes = swizzled::tile_bytes(BLOCK_N, D);
+    let kv_bytes = Plan::<I, D, BLOCK_N, STAGES>::KV_TILE;
+    // A box is 128 bytes of a row (the swizzle span) by a tile's rows: `128 / BYTES` elements.
+    let box_columns = 128 / I::BYTES as i32;
     for_each_item!(schedule, |i, head, first_row, ring| {
         // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
         let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
         let kv_head = q_head / problem.kv_group as i32;
-        // A tile is D / 64 boxes of 64 columns (128 bytes, the swizzle span), one column block each.
+        // A tile of Q or K is a box per 128 bytes of its rows, one column block each.
+        let row_bytes = Plan::<I, D, BLOCK_N, STAGES>::ROW_BYTES;
         let load = |dst: SharedAddr, rows: u32, m: usize, bar: SharedAddr, row: u32, head: i32| {
-            for block in 0..D as u32 / 64 {
-                let at = [64 * block as i32, row as i32, head, batch];
+            for block in 0..row_bytes / 128 {
+                let at = [box_columns * block as i32, row as i32, head, batch];
                 arch::tma_load_4d(dst + block * swizzled::column_block_bytes(rows), map(m), bar, at);
+            }
+        };
+        // Transposed V (`[D, keys]` per head): a box per 128 keys, D rows each.
+        let load_transposed = |dst: SharedAddr, bar: SharedAddr, first_key: u32, head: i32| {
+            for block in 0..(BLOCK_N * I::BYTES) as u32 / 128 {
+                let at = [first_key as i32 + box_columns * block as i32, 0, head, batch];
+                arch::tma_load_4d(
+                    dst + block * swizzled::column_block_bytes(D as u32),
+                    map(MAP_V),
+                    bar,
+                    at,
+                );
             }
         };
         if PERSISTENT {
@@ -406,7 +467,11 @@ unsafe fn produce<const D: usize, const BLOCK_N: usize, const STAGES: usize, con
             arch::mbarrier_wait(plan.barrier(V_EMPTY, stage), parity ^ 1);
             arch::mbarrier_arrive_expect_tx(plan.barrier(V_FULL, stage), kv_bytes);
             let v_full = plan.barrier(V_FULL, stage);
-            load(plan.v(stage), BLOCK_N as u32, MAP_V, v_full, first_key, kv_head);
+            if I::V_TRANSPOSED {
+                load_transposed(plan.v(stage), v_full, first_key, kv_head);
+            } else {
+                load(plan.v(stage), BLOCK_N as u32, MAP_V, v_full, first_key, kv_head);
+            }
         }
         tiles
     });
@@ -423,36 +488,51 @@ struct Item {
     tiles: u32,
     /// The block's last item.
     last: bool,
+    /// The factor of the item's output (V's descale; 1 for 16-bit inputs).
+    value_scale: f32,
 }
 
 /// The `wgmma` descriptors of one consumer warpgroup's operands: its 64 rows of Q, and the K and
 /// V tiles of ring slot 0, all in the 128-byte swizzle layout the copy engine wrote. The operand of
 /// each product is one of them moved by a constant and a slot's stride: one add, where building
 /// the descriptor per `wgmma` cost ten instructions (docs/perf-notes.md, v13).
-struct Operands<const D: usize, const BLOCK_N: usize, const STAGES: usize> {
+struct Operands<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> {
     q: SmemDescriptor,
     k: SmemDescriptor,
     v: SmemDescriptor,
-    /// Bytes of one 64-column block of Q (K-major: `block_m` rows of 128 bytes).
+    /// Bytes of one 128-byte column block of Q (K-major: `block_m` rows of 128 bytes).
     q_column_block: u32,
+    _input: core::marker::PhantomData<I>,
 }
 
-impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> Operands<D, BLOCK_N, STAGES> {
+impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Operands<I, D, BLOCK_N, STAGES> {
     /// Bytes from one ring slot to the next (its K tile and its V tile).
-    const SLOT_BYTES: u32 = 2 * Plan::<D, BLOCK_N, STAGES>::KV_TILE;
+    const SLOT_BYTES: u32 = 2 * Plan::<I, D, BLOCK_N, STAGES>::KV_TILE;
 
     #[inline(always)]
-    fn new(plan: &Plan<D, BLOCK_N, STAGES>, block_m: u32, group_row0: u32) -> Self {
-        let v_leading = swizzled::column_block_bytes(BLOCK_N as u32);
+    fn new(plan: &Plan<I, D, BLOCK_N, STAGES>, block_m: u32, group_row0: u32) -> Self {
+        // V as it sits: transposed, K-major like K (column blocks of D rows); or its own rows,
+        // read MN-major (column blocks of BLOCK_N rows).
+        let v = if I::V_TRANSPOSED {
+            SmemDescriptor::sw128(plan.v(0), 16, ATOM_BYTES)
+        } else {
+            SmemDescriptor::sw128(
+                plan.v(0),
+                swizzled::column_block_bytes(BLOCK_N as u32),
+                ATOM_BYTES,
+            )
+        };
         Operands {
             q: SmemDescriptor::sw128(plan.q + group_row0 * ROW_BYTES, 16, ATOM_BYTES),
             k: SmemDescriptor::sw128(plan.k(0), 16, ATOM_BYTES),
-            v: SmemDescriptor::sw128(plan.v(0), v_leading, ATOM_BYTES),
+            v,
             q_column_block: swizzled::column_block_bytes(block_m),
+            _input: core::marker::PhantomData,
         }
     }
 
-    /// Q's 16 columns `16 ks ..` (K-major: column block `ks / 4`, 32 bytes per step inside it).
+    /// Q's 32 bytes of each row `32 ks ..` (K-major: column block `ks / 4`, 32 bytes per step
+    /// inside it).
     #[inline(always)]
     fn q(&self, ks: usize) -> u64 {
         let ks = ks as u32;
@@ -461,7 +541,7 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> Operands<D, BLOC
             .get()
     }
 
-    /// K's 16 columns `16 ks ..` of slot `stage`.
+    /// K's 32 bytes of each row `32 ks ..` of slot `stage`.
     #[inline(always)]
     fn k(&self, stage: u32, ks: usize) -> u64 {
         let ks = ks as u32;
@@ -469,13 +549,18 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> Operands<D, BLOC
         self.k.offset(stage * Self::SLOT_BYTES + column).get()
     }
 
-    /// V's 16 keys `16 kk ..` of slot `stage`, read transposed (MN-major): column blocks of V are
-    /// one column block's bytes apart.
+    /// V's keys `K_STEP kk ..` of slot `stage`. Transposed V is K-major like K (column block
+    /// `kk / 4` of D rows, 32 bytes per step inside it); V's own rows are read MN-major, 16 keys
+    /// being two 8-row atoms.
     #[inline(always)]
     fn v(&self, stage: u32, kk: usize) -> u64 {
-        self.v
-            .offset(stage * Self::SLOT_BYTES + (kk as u32) * 2 * ATOM_BYTES)
-            .get()
+        let kk = kk as u32;
+        let step = if I::V_TRANSPOSED {
+            (kk / 4) * swizzled::column_block_bytes(D as u32) + (kk % 4) * 32
+        } else {
+            kk * 2 * ATOM_BYTES
+        };
+        self.v.offset(stage * Self::SLOT_BYTES + step).get()
     }
 }
 
@@ -514,6 +599,7 @@ impl<const PINGPONG: bool> Turns<PINGPONG> {
 struct Consumer<
     'a,
     T: Element,
+    I: Operand,
     const D: usize,
     const BLOCK_N: usize,
     const STAGES: usize,
@@ -522,8 +608,8 @@ struct Consumer<
     const O_REGS: usize,
     const PV_STEPS: usize,
 > {
-    plan: &'a Plan<D, BLOCK_N, STAGES>,
-    operands: Operands<D, BLOCK_N, STAGES>,
+    plan: &'a Plan<I, D, BLOCK_N, STAGES>,
+    operands: Operands<I, D, BLOCK_N, STAGES>,
     turns: Turns<PINGPONG>,
     softmax: FragmentSoftmax<1>,
     /// `key_end` of the group's last row, the largest: tiles from there on have no key for it.
@@ -542,6 +628,7 @@ struct Consumer<
 impl<
         'a,
         T: Element,
+        I: Operand,
         const D: usize,
         const BLOCK_N: usize,
         const STAGES: usize,
@@ -549,13 +636,13 @@ impl<
         const S_REGS: usize,
         const O_REGS: usize,
         const PV_STEPS: usize,
-    > Consumer<'a, T, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>
+    > Consumer<'a, T, I, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>
 {
     /// Consumer warpgroup `consumer` of `consumers` at the start of `item`. With `reuses_q` (the
     /// persistent kernel) it releases Q's buffer once its last S = Q K^T of the item is done.
     #[inline(always)]
     fn new(
-        plan: &'a Plan<D, BLOCK_N, STAGES>,
+        plan: &'a Plan<I, D, BLOCK_N, STAGES>,
         problem: &Problem,
         consumer: u32,
         consumers: u32,
@@ -655,7 +742,7 @@ impl<
                 // Safety: `head` and `row` are inside the problem (the caller's contract).
                 unsafe { problem.write_lse(head, row, state) };
             }
-            let norm = state.normaliser();
+            let norm = state.normaliser() * item.value_scale;
             let tile_row = row - item.first_row;
             for j in 0..O_REGS / 4 {
                 let (lo, hi) = (o_acc[4 * j + 2 * half], o_acc[4 * j + 2 * half + 1]);
@@ -721,12 +808,13 @@ impl<
     #[inline(always)]
     unsafe fn scores<const LEAVE_RUNNING: bool>(&mut self, stage: u32) {
         let (s_acc, ops) = (&mut self.s_acc, &self.operands);
-        for ks in 0..D / 16 {
+        let steps = D * I::BYTES / 32;
+        for ks in 0..steps {
             chained!(
                 ks,
-                D / 16,
+                steps,
                 LEAVE_RUNNING,
-                T::wgmma_ss::<S_REGS>(s_acc, ops.q(ks), ops.k(stage, ks), ks > 0)
+                I::wgmma_ss::<S_REGS>(s_acc, ops.q(ks), ops.k(stage, ks), ks > 0)
             );
         }
     }
@@ -740,7 +828,7 @@ impl<
                 kk,
                 PV_STEPS,
                 LEAVE_RUNNING,
-                T::wgmma_rs::<O_REGS>(o_acc, a, ops.v(stage, kk), true)
+                I::wgmma_rs::<O_REGS>(o_acc, a, ops.v(stage, kk), true)
             );
         }
     }
@@ -752,15 +840,15 @@ impl<
             .probabilities(core::array::from_mut(&mut self.s_acc), t * BLOCK_N as u32)
     }
 
-    /// Packs the probabilities into `wgmma` A fragments: keys 16kk .. 16kk + 15 are registers
-    /// 8kk .. 8kk + 7. Each packed register is pinned, so that all of P exists before the first
-    /// product that reads it and the chain runs without a fence.
+    /// Packs the probabilities into `wgmma` A fragments, one per `K_STEP` keys
+    /// (`Operand::pack_probabilities`). Each packed register is pinned, so that all of P exists
+    /// before the first product that reads it and the chain runs without a fence.
     #[inline(always)]
     fn pack(&mut self) {
         for (kk, frag) in self.p_frag.iter_mut().enumerate() {
-            for (i, half2) in frag.iter_mut().enumerate() {
-                *half2 = T::pack(self.s_acc[8 * kk + 2 * i], self.s_acc[8 * kk + 2 * i + 1]);
-                arch::fence_operand(half2);
+            *frag = I::pack_probabilities(&self.s_acc, kk);
+            for word in frag.iter_mut() {
+                arch::fence_operand(word);
             }
         }
     }

@@ -1,0 +1,341 @@
+//! Attention on e4m3 (FP8) Q, K and V, on Hopper: `flash_ws_fp8`.
+//!
+//! The inputs are OCP E4M3 bytes (`torch.float8_e4m3fn`) with one float32 descale factor per
+//! tensor, batch entry and KV head: the true value of a byte `x` of K at `(b, h_kv)` is
+//! `e4m3(x) * descale_k[b, h_kv]`, and a query head uses its KV head's entry of Q's descales (as
+//! FlashAttention-3 does). The output is fp16 or bf16, the log-sum-exp fp32, both as for the 16-bit
+//! kernels.
+//!
+//! One call is two launches on the GPU's stream: V transposed into a scratch copy
+//! (`fp8_transpose_v_d<D>`, `kernels-rs/src/attention/fp8.rs`: 8-bit `wgmma` reads V only with the
+//! keys contiguous), then the attention kernel, which reads Q, K and the copy through tensor maps
+//! encoded once, when the tensors are made (their buffers never change).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+
+use crate::error::{Error, Result};
+use crate::gpu::{launch_config, launch_with_args, nan, optional_ptr_mut, DeviceBuffer, Gpu};
+use crate::launch::LaunchArgs;
+use crate::layout::Layout;
+use crate::problem::{DType, Params, Shape};
+use crate::tma::{self, MapGeometry};
+use crate::variants::{VariantSpec, FP8_VARIANTS};
+
+/// Keys of transposed V are padded to a multiple of this (the copy engine's row pitch must be a
+/// multiple of 16 bytes).
+const KEY_PAD: usize = 16;
+/// `fp8_transpose_v`'s block: 64 keys by 64 columns, 256 threads, 64 x 68 bytes of shared memory
+/// (`kernels-rs/src/attention/fp8.rs`: `TILE`, `THREADS`, `SMEM_BYTES`).
+const TRANSPOSE_TILE: usize = 64;
+const TRANSPOSE_THREADS: u32 = 256;
+const TRANSPOSE_SMEM: u32 = 64 * 68;
+
+/// The device buffers of one e4m3 attention call: Q, K, V (bytes), their descales, the scratch
+/// copy of V transposed, the output and optionally the log-sum-exp, with the shape, layout and
+/// output type they were made for. Private, checked when made and again before every launch, as
+/// [`crate::Tensors`]' are.
+pub struct Fp8Tensors {
+    q: DeviceBuffer<u8>,
+    k: DeviceBuffer<u8>,
+    v: DeviceBuffer<u8>,
+    /// `[3, B, H_kv]`: Q's, K's and V's descales.
+    descale: DeviceBuffer<f32>,
+    /// V as `[B, H_kv, D, keys_padded]`, keys in the kernel's order.
+    v_transposed: DeviceBuffer<u8>,
+    out: DeviceBuffer<u16>,
+    lse: Option<DeviceBuffer<f32>>,
+    /// The tensor maps of Q, K, transposed V and the output (`tma::MAPS` of them).
+    maps: CudaSlice<u8>,
+    shape: Shape,
+    layout: Layout,
+    out_dtype: DType,
+    stream: Arc<CudaStream>,
+}
+
+impl Fp8Tensors {
+    /// The shape the buffers were made for.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// How Q, K, V and the output are laid out.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The output's element type.
+    pub fn out_dtype(&self) -> DType {
+        self.out_dtype
+    }
+
+    /// The output, laid out as Q (the bits of `out_dtype`).
+    pub fn out(&self) -> &CudaSlice<u16> {
+        &self.out
+    }
+
+    /// The log-sum-exp buffer (`[B, H, S_q]`, natural log), once [`Gpu::fp8_request_lse`] made one.
+    pub fn lse(&self) -> Option<&CudaSlice<f32>> {
+        self.lse.as_deref()
+    }
+}
+
+/// Keys of the transposed copy: `seq_k` rounded up to [`KEY_PAD`].
+fn keys_padded(shape: Shape) -> usize {
+    shape.seq_k.div_ceil(KEY_PAD) * KEY_PAD
+}
+
+/// Checks what the e4m3 kernels need of a problem beyond [`Shape::validate`]: a head dim some
+/// e4m3 variant is compiled for, and the output type.
+fn check_problem(shape: Shape, out_dtype: DType) -> Result<()> {
+    shape.validate()?;
+    let d = shape.head_dim;
+    if !FP8_VARIANTS.iter().any(|v| v.head_dims.contains(&d)) {
+        return Err(Error::InvalidProblem(format!(
+            "e4m3 attention has kernels for head dims 128 and 256, not {d}"
+        )));
+    }
+    // Both 16-bit types are output types (`DType` has no other); named for the message's sake.
+    match out_dtype {
+        DType::F16 | DType::Bf16 => Ok(()),
+    }
+}
+
+fn check_len(what: &str, actual: usize, expected: usize, shape: Shape) -> Result<()> {
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(Error::InvalidProblem(format!(
+            "{what}: {actual} elements, {shape} needs {expected}"
+        )))
+    }
+}
+
+impl Gpu {
+    /// Uploads e4m3 Q, K and V (bytes in `layout` order, K and V with `H_kv` heads, exactly as
+    /// [`Gpu::tensors_in`] takes 16-bit ones) and their descales (`3 * B * H_kv` floats: Q's
+    /// `[B, H_kv]`, then K's, then V's, each positive and finite), and makes the output (NaN) and
+    /// the scratch copy of V for an `out_dtype` output.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fp8_tensors(
+        &self,
+        shape: Shape,
+        layout: Layout,
+        out_dtype: DType,
+        q: &[u8],
+        k: &[u8],
+        v: &[u8],
+        descale: &[f32],
+    ) -> Result<Fp8Tensors> {
+        check_problem(shape, out_dtype)?;
+        check_len("q", q.len(), shape.q_len(), shape)?;
+        check_len("k", k.len(), shape.kv_len(), shape)?;
+        check_len("v", v.len(), shape.kv_len(), shape)?;
+        let kv_heads = shape.batch * shape.heads_kv;
+        check_len("descale", descale.len(), 3 * kv_heads, shape)?;
+        if let Some(bad) = descale.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+            return Err(Error::InvalidProblem(format!(
+                "descale factors must be positive and finite, got {bad}"
+            )));
+        }
+        let stream = self.stream().clone();
+        let transposed_len = kv_heads
+            .checked_mul(shape.head_dim * keys_padded(shape))
+            .ok_or_else(|| Error::InvalidProblem(format!("{shape} is too large")))?;
+        let q = DeviceBuffer::owned(self.upload(q)?);
+        let k = DeviceBuffer::owned(self.upload(k)?);
+        let v = DeviceBuffer::owned(self.upload(v)?);
+        let v_transposed = DeviceBuffer::owned(stream.alloc_zeros::<u8>(transposed_len)?);
+        let out = DeviceBuffer::owned(self.upload(&vec![nan(out_dtype); shape.q_len()])?);
+        let maps = encode_maps(&stream, shape, layout, out_dtype, [&q, &k, &v_transposed], &out)?;
+        Ok(Fp8Tensors {
+            q,
+            k,
+            v,
+            descale: DeviceBuffer::owned(self.upload(descale)?),
+            v_transposed,
+            out,
+            lse: None,
+            maps,
+            shape,
+            layout,
+            out_dtype,
+            stream,
+        })
+    }
+
+    /// Makes the log-sum-exp buffer (NaN until a launch writes it).
+    pub fn fp8_request_lse(&self, tensors: &mut Fp8Tensors) -> Result<()> {
+        let rows = tensors
+            .shape
+            .lse_len()
+            .ok_or_else(|| Error::InvalidProblem(format!("{} is too large", tensors.shape)))?;
+        tensors.lse = Some(DeviceBuffer::owned(
+            tensors.stream.clone_htod(&vec![f32::NAN; rows])?,
+        ));
+        Ok(())
+    }
+
+    /// Refills the output with NaN before a launch whose every write must be checked.
+    pub fn fp8_poison(&self, tensors: &mut Fp8Tensors) -> Result<()> {
+        let poison = vec![nan(tensors.out_dtype); tensors.out.len()];
+        tensors.stream.memcpy_htod(&poison, &mut *tensors.out)?;
+        Ok(())
+    }
+
+    /// The e4m3 variant a call without a named kernel runs for head dim `d`: the first of
+    /// `FP8_VARIANTS` compiled for it.
+    pub fn fp8_choose(&self, d: usize) -> Option<&'static VariantSpec> {
+        FP8_VARIANTS.iter().find(|v| v.head_dims.contains(&d))
+    }
+
+    /// Attention forward on e4m3 `tensors` with the named variant of `FP8_VARIANTS`, or
+    /// [`Gpu::fp8_choose`]'s. Transposes V into the scratch copy, then runs the kernel; both are
+    /// enqueued on the GPU's stream (asynchronous: `download` waits). Returns the variant used.
+    pub fn fp8_forward(
+        &self,
+        tensors: &mut Fp8Tensors,
+        params: Params,
+        kernel: Option<&str>,
+    ) -> Result<&'static VariantSpec> {
+        params.validate()?;
+        let shape = tensors.shape;
+        let variant = match kernel {
+            Some(name) => {
+                VariantSpec::fp8_by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?
+            }
+            None => self.fp8_choose(shape.head_dim).ok_or_else(|| {
+                Error::InvalidProblem(format!("no e4m3 kernel for head dim {}", shape.head_dim))
+            })?,
+        };
+        // Checks the architecture, the head dim and the shared memory.
+        let kernel = self.kernel(variant, shape.head_dim, tensors.out_dtype, false)?;
+        // The buffers are private and were checked when made; checked again, as every launch does.
+        let kv_heads = shape.batch * shape.heads_kv;
+        check_len("q", tensors.q.len(), shape.q_len(), shape)?;
+        check_len("k", tensors.k.len(), shape.kv_len(), shape)?;
+        check_len("v", tensors.v.len(), shape.kv_len(), shape)?;
+        check_len("out", tensors.out.len(), shape.q_len(), shape)?;
+        check_len("descale", tensors.descale.len(), 3 * kv_heads, shape)?;
+        let transposed_len = kv_heads * shape.head_dim * keys_padded(shape);
+        check_len("transposed v", tensors.v_transposed.len(), transposed_len, shape)?;
+        check_len(
+            "tensor maps",
+            tensors.maps.len(),
+            tma::MAPS * tma::MAP_BYTES,
+            shape,
+        )?;
+        if let Some(lse) = &tensors.lse {
+            check_len("lse", lse.len(), shape.lse_len().unwrap_or(0), shape)?;
+        }
+        let transpose = self.function(&format!("fp8_transpose_v_d{}", shape.head_dim))?;
+        let key_blocks = keys_padded(shape).div_ceil(TRANSPOSE_TILE);
+        let transpose_grid = LaunchConfig {
+            grid_dim: (
+                kv_heads as u32,
+                u32::try_from(key_blocks)
+                    .ok()
+                    .filter(|&y| y <= 65_535)
+                    .ok_or_else(|| Error::InvalidProblem(format!("{shape}: too many keys for e4m3")))?,
+                (shape.head_dim / TRANSPOSE_TILE) as u32,
+            ),
+            block_dim: (TRANSPOSE_THREADS, 1, 1),
+            shared_mem_bytes: TRANSPOSE_SMEM,
+        };
+        let config = launch_config(&kernel, shape);
+        let Fp8Tensors {
+            q,
+            k,
+            v,
+            descale,
+            v_transposed,
+            out,
+            lse,
+            maps,
+            stream,
+            layout,
+            ..
+        } = tensors;
+        let stream: &CudaStream = stream;
+        let (q_ptr, _q) = q.device_ptr(stream);
+        let (k_ptr, _k) = k.device_ptr(stream);
+        let (v_ptr, _v) = v.device_ptr(stream);
+        let (descale_ptr, _descale) = descale.device_ptr(stream);
+        let (transposed_ptr, _transposed) = v_transposed.device_ptr_mut(stream);
+        let (maps_ptr, _maps) = maps.device_ptr(stream);
+        let common = LaunchArgs {
+            seq_q: shape.seq_q as u32,
+            seq_k: shape.seq_k as u32,
+            scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
+            causal: params.causal as u32,
+            kv_group: shape.kv_group() as u32,
+            heads: shape.heads as u32,
+            seq_major: (*layout == Layout::Bshd) as u32,
+            batch_heads: (shape.batch * shape.heads) as u32,
+            kv_splits: 1,
+            ..LaunchArgs::default()
+        };
+        let transpose_args = LaunchArgs {
+            v: v_ptr,
+            out: transposed_ptr,
+            ..common
+        };
+        // Safety: `fp8_transpose_v_d<D>` with the launch parameter list; V holds the `kv_len`
+        // bytes the shape and layout imply and the copy `B * H_kv * D * keys_padded` (both checked
+        // above); the grid is the one the kernel documents for this shape.
+        unsafe { launch_with_args(stream, &transpose, transpose_grid, &transpose_args) }?;
+        let (out_ptr, _out) = out.device_ptr_mut(stream);
+        let (lse_ptr, _lse) = optional_ptr_mut(lse.as_deref_mut(), stream);
+        let args = LaunchArgs {
+            q: q_ptr,
+            k: k_ptr,
+            v: transposed_ptr,
+            out: out_ptr,
+            lse: lse_ptr,
+            tensor_maps: maps_ptr,
+            descale: descale_ptr,
+            ..common
+        };
+        // Safety: an e4m3 variant's entry point with the launch parameter list; the maps were
+        // encoded from these buffers for this shape and layout when they were made (private
+        // since), for the tiles every e4m3 variant has (128 query rows, 128 keys); the descales
+        // hold `3 * B * H_kv` floats, the output and LSE what the shape implies (checked above);
+        // the grid is `launch_config`'s for this non-persistent variant.
+        unsafe { launch_with_args(stream, &kernel.function, config, &args) }?;
+        Ok(variant)
+    }
+}
+
+/// Encodes the maps of Q, K, transposed V (e4m3 bytes) and the output, for the tiles of every
+/// e4m3 variant, and copies them to the GPU.
+fn encode_maps(
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    layout: Layout,
+    out_dtype: DType,
+    [q, k, v_transposed]: [&DeviceBuffer<u8>; 3],
+    out: &DeviceBuffer<u16>,
+) -> Result<CudaSlice<u8>> {
+    debug_assert!(FP8_VARIANTS.iter().all(|v| v.block_m == 128 && v.block_n == 128));
+    let heads_kv = shape.heads_kv;
+    let q_map = MapGeometry::of_elements(
+        1,
+        layout,
+        shape.batch,
+        shape.heads,
+        shape.seq_q,
+        shape.head_dim,
+        128,
+    );
+    let k_map = MapGeometry::of_elements(1, layout, shape.batch, heads_kv, shape.seq_k, shape.head_dim, 128);
+    let v_map = MapGeometry::transposed(shape.batch, heads_kv, keys_padded(shape), shape.head_dim);
+    let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
+    for (geometry, buffer) in [(q_map, q), (k_map, k), (v_map, v_transposed)] {
+        let (address, _sync) = buffer.device_ptr(stream);
+        bytes.extend_from_slice(&geometry.encode_bytes(address)?);
+    }
+    let (address, _sync) = out.device_ptr(stream);
+    bytes.extend_from_slice(&MapGeometry::out(layout, shape).encode(out_dtype, address)?);
+    Ok(stream.clone_htod(&bytes)?)
+}
