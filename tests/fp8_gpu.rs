@@ -1,0 +1,146 @@
+//! GPU tests of the FP8 (e4m3) kernel: real launches on e4m3-quantised inputs, checked against
+//! float64 on the dequantised inputs within flashrs-lab's derived FP8 tolerance. They need an
+//! NVIDIA GPU of compute capability 9.0, so they are `#[ignore]`d in a plain `cargo test` (CI has
+//! no GPU) and run on a GPU machine with `--ignored` (see README, "Running on a GPU machine").
+
+use flashrs::fp8::quantize::Fp8Inputs;
+use flashrs::{DType, Gpu, Layout, Params, Shape, FP8_VARIANTS};
+use flashrs_lab::fp8::{compare_fp8, fp8_reference, lse_bound_ratio, Fp8Tolerance, P_SCALE};
+use flashrs_lab::reference::{log_sum_exp_f64, ReferenceDims};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn gpu() -> Gpu {
+    Gpu::open(0).unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
+}
+
+fn random(n: usize, rng: &mut StdRng) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
+}
+
+/// Every FP8 variant of `shape`'s head dim, in both layouts and both output types, with the LSE,
+/// against float64 on the dequantised inputs; the output and LSE NaN-poisoned first.
+fn check(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (q, k, v) = (
+        random(shape.q_len(), &mut rng),
+        random(shape.kv_len(), &mut rng),
+        random(shape.kv_len(), &mut rng),
+    );
+    let fp8 = Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v).unwrap();
+    let (dq, dk, dv) = fp8.dequantize(shape, Layout::Bhsd).unwrap();
+    let params = Params { causal, scale: None };
+    let scale = params.scale_for(shape.head_dim) as f64;
+    let dims = shape.reference_dims();
+    let lse_expected = log_sum_exp_f64(&dq, &dk, dims, causal, scale);
+    let (b, d) = (shape.batch, shape.head_dim);
+    let variants: Vec<_> = FP8_VARIANTS.iter().filter(|v| v.head_dims.contains(&d)).collect();
+    assert!(!variants.is_empty(), "no FP8 variant for head dim {d}");
+    for out_dtype in DType::ALL {
+        let tolerance = Fp8Tolerance::new(out_dtype, P_SCALE);
+        let expected = fp8_reference((&dq, &dk, &dv), dims, causal, scale, tolerance);
+        for layout in Layout::ALL {
+            let qb = layout.from_bhsd(&fp8.q, b, shape.heads, shape.seq_q, d);
+            let kb = layout.from_bhsd(&fp8.k, b, shape.heads_kv, shape.seq_k, d);
+            let vb = layout.from_bhsd(&fp8.v, b, shape.heads_kv, shape.seq_k, d);
+            let mut t = gpu
+                .fp8_tensors(shape, layout, out_dtype, &qb, &kb, &vb, &fp8.descale)
+                .unwrap();
+            gpu.fp8_request_lse(&mut t).unwrap();
+            for variant in &variants {
+                gpu.fp8_poison(&mut t).unwrap();
+                gpu.fp8_forward(&mut t, params, Some(variant.name)).unwrap();
+                let out = flashrs::gpu::decode(out_dtype, &gpu.download(t.out()).unwrap());
+                let out = layout.to_bhsd(&out, b, shape.heads, shape.seq_q, d);
+                let cmp = compare_fp8(&out, &expected);
+                let what = format!(
+                    "{} on {shape} causal={causal} {layout} out {out_dtype} seed={seed}",
+                    variant.name
+                );
+                assert!(cmp.passes(tolerance), "{what}: {cmp:?}");
+                let lse = gpu.download(t.lse().unwrap()).unwrap();
+                let ratio = lse_bound_ratio(&lse, &lse_expected, &expected.lse_bound);
+                assert!(ratio <= 1.0, "{what}: LSE off by {ratio} of its bound");
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn every_fp8_variant_matches_float64_on_its_dequantised_inputs() {
+    let gpu = gpu();
+    let cases = [
+        (Shape::new(1, 4, 512, 128), false),
+        (Shape::new(1, 4, 512, 128), true),
+        (Shape::new(2, 2, 300, 256), true),
+        // Grouped and multi-query heads; more keys than queries and fewer, causal.
+        (Shape::new(1, 8, 384, 128).with_heads_kv(2), true),
+        (Shape::new(1, 4, 200, 256).with_heads_kv(1), false),
+        (
+            Shape {
+                seq_k: 1000,
+                ..Shape::new(1, 4, 77, 128)
+            },
+            true,
+        ),
+        (
+            Shape {
+                seq_k: 70,
+                ..Shape::new(1, 2, 200, 128)
+            },
+            true,
+        ),
+    ];
+    for (i, (shape, causal)) in cases.into_iter().enumerate() {
+        check(&gpu, shape, causal, 1200 + i as u64);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn fp8_inputs_of_the_wrong_length_or_head_dim_are_refused() {
+    let gpu = gpu();
+    let shape = Shape::new(1, 2, 64, 128);
+    let n = shape.q_len();
+    let descale = vec![1.0f32; 3 * 2];
+    let bytes = vec![0x38u8; n];
+    assert!(gpu
+        .fp8_tensors(
+            shape,
+            Layout::Bhsd,
+            DType::Bf16,
+            &bytes[1..],
+            &bytes,
+            &bytes,
+            &descale
+        )
+        .is_err());
+    assert!(gpu
+        .fp8_tensors(
+            shape,
+            Layout::Bhsd,
+            DType::Bf16,
+            &bytes,
+            &bytes,
+            &bytes,
+            &descale[1..]
+        )
+        .is_err());
+    let d64 = Shape::new(1, 2, 64, 64);
+    let small = vec![0x38u8; d64.q_len()];
+    let refused = gpu
+        .fp8_tensors(d64, Layout::Bhsd, DType::Bf16, &small, &small, &small, &descale)
+        .and_then(|mut t| {
+            gpu.fp8_forward(
+                &mut t,
+                Params {
+                    causal: false,
+                    scale: None,
+                },
+                None,
+            )
+            .map(|_| ())
+        });
+    assert!(refused.is_err(), "head dim 64 has no FP8 kernel");
+}
