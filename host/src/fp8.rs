@@ -207,6 +207,9 @@ pub fn draw(shape: Shape, distribution: Distribution, seed: u64) -> (Vec<f32>, V
     (q, k, v)
 }
 
+/// An FP8 run's output (`[B, H, S, D]` f32), LSE when asked for, and the variant that ran.
+type Fp8Run = (Vec<f32>, Option<Vec<f32>>, &'static str);
+
 /// Runs one FP8 variant (`None`: the library's pick) on inputs quantised in `[B, H, S, D]` order,
 /// laid out as `layout` on the device, output NaN-poisoned first; returns the output as
 /// `[B, H, S, D]` f32, the LSE when asked for, and the variant that ran.
@@ -218,7 +221,7 @@ pub fn run_fp8(
     fp8: &Fp8Inputs,
     params: Params,
     (kernel, lse): (Option<&str>, bool),
-) -> Result<(Vec<f32>, Option<Vec<f32>>, &'static str), Failure> {
+) -> Result<Fp8Run, Failure> {
     let (b, d) = (shape.batch, shape.head_dim);
     let q = layout.from_bhsd(&fp8.q, b, shape.heads, shape.seq_q, d);
     let k = layout.from_bhsd(&fp8.k, b, shape.heads_kv, shape.seq_k, d);

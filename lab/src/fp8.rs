@@ -242,10 +242,13 @@ pub fn compare_fp8(out: &[f32], reference: &Fp8Reference) -> Fp8Comparison {
     let errors = compare(out, &reference.out);
     let (mut bound_ratio, mut worst_element) = (0.0f64, 0);
     for (i, ((&x, &r), &b)) in out.iter().zip(&reference.out).zip(&reference.bound).enumerate() {
-        let ratio = (x as f64 - r).abs() / b;
-        // `!(ratio <= worst)` so that a NaN ratio is taken (and stays: every comparison fails).
-        if !(ratio <= bound_ratio) {
-            bound_ratio = if ratio.is_nan() { f64::INFINITY } else { ratio };
+        // A NaN ratio (NaN output) counts as infinite, so it is taken and stays the worst.
+        let ratio = match (x as f64 - r).abs() / b {
+            nan if nan.is_nan() => f64::INFINITY,
+            ratio => ratio,
+        };
+        if ratio > bound_ratio {
+            bound_ratio = ratio;
             worst_element = i;
         }
     }
