@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use flashrs::{DType, Family, Gpu, Layout, PagedKv, Params, Shape, VariantSpec, VarlenBatch};
 use flashrs_lab::npy::{self, NpyArray, NpyData};
 
+use crate::fp8::Elem;
 use crate::inputs;
 use crate::library;
 use crate::Failure;
@@ -45,9 +46,18 @@ pub struct Args {
     #[arg(long)]
     kernel: Option<String>,
     /// Precision the kernel computes in: f16 or bf16 (float32 inputs are rounded to it; float16
-    /// inputs with bf16 are converted). The output keeps the input's dtype.
+    /// inputs with bf16 are converted). The output keeps the input's dtype. Or e4m3: the FP8
+    /// kernel, on float inputs quantised here with `--quantize` (one scale per batch and
+    /// key/value head, amax / 448); dense inputs only; the output in `--out-dtype`.
     #[arg(long, default_value = "f16")]
-    dtype: DType,
+    dtype: Elem,
+    /// With `--dtype e4m3`: the output's type, f16 (written as float16) or bf16 (written as
+    /// float32, exactly: numpy has no bfloat16).
+    #[arg(long, value_name = "DTYPE")]
+    out_dtype: Option<DType>,
+    /// With `--dtype e4m3`: quantise the float16/float32 q, k, v to e4m3 on the host first.
+    #[arg(long)]
+    quantize: bool,
     /// How q, k, v (q only, for paged inputs) are laid out: bhsd ([B,H,S,D], the default) or
     /// bshd ([B,S,H,D]); the kernels read both in place through strides. Packed varlen tensors
     /// have one layout of their own.
@@ -124,6 +134,14 @@ impl Problem {
 }
 
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+    if args.dtype == Elem::E4m3 {
+        return run_fp8(device, &args);
+    }
+    if args.out_dtype.is_some() || args.quantize {
+        return Err(Failure::Usage(
+            "--out-dtype and --quantize go with --dtype e4m3".into(),
+        ));
+    }
     // Everything about the inputs and options is checked here, before the GPU is opened: bad
     // input gets its own one-line error on any machine, with or without a GPU.
     let path = args.kernel.as_deref().and_then(library::Path::from_name);
@@ -148,7 +166,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     check_kernel(&problem, path, named, &args)?;
 
     let gpu = inputs::open_gpu(device)?;
-    let dtype = args.dtype;
+    let dtype = args.dtype.sixteen();
     let encode = |a: &NpyArray| -> Vec<u16> { a.to_f32().iter().map(|&x| dtype.encode(x)).collect() };
     let (q_bits, k_bits, v_bits) = (encode(&q), encode(&k), encode(&v));
     let layout = args.layout.unwrap_or(Layout::Bhsd);
@@ -228,6 +246,71 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         q.dtype_name(),
         problem.describe(),
         used,
+        args.causal
+    );
+    Ok(())
+}
+
+/// `--dtype e4m3`: dense float inputs quantised on the host, the FP8 kernel, the output in
+/// `--out-dtype`. Everything is checked before the GPU is opened.
+fn run_fp8(device: usize, args: &Args) -> Result<(), Failure> {
+    if args.cu_seqlens_q.is_some() || args.block_table.is_some() {
+        return Err(Failure::Usage(
+            "--dtype e4m3 takes dense tensors only: the FP8 kernel has no varlen or paged entry point".into(),
+        ));
+    }
+    let kernel = match &args.kernel {
+        Some(name) => Some(crate::fp8::variants(std::slice::from_ref(name))?[0].name),
+        None => None,
+    };
+    let params = Params {
+        causal: args.causal,
+        scale: args.scale,
+    };
+    params.validate()?;
+    for out in std::iter::once(&args.out).chain(&args.lse) {
+        inputs::check_output(out)?;
+    }
+    let (q, k, v) = (
+        npy::read_npy(&args.q)?,
+        npy::read_npy(&args.k)?,
+        npy::read_npy(&args.v)?,
+    );
+    if q.as_i32().is_some() || k.as_i32().is_some() || v.as_i32().is_some() {
+        return Err(Failure::Usage(
+            "q, k and v must be float16 or float32 (with --quantize)".into(),
+        ));
+    }
+    if !args.quantize {
+        return Err(Failure::Usage(
+            "--dtype e4m3 with float16/float32 files needs --quantize (quantise on the host)".into(),
+        ));
+    }
+    let shape = shape_of(&q, &k, &v, args)?;
+    crate::fp8::check_shape(&shape)?;
+    let layout = args.layout.unwrap_or(Layout::Bhsd);
+    let fp8 =
+        flashrs::fp8::quantize::Fp8Inputs::quantize(shape, layout, &q.to_f32(), &k.to_f32(), &v.to_f32())?;
+    let out_dtype = args.out_dtype.unwrap_or(DType::Bf16);
+    let gpu = inputs::open_gpu(device)?;
+    let mut tensors = gpu.fp8_tensors(shape, layout, out_dtype, &fp8.q, &fp8.k, &fp8.v, &fp8.descale)?;
+    if args.lse.is_some() {
+        gpu.fp8_request_lse(&mut tensors)?;
+    }
+    let used = gpu.fp8_forward(&mut tensors, params, kernel)?.name;
+    let out = flashrs::gpu::decode(out_dtype, &gpu.download(tensors.out())?);
+    let data = match out_dtype {
+        DType::F16 => NpyData::F16(out.iter().map(|&x| half::f16::from_f32(x)).collect()),
+        DType::Bf16 => NpyData::F32(out),
+    };
+    npy::write_npy(&args.out, &q.shape, &data)?;
+    if let (Some(path), Some(lse)) = (&args.lse, download_lse(&gpu, tensors.lse())?) {
+        npy::write_npy(path, &[shape.batch, shape.heads, shape.seq_q], &NpyData::F32(lse))?;
+    }
+    println!(
+        "{}: {} {shape} quantised to e4m3 on the host, computed with {used}, output {out_dtype} (causal={})",
+        args.out.display(),
+        q.dtype_name(),
         args.causal
     );
     Ok(())

@@ -8,6 +8,7 @@ use flashrs_lab::ptx;
 use flashrs_lab::stats::Summary;
 use flashrs_lab::{LabError, Timing};
 
+use crate::fp8::Elem;
 use crate::inputs::{self, Inputs};
 use crate::library;
 use crate::peers::{self, Peer};
@@ -18,8 +19,10 @@ use crate::Failure;
 pub struct Args {
     /// Named shape sets, comma-separated: small, mission, long, odd, large, std (std fixes its
     /// own masks: 8 shapes non-causal, 3 causal), decode (one query per head against long KV
-    /// caches, some grouped: every row also reports GB/s of K and V read).
-    #[arg(long, value_delimiter = ',', default_value = "small,mission,long")]
+    /// caches, some grouped: every row also reports GB/s of K and V read), fp8 (`--dtype
+    /// e4m3`'s default: (2,16,4096,128), (2,16,4096,256), (1,16,8192,128), (1,16,8192,256)
+    /// non-causal, (2,16,4096,128) causal). Default: small,mission,long (fp8 with e4m3).
+    #[arg(long, value_delimiter = ',')]
     shapes: Vec<String>,
     /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable, and combines with --shapes.
     #[arg(long)]
@@ -38,9 +41,15 @@ pub struct Args {
     /// heads). The peers run it through torch's `enable_gqa`.
     #[arg(long)]
     heads_kv: Option<usize>,
-    /// Element type of inputs and outputs: f16 or bf16.
+    /// Element type of inputs and outputs: f16 or bf16; or e4m3: the FP8 kernel (the library's
+    /// pick and every FP8 variant, output in `--out-dtype`) beside our fp16 kernels the dispatch
+    /// weighs on each shape, with the FP8/fp16 speedup per row and FA3's and cuDNN's published
+    /// FP8 figures quoted (not measured here).
     #[arg(long, default_value = "f16")]
-    dtype: DType,
+    dtype: Elem,
+    /// With `--dtype e4m3`: the output's type, f16 or bf16.
+    #[arg(long, value_name = "DTYPE")]
+    out_dtype: Option<DType>,
     /// Timed repetitions per kernel and shape: graph replays, and single launches.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
@@ -131,7 +140,7 @@ impl Plan {
                 )));
             }
         }
-        let mut cases = inputs::cases(&args.shapes, &args.shape, masks, head_dims)?;
+        let mut cases = inputs::cases(&shape_sets(args), &args.shape, masks, head_dims)?;
         if args.varlen {
             let (dense, padded) = varlen_dense_shapes(args.varlen_seed);
             cases.extend([(dense, args.causal), (padded, args.causal)]);
@@ -157,7 +166,64 @@ impl Plan {
     }
 }
 
+/// `--shapes`, or its default for the dtype.
+fn shape_sets(args: &Args) -> Vec<String> {
+    if !args.shapes.is_empty() {
+        return args.shapes.clone();
+    }
+    let default: &[&str] = match args.dtype {
+        Elem::E4m3 => &["fp8"],
+        Elem::Sixteen(_) => &["small", "mission", "long"],
+    };
+    default.iter().map(|s| s.to_string()).collect()
+}
+
+/// `--dtype e4m3`'s run, its options checked before the GPU is opened.
+fn fp8_args(args: &Args) -> Result<crate::fp8::BenchArgs, Failure> {
+    let refused = [
+        (!args.peers.is_empty(), "--peers"),
+        (!args.gate.is_empty(), "--gate"),
+        (args.plot.is_some(), "--plot"),
+        (!args.block_size.is_empty(), "--block-size"),
+        (args.varlen, "--varlen"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+        return Err(Failure::Usage(format!(
+            "{flag} is not available with --dtype e4m3 (no FP8 peer runs here; see the published figures it prints)"
+        )));
+    }
+    inputs::check_json_outputs([&args.json])?;
+    let masks: &[bool] = if args.causal { &[true] } else { &[false] };
+    let mut notes = Vec::new();
+    let cases = crate::fp8::cases(
+        &shape_sets(args),
+        &args.shape,
+        masks,
+        args.heads_kv,
+        false,
+        &mut notes,
+    )?;
+    for note in notes {
+        println!("note: {note}");
+    }
+    Ok(crate::fp8::BenchArgs {
+        cases,
+        variants: crate::fp8::variants(&args.kernels)?,
+        out_dtype: args.out_dtype.unwrap_or(DType::Bf16),
+        iters: args.iters,
+        warmup: args.warmup,
+        calls_per_graph: args.calls_per_graph,
+        json: args.json.clone(),
+    })
+}
+
 pub fn run(device: usize, args: Args) -> Result<(), Failure> {
+    if args.dtype == Elem::E4m3 {
+        return crate::fp8::bench(device, fp8_args(&args)?);
+    }
+    if args.out_dtype.is_some() {
+        return Err(Failure::Usage("--out-dtype goes with --dtype e4m3".into()));
+    }
     let plan = Plan::new(&args)?;
     inputs::json_to_stdout(args.json.as_deref())?;
     let gpu = inputs::open_gpu(device)?;
@@ -180,7 +246,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let pick = |shape: Shape, causal: bool| {
         let compiled = flashrs::variants::HEAD_DIMS.contains(&shape.head_dim);
         compiled.then(|| {
-            let (variant, source) = gpu.choose(shape, args.dtype, causal);
+            let (variant, source) = gpu.choose(shape, args.dtype.sixteen(), causal);
             (variant.name, source)
         })
     };
@@ -237,12 +303,12 @@ fn time_ours(
             continue;
         }
         let params = Params { causal, scale: None };
-        let inputs = Inputs::for_timing(shape, args.dtype, inputs::fresh_seed());
-        let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
+        let inputs = Inputs::for_timing(shape, args.dtype.sixteen(), inputs::fresh_seed());
+        let mut tensors = gpu.tensors(shape, args.dtype.sixteen(), &inputs.q, &inputs.k, &inputs.v)?;
         let first = rows.len();
         let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
         let candidates: Vec<&'static VariantSpec> = gpu
-            .dispatch_candidates(shape, args.dtype, causal)
+            .dispatch_candidates(shape, args.dtype.sixteen(), causal)
             .into_iter()
             .map(|(variant, _)| variant)
             .collect();
@@ -331,13 +397,13 @@ fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, 
                 block_size,
                 lens: vec![shape.seq_k as i32; shape.batch],
                 causal,
-                dtype: args.dtype,
+                dtype: args.dtype.sixteen(),
             };
             let data = crate::paged::data(&problem, inputs::fresh_seed(), true)?;
-            let mut tensors = crate::paged::upload(gpu, &data, args.dtype, flashrs::Layout::Bhsd)?;
+            let mut tensors = crate::paged::upload(gpu, &data, args.dtype.sixteen(), flashrs::Layout::Bhsd)?;
             let params = Params { causal, scale: None };
             for variant in decode.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
-                let kernel = gpu.paged_kernel(variant, shape.head_dim, args.dtype, false)?;
+                let kernel = gpu.paged_kernel(variant, shape.head_dim, args.dtype.sixteen(), false)?;
                 let (warmup, iters) = (args.warmup as usize, args.iters as usize);
                 let mut launch = || gpu.launch_paged(&kernel, &mut tensors, params, None);
                 let singles = gpu.time_each(warmup, iters, &mut launch)?;
@@ -346,7 +412,7 @@ fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, 
                 let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
                 let samples = gpu.time_graph_of(calls as usize, warmup, iters, &mut launch)?;
                 let name = format!("{}_paged", variant.name);
-                let mut row = row_from(name, shape, args.dtype, causal, calls, samples, None)?;
+                let mut row = row_from(name, shape, args.dtype.sixteen(), causal, calls, samples, None)?;
                 row.block_size = Some(block_size);
                 row.event_p50_us = Some(singles.p50);
                 rows.push(row);
@@ -386,14 +452,14 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
         lens_q: lens.clone(),
         lens_k: lens.clone(),
         causal: args.causal,
-        dtype: args.dtype,
+        dtype: args.dtype.sixteen(),
     };
     let data = crate::varlen::data(&problem, inputs::fresh_seed(), true)?;
     let batch = data.batch.clone();
     let mut tensors = gpu.varlen_tensors(
         batch.clone(),
         (heads, problem.heads_kv, d),
-        args.dtype,
+        args.dtype.sixteen(),
         (&data.q, &data.k, &data.v),
     )?;
     let params = Params {
@@ -409,7 +475,7 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
         .iter()
         .filter(|v| crate::varlen::runnable(gpu, v, d))
     {
-        let kernel = gpu.varlen_kernel(variant, d, args.dtype, false)?;
+        let kernel = gpu.varlen_kernel(variant, d, args.dtype.sixteen(), false)?;
         let (warmup, iters) = (args.warmup as usize, args.iters as usize);
         let mut launch = || gpu.launch_varlen(&kernel, &mut tensors, params, None);
         let singles = gpu.time_each(warmup, iters, &mut launch)?;
@@ -418,7 +484,15 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
         let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
         let samples = gpu.time_graph_of(calls as usize, warmup, iters, &mut launch)?;
         let name = format!("{}_varlen", variant.name);
-        let mut row = row_from(name, padded, args.dtype, args.causal, calls, samples, None)?;
+        let mut row = row_from(
+            name,
+            padded,
+            args.dtype.sixteen(),
+            args.causal,
+            calls,
+            samples,
+            None,
+        )?;
         row.tflops = useful / (row.p50_us * 1e-6) / 1e12;
         row.gbps = kv_bytes / (row.p50_us * 1e-6) / 1e9;
         row.varlen_lens = Some(lens.clone());
@@ -498,7 +572,7 @@ fn time_variant(
     args: &Args,
 ) -> Result<Row, Failure> {
     let shape = tensors.shape();
-    let kernel = gpu.kernel(variant, shape.head_dim, args.dtype, false)?;
+    let kernel = gpu.kernel(variant, shape.head_dim, args.dtype.sixteen(), false)?;
     let (warmup, iters) = (args.warmup as usize, args.iters as usize);
     let singles = gpu.time_launches(&kernel, tensors, params, warmup, iters)?;
     let singles = Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
@@ -512,7 +586,7 @@ fn time_variant(
     let mut row = row_from(
         variant.name.to_string(),
         shape,
-        args.dtype,
+        args.dtype.sixteen(),
         params.causal,
         calls,
         samples,
@@ -534,7 +608,7 @@ fn time_peers(plan: &Plan, args: &Args, notes: &mut Vec<String>) -> Result<Vec<R
     let reports = match peers::peer_bench(
         &plan.cases,
         &plan.peers,
-        args.dtype.long_name(),
+        args.dtype.sixteen().long_name(),
         args.calls_per_graph,
         args.warmup,
         args.iters,
@@ -564,7 +638,7 @@ fn time_peers(plan: &Plan, args: &Args, notes: &mut Vec<String>) -> Result<Vec<R
             note_once(format!("fa3 peer not measured: {reason}"));
         }
         for r in report.results {
-            rows.extend(peer_row(r, args.dtype, notes)?);
+            rows.extend(peer_row(r, args.dtype.sixteen(), notes)?);
         }
     }
     Ok(rows)

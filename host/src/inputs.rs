@@ -137,10 +137,25 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
                 .chain(causal.into_iter().map(|t| case(t, true)))
                 .collect()
         }
+        // The FP8 comparison (`bench --dtype e4m3`, issue #12): these non-causal, the first causal.
+        "fp8" => {
+            let plain = [
+                (2, 16, 4096, 128),
+                (2, 16, 4096, 256),
+                (1, 16, 8192, 128),
+                (1, 16, 8192, 256),
+            ];
+            let case = |(b, h, s, d): (usize, usize, usize, usize), c| (Shape::new(b, h, s, d), Some(c));
+            plain
+                .into_iter()
+                .map(|t| case(t, false))
+                .chain([case((2, 16, 4096, 128), true)])
+                .collect()
+        }
         other => {
             return Err(Failure::Usage(format!(
-                "unknown shape set `{other}` (small, mission, long, odd, edge, large, std, splitkv, decode)"
-            )))
+            "unknown shape set `{other}` (small, mission, long, odd, edge, large, std, splitkv, decode, fp8)"
+        )))
         }
     })
 }

@@ -4,6 +4,7 @@
 mod attend;
 mod bench;
 mod cubin;
+mod fp8;
 mod harness;
 mod inputs;
 mod library;

@@ -9,6 +9,7 @@ use flashrs_lab::reference::{self, DTypeTolerance, ReferenceDims, Tolerance};
 use flashrs_lab::Timing;
 use serde::Serialize;
 
+use crate::fp8::Elem;
 use crate::harness::{run_kernel, runnable};
 use crate::inputs::{self, Inputs};
 use crate::Failure;
@@ -50,9 +51,21 @@ pub struct Args {
     /// missing library is a note).
     #[arg(long = "kernel")]
     kernels: Vec<String>,
-    /// Element types to test, comma-separated: f16, bf16.
+    /// Element types to test, comma-separated: f16, bf16; or e4m3 alone: the FP8 kernel on
+    /// e4m3-quantised Gaussian inputs (one scale per batch and key/value head) against float64 on
+    /// the dequantised inputs, within the tolerance derived in flashrs-lab's `fp8` module; its
+    /// shape sets are the dense ones of head dims with an FP8 kernel (others skipped with a
+    /// note), each also with grouped key/value heads.
     #[arg(long, value_delimiter = ',', default_value = "f16,bf16")]
-    dtype: Vec<DType>,
+    dtype: Vec<Elem>,
+    /// With `--dtype e4m3`: the output's type, f16 or bf16.
+    #[arg(long, value_name = "DTYPE")]
+    out_dtype: Option<DType>,
+    /// With `--dtype e4m3`: the accuracy study instead: RMSE of the FP8 output and of our fp16
+    /// path against float64 on the original (unquantised) inputs, Gaussian and with 0.1% large
+    /// outliers (FlashAttention-3's method).
+    #[arg(long)]
+    rmse: bool,
     /// Key/value heads (grouped-query attention): every shape's heads must be a multiple.
     #[arg(long)]
     heads_kv: Option<usize>,
@@ -175,6 +188,9 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
     apply_quick(&mut args);
     check_options(&args)?;
     inputs::check_json_outputs([&args.json])?;
+    if args.dtype.contains(&Elem::E4m3) {
+        return crate::fp8::verify(device, fp8_args(&args)?);
+    }
     let problems = problems(&args)?;
     let variants = inputs::variants(&args.kernels)?;
     library::check_named_paths(
@@ -219,7 +235,7 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
             println!("note: {} not checked: {reason}", path.name());
         }
     }
-    let barriers = check_barriers(&gpu, &variants, &args.dtype)?;
+    let barriers = check_barriers(&gpu, &variants, &args.dtypes())?;
     print_cases(&cases);
     print_paged(&paged);
     print_varlen(&varlen);
@@ -232,7 +248,7 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
             && paged.iter().all(|c| c.pass)
             && varlen.iter().all(|c| c.pass)
             && barriers.iter().all(|b| b.pass),
-        tolerances: args.dtype.iter().map(|&t| (t, t.tolerance())).collect(),
+        tolerances: args.dtypes().iter().map(|&t| (t, t.tolerance())).collect(),
         cases,
         paged,
         varlen,
@@ -248,7 +264,7 @@ fn apply_quick(args: &mut Args) {
         args.shapes = ["small", "odd", "edge", "paged", "varlen"]
             .map(String::from)
             .to_vec();
-        args.dtype = vec![DType::F16];
+        args.dtype = vec![Elem::Sixteen(DType::F16)];
         // Naming every variant leaves the cuBLAS path out.
         if args.kernels.is_empty() {
             args.kernels = flashrs::VARIANTS.iter().map(|v| v.name.to_string()).collect();
@@ -256,8 +272,70 @@ fn apply_quick(args: &mut Args) {
     }
 }
 
+impl Args {
+    /// The 16-bit types asked for (`--dtype e4m3` takes its own path, `fp8_args`).
+    fn dtypes(&self) -> Vec<DType> {
+        self.dtype
+            .iter()
+            .filter_map(|t| match t {
+                Elem::Sixteen(t) => Some(*t),
+                Elem::E4m3 => None,
+            })
+            .collect()
+    }
+}
+
+/// `--dtype e4m3`'s run: its options checked, its cases planned, before the GPU is opened.
+fn fp8_args(args: &Args) -> Result<crate::fp8::VerifyArgs, Failure> {
+    let mut notes = Vec::new();
+    let cases = crate::fp8::cases(
+        &args.shapes,
+        &args.shape,
+        args.masks.list(),
+        args.heads_kv,
+        true,
+        &mut notes,
+    )?;
+    Ok(crate::fp8::VerifyArgs {
+        seed: args.seed.unwrap_or_else(inputs::fresh_seed),
+        cases,
+        notes,
+        variants: crate::fp8::variants(&args.kernels)?,
+        layouts: args.layout.clone(),
+        lse: args.lse,
+        scale: args.scale,
+        out_dtype: args.out_dtype.unwrap_or(DType::Bf16),
+        rmse: args.rmse,
+        json: args.json.clone(),
+    })
+}
+
 /// The options checked before the GPU is opened.
 fn check_options(args: &Args) -> Result<(), Failure> {
+    if args.dtype.contains(&Elem::E4m3) {
+        if args.dtype.len() > 1 {
+            return Err(Failure::Usage(
+                "--dtype e4m3 runs the FP8 kernel on its own: give it alone (f16 and bf16 in another run)"
+                    .into(),
+            ));
+        }
+        let refused = [
+            (args.random.is_some(), "--random"),
+            (args.repeat.is_some(), "--repeat"),
+            (args.peer.is_some(), "--peer"),
+            (args.logit_scale.is_some(), "--logit-scale"),
+        ];
+        if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+            return Err(Failure::Usage(format!(
+                "{flag} is not available with --dtype e4m3"
+            )));
+        }
+    } else if args.out_dtype.is_some() || args.rmse {
+        return Err(Failure::Usage(
+            "--out-dtype and --rmse go with --dtype e4m3 (the 16-bit kernels write their input's type)"
+                .into(),
+        ));
+    }
     if let Some(factor) = args.logit_scale {
         if !(factor.is_finite() && factor > 0.0) {
             return Err(Failure::Usage(format!(
@@ -295,7 +373,7 @@ fn problems(args: &Args) -> Result<Vec<(Shape, bool, DType)>, Failure> {
     let mut problems: Vec<(Shape, bool, DType)> =
         inputs::cases(&sets, &args.shape, masks, inputs::HeadDims::Ours)?
             .into_iter()
-            .flat_map(|(s, c)| args.dtype.iter().map(move |&t| (s, c, t)))
+            .flat_map(|(s, c)| args.dtypes().into_iter().map(move |t| (s, c, t)))
             .collect();
     if let Some(heads_kv) = args.heads_kv {
         for (shape, _, _) in &mut problems {
@@ -832,9 +910,9 @@ fn check_paged(
     let problems = || {
         let masks = args.masks.list();
         if args.quick {
-            crate::paged::quick_problems(&args.dtype, masks)
+            crate::paged::quick_problems(&args.dtypes(), masks)
         } else {
-            crate::paged::problems(&args.dtype, masks)
+            crate::paged::problems(&args.dtypes(), masks)
         }
     };
     run_set(
@@ -934,9 +1012,9 @@ fn check_varlen(
     let problems = || {
         let masks = args.masks.list();
         if args.quick {
-            crate::varlen::quick_problems(&args.dtype, masks)
+            crate::varlen::quick_problems(&args.dtypes(), masks)
         } else {
-            crate::varlen::problems(&args.dtype, masks)
+            crate::varlen::problems(&args.dtypes(), masks)
         }
     };
     run_set(

@@ -1002,3 +1002,96 @@ fn attend_refuses_bad_paged_inputs_before_touching_a_gpu() {
         );
     }
 }
+
+/// `--dtype e4m3` (issue #12): what the FP8 paths refuse, before any GPU is opened.
+#[test]
+fn fp8_options_are_checked_before_the_gpu() {
+    // Head dim 64 has no FP8 kernel: a one-line usage error, as other bad shapes are.
+    for sub in ["verify", "bench"] {
+        let out = host(&[sub, "--dtype", "e4m3", "--shape", "1,8,128,64"]);
+        assert_clean_failure(&out, 2, "head dim 64 has no FP8 kernel");
+        assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    }
+    assert_clean_failure(&host(&["verify", "--dtype", "e4m3,f16"]), 2, "give it alone");
+    assert_clean_failure(&host(&["verify", "--dtype", "e5m2"]), 2, "unknown dtype `e5m2`");
+    assert_clean_failure(&host(&["verify", "--rmse"]), 2, "go with --dtype e4m3");
+    assert_clean_failure(
+        &host(&["verify", "--out-dtype", "bf16"]),
+        2,
+        "go with --dtype e4m3",
+    );
+    assert_clean_failure(
+        &host(&["verify", "--dtype", "e4m3", "--random", "5"]),
+        2,
+        "--random is not available with --dtype e4m3",
+    );
+    assert_clean_failure(
+        &host(&["verify", "--dtype", "e4m3", "--kernel", "naive"]),
+        2,
+        "not an FP8 variant",
+    );
+    assert_clean_failure(
+        &host(&["bench", "--dtype", "e4m3", "--peers", "torch"]),
+        2,
+        "--peers",
+    );
+    assert_clean_failure(&host(&["bench", "--out-dtype", "f16"]), 2, "--dtype e4m3");
+    let dir = tempfile::tempdir().unwrap();
+    let q = write(
+        dir.path(),
+        "q.npy",
+        &[1, 2, 8, 128],
+        NpyData::F32(vec![0.5; 2048]),
+    );
+    let out = dir.path().join("o.npy").display().to_string();
+    let attend = |extra: &[&str]| {
+        let mut argv = vec![
+            "attend", "--q", &q, "--k", &q, "--v", &q, "--out", &out, "--dtype", "e4m3",
+        ];
+        argv.extend_from_slice(extra);
+        host(&argv)
+    };
+    assert_clean_failure(&attend(&[]), 2, "needs --quantize");
+    assert_clean_failure(
+        &attend(&["--quantize", "--kernel", "naive"]),
+        2,
+        "not an FP8 variant",
+    );
+    let q64 = write(
+        dir.path(),
+        "q64.npy",
+        &[1, 2, 8, 64],
+        NpyData::F32(vec![0.5; 1024]),
+    );
+    let out64 = host(&[
+        "attend",
+        "--q",
+        &q64,
+        "--k",
+        &q64,
+        "--v",
+        &q64,
+        "--out",
+        &out,
+        "--dtype",
+        "e4m3",
+        "--quantize",
+    ]);
+    assert_clean_failure(&out64, 2, "head dim 64 has no FP8 kernel");
+    assert_clean_failure(
+        &host(&[
+            "attend",
+            "--q",
+            &q,
+            "--k",
+            &q,
+            "--v",
+            &q,
+            "--out",
+            &out,
+            "--quantize",
+        ]),
+        2,
+        "--dtype e4m3",
+    );
+}

@@ -3,6 +3,8 @@
 //! them; a user of `flashrs` needs none of them.
 //!
 //! - [`reference`](mod@reference): float64 attention on the CPU, and the comparison of an output with it;
+//! - [`fp8`]: the float64 check of the FP8 (e4m3) kernel on its dequantised inputs, its derived
+//!   tolerance, and the RMSE of the accuracy study;
 //! - [`timing`]: event and CUDA-graph timing, occupancy, barrier counts ([`Timing`], implemented
 //!   for [`flashrs::Gpu`]);
 //! - [`stats`]: summaries of timings and bootstrap confidence intervals;
@@ -19,6 +21,7 @@ pub mod composed;
 pub mod cublas;
 pub mod cutensor;
 pub mod error;
+pub mod fp8;
 pub mod npy;
 pub mod ptx;
 pub mod ptxas;

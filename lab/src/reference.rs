@@ -28,14 +28,14 @@ pub struct Dims {
 
 impl Dims {
     /// Query rows in all: `batch * heads * seq_q`.
-    fn query_rows(&self) -> usize {
+    pub(crate) fn query_rows(&self) -> usize {
         self.batch * self.heads * self.seq_q
     }
 
     /// How many keys query `row` (< `seq_q`) may attend: all of them, or with a causal mask
     /// aligned bottom-right like FlashAttention-2, keys `0..=row + seq_k - seq_q`: the last query
     /// sees every key and each earlier one one key fewer, down to none when `seq_q > seq_k`.
-    fn visible_keys(&self, causal: bool, row: usize) -> usize {
+    pub(crate) fn visible_keys(&self, causal: bool, row: usize) -> usize {
         if causal {
             // Written so that nothing can overflow or go negative.
             self.seq_k.saturating_sub(self.seq_q - 1 - row)
@@ -46,7 +46,7 @@ impl Dims {
 
     /// The key/value head that query head `head` (a `batch * heads` index) reads. Query heads of
     /// one batch are contiguous, so `head / group` is `b * heads_kv + h / group`.
-    fn kv_head(&self, head: usize) -> usize {
+    pub(crate) fn kv_head(&self, head: usize) -> usize {
         head / (self.heads / self.heads_kv)
     }
 }

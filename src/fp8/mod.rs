@@ -11,6 +11,8 @@
 //! keys contiguous), then the attention kernel, which reads Q, K and the copy through tensor maps
 //! encoded once, when the tensors are made (their buffers never change).
 
+pub mod quantize;
+
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};

@@ -364,7 +364,7 @@ pub unsafe fn flash_ws<
                 PERSISTENT,
             )
             .run(
-                &problem,
+                &item_problem,
                 out,
                 &item,
                 consumer,
@@ -452,7 +452,7 @@ unsafe fn produce<
             // Parity flipped, as for the ring's slots: the first item finds Q's buffer free.
             arch::mbarrier_wait(plan.q_empty(), (i & 1) ^ 1);
         }
-        arch::mbarrier_arrive_expect_tx(plan.q_full(), swizzled::tile_bytes(block_m as usize, D));
+        arch::mbarrier_arrive_expect_tx(plan.q_full(), block_m * row_bytes);
         // Varlen: the sequence's rows start at its first packed row (0 otherwise).
         let q_row = problem.varlen.q_start + first_row;
         load(plan.q, block_m, MAP_Q, plan.q_full(), q_row, q_head);
