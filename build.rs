@@ -227,7 +227,8 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
     writeln!(src, "pub const DTYPES: &[&str] = &{:?};", table.dtypes).unwrap();
     src.push_str("/// The PTX targets built: the `sm_` name and its compute capability (x10).\n");
     writeln!(src, "pub const ARCHES: &[(&str, u32)] = &{ARCHES:?};").unwrap();
-    let lists: [(&str, &str, fn(&Variant) -> bool); 3] = [
+    type Member = fn(&Variant) -> bool;
+    let lists: [(&str, &str, Member); 3] = [
         (
             "VARIANTS",
             "Trusted 16-bit variants, in `kernels.toml` order: what verify, bench, search and dispatch use.",

@@ -627,18 +627,13 @@ impl Gpu {
     /// Makes the next launches also write each row's log-sum-exp into the tensors' `lse`
     /// (allocated here, NaN-poisoned).
     pub fn request_lse(&self, tensors: &mut Tensors) -> Result<()> {
-        let rows = tensors.shape.lse_len().ok_or_else(|| too_large(tensors.shape))?;
-        tensors.lse = Some(DeviceBuffer::owned(
-            tensors.stream.clone_htod(&vec![f32::NAN; rows])?,
-        ));
+        tensors.lse = Some(nan_lse(&tensors.stream, tensors.shape)?);
         Ok(())
     }
 
     /// Refills the output with NaN before a launch whose every write must be checked.
     pub fn poison(&self, tensors: &mut Tensors) -> Result<()> {
-        let poison = vec![nan(tensors.dtype); tensors.out.len()];
-        tensors.stream.memcpy_htod(&poison, &mut *tensors.out)?;
-        Ok(())
+        fill_nan(&tensors.stream, &mut tensors.out, tensors.dtype)
     }
 
     /// The library's choice for a problem: the first of [`dispatch_candidates`] for this GPU
@@ -945,6 +940,18 @@ pub fn nan(dtype: DType) -> u16 {
     }
 }
 
+/// A log-sum-exp buffer for `shape` on `stream`, NaN until a launch writes it.
+pub(crate) fn nan_lse(stream: &Arc<CudaStream>, shape: Shape) -> Result<DeviceBuffer<f32>> {
+    let rows = shape.lse_len().ok_or_else(|| too_large(shape))?;
+    Ok(DeviceBuffer::owned(stream.clone_htod(&vec![f32::NAN; rows])?))
+}
+
+/// Refills `out` with `dtype`'s NaN, in `stream`'s order.
+pub(crate) fn fill_nan(stream: &Arc<CudaStream>, out: &mut CudaSlice<u16>, dtype: DType) -> Result<()> {
+    stream.memcpy_htod(&vec![nan(dtype); out.len()], out)?;
+    Ok(())
+}
+
 /// Downloads an output (or any tensor) as f32.
 pub fn decode(dtype: DType, bits: &[u16]) -> Vec<f32> {
     bits.iter().map(|&b| dtype.decode(b)).collect()
@@ -1120,7 +1127,7 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 ///
 /// | arch | head dim | big (>= one wave of 128-row blocks) | small                    |
 /// |------|----------|-------------------------------------|--------------------------|
-/// | 90   | 64       | ws m128_n128_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
+/// | 90   | 64       | ws m128_n192_s3_ov                  | ws m128_n128_s2_pp_ov    |
 /// | 90   | 128      | ws m128_n176_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
 /// | 90   | 256      | ws m128_n80_s2_ov                   | ws m128_n80_s2_ov        |
 /// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
@@ -1129,7 +1136,9 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// Small problems wanted more, smaller blocks before `flash_ws` (at (2,8,512,64) the 128-row tiles
 /// give 64 blocks for 132 SMs); on Hopper it now wins there too: at (1,8,2048,128) 30 us against
 /// `flash_wgmma`'s 45 (cuDNN 31.6), at (1,8,2048,64) 23 us against `flash_mma`'s 40 (cuDNN 22.6),
-/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). The tuned table keeps `flash_mma`
+/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). At head dim 64 the big problems take
+/// the 192-key tiles (since v15 1.4-5% faster than the 128-key pair at (2,8,2048,64),
+/// (4,16,2048,64) and (2,16,4096,64) in evidence/bench_h100.json). The tuned table keeps `flash_mma`
 /// for the smallest head-dim-64 problems it measured faster. Decode-like problems go to
 /// `flash_decode` first (`Gpu::choose`, src/decode.rs).
 pub const DISPATCH: &[DispatchEntry] = &[
@@ -1137,7 +1146,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         big: true,
-        kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
+        kernel: "flash_ws_m128_n192_s3_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,

@@ -18,17 +18,25 @@ fn random(n: usize, rng: &mut StdRng) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
 }
 
+/// Fresh random Q, K, V (`[B, H, S, D]`) quantised to e4m3, and their dequantised values: what
+/// the kernel computes with.
+#[allow(clippy::type_complexity)]
+fn quantised(shape: Shape, rng: &mut StdRng) -> (Fp8Inputs, (Vec<f32>, Vec<f32>, Vec<f32>)) {
+    let (q, k, v) = (
+        random(shape.q_len(), rng),
+        random(shape.kv_len(), rng),
+        random(shape.kv_len(), rng),
+    );
+    let fp8 = Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v).unwrap();
+    let dequantised = fp8.dequantize(shape, Layout::Bhsd).unwrap();
+    (fp8, dequantised)
+}
+
 /// Every FP8 variant of `shape`'s head dim, in both layouts and both output types, with the LSE,
 /// against float64 on the dequantised inputs; the output and LSE NaN-poisoned first.
 fn check(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let (q, k, v) = (
-        random(shape.q_len(), &mut rng),
-        random(shape.kv_len(), &mut rng),
-        random(shape.kv_len(), &mut rng),
-    );
-    let fp8 = Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v).unwrap();
-    let (dq, dk, dv) = fp8.dequantize(shape, Layout::Bhsd).unwrap();
+    let (fp8, (dq, dk, dv)) = quantised(shape, &mut rng);
     let params = Params { causal, scale: None };
     let scale = params.scale_for(shape.head_dim) as f64;
     let dims = shape.reference_dims();
@@ -176,13 +184,7 @@ fn fp8_benchmark_shapes_match_float64_on_sampled_rows() {
     let mut rng = StdRng::seed_from_u64(7);
     for (d, causal) in [(128, false), (128, true), (256, false)] {
         let shape = Shape::new(2, 16, 4096, d);
-        let (q, k, v) = (
-            random(shape.q_len(), &mut rng),
-            random(shape.kv_len(), &mut rng),
-            random(shape.kv_len(), &mut rng),
-        );
-        let fp8 = Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v).unwrap();
-        let (dq, dk, dv) = fp8.dequantize(shape, Layout::Bhsd).unwrap();
+        let (fp8, (dq, dk, dv)) = quantised(shape, &mut rng);
         let params = Params { causal, scale: None };
         let rows: Vec<(usize, usize)> = (0..48)
             .map(|_| {

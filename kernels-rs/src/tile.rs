@@ -239,8 +239,9 @@ pub unsafe fn read_f32<T: Element, const VEC: usize>(addr: SharedAddr) -> [f32; 
     out
 }
 
-/// A 16-bit element type the kernels take as input and produce as output.
-pub trait Element {
+/// A 16-bit element type the kernels take as input and produce as output; as a `wgmma` operand
+/// (its products and P's fragments) it is an [`Operand`].
+pub trait Element: Operand {
     /// Widens one element.
     fn to_f32(bits: u16) -> f32;
     /// Rounds one value to this type.
@@ -254,48 +255,40 @@ pub trait Element {
     fn pack(lo: f32, hi: f32) -> u32;
     /// `acc += a * b` on tensor cores for this element type.
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]);
-    /// `acc (+)= A B` on Hopper's warpgroup tensor cores, A and B in shared memory
-    /// (`arch::wgmma_ss`).
-    ///
-    /// # Safety
-    /// As `arch::wgmma_ss`.
-    unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(acc: &mut [f32; R], a: u64, b: u64, accumulate: bool);
-    /// `acc (+)= A B`, A in registers, B a transposed shared-memory operand (`arch::wgmma_rs`).
-    ///
-    /// # Safety
-    /// As `arch::wgmma_rs`.
-    unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
-        acc: &mut [f32; R],
-        a: [u32; 4],
-        b: u64,
-        accumulate: bool,
-    );
 }
 
-// The element type is part of the wgmma instruction's name, so each type forwards with its flag.
-macro_rules! forward_wgmma {
-    ($bf16:literal) => {
-        /// # Safety
-        /// As `arch::wgmma_ss`.
-        #[inline(always)]
-        unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(
-            acc: &mut [f32; R],
-            a: u64,
-            b: u64,
-            accumulate: bool,
-        ) {
-            arch::wgmma_ss::<$bf16, CHAIN, R>(acc, a, b, accumulate)
-        }
-        /// # Safety
-        /// As `arch::wgmma_rs`.
-        #[inline(always)]
-        unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
-            acc: &mut [f32; R],
-            a: [u32; 4],
-            b: u64,
-            accumulate: bool,
-        ) {
-            arch::wgmma_rs::<$bf16, CHAIN, R>(acc, a, b, accumulate)
+// A 16-bit type as a `wgmma` operand: the type is part of the instruction's name, so each forwards
+// with its flag; its A fragment is the accumulator layout of two 8-key column blocks, pair by pair.
+macro_rules! sixteen_bit_operand {
+    ($t:ty, $bf16:literal) => {
+        impl Operand for $t {
+            const BYTES: usize = 2;
+            const V_TRANSPOSED: bool = false;
+
+            #[inline(always)]
+            unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(
+                acc: &mut [f32; R],
+                a: u64,
+                b: u64,
+                accumulate: bool,
+            ) {
+                arch::wgmma_ss::<$bf16, CHAIN, R>(acc, a, b, accumulate)
+            }
+
+            #[inline(always)]
+            unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
+                acc: &mut [f32; R],
+                a: [u32; 4],
+                b: u64,
+                accumulate: bool,
+            ) {
+                arch::wgmma_rs::<$bf16, CHAIN, R>(acc, a, b, accumulate)
+            }
+
+            #[inline(always)]
+            fn pack_probabilities<const R: usize>(s: &[f32; R], step: usize) -> [u32; 4] {
+                core::array::from_fn(|i| <$t as Element>::pack(s[8 * step + 2 * i], s[8 * step + 2 * i + 1]))
+            }
         }
     };
 }
@@ -319,8 +312,8 @@ impl Element for F16 {
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
         arch::mma_f16_m16n8k16(acc, a, b)
     }
-    forward_wgmma!(false);
 }
+sixteen_bit_operand!(F16, false);
 
 /// bfloat16: the top half of an f32, so widening is a shift.
 pub struct Bf16;
@@ -341,11 +334,11 @@ impl Element for Bf16 {
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
         arch::mma_bf16_m16n8k16(acc, a, b)
     }
-    forward_wgmma!(true);
 }
+sixteen_bit_operand!(Bf16, true);
 
-/// What Hopper's warpgroup tensor cores read Q, K and V as (`flash_ws`): a 16-bit [`Element`]
-/// (every one is an operand of its own kind), or [`E4m3`]. Its products cover 32 bytes of each
+/// What Hopper's warpgroup tensor cores read Q, K and V as (`flash_ws`): a 16-bit [`Element`], or
+/// [`E4m3`]. Its products cover 32 bytes of each
 /// row per `wgmma`, so the K extent is 16 elements of 16 bits or 32 of 8.
 pub trait Operand {
     /// Bytes per element.
@@ -377,37 +370,6 @@ pub trait Operand {
     /// `K_STEP * step ..` from a row pair's scores in the accumulator layout (`s`, the layout of
     /// `mma.sync.m16n8`: 4 values per 8 keys).
     fn pack_probabilities<const R: usize>(s: &[f32; R], step: usize) -> [u32; 4];
-}
-
-impl<T: Element> Operand for T {
-    const BYTES: usize = 2;
-    const V_TRANSPOSED: bool = false;
-
-    #[inline(always)]
-    unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(
-        acc: &mut [f32; R],
-        a: u64,
-        b: u64,
-        accumulate: bool,
-    ) {
-        <T as Element>::wgmma_ss::<CHAIN, R>(acc, a, b, accumulate)
-    }
-
-    #[inline(always)]
-    unsafe fn wgmma_rs<const CHAIN: u8, const R: usize>(
-        acc: &mut [f32; R],
-        a: [u32; 4],
-        b: u64,
-        accumulate: bool,
-    ) {
-        <T as Element>::wgmma_rs::<CHAIN, R>(acc, a, b, accumulate)
-    }
-
-    /// The 16-bit A fragment is the accumulator layout of two 8-key column blocks, pair by pair.
-    #[inline(always)]
-    fn pack_probabilities<const R: usize>(s: &[f32; R], step: usize) -> [u32; 4] {
-        core::array::from_fn(|i| <T as Element>::pack(s[8 * step + 2 * i], s[8 * step + 2 * i + 1]))
-    }
 }
 
 /// OCP FP8 E4M3 (1 sign, 4 exponent and 3 mantissa bits, no infinities, largest 448): an input

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::error::{Error, Result};
-use crate::gpu::{launch_config, launch_with_args, nan, optional_ptr_mut, DeviceBuffer, Gpu};
+use crate::gpu::{
+    fill_nan, launch_config, launch_with_args, nan, nan_lse, optional_ptr_mut, DeviceBuffer, Gpu,
+};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -169,21 +171,13 @@ impl Gpu {
 
     /// Makes the log-sum-exp buffer (NaN until a launch writes it).
     pub fn fp8_request_lse(&self, tensors: &mut Fp8Tensors) -> Result<()> {
-        let rows = tensors
-            .shape
-            .lse_len()
-            .ok_or_else(|| Error::InvalidProblem(format!("{} is too large", tensors.shape)))?;
-        tensors.lse = Some(DeviceBuffer::owned(
-            tensors.stream.clone_htod(&vec![f32::NAN; rows])?,
-        ));
+        tensors.lse = Some(nan_lse(&tensors.stream, tensors.shape)?);
         Ok(())
     }
 
     /// Refills the output with NaN before a launch whose every write must be checked.
     pub fn fp8_poison(&self, tensors: &mut Fp8Tensors) -> Result<()> {
-        let poison = vec![nan(tensors.out_dtype); tensors.out.len()];
-        tensors.stream.memcpy_htod(&poison, &mut *tensors.out)?;
-        Ok(())
+        fill_nan(&tensors.stream, &mut tensors.out, tensors.out_dtype)
     }
 
     /// The e4m3 variant a call without a named kernel runs for head dim `d`: the first of
