@@ -151,14 +151,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         }
         None => None,
     };
-    let params = Params {
-        causal: args.causal,
-        scale: args.scale,
-    };
-    params.validate()?;
-    for out in std::iter::once(&args.out).chain(&args.lse) {
-        inputs::check_output(out)?;
-    }
+    let params = params_and_outputs(&args)?;
     let q = npy::read_npy(&args.q)?;
     let k = npy::read_npy(&args.k)?;
     let v = npy::read_npy(&args.v)?;
@@ -263,14 +256,7 @@ fn run_fp8(device: usize, args: &Args) -> Result<(), Failure> {
         Some(name) => Some(crate::fp8::variants(std::slice::from_ref(name))?[0].name),
         None => None,
     };
-    let params = Params {
-        causal: args.causal,
-        scale: args.scale,
-    };
-    params.validate()?;
-    for out in std::iter::once(&args.out).chain(&args.lse) {
-        inputs::check_output(out)?;
-    }
+    let params = params_and_outputs(args)?;
     let (q, k, v) = (
         npy::read_npy(&args.q)?,
         npy::read_npy(&args.k)?,
@@ -314,6 +300,20 @@ fn run_fp8(device: usize, args: &Args) -> Result<(), Failure> {
         args.causal
     );
     Ok(())
+}
+
+/// The call's parameters, checked, and the output paths checked writable: before any input is
+/// read or the GPU opened.
+fn params_and_outputs(args: &Args) -> Result<Params, Failure> {
+    let params = Params {
+        causal: args.causal,
+        scale: args.scale,
+    };
+    params.validate()?;
+    for out in std::iter::once(&args.out).chain(&args.lse) {
+        inputs::check_output(out)?;
+    }
+    Ok(params)
 }
 
 fn download_lse(
