@@ -1484,7 +1484,7 @@ mod tests {
         );
         assert_eq!(
             default_variant(Shape::new(2, 16, 4096, 64), 132, 90).name,
-            "flash_ws_m128_n128_s2_pp_ov_mbarrier"
+            "flash_ws_m128_n192_s3_ov_mbarrier"
         );
         assert_eq!(
             default_variant(Shape::new(2, 16, 4096, 256), 132, 90).name,
@@ -1546,11 +1546,12 @@ mod tests {
     #[test]
     fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
         // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
-        // workspace; the block table and lengths), the scalars as 32 bits: a field's type changing silently would change
-        // every kernel's signature.
+        // workspace; the block table and lengths; the varlen prefix sums; the e4m3 descales), the
+        // scalars as 32 bits: a field's type changing silently would change every kernel's
+        // signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 23);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 12);
+        assert_eq!(bytes.len(), 24);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 13);
         assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 11);
     }
 
