@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig};
 
 use crate::error::{Error, Result};
 use crate::gpu::{launch_with_args, Gpu, Kernel};
@@ -192,8 +192,6 @@ struct Inner {
     workspaces: Vec<CudaSlice<f32>>,
     /// Resident blocks per SM of each decode kernel (the driver's occupancy calculator).
     resident: HashMap<String, u32>,
-    /// The combine kernels loaded so far.
-    combine: HashMap<String, CudaFunction>,
 }
 
 impl Gpu {
@@ -243,17 +241,7 @@ impl Gpu {
         args: &LaunchArgs,
     ) -> Result<()> {
         let name = format!("decode_combine_d{}_{}", shape.head_dim, kernel.dtype.name());
-        let function = {
-            let cached = self.decode_state().combine.get(&name).cloned();
-            match cached {
-                Some(f) => f,
-                None => {
-                    let f = self.function(&name)?;
-                    self.decode_state().combine.insert(name, f.clone());
-                    f
-                }
-            }
-        };
+        let function = self.cached_function(&name)?;
         let rows = (shape.batch * shape.heads * shape.seq_q) as u64;
         let config = LaunchConfig {
             grid_dim: (rows.div_ceil(COMBINE_ROWS_PER_BLOCK) as u32, 1, 1),

@@ -472,6 +472,19 @@ impl Gpu {
         })
     }
 
+    /// A fixed (non-variant) kernel of the module by name, loaded once and then taken from the
+    /// cache the variants' kernels share: for the launches that follow every call (the split
+    /// decode's combine, the e4m3 V transpose).
+    pub(crate) fn cached_function(&self, name: &str) -> Result<CudaFunction> {
+        let mut functions = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = functions.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.function(name)?;
+        functions.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
     /// A fixed (non-variant) kernel of the module by name, such as `softmax_rows_f16`.
     pub fn function(&self, name: &str) -> Result<CudaFunction> {
         self.module

@@ -79,6 +79,21 @@ macro_rules! with_launch_params {
     };
 }
 
+/// The geometry of `fp8_transpose_v` (e4m3 V transposed before `flash_ws_fp8`), which the host
+/// launches with these numbers: blocks of `TILE` keys by `TILE` columns, `THREADS` threads,
+/// `SMEM_BYTES` of dynamic shared memory.
+pub mod fp8_transpose {
+    /// Keys one block transposes, and head-dim columns.
+    pub const TILE: u32 = 64;
+    /// Threads per block.
+    pub const THREADS: u32 = 256;
+    /// Bytes between keys in the block's shared copy: 64 columns and one word, so that the 16
+    /// keys one thread gathers from a column fall into different banks.
+    pub const PITCH: u32 = TILE + 4;
+    /// Dynamic shared memory per block.
+    pub const SMEM_BYTES: u32 = TILE * PITCH;
+}
+
 /// The parameter type of a `with_launch_params!` entry on the device: its device type if it has
 /// one, else its host type.
 #[allow(unused_macros)]

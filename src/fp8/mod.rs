@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{
     fill_nan, launch_config, launch_with_args, nan, nan_lse, optional_ptr_mut, DeviceBuffer, Gpu,
 };
-use crate::launch::LaunchArgs;
+use crate::launch::{fp8_transpose, LaunchArgs};
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
 use crate::tma::{self, MapGeometry};
@@ -30,11 +30,6 @@ use crate::variants::{VariantSpec, FP8_VARIANTS};
 /// Keys of transposed V are padded to a multiple of this (the copy engine's row pitch must be a
 /// multiple of 16 bytes).
 const KEY_PAD: usize = 16;
-/// `fp8_transpose_v`'s block: 64 keys by 64 columns, 256 threads, 64 x 68 bytes of shared memory
-/// (`kernels-rs/src/attention/fp8.rs`: `TILE`, `THREADS`, `SMEM_BYTES`).
-const TRANSPOSE_TILE: usize = 64;
-const TRANSPOSE_THREADS: u32 = 256;
-const TRANSPOSE_SMEM: u32 = 64 * 68;
 
 /// The device buffers of one e4m3 attention call: Q, K, V (bytes), their descales, the scratch
 /// copy of V transposed, the output and optionally the log-sum-exp, with the shape, layout and
@@ -91,8 +86,8 @@ fn keys_padded(shape: Shape) -> usize {
 }
 
 /// Checks what the e4m3 kernels need of a problem beyond [`Shape::validate`]: a head dim some
-/// e4m3 variant is compiled for, and the output type.
-fn check_problem(shape: Shape, out_dtype: DType) -> Result<()> {
+/// e4m3 variant is compiled for (either 16-bit type is an output type).
+fn check_problem(shape: Shape) -> Result<()> {
     shape.validate()?;
     let d = shape.head_dim;
     if !FP8_VARIANTS.iter().any(|v| v.head_dims.contains(&d)) {
@@ -100,10 +95,7 @@ fn check_problem(shape: Shape, out_dtype: DType) -> Result<()> {
             "e4m3 attention has kernels for head dims 128 and 256, not {d}"
         )));
     }
-    // Both 16-bit types are output types (`DType` has no other); named for the message's sake.
-    match out_dtype {
-        DType::F16 | DType::Bf16 => Ok(()),
-    }
+    Ok(())
 }
 
 fn check_len(what: &str, actual: usize, expected: usize, shape: Shape) -> Result<()> {
@@ -132,7 +124,7 @@ impl Gpu {
         v: &[u8],
         descale: &[f32],
     ) -> Result<Fp8Tensors> {
-        check_problem(shape, out_dtype)?;
+        check_problem(shape)?;
         check_len("q", q.len(), shape.q_len(), shape)?;
         check_len("k", k.len(), shape.kv_len(), shape)?;
         check_len("v", v.len(), shape.kv_len(), shape)?;
@@ -225,8 +217,8 @@ impl Gpu {
         if let Some(lse) = &tensors.lse {
             check_len("lse", lse.len(), shape.lse_len().unwrap_or(0), shape)?;
         }
-        let transpose = self.function(&format!("fp8_transpose_v_d{}", shape.head_dim))?;
-        let key_blocks = keys_padded(shape).div_ceil(TRANSPOSE_TILE);
+        let transpose = self.cached_function(&format!("fp8_transpose_v_d{}", shape.head_dim))?;
+        let key_blocks = keys_padded(shape).div_ceil(fp8_transpose::TILE as usize);
         let transpose_grid = LaunchConfig {
             grid_dim: (
                 kv_heads as u32,
@@ -234,10 +226,10 @@ impl Gpu {
                     .ok()
                     .filter(|&y| y <= 65_535)
                     .ok_or_else(|| Error::InvalidProblem(format!("{shape}: too many keys for e4m3")))?,
-                (shape.head_dim / TRANSPOSE_TILE) as u32,
+                shape.head_dim as u32 / fp8_transpose::TILE,
             ),
-            block_dim: (TRANSPOSE_THREADS, 1, 1),
-            shared_mem_bytes: TRANSPOSE_SMEM,
+            block_dim: (fp8_transpose::THREADS, 1, 1),
+            shared_mem_bytes: fp8_transpose::SMEM_BYTES,
         };
         let config = launch_config(&kernel, shape);
         let Fp8Tensors {

@@ -8,16 +8,7 @@
 //! kernel's P fragments take them (`key_of_slot`), so that no byte of P has to move between threads.
 
 use crate::arch::{self, SharedAddr};
-
-/// Keys one block transposes, and head-dim columns.
-pub const TILE: u32 = 64;
-/// Threads per block of `transpose_v`.
-pub const THREADS: u32 = 256;
-/// Bytes between keys in the block's shared copy: 64 columns and one word, so that the 16 keys
-/// one thread gathers from a column fall into different banks.
-const PITCH: u32 = TILE + 4;
-/// Dynamic shared memory of `transpose_v`.
-pub const SMEM_BYTES: u32 = TILE * PITCH;
+use crate::launch::fp8_transpose::{PITCH, TILE};
 
 /// The key (of its group of 16) that slot `slot` of the transposed copy holds: the 8-bit `wgmma`
 /// A fragment gives a thread slots `4t .. 4t + 3` of each 16 (`tile::E4m3`), where its scores are
@@ -30,8 +21,8 @@ pub const fn key_of_slot(slot: u32) -> u32 {
 
 /// Transposes V (e4m3 bytes, `[B, H_kv, S_k, D]`, or `[B, S_k, H_kv, D]` with `seq_major`) into
 /// `out`, `[B, H_kv, D, keys_padded]` in `key_of_slot` order, zeros past `seq_k`. Grid
-/// `(B * H_kv, keys_padded / 64 rounded up, D / 64)`, `THREADS` threads, `SMEM_BYTES` of dynamic
-/// shared memory. Block `(x, y, z)` moves keys `64y ..` and columns `64z ..` of KV head `x`
+/// `(B * H_kv, keys_padded / 64 rounded up, D / 64)`, with the threads and shared memory of
+/// `launch::fp8_transpose`. Block `(x, y, z)` moves keys `64y ..` and columns `64z ..` of KV head `x`
 /// through shared memory: coalesced 16-byte reads of key rows, coalesced 16-byte writes of
 /// column rows.
 ///
