@@ -1142,7 +1142,7 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// |------|----------|-------------------------------------|--------------------------|
 /// | 90   | 64       | ws m128_n192_s3_ov                  | ws m128_n128_s2_pp_ov    |
 /// | 90   | 128      | ws m128_n176_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
-/// | 90   | 256      | ws m128_n80_s2_ov                   | ws m128_n80_s2_ov        |
+/// | 90   | 256      | ws m128_n80_s2_pp_ov                | ws m128_n80_s2_pp_ov     |
 /// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
 /// | 80   | 128      | mma m128_n32_w4_s3_qsmem            | mma m64_n64_w4_s2        |
 ///
@@ -1151,7 +1151,9 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// `flash_wgmma`'s 45 (cuDNN 31.6), at (1,8,2048,64) 23 us against `flash_mma`'s 40 (cuDNN 22.6),
 /// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). At head dim 64 the big problems take
 /// the 192-key tiles (since v15 1.4-5% faster than the 128-key pair at (2,8,2048,64),
-/// (4,16,2048,64) and (2,16,4096,64) in evidence/bench_h100.json). The tuned table keeps `flash_mma`
+/// (4,16,2048,64) and (2,16,4096,64) in evidence/bench_h100.json). At head dim 256 ping-pong pays
+/// since the lazy rescale (v16): 4-8% at (2,16,4096,256), a tie at (1,4,2048,256) causal
+/// (evidence/session10/lazy_rescale/call5_s4/). The tuned table keeps `flash_mma`
 /// for the smallest head-dim-64 problems it measured faster. Decode-like problems go to
 /// `flash_decode` first (`Gpu::choose`, src/decode.rs).
 pub const DISPATCH: &[DispatchEntry] = &[
@@ -1183,13 +1185,13 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 256,
         big: true,
-        kernel: "flash_ws_m128_n80_s2_ov_mbarrier",
+        kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 256,
         big: false,
-        kernel: "flash_ws_m128_n80_s2_ov_mbarrier",
+        kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 80,
@@ -1501,7 +1503,7 @@ mod tests {
         );
         assert_eq!(
             default_variant(Shape::new(2, 16, 4096, 256), 132, 90).name,
-            "flash_ws_m128_n80_s2_ov_mbarrier"
+            "flash_ws_m128_n80_s2_pp_ov_mbarrier"
         );
     }
 

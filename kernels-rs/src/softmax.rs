@@ -1,9 +1,11 @@
 //! Online softmax in base 2, one running state per query row.
 //!
-//! Scores arrive tile by tile. For each row we keep the largest raw score seen (`row_max`) and the
-//! sum of `2^(score*scale_log2 - row_max*scale_log2)` over the keys seen (`row_sum`). When a tile
-//! raises the maximum, everything accumulated so far is multiplied by `2^(old - new)`: the
-//! correction factor returned by `rescale`. `log2(e)` is folded into `scale_log2` by the host, so
+//! Scores arrive tile by tile. For each row we keep a running maximum of the raw scores seen
+//! (`row_max`: the largest, or with `rescale_lazily` one at most `MAX_SLACK_LOG2` below it once
+//! scaled) and the sum of
+//! `2^(score*scale_log2 - row_max*scale_log2)` over the keys seen (`row_sum`). When a tile raises
+//! the maximum, everything accumulated so far is multiplied by `2^(old - new)`: the correction
+//! factor returned by `rescale`. `log2(e)` is folded into `scale_log2` by the host, so
 //! `exp2` (one `ex2.approx`) is the only transcendental and each probability costs one FMA.
 //!
 //! Masked scores are `-inf`. A row that has seen only masked keys keeps `row_max = -inf`; the
@@ -11,6 +13,14 @@
 //! with `row_sum = 0` and an output of zeros.
 
 use crate::arch;
+
+/// How far (in log2 units of the scaled scores) a tile's maximum may exceed the row's kept
+/// maximum before the row takes it (`rescale_lazily`). Below that the old maximum stays, the
+/// probabilities reach at most 2^8 (well inside f16, bf16 and e4m3, whose largest is 448; sums
+/// and outputs are f32), and the output needs no correction: after the first tiles almost no
+/// tile moves a maximum that far, so a warp skips the multiplies of its whole output rows
+/// (`fragment::rescale`) instead of doing them for a small growth (docs/perf-notes.md, v16).
+pub const MAX_SLACK_LOG2: f32 = 8.0;
 
 #[derive(Clone, Copy)]
 pub struct RowState {
@@ -39,6 +49,17 @@ impl RowState {
         self.row_max = new_max;
         self.row_sum *= correction;
         correction
+    }
+
+    /// `rescale`, except that the row keeps its maximum (and the factor is 1) while the tile's
+    /// exceeds it by at most `slack_log2` once scaled: see `MAX_SLACK_LOG2`.
+    #[inline(always)]
+    pub fn rescale_lazily(&mut self, tile_max: f32, scale_log2: f32, slack_log2: f32) -> f32 {
+        // A select, not an early return: a predicated `ex2` for the factor measured slower
+        // (docs/perf-notes.md, v16). (-inf) - (-inf) is NaN, which fails the test: an empty row
+        // takes its first maximum.
+        let kept = (tile_max - self.row_max) * scale_log2 <= slack_log2;
+        self.rescale(if kept { self.row_max } else { tile_max }, scale_log2)
     }
 
     /// The subtrahend for `probability`: `row_max * scale_log2`, or 0 while the row is all masked.

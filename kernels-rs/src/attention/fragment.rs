@@ -205,7 +205,11 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         let mut correction = [[1.0f32; 2]; ROW_TILES];
         for mt in 0..ROW_TILES {
             for half in 0..2 {
-                correction[mt][half] = self.state[mt][half].rescale(tile_max[mt][half], self.scale_log2);
+                correction[mt][half] = self.state[mt][half].rescale_lazily(
+                    tile_max[mt][half],
+                    self.scale_log2,
+                    softmax::MAX_SLACK_LOG2,
+                );
             }
         }
         correction
@@ -310,10 +314,7 @@ pub fn needs_rescale<const ROW_TILES: usize>(correction: &[[f32; 2]; ROW_TILES])
 
 /// Multiplies each output accumulator by its row half's correction.
 #[inline(always)]
-pub fn scale<O: Fragment, const ROW_TILES: usize>(
-    out: &mut [O; ROW_TILES],
-    correction: [[f32; 2]; ROW_TILES],
-) {
+fn scale<O: Fragment, const ROW_TILES: usize>(out: &mut [O; ROW_TILES], correction: [[f32; 2]; ROW_TILES]) {
     for (fragment, factor) in out.iter_mut().zip(correction.iter()) {
         for (r, x) in fragment.registers_mut().iter_mut().enumerate() {
             *x *= factor[half_of(r)];

@@ -931,7 +931,7 @@ impl<
                 // Here, under the product just issued, rather than at the end of the last
                 // iteration: there the multiplies sat between the softmax and the next turn at
                 // the tensor cores (docs/perf-notes.md, v14).
-                fragment::scale(core::array::from_mut(&mut self.o_acc), correction);
+                fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                 self.attend::<true>(prev_stage);
                 self.turns.pass();
                 arch::wgmma_wait::<1, S_REGS>(&mut self.s_acc);
@@ -943,7 +943,7 @@ impl<
                 self.pack();
             } else {
                 if self.active(t - 1) {
-                    fragment::scale(core::array::from_mut(&mut self.o_acc), correction);
+                    fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                     self.attend::<false>(prev_stage);
                 }
                 self.turns.pass();
@@ -957,7 +957,7 @@ impl<
         let stage = self.slot(tiles - 1).0;
         self.turns.wait();
         if self.active(tiles - 1) {
-            fragment::scale(core::array::from_mut(&mut self.o_acc), correction);
+            fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
             self.attend::<false>(stage);
         }
         self.turns.pass();
