@@ -21,6 +21,7 @@ use super::fragment::FragmentSoftmax;
 use super::packing::{slice_tiles, PackedRows};
 use super::paged::DecodeKv;
 use super::pipeline::KvPipeline;
+use super::shape::{Tiles, WarpShape};
 use super::varlen::Varlen;
 use super::warp_mma;
 use super::{record_barriers, start_counting, Buffers, Problem};
@@ -64,7 +65,7 @@ macro_rules! flash_decode {
      $d:literal, $bm:literal, $bn:literal, $w:literal, $stages:literal) => {
         $crate::attention::decode::flash_decode::<
             $t, $policy, $count, $paged, $varlen, $d, $bn, $w, { $bm / 16 }, $stages, { $bn / $w },
-            { $bn / $w / 8 }, { $d / 8 }, { $d / 16 },
+            $crate::attention::shape::Warp<{ $bn / $w / 8 }, { $d / 8 }, { $d / 16 }>,
         >($io, $p)
     };
     // A twin's two entry points (plain, counted): the body with `$paged`/`$varlen` set.
@@ -123,17 +124,15 @@ pub unsafe fn flash_decode<
     const STAGES: usize,
     // Keys of each KV tile that one warp takes: `BLOCK_N / NUM_WARPS`.
     const WARP_KEYS: usize,
-    // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
-    const N_TILES: usize,
-    const D_TILES: usize,
-    const K_STEPS: usize,
+    // The register arrays of one warp's keys of a tile (`shape::Warp`).
+    W: WarpShape,
 >(
     io: Buffers,
     problem: Problem,
 ) {
     const {
         assert!(WARP_KEYS * NUM_WARPS == BLOCK_N && WARP_KEYS.is_multiple_of(16));
-        assert!(N_TILES * 8 == WARP_KEYS && D_TILES * 8 == D && K_STEPS * 16 == D);
+        assert!(W::KEYS == WARP_KEYS && W::D == D);
         assert!(STAGES >= 1 && ROW_TILES >= 1 && !(PAGED && VARLEN));
     };
     let block_m = 16 * ROW_TILES as u32;
@@ -206,7 +205,7 @@ pub unsafe fn flash_decode<
     kv.start();
     arch::cp_async_wait_stage::<STAGES>();
     arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
-    let q_frag = warp_mma::a_fragments::<ROW_TILES, K_STEPS>(q_smem, 0, stride);
+    let q_frag = warp_mma::a_fragments::<W, ROW_TILES>(q_smem, 0, stride);
 
     // Every warp holds all the block's rows; a row past the packed ones sees every key (its
     // zero query gives finite scores, and it is never written).
@@ -218,7 +217,7 @@ pub unsafe fn flash_decode<
         }
     };
     let mut softmax = FragmentSoftmax::<ROW_TILES>::with_key_ends(&problem, 0, key_end);
-    let mut o_acc = [[[0.0f32; 4]; D_TILES]; ROW_TILES];
+    let mut o_acc = [W::Output::ZERO; ROW_TILES];
     let warp_key0 = warp * WARP_KEYS as u32; // this warp's first key inside each tile
     let loop_start = start_counting::<COUNT>(0);
 
@@ -228,15 +227,15 @@ pub unsafe fn flash_decode<
 
         // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
         let (k_tile, v_tile) = (kv.k_tile(stage), kv.v_tile(stage));
-        let mut s_acc = [[[0.0f32; 4]; N_TILES]; ROW_TILES];
-        for ks in 0..K_STEPS {
+        let mut s_acc = [W::Scores::ZERO; ROW_TILES];
+        for ks in 0..W::Query::LEN {
             let a = core::array::from_fn(|mt| q_frag[mt][ks]);
-            warp_mma::scores_step::<T, ROW_TILES, N_TILES>(&mut s_acc, &a, k_tile, warp_key0, stride, ks);
+            warp_mma::scores_step::<T, W, ROW_TILES>(&mut s_acc, &a, k_tile, warp_key0, stride, ks);
         }
         softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key + t * BLOCK_N as u32 + warp_key0);
 
         // O += P V, P straight from the accumulators.
-        warp_mma::attend::<T, ROW_TILES, N_TILES, D_TILES>(&mut o_acc, &s_acc, v_tile, warp_key0, stride);
+        warp_mma::attend::<T, W, ROW_TILES>(&mut o_acc, &s_acc, v_tile, warp_key0, stride);
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }
     kv.finish();
@@ -334,10 +333,10 @@ impl<const D: usize> Merge<D> {
     /// Called by every thread of the block (it holds two block barriers), after a barrier that
     /// follows the last read of the memory the buffers reuse and with no copy into it in flight.
     #[inline(always)]
-    unsafe fn gather<const ROW_TILES: usize, const D_TILES: usize>(
+    unsafe fn gather<O: Tiles<f32>, const ROW_TILES: usize>(
         &self,
         softmax: FragmentSoftmax<ROW_TILES>,
-        o_acc: &[[[f32; 4]; D_TILES]; ROW_TILES],
+        o_acc: &[O; ROW_TILES],
         scale_log2: f32,
     ) {
         let (lane, warp) = (arch::lane_id(), arch::warp_id());
@@ -357,7 +356,7 @@ impl<const D: usize> Merge<D> {
                 let row = (16 * mt + 8 * half) as u32 + group_lane;
                 let (row_max, _) = self.row_totals(row);
                 let weight = weight(warp_max[mt][half], row_max);
-                for j in 0..D_TILES {
+                for j in 0..O::LEN {
                     let col = (8 * j) as u32 + 2 * pair;
                     let x = &o_acc[mt][j];
                     self.put_partial(warp, row, col, x[2 * half] * weight, x[2 * half + 1] * weight);

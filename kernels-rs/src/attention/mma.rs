@@ -14,6 +14,7 @@
 
 use super::fragment::FragmentSoftmax;
 use super::pipeline::KvPipeline;
+use super::shape::{Tiles, WarpShape};
 use super::warp_mma;
 use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch;
@@ -36,7 +37,7 @@ macro_rules! flash_mma {
             <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |io, p, COUNT| $crate::attention::mma::flash_mma::<
                 $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr, $sub,
-                { $sub / 8 }, { $d / 8 }, { $d / 16 },
+                $crate::attention::shape::Warp<{ $sub / 8 }, { $d / 8 }, { $d / 16 }>,
             >(io, p));
     };
 }
@@ -62,18 +63,15 @@ pub unsafe fn flash_mma<
     // big tile (fewer barriers and copy batches per key) does not cost a big score tile in
     // registers.
     const SUB_N: usize,
-    // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
-    const N_TILES: usize,
-    const D_TILES: usize,
-    const K_STEPS: usize,
+    // The register arrays of a step of SUB_N keys (`shape::Warp`).
+    W: WarpShape,
 >(
     io: Buffers,
     problem: Problem,
 ) {
     const {
-        assert!(N_TILES * 8 == SUB_N && SUB_N.is_multiple_of(16) && BLOCK_N.is_multiple_of(SUB_N));
-        assert!(D_TILES * 8 == D && K_STEPS * 16 == D);
-        assert!(STAGES >= 1 && ROW_TILES >= 1);
+        assert!(W::KEYS == SUB_N && W::D == D);
+        assert!(SUB_N.is_multiple_of(16) && BLOCK_N.is_multiple_of(SUB_N) && STAGES >= 1 && ROW_TILES >= 1);
     };
     let warp_rows = 16 * ROW_TILES as u32;
     let block_m = warp_rows * NUM_WARPS as u32;
@@ -104,13 +102,13 @@ pub unsafe fn flash_mma<
     let warp_row0 = warp * warp_rows;
     let q_fragment = |mt: usize, ks: usize| warp_mma::a_fragment(q_smem, warp_row0, stride, mt, ks);
     let q_frag = if Q_IN_REGS {
-        warp_mma::a_fragments::<ROW_TILES, K_STEPS>(q_smem, warp_row0, stride)
+        warp_mma::a_fragments::<W, ROW_TILES>(q_smem, warp_row0, stride)
     } else {
-        [[[0u32; 4]; K_STEPS]; ROW_TILES]
+        [W::Query::ZERO; ROW_TILES]
     };
 
     let mut softmax = FragmentSoftmax::<ROW_TILES>::new(&problem, first_row + warp_row0);
-    let mut o_acc = [[[0.0f32; 4]; D_TILES]; ROW_TILES];
+    let mut o_acc = [W::Output::ZERO; ROW_TILES];
     let loop_start = start_counting::<COUNT>(0);
 
     for t in 0..tiles {
@@ -127,8 +125,8 @@ pub unsafe fn flash_mma<
 
             // S = Q K^T. One ldmatrix.x4 gives the B fragments of two adjacent 8-key tiles, used by
             // every row tile.
-            let mut s_acc = [[[0.0f32; 4]; N_TILES]; ROW_TILES];
-            for ks in 0..K_STEPS {
+            let mut s_acc = [W::Scores::ZERO; ROW_TILES];
+            for ks in 0..W::Query::LEN {
                 let mut a = [[0u32; 4]; ROW_TILES];
                 for (mt, frag) in a.iter_mut().enumerate() {
                     *frag = if Q_IN_REGS {
@@ -137,7 +135,7 @@ pub unsafe fn flash_mma<
                         q_fragment(mt, ks)
                     };
                 }
-                warp_mma::scores_step::<T, ROW_TILES, N_TILES>(
+                warp_mma::scores_step::<T, W, ROW_TILES>(
                     &mut s_acc,
                     &a,
                     kv.k_tile(stage),
@@ -149,13 +147,7 @@ pub unsafe fn flash_mma<
             softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, t * BLOCK_N as u32 + sub_row);
 
             // O += P V, P straight from the accumulators.
-            warp_mma::attend::<T, ROW_TILES, N_TILES, D_TILES>(
-                &mut o_acc,
-                &s_acc,
-                kv.v_tile(stage),
-                sub_row,
-                stride,
-            );
+            warp_mma::attend::<T, W, ROW_TILES>(&mut o_acc, &s_acc, kv.v_tile(stage), sub_row, stride);
         }
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }

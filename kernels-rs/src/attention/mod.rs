@@ -16,24 +16,24 @@
 /// compile-time choice once the loop is unrolled. With `$leave_running` the chain's end commits
 /// without waiting (a later `arch::wgmma_wait` collects it); otherwise it waits for the chain.
 macro_rules! chained {
-    ($i:expr, $n:expr, $leave_running:expr, $t:ident::$call:ident::<$r:ident>($($arg:expr),*)) => {{
+    ($i:expr, $n:expr, $leave_running:expr, $t:ident::$call:ident($($arg:expr),*)) => {{
         use $crate::arch::chain;
         if $n == 1 {
             if $leave_running {
-                $t::$call::<{ chain::ONLY_ASYNC }, $r>($($arg),*)
+                $t::$call::<{ chain::ONLY_ASYNC }>($($arg),*)
             } else {
-                $t::$call::<{ chain::ONLY }, $r>($($arg),*)
+                $t::$call::<{ chain::ONLY }>($($arg),*)
             }
         } else if $i == 0 {
-            $t::$call::<{ chain::FIRST }, $r>($($arg),*)
+            $t::$call::<{ chain::FIRST }>($($arg),*)
         } else if $i + 1 == $n {
             if $leave_running {
-                $t::$call::<{ chain::LAST_ASYNC }, $r>($($arg),*)
+                $t::$call::<{ chain::LAST_ASYNC }>($($arg),*)
             } else {
-                $t::$call::<{ chain::LAST }, $r>($($arg),*)
+                $t::$call::<{ chain::LAST }>($($arg),*)
             }
         } else {
-            $t::$call::<{ chain::MIDDLE }, $r>($($arg),*)
+            $t::$call::<{ chain::MIDDLE }>($($arg),*)
         }
     }};
 }
@@ -53,6 +53,7 @@ pub mod pipeline;
 pub mod rows;
 #[macro_use]
 pub mod scalar;
+pub mod shape;
 pub mod varlen;
 pub mod warp_mma;
 #[macro_use]

@@ -2,6 +2,7 @@
 //! operand read from a row-major K or V tile in shared memory by `ldmatrix` (FlashAttention-2's
 //! warp-level GEMMs). Shared by `flash_mma` and `flash_decode`.
 
+use super::shape::{Tiles, WarpShape};
 use crate::arch::{self, SharedAddr};
 use crate::tile::Element;
 
@@ -21,20 +22,20 @@ pub unsafe fn a_fragment(tile: SharedAddr, first_row: u32, stride: u32, mt: usiz
     unsafe { arch::ldmatrix_x4(tile + row * stride + col * 2) }
 }
 
-/// Every A fragment of `ROW_TILES` row tiles and `K_STEPS` k-steps (`a_fragment`): Q kept in
+/// Every A fragment of `ROW_TILES` row tiles, all of `W`'s k-steps (`a_fragment`): Q kept in
 /// registers for the whole KV loop.
 ///
 /// # Safety
 /// As `a_fragment`, for every row tile and k-step.
 #[inline(always)]
-pub unsafe fn a_fragments<const ROW_TILES: usize, const K_STEPS: usize>(
+pub unsafe fn a_fragments<W: WarpShape, const ROW_TILES: usize>(
     tile: SharedAddr,
     first_row: u32,
     stride: u32,
-) -> [[[u32; 4]; K_STEPS]; ROW_TILES] {
-    let mut frags = [[[0u32; 4]; K_STEPS]; ROW_TILES];
+) -> [W::Query; ROW_TILES] {
+    let mut frags = [W::Query::ZERO; ROW_TILES];
     for (mt, row_tile) in frags.iter_mut().enumerate() {
-        for (ks, frag) in row_tile.iter_mut().enumerate() {
+        for (ks, frag) in row_tile.as_mut().iter_mut().enumerate() {
             // Safety: the caller's contract.
             *frag = unsafe { a_fragment(tile, first_row, stride, mt, ks) };
         }
@@ -48,11 +49,11 @@ pub unsafe fn a_fragments<const ROW_TILES: usize, const K_STEPS: usize>(
 /// tile.
 ///
 /// # Safety
-/// `k_tile` must hold `first_key_row + 8 * N_TILES` rows of at least `16 * (ks + 1)` elements,
+/// `k_tile` must hold `first_key_row + W::KEYS` rows of at least `16 * (ks + 1)` elements,
 /// written and made visible to this warp.
 #[inline(always)]
-pub unsafe fn scores_step<T: Element, const ROW_TILES: usize, const N_TILES: usize>(
-    s_acc: &mut [[[f32; 4]; N_TILES]; ROW_TILES],
+pub unsafe fn scores_step<T: Element, W: WarpShape, const ROW_TILES: usize>(
+    s_acc: &mut [W::Scores; ROW_TILES],
     a: &[[u32; 4]; ROW_TILES],
     k_tile: SharedAddr,
     first_key_row: u32,
@@ -60,7 +61,7 @@ pub unsafe fn scores_step<T: Element, const ROW_TILES: usize, const N_TILES: usi
     ks: usize,
 ) {
     let lane = arch::lane_id();
-    for jp in 0..N_TILES / 2 {
+    for jp in 0..W::KEYS / 16 {
         let key_row = first_key_row + (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
         let col = (16 * ks) as u32 + ((lane / 8) % 2) * 8;
         // Safety: inside the tile, the caller's contract.
@@ -76,18 +77,18 @@ pub unsafe fn scores_step<T: Element, const ROW_TILES: usize, const N_TILES: usi
 /// k-step kk's A fragment); V's rows `first_key_row ..` of the tile at `v_tile`, read transposed.
 ///
 /// # Safety
-/// `v_tile` must hold `first_key_row + 8 * N_TILES` rows of `8 * D_TILES` elements, written and
+/// `v_tile` must hold `first_key_row + W::KEYS` rows of `W::D` elements, written and
 /// made visible to this warp.
 #[inline(always)]
-pub unsafe fn attend<T: Element, const ROW_TILES: usize, const N_TILES: usize, const D_TILES: usize>(
-    o_acc: &mut [[[f32; 4]; D_TILES]; ROW_TILES],
-    s_acc: &[[[f32; 4]; N_TILES]; ROW_TILES],
+pub unsafe fn attend<T: Element, W: WarpShape, const ROW_TILES: usize>(
+    o_acc: &mut [W::Output; ROW_TILES],
+    s_acc: &[W::Scores; ROW_TILES],
     v_tile: SharedAddr,
     first_key_row: u32,
     stride: u32,
 ) {
     let lane = arch::lane_id();
-    for kk in 0..N_TILES / 2 {
+    for kk in 0..W::KEYS / 16 {
         let mut a = [[0u32; 4]; ROW_TILES];
         for (mt, frag) in a.iter_mut().enumerate() {
             let (lo, hi) = (&s_acc[mt][2 * kk], &s_acc[mt][2 * kk + 1]);
@@ -98,7 +99,7 @@ pub unsafe fn attend<T: Element, const ROW_TILES: usize, const N_TILES: usize, c
                 T::pack(hi[2], hi[3]),
             ];
         }
-        for dp in 0..D_TILES / 2 {
+        for dp in 0..W::D / 16 {
             let key_row = first_key_row + (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;
             let col = (16 * dp) as u32 + (lane / 16) * 8;
             // Safety: inside the tile, the caller's contract.

@@ -21,6 +21,7 @@
 
 use super::fragment::FragmentSoftmax;
 use super::pipeline::KvPipeline;
+use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, barrier_id, SmemDescriptor};
 use crate::policy::{sync, BarrierPolicy, SyncPoint};
@@ -43,7 +44,8 @@ macro_rules! flash_wgmma {
             $crate::attention::wgmma::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |io, p, COUNT| $crate::attention::wgmma::flash_wgmma::<
-                $t, $policy, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp, { $bn / 2 }, { $d / 2 }, { $bn / 16 },
+                $t, $policy, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp,
+                $crate::attention::shape::Warpgroup<$t, { $bn / 2 }, { $d / 2 }, { $bn / 16 }>,
             >(io, p));
     };
 }
@@ -64,16 +66,14 @@ pub unsafe fn flash_wgmma<
     const WARPGROUPS: usize,
     const STAGES: usize,
     const PINGPONG: bool,
-    // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
-    const S_REGS: usize,
-    const O_REGS: usize,
-    const PV_STEPS: usize,
+    // A warpgroup's registers for a tile (`shape::Warpgroup`).
+    G: WarpgroupShape<Input = T>,
 >(
     io: Buffers,
     problem: Problem,
 ) {
     const {
-        assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * 16 == BLOCK_N);
+        assert!(G::KEYS == BLOCK_N && G::D == D);
         assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(64) && STAGES >= 1 && WARPGROUPS >= 1);
     };
     let k_steps = D / 16; // S = Q K^T: one product per 16 head-dim columns
@@ -138,7 +138,7 @@ pub unsafe fn flash_wgmma<
     };
 
     let turns = Turns::<PINGPONG, WARPGROUPS>::new(warpgroup);
-    let mut o_acc = [0.0f32; O_REGS];
+    let mut o_acc = G::Output::ZERO;
     let loop_start = start_counting::<COUNT>(0);
 
     for t in 0..tiles {
@@ -152,7 +152,7 @@ pub unsafe fn flash_wgmma<
         // A warpgroup-uniform branch: wgmma needs all four warps. The turns are taken either way,
         // so that a warpgroup past its keys never stalls the ring.
         let active = first_key < group_key_end;
-        let mut s_acc = [0.0f32; S_REGS];
+        let mut s_acc = G::Scores::ZERO;
         turns.wait();
         if active {
             for ks in 0..k_steps {
@@ -160,7 +160,7 @@ pub unsafe fn flash_wgmma<
                     ks,
                     k_steps,
                     false,
-                    T::wgmma_ss::<S_REGS>(&mut s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
+                    G::scores(&mut s_acc, q_desc(ks), k_desc(stage, ks), ks > 0)
                 );
             }
         }
@@ -175,8 +175,8 @@ pub unsafe fn flash_wgmma<
 
         // Keys 16kk .. 16kk + 15 are registers 8kk .. 8kk + 7: exactly an A fragment. All of P is
         // packed before the first product, so that the chain runs without a fence.
-        let mut p_frag = [[0u32; 4]; PV_STEPS];
-        for (kk, frag) in p_frag.iter_mut().enumerate() {
+        let mut p_frag = G::Packed::ZERO;
+        for (kk, frag) in p_frag.as_mut().iter_mut().enumerate() {
             for (i, half2) in frag.iter_mut().enumerate() {
                 *half2 = T::pack(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
                 arch::fence_operand(half2);
@@ -184,12 +184,12 @@ pub unsafe fn flash_wgmma<
         }
         turns.wait();
         if active {
-            for (kk, &a) in p_frag.iter().enumerate() {
+            for (kk, &a) in p_frag.as_ref().iter().enumerate() {
                 chained!(
                     kk,
-                    PV_STEPS,
+                    G::PV_STEPS,
                     false,
-                    T::wgmma_rs::<O_REGS>(&mut o_acc, a, v_desc(stage, kk), true)
+                    G::attend(&mut o_acc, a, v_desc(stage, kk), true)
                 );
             }
         }

@@ -22,6 +22,7 @@
 //! masking sends their scores to -inf.
 
 use super::fragment::{self, FragmentSoftmax};
+use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::Varlen;
 use super::{record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
@@ -65,12 +66,25 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize,
 }
 
 /// Where the tiles and the barriers live in shared memory.
-#[derive(Clone, Copy)]
 struct Plan<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> {
     q: SharedAddr,
     kv: SharedAddr,
     barriers: SharedAddr,
     _input: core::marker::PhantomData<I>,
+}
+
+// By hand: a derive would ask the operand's marker type `I` to be `Copy` as well.
+impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Clone
+    for Plan<I, D, BLOCK_N, STAGES>
+{
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Copy
+    for Plan<I, D, BLOCK_N, STAGES>
+{
 }
 
 impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Plan<I, D, BLOCK_N, STAGES> {
@@ -255,16 +269,14 @@ pub unsafe fn flash_ws<
     const PERSISTENT: bool,
     // Packed sequences of their own lengths (`attention::varlen`): the varlen entry points.
     const VARLEN: bool,
-    // Derived sizes, spelled out because stable Rust cannot compute array lengths from generics.
-    const S_REGS: usize,
-    const O_REGS: usize,
-    const PV_STEPS: usize,
+    // A consumer warpgroup's registers for a tile (`shape::Warpgroup`).
+    G: WarpgroupShape<Input = I>,
 >(
     io: Buffers,
     problem: Problem,
 ) {
     const {
-        assert!(S_REGS * 2 == BLOCK_N && O_REGS * 2 == D && PV_STEPS * I::K_STEP == BLOCK_N);
+        assert!(G::KEYS == BLOCK_N && G::D == D);
         assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1 && CONSUMERS == 2);
         assert!(!(VARLEN && PERSISTENT));
         // 8-bit inputs: whole 128-byte rows of Q, K and transposed V, and the output through Q's
@@ -355,7 +367,7 @@ pub unsafe fn flash_ws<
                 last,
                 value_scale,
             };
-            Consumer::<T, I, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>::new(
+            Consumer::<G, D, BLOCK_N, STAGES, PINGPONG>::new(
                 &plan,
                 &item_problem,
                 consumer,
@@ -363,7 +375,7 @@ pub unsafe fn flash_ws<
                 &item,
                 PERSISTENT,
             )
-            .run(
+            .run::<T>(
                 &item_problem,
                 out,
                 &item,
@@ -595,21 +607,18 @@ impl<const PINGPONG: bool> Turns<PINGPONG> {
     }
 }
 
-/// One consumer warpgroup's state through the KV loop.
+/// One consumer warpgroup's state through the KV loop. The output's element type is the
+/// epilogue's alone (`run`).
 struct Consumer<
     'a,
-    T: Element,
-    I: Operand,
+    G: WarpgroupShape,
     const D: usize,
     const BLOCK_N: usize,
     const STAGES: usize,
     const PINGPONG: bool,
-    const S_REGS: usize,
-    const O_REGS: usize,
-    const PV_STEPS: usize,
 > {
-    plan: &'a Plan<I, D, BLOCK_N, STAGES>,
-    operands: Operands<I, D, BLOCK_N, STAGES>,
+    plan: &'a Plan<G::Input, D, BLOCK_N, STAGES>,
+    operands: Operands<G::Input, D, BLOCK_N, STAGES>,
     turns: Turns<PINGPONG>,
     softmax: FragmentSoftmax<1>,
     /// `key_end` of the group's last row, the largest: tiles from there on have no key for it.
@@ -619,30 +628,25 @@ struct Consumer<
     ring: u32,
     /// Q's buffer takes another item's Q after this one (persistent): release it when done.
     reuses_q: bool,
-    o_acc: [f32; O_REGS],
-    s_acc: [f32; S_REGS],
-    p_frag: [[u32; 4]; PV_STEPS],
-    _element: core::marker::PhantomData<T>,
+    o_acc: G::Output,
+    s_acc: G::Scores,
+    p_frag: G::Packed,
 }
 
 impl<
         'a,
-        T: Element,
-        I: Operand,
+        G: WarpgroupShape,
         const D: usize,
         const BLOCK_N: usize,
         const STAGES: usize,
         const PINGPONG: bool,
-        const S_REGS: usize,
-        const O_REGS: usize,
-        const PV_STEPS: usize,
-    > Consumer<'a, T, I, D, BLOCK_N, STAGES, PINGPONG, S_REGS, O_REGS, PV_STEPS>
+    > Consumer<'a, G, D, BLOCK_N, STAGES, PINGPONG>
 {
     /// Consumer warpgroup `consumer` of `consumers` at the start of `item`. With `reuses_q` (the
     /// persistent kernel) it releases Q's buffer once its last S = Q K^T of the item is done.
     #[inline(always)]
     fn new(
-        plan: &'a Plan<I, D, BLOCK_N, STAGES>,
+        plan: &'a Plan<G::Input, D, BLOCK_N, STAGES>,
         problem: &Problem,
         consumer: u32,
         consumers: u32,
@@ -659,13 +663,12 @@ impl<
             lane: arch::lane_id(),
             ring: item.ring,
             reuses_q,
-            o_acc: [0.0; O_REGS],
+            o_acc: G::Output::ZERO,
             // S is never zeroed: the first product of a chain overwrites it (`accumulate` false),
             // and reusing one array keeps non-wgmma writes out of the chains that ptxas would have
             // to fence.
-            s_acc: [0.0; S_REGS],
-            p_frag: [[0; 4]; PV_STEPS],
-            _element: core::marker::PhantomData,
+            s_acc: G::Scores::ZERO,
+            p_frag: G::Packed::ZERO,
         }
     }
 
@@ -678,7 +681,7 @@ impl<
     /// `staged_output`, if given, is the encoded map of `out` in boxes of 64 rows.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn run(
+    unsafe fn run<T: Element>(
         mut self,
         problem: &Problem,
         out: *mut u16,
@@ -701,7 +704,7 @@ impl<
             self.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
         }
         match staged_output {
-            Some(map) => self.store_staged(problem, item, consumer, consumers, map),
+            Some(map) => self.store_staged::<T>(problem, item, consumer, consumers, map),
             None => {
                 self.softmax
                     .finish::<T, D, _>(core::array::from_ref(&self.o_acc), problem, out, item.head)
@@ -721,7 +724,7 @@ impl<
     /// As `run` with `staged_output = Some(map)`: every S = Q K^T of the block has completed or
     /// reads other rows of Q than this warpgroup's.
     #[inline(always)]
-    unsafe fn store_staged(
+    unsafe fn store_staged<T: Element>(
         self,
         problem: &Problem,
         item: &Item,
@@ -744,7 +747,7 @@ impl<
             }
             let norm = state.normaliser() * item.value_scale;
             let tile_row = row - item.first_row;
-            for j in 0..O_REGS / 4 {
+            for j in 0..G::Output::REGS / 4 {
                 let (lo, hi) = (o_acc[4 * j + 2 * half], o_acc[4 * j + 2 * half + 1]);
                 let at = q + swizzled::chunk_offset(tile_row, j as u32, block_m) + 4 * pair;
                 // Safety: inside this warpgroup's rows of Q's buffer, which no product reads now.
@@ -808,13 +811,13 @@ impl<
     #[inline(always)]
     unsafe fn scores<const LEAVE_RUNNING: bool>(&mut self, stage: u32) {
         let (s_acc, ops) = (&mut self.s_acc, &self.operands);
-        let steps = D * I::BYTES / 32;
+        let steps = D * G::Input::BYTES / 32;
         for ks in 0..steps {
             chained!(
                 ks,
                 steps,
                 LEAVE_RUNNING,
-                I::wgmma_ss::<S_REGS>(s_acc, ops.q(ks), ops.k(stage, ks), ks > 0)
+                G::scores(s_acc, ops.q(ks), ops.k(stage, ks), ks > 0)
             );
         }
     }
@@ -823,12 +826,12 @@ impl<
     #[inline(always)]
     unsafe fn attend<const LEAVE_RUNNING: bool>(&mut self, stage: u32) {
         let (o_acc, ops) = (&mut self.o_acc, &self.operands);
-        for (kk, &a) in self.p_frag.iter().enumerate() {
+        for (kk, &a) in self.p_frag.as_ref().iter().enumerate() {
             chained!(
                 kk,
-                PV_STEPS,
+                G::PV_STEPS,
                 LEAVE_RUNNING,
-                I::wgmma_rs::<O_REGS>(o_acc, a, ops.v(stage, kk), true)
+                G::attend(o_acc, a, ops.v(stage, kk), true)
             );
         }
     }
@@ -845,8 +848,8 @@ impl<
     /// before the first product that reads it and the chain runs without a fence.
     #[inline(always)]
     fn pack(&mut self) {
-        for (kk, frag) in self.p_frag.iter_mut().enumerate() {
-            *frag = I::pack_probabilities(&self.s_acc, kk);
+        for (kk, frag) in self.p_frag.as_mut().iter_mut().enumerate() {
+            *frag = G::pack(&self.s_acc, kk);
             for word in frag.iter_mut() {
                 arch::fence_operand(word);
             }
@@ -934,11 +937,11 @@ impl<
                 fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                 self.attend::<true>(prev_stage);
                 self.turns.pass();
-                arch::wgmma_wait::<1, S_REGS>(&mut self.s_acc);
+                self.s_acc.wait::<1>();
                 self.release(K_EMPTY, stage);
                 correction = self.probabilities(t);
                 arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
-                arch::wgmma_wait::<0, O_REGS>(&mut self.o_acc);
+                self.o_acc.wait::<0>();
                 self.release(V_EMPTY, prev_stage);
                 self.pack();
             } else {

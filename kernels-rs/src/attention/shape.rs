@@ -1,0 +1,141 @@
+//! Tile shapes as types. A tensor-core kernel's register arrays have lengths derived from its tile
+//! (keys per step, head dim), and stable Rust cannot compute an array length from generic
+//! parameters. So a shape is one type whose parameters are those lengths, worked out once by the
+//! family's export macro ([`Warp`], [`Warpgroup`]); a kernel takes it as a single type parameter
+//! and checks it against its own tile with the shape's `KEYS` and `D`. The arrays the shape names
+//! carry their own length, which is how the const-generic products underneath get it back.
+
+use core::ops::IndexMut;
+
+use super::fragment::Fragment;
+use crate::arch;
+use crate::tile::Operand;
+
+/// `N` `mma.sync` fragments of one thread, four registers each: `[[E; 4]; N]`.
+pub trait Tiles<E>: Copy + IndexMut<usize, Output = [E; 4]> + AsRef<[[E; 4]]> + AsMut<[[E; 4]]> {
+    const LEN: usize;
+    const ZERO: Self;
+}
+
+impl<const N: usize> Tiles<f32> for [[f32; 4]; N] {
+    const LEN: usize = N;
+    const ZERO: Self = [[0.0; 4]; N];
+}
+
+impl<const N: usize> Tiles<u32> for [[u32; 4]; N] {
+    const LEN: usize = N;
+    const ZERO: Self = [[0; 4]; N];
+}
+
+/// One warp's `mma.sync.m16n8k16` fragments of a row tile (16 rows) for a step of `KEYS` keys and
+/// head dim `D` (`flash_mma`, `flash_decode`; the products are `warp_mma`'s).
+pub trait WarpShape {
+    const KEYS: usize;
+    const D: usize;
+    /// The scores: a 16 x 8 accumulator per 8 keys.
+    type Scores: Tiles<f32> + Fragment;
+    /// The output: a 16 x 8 accumulator per 8 columns of the head dim.
+    type Output: Tiles<f32> + Fragment;
+    /// Q as A fragments: a 16 x 16 per 16 columns of the head dim (a k-step of S = Q K^T).
+    type Query: Tiles<u32>;
+}
+
+/// The [`WarpShape`] of `8 N_TILES` keys and head dim `8 D_TILES = 16 K_STEPS`.
+pub struct Warp<const N_TILES: usize, const D_TILES: usize, const K_STEPS: usize>;
+
+impl<const N_TILES: usize, const D_TILES: usize, const K_STEPS: usize> WarpShape
+    for Warp<N_TILES, D_TILES, K_STEPS>
+{
+    const KEYS: usize = 8 * N_TILES;
+    const D: usize = {
+        assert!(16 * K_STEPS == 8 * D_TILES);
+        8 * D_TILES
+    };
+    type Scores = [[f32; 4]; N_TILES];
+    type Output = [[f32; 4]; D_TILES];
+    type Query = [[u32; 4]; K_STEPS];
+}
+
+/// One thread's `wgmma` accumulators of a 64-row product, `[f32; R]` for `2R` columns.
+pub trait Accumulator: Fragment + Copy + IndexMut<usize, Output = f32> {
+    const REGS: usize;
+    const ZERO: Self;
+    /// `arch::wgmma_wait`: at most `N` chains still running, then these registers pinned.
+    fn wait<const N: u32>(&mut self);
+}
+
+impl<const R: usize> Accumulator for [f32; R] {
+    const REGS: usize = R;
+    const ZERO: Self = [0.0; R];
+    #[inline(always)]
+    fn wait<const N: u32>(&mut self) {
+        arch::wgmma_wait::<N, R>(self)
+    }
+}
+
+/// One consumer warpgroup's `wgmma` registers for a tile of `KEYS` keys and head dim `D`, Q, K and
+/// V read as `Input` (`flash_wgmma`, `flash_ws`). The operand belongs to the shape: O += P V
+/// takes `Input::K_STEP` keys per product.
+pub trait WarpgroupShape {
+    type Input: Operand;
+    const KEYS: usize;
+    const D: usize;
+    /// Products of O += P V per tile.
+    const PV_STEPS: usize;
+    /// S: `KEYS / 2` registers.
+    type Scores: Accumulator;
+    /// O: `D / 2` registers.
+    type Output: Accumulator;
+    /// P as the A fragments of O += P V, one per product.
+    type Packed: Tiles<u32>;
+
+    /// `scores (+)= A B`, A and B shared-memory descriptors (`Operand::wgmma_ss`).
+    ///
+    /// # Safety
+    /// As `arch::wgmma_ss`.
+    unsafe fn scores<const CHAIN: u8>(scores: &mut Self::Scores, a: u64, b: u64, accumulate: bool);
+
+    /// `out (+)= A B`, A from registers (`Operand::wgmma_rs`).
+    ///
+    /// # Safety
+    /// As `arch::wgmma_rs`.
+    unsafe fn attend<const CHAIN: u8>(out: &mut Self::Output, a: [u32; 4], b: u64, accumulate: bool);
+
+    /// Product `step`'s A fragment of P (`Operand::pack_probabilities`).
+    fn pack(scores: &Self::Scores, step: usize) -> [u32; 4];
+}
+
+/// The [`WarpgroupShape`] of `2 S_REGS = PV_STEPS I::K_STEP` keys and head dim `2 O_REGS`.
+pub struct Warpgroup<I, const S_REGS: usize, const O_REGS: usize, const PV_STEPS: usize>(
+    core::marker::PhantomData<I>,
+);
+
+impl<I: Operand, const S_REGS: usize, const O_REGS: usize, const PV_STEPS: usize> WarpgroupShape
+    for Warpgroup<I, S_REGS, O_REGS, PV_STEPS>
+{
+    type Input = I;
+    const KEYS: usize = {
+        assert!(PV_STEPS * I::K_STEP == 2 * S_REGS);
+        2 * S_REGS
+    };
+    const D: usize = 2 * O_REGS;
+    const PV_STEPS: usize = PV_STEPS;
+    type Scores = [f32; S_REGS];
+    type Output = [f32; O_REGS];
+    type Packed = [[u32; 4]; PV_STEPS];
+
+    #[inline(always)]
+    unsafe fn scores<const CHAIN: u8>(scores: &mut Self::Scores, a: u64, b: u64, accumulate: bool) {
+        I::wgmma_ss::<CHAIN, S_REGS>(scores, a, b, accumulate)
+    }
+
+    #[inline(always)]
+    unsafe fn attend<const CHAIN: u8>(out: &mut Self::Output, a: [u32; 4], b: u64, accumulate: bool) {
+        I::wgmma_rs::<CHAIN, O_REGS>(out, a, b, accumulate)
+    }
+
+    #[inline(always)]
+    fn pack(scores: &Self::Scores, step: usize) -> [u32; 4] {
+        I::pack_probabilities(scores, step)
+    }
+}
