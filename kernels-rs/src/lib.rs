@@ -124,7 +124,7 @@ macro_rules! flash_ws {
     (@body $io:ident, $p:ident, $count:ident, $varlen:literal, $t:ty, $input:ty, $d:literal,
      $bm:literal, $bn:literal, $stages:literal, $pp:literal, $ov:literal, $ps:literal) => {
         attention::ws::flash_ws::<
-            $t, $input, $count, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, $ps, $varlen,
+            $t, $count, $d, $bn, { $bm / 64 }, $stages, $pp, $ov, $ps, $varlen,
             attention::shape::Warpgroup<
                 $input, { $bn / 2 }, { $d / 2 }, { $bn / <$input as tile::Operand>::K_STEP },
             >,

@@ -229,7 +229,7 @@ pub unsafe fn flash_decode<
         let (k_tile, v_tile) = (kv.k_tile(stage), kv.v_tile(stage));
         let mut s_acc = [W::Scores::ZERO; ROW_TILES];
         for ks in 0..W::Query::LEN {
-            let a = core::array::from_fn(|mt| q_frag[mt][ks]);
+            let a = core::array::from_fn(|mt| q_frag[mt].tiles()[ks]);
             warp_mma::scores_step::<T, W, ROW_TILES>(&mut s_acc, &a, k_tile, warp_key0, stride, ks);
         }
         softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key + t * BLOCK_N as u32 + warp_key0);
@@ -358,7 +358,7 @@ impl<const D: usize> Merge<D> {
                 let weight = weight(warp_max[mt][half], row_max);
                 for j in 0..O::LEN {
                     let col = (8 * j) as u32 + 2 * pair;
-                    let x = &o_acc[mt][j];
+                    let x = &o_acc[mt].tiles()[j];
                     self.put_partial(warp, row, col, x[2 * half] * weight, x[2 * half + 1] * weight);
                 }
             }

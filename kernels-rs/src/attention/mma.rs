@@ -36,7 +36,7 @@ macro_rules! flash_mma {
             $crate::attention::mma::smem_bytes($d, $bm, $bn, $stages), $barriers,
             <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |io, p, COUNT| $crate::attention::mma::flash_mma::<
-                $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr, $sub,
+                $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr,
                 $crate::attention::shape::Warp<{ $sub / 8 }, { $d / 8 }, { $d / 16 }>,
             >(io, p));
     };
@@ -59,19 +59,17 @@ pub unsafe fn flash_mma<
     const ROW_TILES: usize,
     const STAGES: usize,
     const Q_IN_REGS: bool,
-    // Keys per compute step: the KV tile is loaded whole and consumed SUB_N keys at a time, so a
-    // big tile (fewer barriers and copy batches per key) does not cost a big score tile in
-    // registers.
-    const SUB_N: usize,
-    // The register arrays of a step of SUB_N keys (`shape::Warp`).
+    // The register arrays of one compute step (`shape::Warp`), `W::KEYS` keys: the KV tile is
+    // loaded whole and consumed a step at a time, so a big tile (fewer barriers and copy batches
+    // per key) does not cost a big score tile in registers.
     W: WarpShape,
 >(
     io: Buffers,
     problem: Problem,
 ) {
     const {
-        assert!(W::KEYS == SUB_N && W::D == D);
-        assert!(SUB_N.is_multiple_of(16) && BLOCK_N.is_multiple_of(SUB_N) && STAGES >= 1 && ROW_TILES >= 1);
+        assert!(W::D == D && W::KEYS.is_multiple_of(16) && BLOCK_N.is_multiple_of(W::KEYS));
+        assert!(STAGES >= 1 && ROW_TILES >= 1);
     };
     let warp_rows = 16 * ROW_TILES as u32;
     let block_m = warp_rows * NUM_WARPS as u32;
@@ -115,13 +113,13 @@ pub unsafe fn flash_mma<
         let stage = kv.advance(t);
         sync::<P, COUNT>(SyncPoint::KvLoaded);
         // A rolled loop when there are several steps: unrolled, their live ranges overlap.
-        let steps = if BLOCK_N == SUB_N {
+        let steps = if BLOCK_N == W::KEYS {
             1
         } else {
-            arch::opaque((BLOCK_N / SUB_N) as u32)
+            arch::opaque((BLOCK_N / W::KEYS) as u32)
         };
         for sub in 0..steps {
-            let sub_row = sub * SUB_N as u32; // first key of this step inside the tile
+            let sub_row = sub * W::KEYS as u32; // first key of this step inside the tile
 
             // S = Q K^T. One ldmatrix.x4 gives the B fragments of two adjacent 8-key tiles, used by
             // every row tile.
@@ -130,7 +128,7 @@ pub unsafe fn flash_mma<
                 let mut a = [[0u32; 4]; ROW_TILES];
                 for (mt, frag) in a.iter_mut().enumerate() {
                     *frag = if Q_IN_REGS {
-                        q_frag[mt][ks]
+                        q_frag[mt].tiles()[ks]
                     } else {
                         q_fragment(mt, ks)
                     };

@@ -5,26 +5,44 @@
 //! and checks it against its own tile with the shape's `KEYS` and `D`. The arrays the shape names
 //! carry their own length, which is how the const-generic products underneath get it back.
 
-use core::ops::IndexMut;
-
 use super::fragment::Fragment;
 use crate::arch;
 use crate::tile::Operand;
 
-/// `N` `mma.sync` fragments of one thread, four registers each: `[[E; 4]; N]`.
-pub trait Tiles<E>: Copy + IndexMut<usize, Output = [E; 4]> + AsRef<[[E; 4]]> + AsMut<[[E; 4]]> {
-    const LEN: usize;
+/// A register's type: `f32` accumulators, `u32` packed operands.
+pub trait Register: Copy {
     const ZERO: Self;
 }
 
-impl<const N: usize> Tiles<f32> for [[f32; 4]; N] {
-    const LEN: usize = N;
-    const ZERO: Self = [[0.0; 4]; N];
+impl Register for f32 {
+    const ZERO: Self = 0.0;
 }
 
-impl<const N: usize> Tiles<u32> for [[u32; 4]; N] {
+impl Register for u32 {
+    const ZERO: Self = 0;
+}
+
+/// `N` `mma.sync` fragments of one thread, four registers each: `[[E; 4]; N]`.
+pub trait Tiles<E>: Copy {
+    const LEN: usize;
+    const ZERO: Self;
+    /// The fragments, in order.
+    fn tiles(&self) -> &[[E; 4]];
+    /// The same, to write.
+    fn tiles_mut(&mut self) -> &mut [[E; 4]];
+}
+
+impl<E: Register, const N: usize> Tiles<E> for [[E; 4]; N] {
     const LEN: usize = N;
-    const ZERO: Self = [[0; 4]; N];
+    const ZERO: Self = [[E::ZERO; 4]; N];
+    #[inline(always)]
+    fn tiles(&self) -> &[[E; 4]] {
+        self
+    }
+    #[inline(always)]
+    fn tiles_mut(&mut self) -> &mut [[E; 4]] {
+        self
+    }
 }
 
 /// One warp's `mma.sync.m16n8k16` fragments of a row tile (16 rows) for a step of `KEYS` keys and
@@ -57,7 +75,7 @@ impl<const N_TILES: usize, const D_TILES: usize, const K_STEPS: usize> WarpShape
 }
 
 /// One thread's `wgmma` accumulators of a 64-row product, `[f32; R]` for `2R` columns.
-pub trait Accumulator: Fragment + Copy + IndexMut<usize, Output = f32> {
+pub trait Accumulator: Fragment + Copy {
     const REGS: usize;
     const ZERO: Self;
     /// `arch::wgmma_wait`: at most `N` chains still running, then these registers pinned.

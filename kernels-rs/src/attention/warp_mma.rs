@@ -35,7 +35,7 @@ pub unsafe fn a_fragments<W: WarpShape, const ROW_TILES: usize>(
 ) -> [W::Query; ROW_TILES] {
     let mut frags = [W::Query::ZERO; ROW_TILES];
     for (mt, row_tile) in frags.iter_mut().enumerate() {
-        for (ks, frag) in row_tile.as_mut().iter_mut().enumerate() {
+        for (ks, frag) in row_tile.tiles_mut().iter_mut().enumerate() {
             // Safety: the caller's contract.
             *frag = unsafe { a_fragment(tile, first_row, stride, mt, ks) };
         }
@@ -67,8 +67,9 @@ pub unsafe fn scores_step<T: Element, W: WarpShape, const ROW_TILES: usize>(
         // Safety: inside the tile, the caller's contract.
         let b = unsafe { arch::ldmatrix_x4(k_tile + key_row * stride + col * 2) };
         for mt in 0..ROW_TILES {
-            T::mma(&mut s_acc[mt][2 * jp], a[mt], [b[0], b[1]]);
-            T::mma(&mut s_acc[mt][2 * jp + 1], a[mt], [b[2], b[3]]);
+            let s = s_acc[mt].tiles_mut();
+            T::mma(&mut s[2 * jp], a[mt], [b[0], b[1]]);
+            T::mma(&mut s[2 * jp + 1], a[mt], [b[2], b[3]]);
         }
     }
 }
@@ -91,7 +92,8 @@ pub unsafe fn attend<T: Element, W: WarpShape, const ROW_TILES: usize>(
     for kk in 0..W::KEYS / 16 {
         let mut a = [[0u32; 4]; ROW_TILES];
         for (mt, frag) in a.iter_mut().enumerate() {
-            let (lo, hi) = (&s_acc[mt][2 * kk], &s_acc[mt][2 * kk + 1]);
+            let s = s_acc[mt].tiles();
+            let (lo, hi) = (&s[2 * kk], &s[2 * kk + 1]);
             *frag = [
                 T::pack(lo[0], lo[1]),
                 T::pack(lo[2], lo[3]),
@@ -105,8 +107,9 @@ pub unsafe fn attend<T: Element, W: WarpShape, const ROW_TILES: usize>(
             // Safety: inside the tile, the caller's contract.
             let b = unsafe { arch::ldmatrix_x4_trans(v_tile + key_row * stride + col * 2) };
             for mt in 0..ROW_TILES {
-                T::mma(&mut o_acc[mt][2 * dp], a[mt], [b[0], b[1]]);
-                T::mma(&mut o_acc[mt][2 * dp + 1], a[mt], [b[2], b[3]]);
+                let o = o_acc[mt].tiles_mut();
+                T::mma(&mut o[2 * dp], a[mt], [b[0], b[1]]);
+                T::mma(&mut o[2 * dp + 1], a[mt], [b[2], b[3]]);
             }
         }
     }

@@ -19,7 +19,7 @@
 //! barriers in a ring, one per warpgroup): warpgroup g issues a product only after g - 1 issued
 //! its own, so each softmax runs under another warpgroup's products.
 
-use super::fragment::FragmentSoftmax;
+use super::fragment::{Fragment, FragmentSoftmax};
 use super::pipeline::KvPipeline;
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::{record_barriers, start_counting, Buffers, Problem};
@@ -176,15 +176,16 @@ pub unsafe fn flash_wgmma<
         // Keys 16kk .. 16kk + 15 are registers 8kk .. 8kk + 7: exactly an A fragment. All of P is
         // packed before the first product, so that the chain runs without a fence.
         let mut p_frag = G::Packed::ZERO;
-        for (kk, frag) in p_frag.as_mut().iter_mut().enumerate() {
+        for (kk, frag) in p_frag.tiles_mut().iter_mut().enumerate() {
             for (i, half2) in frag.iter_mut().enumerate() {
-                *half2 = T::pack(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
+                let s = s_acc.registers();
+                *half2 = T::pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
                 arch::fence_operand(half2);
             }
         }
         turns.wait();
         if active {
-            for (kk, &a) in p_frag.as_ref().iter().enumerate() {
+            for (kk, &a) in p_frag.tiles().iter().enumerate() {
                 chained!(
                     kk,
                     G::PV_STEPS,

@@ -21,7 +21,7 @@
 //! Tails need no care: the copy engine fills rows past the end of a sequence with zeros, and
 //! masking sends their scores to -inf.
 
-use super::fragment::{self, FragmentSoftmax};
+use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::Varlen;
 use super::{record_barriers, start_counting, Buffers, Problem};
@@ -257,8 +257,6 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
 #[inline(always)]
 pub unsafe fn flash_ws<
     T: Element,
-    // What Q, K and V hold: `T` itself, or `E4m3` (then V arrives transposed, `attention::fp8`).
-    I: Operand,
     const COUNT: bool,
     const D: usize,
     const BLOCK_N: usize,
@@ -269,8 +267,9 @@ pub unsafe fn flash_ws<
     const PERSISTENT: bool,
     // Packed sequences of their own lengths (`attention::varlen`): the varlen entry points.
     const VARLEN: bool,
-    // A consumer warpgroup's registers for a tile (`shape::Warpgroup`).
-    G: WarpgroupShape<Input = I>,
+    // A consumer warpgroup's registers for a tile (`shape::Warpgroup`), and what Q, K and V hold:
+    // `T` itself, or `E4m3` (then V arrives transposed, `attention::fp8`).
+    G: WarpgroupShape,
 >(
     io: Buffers,
     problem: Problem,
@@ -281,8 +280,9 @@ pub unsafe fn flash_ws<
         assert!(!(VARLEN && PERSISTENT));
         // 8-bit inputs: whole 128-byte rows of Q, K and transposed V, and the output through Q's
         // buffer (one item per block, dense), where the descales are the block's head's.
-        assert!(I::BYTES == 2 || ((D * I::BYTES).is_multiple_of(128) && BLOCK_N.is_multiple_of(128)));
-        assert!(I::BYTES == 2 || !(VARLEN || PERSISTENT));
+        let bytes = G::Input::BYTES;
+        assert!(bytes == 2 || ((D * bytes).is_multiple_of(128) && BLOCK_N.is_multiple_of(128)));
+        assert!(bytes == 2 || !(VARLEN || PERSISTENT));
     };
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
@@ -306,7 +306,7 @@ pub unsafe fn flash_ws<
     };
     // Q, K and V are read through the tensor maps.
     let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
-    let plan = Plan::<I, D, BLOCK_N, STAGES>::new(block_m);
+    let plan = Plan::<G::Input, D, BLOCK_N, STAGES>::new(block_m);
 
     if thread == 0 {
         arch::mbarrier_init(plan.q_full(), 1);
@@ -344,7 +344,7 @@ pub unsafe fn flash_ws<
     if warpgroup == 0 {
         arch::setmaxnreg_dec::<PRODUCER_REGS>();
         if thread == 0 {
-            produce::<I, D, BLOCK_N, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
+            produce::<G::Input, D, BLOCK_N, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
         }
     } else {
         arch::setmaxnreg_inc::<CONSUMER_REGS>();
@@ -357,7 +357,7 @@ pub unsafe fn flash_ws<
         tiles = for_each_item!(&schedule, |i, head, first_row, ring| {
             let last = schedule.item(i + 1).is_none();
             // Safety: `head` is one of the problem's heads.
-            let (item_problem, value_scale) = unsafe { descaled::<I>(&problem, head) };
+            let (item_problem, value_scale) = unsafe { descaled::<G::Input>(&problem, head) };
             let item = Item {
                 index: i,
                 head,
@@ -748,7 +748,8 @@ impl<
             let norm = state.normaliser() * item.value_scale;
             let tile_row = row - item.first_row;
             for j in 0..G::Output::REGS / 4 {
-                let (lo, hi) = (o_acc[4 * j + 2 * half], o_acc[4 * j + 2 * half + 1]);
+                let o = o_acc.registers();
+                let (lo, hi) = (o[4 * j + 2 * half], o[4 * j + 2 * half + 1]);
                 let at = q + swizzled::chunk_offset(tile_row, j as u32, block_m) + 4 * pair;
                 // Safety: inside this warpgroup's rows of Q's buffer, which no product reads now.
                 unsafe { arch::st_shared_u32(at, T::pack(lo * norm, hi * norm)) };
@@ -826,7 +827,7 @@ impl<
     #[inline(always)]
     unsafe fn attend<const LEAVE_RUNNING: bool>(&mut self, stage: u32) {
         let (o_acc, ops) = (&mut self.o_acc, &self.operands);
-        for (kk, &a) in self.p_frag.as_ref().iter().enumerate() {
+        for (kk, &a) in self.p_frag.tiles().iter().enumerate() {
             chained!(
                 kk,
                 G::PV_STEPS,
@@ -848,7 +849,7 @@ impl<
     /// before the first product that reads it and the chain runs without a fence.
     #[inline(always)]
     fn pack(&mut self) {
-        for (kk, frag) in self.p_frag.as_mut().iter_mut().enumerate() {
+        for (kk, frag) in self.p_frag.tiles_mut().iter_mut().enumerate() {
             *frag = G::pack(&self.s_acc, kk);
             for word in frag.iter_mut() {
                 arch::fence_operand(word);
