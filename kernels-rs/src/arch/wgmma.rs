@@ -359,7 +359,7 @@ pub fn fence_operand(value: &mut u32) {
 /// empty `asm!` per register, ordered after the wait like every other `asm!`) are what keep the
 /// compiler from reading an accumulator of a chain left running before this point.
 #[inline(always)]
-pub fn wgmma_wait<const N: u32, const R: usize>(acc: &mut [f32; R]) {
+pub fn wgmma_wait<const N: u32>(acc: &mut [f32]) {
     // Safety: waiting touches no memory.
     unsafe { asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack)) };
     for x in acc.iter_mut() {

@@ -205,7 +205,7 @@ pub unsafe fn flash_decode<
     kv.start();
     arch::cp_async_wait_stage::<STAGES>();
     arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
-    let q_frag = warp_mma::a_fragments::<W, ROW_TILES>(q_smem, 0, stride);
+    let q_frag = W::q_fragments::<ROW_TILES>(q_smem, 0, stride);
 
     // Every warp holds all the block's rows; a row past the packed ones sees every key (its
     // zero query gives finite scores, and it is never written).
@@ -217,7 +217,7 @@ pub unsafe fn flash_decode<
         }
     };
     let mut softmax = FragmentSoftmax::<ROW_TILES>::with_key_ends(&problem, 0, key_end);
-    let mut o_acc = [W::Output::ZERO; ROW_TILES];
+    let mut o_acc = [W::Output::zero(); ROW_TILES];
     let warp_key0 = warp * WARP_KEYS as u32; // this warp's first key inside each tile
     let loop_start = start_counting::<COUNT>(0);
 
@@ -227,9 +227,9 @@ pub unsafe fn flash_decode<
 
         // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
         let (k_tile, v_tile) = (kv.k_tile(stage), kv.v_tile(stage));
-        let mut s_acc = [W::Scores::ZERO; ROW_TILES];
+        let mut s_acc = [W::Scores::zero(); ROW_TILES];
         for ks in 0..W::Query::LEN {
-            let a = core::array::from_fn(|mt| q_frag[mt].tiles()[ks]);
+            let a = core::array::from_fn(|mt| *q_frag[mt].tile(ks));
             warp_mma::scores_step::<T, W, ROW_TILES>(&mut s_acc, &a, k_tile, warp_key0, stride, ks);
         }
         softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key + t * BLOCK_N as u32 + warp_key0);
@@ -358,7 +358,7 @@ impl<const D: usize> Merge<D> {
                 let weight = weight(warp_max[mt][half], row_max);
                 for j in 0..O::LEN {
                     let col = (8 * j) as u32 + 2 * pair;
-                    let x = &o_acc[mt].tiles()[j];
+                    let x = o_acc[mt].tile(j);
                     self.put_partial(warp, row, col, x[2 * half] * weight, x[2 * half + 1] * weight);
                 }
             }

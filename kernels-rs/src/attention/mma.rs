@@ -100,13 +100,13 @@ pub unsafe fn flash_mma<
     let warp_row0 = warp * warp_rows;
     let q_fragment = |mt: usize, ks: usize| warp_mma::a_fragment(q_smem, warp_row0, stride, mt, ks);
     let q_frag = if Q_IN_REGS {
-        warp_mma::a_fragments::<W, ROW_TILES>(q_smem, warp_row0, stride)
+        W::q_fragments::<ROW_TILES>(q_smem, warp_row0, stride)
     } else {
-        [W::Query::ZERO; ROW_TILES]
+        [W::Query::zero(); ROW_TILES]
     };
 
     let mut softmax = FragmentSoftmax::<ROW_TILES>::new(&problem, first_row + warp_row0);
-    let mut o_acc = [W::Output::ZERO; ROW_TILES];
+    let mut o_acc = [W::Output::zero(); ROW_TILES];
     let loop_start = start_counting::<COUNT>(0);
 
     for t in 0..tiles {
@@ -123,12 +123,12 @@ pub unsafe fn flash_mma<
 
             // S = Q K^T. One ldmatrix.x4 gives the B fragments of two adjacent 8-key tiles, used by
             // every row tile.
-            let mut s_acc = [W::Scores::ZERO; ROW_TILES];
+            let mut s_acc = [W::Scores::zero(); ROW_TILES];
             for ks in 0..W::Query::LEN {
                 let mut a = [[0u32; 4]; ROW_TILES];
                 for (mt, frag) in a.iter_mut().enumerate() {
                     *frag = if Q_IN_REGS {
-                        q_frag[mt].tiles()[ks]
+                        *q_frag[mt].tile(ks)
                     } else {
                         q_fragment(mt, ks)
                     };

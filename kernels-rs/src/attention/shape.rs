@@ -6,26 +6,40 @@
 //! carry their own length, which is how the const-generic products underneath get it back.
 
 use super::fragment::Fragment;
-use crate::arch;
+use super::warp_mma;
+use crate::arch::{self, SharedAddr};
 use crate::tile::Operand;
 
 /// A register's type: `f32` accumulators, `u32` packed operands.
 pub trait Register: Copy {
-    const ZERO: Self;
+    /// `N` zeroed fragments. A repeat expression of a literal zero, not a constant: a constant
+    /// array is copied from a global, and LLVM orders the registers it starts differently.
+    fn zero_tiles<const N: usize>() -> [[Self; 4]; N];
 }
 
 impl Register for f32 {
-    const ZERO: Self = 0.0;
+    #[inline(always)]
+    fn zero_tiles<const N: usize>() -> [[Self; 4]; N] {
+        [[0.0; 4]; N]
+    }
 }
 
 impl Register for u32 {
-    const ZERO: Self = 0;
+    #[inline(always)]
+    fn zero_tiles<const N: usize>() -> [[Self; 4]; N] {
+        [[0; 4]; N]
+    }
 }
 
 /// `N` `mma.sync` fragments of one thread, four registers each: `[[E; 4]; N]`.
 pub trait Tiles<E>: Copy {
     const LEN: usize;
-    const ZERO: Self;
+    /// All zeros (`Register::zero_tiles`).
+    fn zero() -> Self;
+    /// Fragment `i`, indexed as the array itself (the same bounds check as a literal array's).
+    fn tile(&self, i: usize) -> &[E; 4];
+    /// The same, to write.
+    fn tile_mut(&mut self, i: usize) -> &mut [E; 4];
     /// The fragments, in order.
     fn tiles(&self) -> &[[E; 4]];
     /// The same, to write.
@@ -34,7 +48,18 @@ pub trait Tiles<E>: Copy {
 
 impl<E: Register, const N: usize> Tiles<E> for [[E; 4]; N] {
     const LEN: usize = N;
-    const ZERO: Self = [[E::ZERO; 4]; N];
+    #[inline(always)]
+    fn zero() -> Self {
+        E::zero_tiles()
+    }
+    #[inline(always)]
+    fn tile(&self, i: usize) -> &[E; 4] {
+        &self[i]
+    }
+    #[inline(always)]
+    fn tile_mut(&mut self, i: usize) -> &mut [E; 4] {
+        &mut self[i]
+    }
     #[inline(always)]
     fn tiles(&self) -> &[[E; 4]] {
         self
@@ -56,6 +81,18 @@ pub trait WarpShape {
     type Output: Tiles<f32> + Fragment;
     /// Q as A fragments: a 16 x 16 per 16 columns of the head dim (a k-step of S = Q K^T).
     type Query: Tiles<u32>;
+
+    /// Q's A fragments of `ROW_TILES` row tiles (`warp_mma::a_fragments` at this shape's k-steps).
+    /// A method of the shape, not a loop over `Query` in the kernel: written against the array's
+    /// own length, the loop compiles as it did before shapes were types.
+    ///
+    /// # Safety
+    /// As `warp_mma::a_fragments`.
+    unsafe fn q_fragments<const ROW_TILES: usize>(
+        tile: SharedAddr,
+        first_row: u32,
+        stride: u32,
+    ) -> [Self::Query; ROW_TILES];
 }
 
 /// The [`WarpShape`] of `8 N_TILES` keys and head dim `8 D_TILES = 16 K_STEPS`.
@@ -72,22 +109,30 @@ impl<const N_TILES: usize, const D_TILES: usize, const K_STEPS: usize> WarpShape
     type Scores = [[f32; 4]; N_TILES];
     type Output = [[f32; 4]; D_TILES];
     type Query = [[u32; 4]; K_STEPS];
+
+    #[inline(always)]
+    unsafe fn q_fragments<const ROW_TILES: usize>(
+        tile: SharedAddr,
+        first_row: u32,
+        stride: u32,
+    ) -> [Self::Query; ROW_TILES] {
+        // Safety: the caller's contract.
+        unsafe { warp_mma::a_fragments::<ROW_TILES, K_STEPS>(tile, first_row, stride) }
+    }
 }
 
 /// One thread's `wgmma` accumulators of a 64-row product, `[f32; R]` for `2R` columns.
 pub trait Accumulator: Fragment + Copy {
     const REGS: usize;
-    const ZERO: Self;
-    /// `arch::wgmma_wait`: at most `N` chains still running, then these registers pinned.
-    fn wait<const N: u32>(&mut self);
+    /// All zeros (a repeat expression: `Register::zero_tiles`).
+    fn zero() -> Self;
 }
 
 impl<const R: usize> Accumulator for [f32; R] {
     const REGS: usize = R;
-    const ZERO: Self = [0.0; R];
     #[inline(always)]
-    fn wait<const N: u32>(&mut self) {
-        arch::wgmma_wait::<N, R>(self)
+    fn zero() -> Self {
+        [0.0; R]
     }
 }
 

@@ -22,20 +22,21 @@ pub unsafe fn a_fragment(tile: SharedAddr, first_row: u32, stride: u32, mt: usiz
     unsafe { arch::ldmatrix_x4(tile + row * stride + col * 2) }
 }
 
-/// Every A fragment of `ROW_TILES` row tiles, all of `W`'s k-steps (`a_fragment`): Q kept in
-/// registers for the whole KV loop.
+/// Every A fragment of `ROW_TILES` row tiles and `K_STEPS` k-steps (`a_fragment`): Q kept in
+/// registers for the whole KV loop. Kernels reach it through their shape
+/// (`WarpShape::q_fragments`), which knows `K_STEPS`.
 ///
 /// # Safety
 /// As `a_fragment`, for every row tile and k-step.
 #[inline(always)]
-pub unsafe fn a_fragments<W: WarpShape, const ROW_TILES: usize>(
+pub unsafe fn a_fragments<const ROW_TILES: usize, const K_STEPS: usize>(
     tile: SharedAddr,
     first_row: u32,
     stride: u32,
-) -> [W::Query; ROW_TILES] {
-    let mut frags = [W::Query::ZERO; ROW_TILES];
+) -> [[[u32; 4]; K_STEPS]; ROW_TILES] {
+    let mut frags = [[[0u32; 4]; K_STEPS]; ROW_TILES];
     for (mt, row_tile) in frags.iter_mut().enumerate() {
-        for (ks, frag) in row_tile.tiles_mut().iter_mut().enumerate() {
+        for (ks, frag) in row_tile.iter_mut().enumerate() {
             // Safety: the caller's contract.
             *frag = unsafe { a_fragment(tile, first_row, stride, mt, ks) };
         }
@@ -67,9 +68,8 @@ pub unsafe fn scores_step<T: Element, W: WarpShape, const ROW_TILES: usize>(
         // Safety: inside the tile, the caller's contract.
         let b = unsafe { arch::ldmatrix_x4(k_tile + key_row * stride + col * 2) };
         for mt in 0..ROW_TILES {
-            let s = s_acc[mt].tiles_mut();
-            T::mma(&mut s[2 * jp], a[mt], [b[0], b[1]]);
-            T::mma(&mut s[2 * jp + 1], a[mt], [b[2], b[3]]);
+            T::mma(s_acc[mt].tile_mut(2 * jp), a[mt], [b[0], b[1]]);
+            T::mma(s_acc[mt].tile_mut(2 * jp + 1), a[mt], [b[2], b[3]]);
         }
     }
 }
@@ -92,8 +92,7 @@ pub unsafe fn attend<T: Element, W: WarpShape, const ROW_TILES: usize>(
     for kk in 0..W::KEYS / 16 {
         let mut a = [[0u32; 4]; ROW_TILES];
         for (mt, frag) in a.iter_mut().enumerate() {
-            let s = s_acc[mt].tiles();
-            let (lo, hi) = (&s[2 * kk], &s[2 * kk + 1]);
+            let (lo, hi) = (s_acc[mt].tile(2 * kk), s_acc[mt].tile(2 * kk + 1));
             *frag = [
                 T::pack(lo[0], lo[1]),
                 T::pack(lo[2], lo[3]),
@@ -107,10 +106,10 @@ pub unsafe fn attend<T: Element, W: WarpShape, const ROW_TILES: usize>(
             // Safety: inside the tile, the caller's contract.
             let b = unsafe { arch::ldmatrix_x4_trans(v_tile + key_row * stride + col * 2) };
             for mt in 0..ROW_TILES {
-                let o = o_acc[mt].tiles_mut();
-                T::mma(&mut o[2 * dp], a[mt], [b[0], b[1]]);
-                T::mma(&mut o[2 * dp + 1], a[mt], [b[2], b[3]]);
+                T::mma(o_acc[mt].tile_mut(2 * dp), a[mt], [b[0], b[1]]);
+                T::mma(o_acc[mt].tile_mut(2 * dp + 1), a[mt], [b[2], b[3]]);
             }
         }
     }
 }
+

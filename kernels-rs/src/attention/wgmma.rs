@@ -138,7 +138,7 @@ pub unsafe fn flash_wgmma<
     };
 
     let turns = Turns::<PINGPONG, WARPGROUPS>::new(warpgroup);
-    let mut o_acc = G::Output::ZERO;
+    let mut o_acc = G::Output::zero();
     let loop_start = start_counting::<COUNT>(0);
 
     for t in 0..tiles {
@@ -152,7 +152,7 @@ pub unsafe fn flash_wgmma<
         // A warpgroup-uniform branch: wgmma needs all four warps. The turns are taken either way,
         // so that a warpgroup past its keys never stalls the ring.
         let active = first_key < group_key_end;
-        let mut s_acc = G::Scores::ZERO;
+        let mut s_acc = G::Scores::zero();
         turns.wait();
         if active {
             for ks in 0..k_steps {
@@ -175,7 +175,7 @@ pub unsafe fn flash_wgmma<
 
         // Keys 16kk .. 16kk + 15 are registers 8kk .. 8kk + 7: exactly an A fragment. All of P is
         // packed before the first product, so that the chain runs without a fence.
-        let mut p_frag = G::Packed::ZERO;
+        let mut p_frag = G::Packed::zero();
         for (kk, frag) in p_frag.tiles_mut().iter_mut().enumerate() {
             for (i, half2) in frag.iter_mut().enumerate() {
                 let s = s_acc.registers();

@@ -663,12 +663,12 @@ impl<
             lane: arch::lane_id(),
             ring: item.ring,
             reuses_q,
-            o_acc: G::Output::ZERO,
+            o_acc: G::Output::zero(),
             // S is never zeroed: the first product of a chain overwrites it (`accumulate` false),
             // and reusing one array keeps non-wgmma writes out of the chains that ptxas would have
             // to fence.
-            s_acc: G::Scores::ZERO,
-            p_frag: G::Packed::ZERO,
+            s_acc: G::Scores::zero(),
+            p_frag: G::Packed::zero(),
         }
     }
 
@@ -938,11 +938,11 @@ impl<
                 fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                 self.attend::<true>(prev_stage);
                 self.turns.pass();
-                self.s_acc.wait::<1>();
+                arch::wgmma_wait::<1>(self.s_acc.registers_mut());
                 self.release(K_EMPTY, stage);
                 correction = self.probabilities(t);
                 arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
-                self.o_acc.wait::<0>();
+                arch::wgmma_wait::<0>(self.o_acc.registers_mut());
                 self.release(V_EMPTY, prev_stage);
                 self.pack();
             } else {
