@@ -7,7 +7,7 @@
 
 use super::fragment::Fragment;
 use super::warp_mma;
-use crate::arch::{self, SharedAddr};
+use crate::arch::SharedAddr;
 use crate::tile::Operand;
 
 /// A register's type: `f32` accumulators, `u32` packed operands.
@@ -124,7 +124,7 @@ impl<const N_TILES: usize, const D_TILES: usize, const K_STEPS: usize> WarpShape
 /// One thread's `wgmma` accumulators of a 64-row product, `[f32; R]` for `2R` columns.
 pub trait Accumulator: Fragment + Copy {
     const REGS: usize;
-    /// All zeros (a repeat expression: `Register::zero_tiles`).
+    /// All zeros, from a repeat expression (see `Register::zero_tiles`).
     fn zero() -> Self;
 }
 

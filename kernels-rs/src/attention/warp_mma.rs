@@ -112,4 +112,3 @@ pub unsafe fn attend<T: Element, W: WarpShape, const ROW_TILES: usize>(
         }
     }
 }
-

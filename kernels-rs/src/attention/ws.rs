@@ -65,44 +65,31 @@ pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize,
         + 8 * (2 + 4 * stages as u32)
 }
 
-/// Where the tiles and the barriers live in shared memory.
-struct Plan<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> {
+/// Where the tiles and the barriers live in shared memory, for tiles of shape `G` (its keys, head
+/// dim and operand) in a ring of `STAGES` slots.
+struct Plan<G: WarpgroupShape, const STAGES: usize> {
     q: SharedAddr,
     kv: SharedAddr,
     barriers: SharedAddr,
-    _input: core::marker::PhantomData<I>,
+    _shape: core::marker::PhantomData<G>,
 }
 
-// By hand: a derive would ask the operand's marker type `I` to be `Copy` as well.
-impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Clone
-    for Plan<I, D, BLOCK_N, STAGES>
-{
-    #[inline(always)]
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Copy
-    for Plan<I, D, BLOCK_N, STAGES>
-{
-}
-
-impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Plan<I, D, BLOCK_N, STAGES> {
+impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     /// Bytes of a K or V tile (V transposed or not: the same elements).
-    const KV_TILE: u32 = (BLOCK_N * D * I::BYTES) as u32;
-    /// Bytes of a row of Q or K: `D * I::BYTES`, in column blocks of 128.
-    const ROW_BYTES: u32 = (D * I::BYTES) as u32;
+    const KV_TILE: u32 = (G::KEYS * G::D * G::Input::BYTES) as u32;
+    /// Bytes of a row of Q or K: `D * BYTES`, in column blocks of 128.
+    const ROW_BYTES: u32 = (G::D * G::Input::BYTES) as u32;
 
     #[inline(always)]
     fn new(block_m: u32) -> Self {
         let q = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
-        let kv = q + swizzled::tile_bytes(block_m as usize, D);
+        let kv = q + swizzled::tile_bytes(block_m as usize, G::D);
         let barriers = kv + 2 * STAGES as u32 * Self::KV_TILE;
         Plan {
             q,
             kv,
             barriers,
-            _input: core::marker::PhantomData,
+            _shape: core::marker::PhantomData,
         }
     }
     #[inline(always)]
@@ -306,7 +293,7 @@ pub unsafe fn flash_ws<
     };
     // Q, K and V are read through the tensor maps.
     let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
-    let plan = Plan::<G::Input, D, BLOCK_N, STAGES>::new(block_m);
+    let plan = Plan::<G, STAGES>::new(block_m);
 
     if thread == 0 {
         arch::mbarrier_init(plan.q_full(), 1);
@@ -344,7 +331,7 @@ pub unsafe fn flash_ws<
     if warpgroup == 0 {
         arch::setmaxnreg_dec::<PRODUCER_REGS>();
         if thread == 0 {
-            produce::<G::Input, D, BLOCK_N, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
+            produce::<G, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
         }
     } else {
         arch::setmaxnreg_inc::<CONSUMER_REGS>();
@@ -367,7 +354,7 @@ pub unsafe fn flash_ws<
                 last,
                 value_scale,
             };
-            Consumer::<G, D, BLOCK_N, STAGES, PINGPONG>::new(
+            Consumer::<G, STAGES, PINGPONG>::new(
                 &plan,
                 &item_problem,
                 consumer,
@@ -375,7 +362,7 @@ pub unsafe fn flash_ws<
                 &item,
                 PERSISTENT,
             )
-            .run::<T>(
+            .run::<T, D>(
                 &item_problem,
                 out,
                 &item,
@@ -415,14 +402,8 @@ unsafe fn descaled<I: Operand>(problem: &Problem, head: usize) -> (Problem, f32)
 /// The producer: one thread issues every copy of the block. The ring's slots and phases run on
 /// across work items (`ring` counts the KV tiles issued so far).
 #[inline(always)]
-unsafe fn produce<
-    I: Operand,
-    const D: usize,
-    const BLOCK_N: usize,
-    const STAGES: usize,
-    const PERSISTENT: bool,
->(
-    plan: &Plan<I, D, BLOCK_N, STAGES>,
+unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool>(
+    plan: &Plan<G, STAGES>,
     problem: &Problem,
     maps: *const u8,
     schedule: &Schedule<PERSISTENT>,
@@ -433,15 +414,15 @@ unsafe fn produce<
     }
     let heads = problem.heads as usize;
     let block_m = schedule.block_m;
-    let kv_bytes = Plan::<I, D, BLOCK_N, STAGES>::KV_TILE;
+    let kv_bytes = Plan::<G, STAGES>::KV_TILE;
     // A box is 128 bytes of a row (the swizzle span) by a tile's rows: `128 / BYTES` elements.
-    let box_columns = 128 / I::BYTES as i32;
+    let box_columns = 128 / G::Input::BYTES as i32;
     for_each_item!(schedule, |i, head, first_row, ring| {
         // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
         let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
         let kv_head = q_head / problem.kv_group as i32;
         // A tile of Q or K is a box per 128 bytes of its rows, one column block each.
-        let row_bytes = Plan::<I, D, BLOCK_N, STAGES>::ROW_BYTES;
+        let row_bytes = Plan::<G, STAGES>::ROW_BYTES;
         let load = |dst: SharedAddr, rows: u32, m: usize, bar: SharedAddr, row: u32, head: i32| {
             for block in 0..row_bytes / 128 {
                 let at = [box_columns * block as i32, row as i32, head, batch];
@@ -450,10 +431,10 @@ unsafe fn produce<
         };
         // Transposed V (`[D, keys]` per head): a box per 128 keys, D rows each.
         let load_transposed = |dst: SharedAddr, bar: SharedAddr, first_key: u32, head: i32| {
-            for block in 0..(BLOCK_N * I::BYTES) as u32 / 128 {
+            for block in 0..(G::KEYS * G::Input::BYTES) as u32 / 128 {
                 let at = [first_key as i32 + box_columns * block as i32, 0, head, batch];
                 arch::tma_load_4d(
-                    dst + block * swizzled::column_block_bytes(D as u32),
+                    dst + block * swizzled::column_block_bytes(G::D as u32),
                     map(MAP_V),
                     bar,
                     at,
@@ -468,21 +449,21 @@ unsafe fn produce<
         // Varlen: the sequence's rows start at its first packed row (0 otherwise).
         let q_row = problem.varlen.q_start + first_row;
         load(plan.q, block_m, MAP_Q, plan.q_full(), q_row, q_head);
-        let tiles = problem.kv_tiles(first_row, block_m, BLOCK_N as u32);
+        let tiles = problem.kv_tiles(first_row, block_m, G::KEYS as u32);
         for t in 0..tiles {
             let (stage, parity) = slot::<STAGES>(ring + t);
-            let first_key = problem.varlen.k_start + t * BLOCK_N as u32;
+            let first_key = problem.varlen.k_start + t * G::KEYS as u32;
             arch::mbarrier_wait(plan.barrier(K_EMPTY, stage), parity ^ 1);
             arch::mbarrier_arrive_expect_tx(plan.barrier(K_FULL, stage), kv_bytes);
             let k_full = plan.barrier(K_FULL, stage);
-            load(plan.k(stage), BLOCK_N as u32, MAP_K, k_full, first_key, kv_head);
+            load(plan.k(stage), G::KEYS as u32, MAP_K, k_full, first_key, kv_head);
             arch::mbarrier_wait(plan.barrier(V_EMPTY, stage), parity ^ 1);
             arch::mbarrier_arrive_expect_tx(plan.barrier(V_FULL, stage), kv_bytes);
             let v_full = plan.barrier(V_FULL, stage);
-            if I::V_TRANSPOSED {
+            if G::Input::V_TRANSPOSED {
                 load_transposed(plan.v(stage), v_full, first_key, kv_head);
             } else {
-                load(plan.v(stage), BLOCK_N as u32, MAP_V, v_full, first_key, kv_head);
+                load(plan.v(stage), G::KEYS as u32, MAP_V, v_full, first_key, kv_head);
             }
         }
         tiles
@@ -508,29 +489,29 @@ struct Item {
 /// V tiles of ring slot 0, all in the 128-byte swizzle layout the copy engine wrote. The operand of
 /// each product is one of them moved by a constant and a slot's stride: one add, where building
 /// the descriptor per `wgmma` cost ten instructions (docs/perf-notes.md, v13).
-struct Operands<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> {
+struct Operands<G: WarpgroupShape, const STAGES: usize> {
     q: SmemDescriptor,
     k: SmemDescriptor,
     v: SmemDescriptor,
     /// Bytes of one 128-byte column block of Q (K-major: `block_m` rows of 128 bytes).
     q_column_block: u32,
-    _input: core::marker::PhantomData<I>,
+    _shape: core::marker::PhantomData<G>,
 }
 
-impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Operands<I, D, BLOCK_N, STAGES> {
+impl<G: WarpgroupShape, const STAGES: usize> Operands<G, STAGES> {
     /// Bytes from one ring slot to the next (its K tile and its V tile).
-    const SLOT_BYTES: u32 = 2 * Plan::<I, D, BLOCK_N, STAGES>::KV_TILE;
+    const SLOT_BYTES: u32 = 2 * Plan::<G, STAGES>::KV_TILE;
 
     #[inline(always)]
-    fn new(plan: &Plan<I, D, BLOCK_N, STAGES>, block_m: u32, group_row0: u32) -> Self {
+    fn new(plan: &Plan<G, STAGES>, block_m: u32, group_row0: u32) -> Self {
         // V as it sits: transposed, K-major like K (column blocks of D rows); or its own rows,
         // read MN-major (column blocks of BLOCK_N rows).
-        let v = if I::V_TRANSPOSED {
+        let v = if G::Input::V_TRANSPOSED {
             SmemDescriptor::sw128(plan.v(0), 16, ATOM_BYTES)
         } else {
             SmemDescriptor::sw128(
                 plan.v(0),
-                swizzled::column_block_bytes(BLOCK_N as u32),
+                swizzled::column_block_bytes(G::KEYS as u32),
                 ATOM_BYTES,
             )
         };
@@ -539,7 +520,7 @@ impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Oper
             k: SmemDescriptor::sw128(plan.k(0), 16, ATOM_BYTES),
             v,
             q_column_block: swizzled::column_block_bytes(block_m),
-            _input: core::marker::PhantomData,
+            _shape: core::marker::PhantomData,
         }
     }
 
@@ -557,7 +538,7 @@ impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Oper
     #[inline(always)]
     fn k(&self, stage: u32, ks: usize) -> u64 {
         let ks = ks as u32;
-        let column = (ks / 4) * swizzled::column_block_bytes(BLOCK_N as u32) + (ks % 4) * 32;
+        let column = (ks / 4) * swizzled::column_block_bytes(G::KEYS as u32) + (ks % 4) * 32;
         self.k.offset(stage * Self::SLOT_BYTES + column).get()
     }
 
@@ -567,8 +548,8 @@ impl<I: Operand, const D: usize, const BLOCK_N: usize, const STAGES: usize> Oper
     #[inline(always)]
     fn v(&self, stage: u32, kk: usize) -> u64 {
         let kk = kk as u32;
-        let step = if I::V_TRANSPOSED {
-            (kk / 4) * swizzled::column_block_bytes(D as u32) + (kk % 4) * 32
+        let step = if G::Input::V_TRANSPOSED {
+            (kk / 4) * swizzled::column_block_bytes(G::D as u32) + (kk % 4) * 32
         } else {
             kk * 2 * ATOM_BYTES
         };
@@ -607,18 +588,11 @@ impl<const PINGPONG: bool> Turns<PINGPONG> {
     }
 }
 
-/// One consumer warpgroup's state through the KV loop. The output's element type is the
-/// epilogue's alone (`run`).
-struct Consumer<
-    'a,
-    G: WarpgroupShape,
-    const D: usize,
-    const BLOCK_N: usize,
-    const STAGES: usize,
-    const PINGPONG: bool,
-> {
-    plan: &'a Plan<G::Input, D, BLOCK_N, STAGES>,
-    operands: Operands<G::Input, D, BLOCK_N, STAGES>,
+/// One consumer warpgroup's state through the KV loop, for tiles of shape `G`. The output's
+/// element type and row length are the epilogue's alone (`run`).
+struct Consumer<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> {
+    plan: &'a Plan<G, STAGES>,
+    operands: Operands<G, STAGES>,
     turns: Turns<PINGPONG>,
     softmax: FragmentSoftmax<1>,
     /// `key_end` of the group's last row, the largest: tiles from there on have no key for it.
@@ -633,20 +607,12 @@ struct Consumer<
     p_frag: G::Packed,
 }
 
-impl<
-        'a,
-        G: WarpgroupShape,
-        const D: usize,
-        const BLOCK_N: usize,
-        const STAGES: usize,
-        const PINGPONG: bool,
-    > Consumer<'a, G, D, BLOCK_N, STAGES, PINGPONG>
-{
+impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<'a, G, STAGES, PINGPONG> {
     /// Consumer warpgroup `consumer` of `consumers` at the start of `item`. With `reuses_q` (the
     /// persistent kernel) it releases Q's buffer once its last S = Q K^T of the item is done.
     #[inline(always)]
     fn new(
-        plan: &'a Plan<G::Input, D, BLOCK_N, STAGES>,
+        plan: &'a Plan<G, STAGES>,
         problem: &Problem,
         consumer: u32,
         consumers: u32,
@@ -678,10 +644,12 @@ impl<
     ///
     /// # Safety
     /// `out` is the problem's output and `item.head` one of its heads; the plan's barriers exist;
-    /// `staged_output`, if given, is the encoded map of `out` in boxes of 64 rows.
+    /// `staged_output`, if given, is the encoded map of `out` in boxes of 64 rows. `D` is the
+    /// shape's head dim, `G::D`, as the const parameter that `finish` needs (stable Rust cannot
+    /// pass an associated constant as one).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn run<T: Element>(
+    unsafe fn run<T: Element, const D: usize>(
         mut self,
         problem: &Problem,
         out: *mut u16,
@@ -691,6 +659,7 @@ impl<
         overlap: bool,
         staged_output: Option<*const u8>,
     ) -> u32 {
+        const { assert!(D == G::D) };
         if PINGPONG && item.index == 0 && consumer + 1 == consumers {
             self.turns.pass(); // consumer 0 goes first
         }
@@ -761,7 +730,7 @@ impl<
             let heads = problem.heads as usize;
             let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
             let first_row = (item.first_row + group_row0) as i32;
-            for block in 0..D as u32 / 64 {
+            for block in 0..G::D as u32 / 64 {
                 let src = q + block * swizzled::column_block_bytes(block_m) + group_row0 * ROW_BYTES;
                 arch::tma_store_4d(map, src, [64 * block as i32, first_row, q_head, batch]);
             }
@@ -775,7 +744,7 @@ impl<
     /// needs all four warps. A group's active tiles are a prefix of the loop.
     #[inline(always)]
     fn active(&self, t: u32) -> bool {
-        t * (BLOCK_N as u32) < self.group_key_end
+        t * (G::KEYS as u32) < self.group_key_end
     }
 
     /// The ring slot of this item's tile `t` and the parity of its round.
@@ -812,7 +781,7 @@ impl<
     #[inline(always)]
     unsafe fn scores<const LEAVE_RUNNING: bool>(&mut self, stage: u32) {
         let (s_acc, ops) = (&mut self.s_acc, &self.operands);
-        let steps = D * G::Input::BYTES / 32;
+        let steps = G::D * G::Input::BYTES / 32;
         for ks in 0..steps {
             chained!(
                 ks,
@@ -841,7 +810,7 @@ impl<
     #[inline(always)]
     fn probabilities(&mut self, t: u32) -> [[f32; 2]; 1] {
         self.softmax
-            .probabilities(core::array::from_mut(&mut self.s_acc), t * BLOCK_N as u32)
+            .probabilities(core::array::from_mut(&mut self.s_acc), t * G::KEYS as u32)
     }
 
     /// Packs the probabilities into `wgmma` A fragments, one per `K_STEP` keys
