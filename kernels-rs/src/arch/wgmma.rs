@@ -357,7 +357,9 @@ pub fn fence_operand(value: &mut u32) {
 /// Emits `wgmma.wait_group.sync.aligned N`, then pins every accumulator of the chain it collects:
 /// waits until at most `N` committed chains of this warpgroup are still running. The pins (one
 /// empty `asm!` per register, ordered after the wait like every other `asm!`) are what keep the
-/// compiler from reading an accumulator of a chain left running before this point.
+/// compiler from reading an accumulator of a chain left running before this point. A slice, so
+/// that a kernel whose accumulators are a shape's associated type passes `registers_mut()`
+/// straight in: a trait method wrapped around this call moved code in the overlapped loop.
 #[inline(always)]
 pub fn wgmma_wait<const N: u32>(acc: &mut [f32]) {
     // Safety: waiting touches no memory.

@@ -36,7 +36,7 @@ pub trait Tiles<E>: Copy {
     const LEN: usize;
     /// All zeros (`Register::zero_tiles`).
     fn zero() -> Self;
-    /// Fragment `i`, indexed as the array itself (the same bounds check as a literal array's).
+    /// Fragment `i`.
     fn tile(&self, i: usize) -> &[E; 4];
     /// The same, to write.
     fn tile_mut(&mut self, i: usize) -> &mut [E; 4];
