@@ -369,7 +369,11 @@ impl Spec {
         match self.family {
             Family::FlashDecode => true,
             Family::FlashWs => !self.persistent,
-            _ => false,
+            Family::Naive
+            | Family::FlashScalar
+            | Family::FlashMma
+            | Family::FlashWgmma
+            | Family::FlashWsFp8 => false,
         }
     }
 
