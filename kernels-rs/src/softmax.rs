@@ -2,10 +2,9 @@
 //!
 //! Scores arrive tile by tile. For each row we keep a running maximum of the raw scores seen
 //! (`row_max`: the largest, or with `rescale_lazily` one at most `MAX_SLACK_LOG2` below it once
-//! scaled) and the sum of
-//! `2^(score*scale_log2 - row_max*scale_log2)` over the keys seen (`row_sum`). When a tile raises
-//! the maximum, everything accumulated so far is multiplied by `2^(old - new)`: the correction
-//! factor returned by `rescale`. `log2(e)` is folded into `scale_log2` by the host, so
+//! scaled) and the sum of `2^(score*scale_log2 - row_max*scale_log2)` over the keys seen
+//! (`row_sum`). When a tile raises the maximum, everything accumulated so far is multiplied by
+//! `2^(old - new)`: the correction factor returned by `rescale`. `log2(e)` is folded into `scale_log2` by the host, so
 //! `exp2` (one `ex2.approx`) is the only transcendental and each probability costs one FMA.
 //!
 //! Masked scores are `-inf`. A row that has seen only masked keys keeps `row_max = -inf`; the
@@ -52,13 +51,13 @@ impl RowState {
     }
 
     /// `rescale`, except that the row keeps its maximum (and the factor is 1) while the tile's
-    /// exceeds it by at most `slack_log2` once scaled: see `MAX_SLACK_LOG2`.
+    /// exceeds it by at most `MAX_SLACK_LOG2` once scaled.
     #[inline(always)]
-    pub fn rescale_lazily(&mut self, tile_max: f32, scale_log2: f32, slack_log2: f32) -> f32 {
+    pub fn rescale_lazily(&mut self, tile_max: f32, scale_log2: f32) -> f32 {
         // A select, not an early return: a predicated `ex2` for the factor measured slower
         // (docs/perf-notes.md, v16). (-inf) - (-inf) is NaN, which fails the test: an empty row
         // takes its first maximum.
-        let kept = (tile_max - self.row_max) * scale_log2 <= slack_log2;
+        let kept = (tile_max - self.row_max) * scale_log2 <= MAX_SLACK_LOG2;
         self.rescale(if kept { self.row_max } else { tile_max }, scale_log2)
     }
 

@@ -205,11 +205,8 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         let mut correction = [[1.0f32; 2]; ROW_TILES];
         for mt in 0..ROW_TILES {
             for half in 0..2 {
-                correction[mt][half] = self.state[mt][half].rescale_lazily(
-                    tile_max[mt][half],
-                    self.scale_log2,
-                    softmax::MAX_SLACK_LOG2,
-                );
+                correction[mt][half] =
+                    self.state[mt][half].rescale_lazily(tile_max[mt][half], self.scale_log2);
             }
         }
         correction
@@ -294,8 +291,8 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
 }
 
 /// Scales the output accumulators by the row halves' corrections, unless no row of the warp moved
-/// its maximum: once the running maxima settle most tiles raise none, and the branch (warp-uniform)
-/// skips the D-wide multiply.
+/// its maximum: with the kept maxima of `RowState::rescale_lazily` almost no tile after the first
+/// moves one, and the branch (warp-uniform) skips the D-wide multiply.
 #[inline(always)]
 pub fn rescale<O: Fragment, const ROW_TILES: usize>(
     out: &mut [O; ROW_TILES],
