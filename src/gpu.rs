@@ -1140,7 +1140,7 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 ///
 /// | arch | head dim | big (>= one wave of 128-row blocks) | small                    |
 /// |------|----------|-------------------------------------|--------------------------|
-/// | 90   | 64       | ws m128_n192_s3_ov                  | ws m128_n128_s2_pp_ov    |
+/// | 90   | 64       | ws m128_n128_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
 /// | 90   | 128      | ws m128_n176_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
 /// | 90   | 256      | ws m128_n80_s2_pp_ov                | ws m128_n80_s2_pp_ov     |
 /// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
@@ -1149,9 +1149,10 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// Small problems wanted more, smaller blocks before `flash_ws` (at (2,8,512,64) the 128-row tiles
 /// give 64 blocks for 132 SMs); on Hopper it now wins there too: at (1,8,2048,128) 30 us against
 /// `flash_wgmma`'s 45 (cuDNN 31.6), at (1,8,2048,64) 23 us against `flash_mma`'s 40 (cuDNN 22.6),
-/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). At head dim 64 the big problems take
-/// the 192-key tiles (since v15 1.4-5% faster than the 128-key pair at (2,8,2048,64),
-/// (4,16,2048,64) and (2,16,4096,64) in evidence/bench_h100.json). At head dim 256 ping-pong pays
+/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). At head dim 64 the big problems took
+/// the 192-key tiles from v15 to v16; since v17 (the causal order) the 128-key ping-pong pair is
+/// ahead again, 2-4% at (4,16,2048,64) and (2,16,4096,64) and 4% causal, in three interleaved
+/// calls (evidence/session11/). At head dim 256 ping-pong pays
 /// since the lazy rescale (v16): 4-8% at (2,16,4096,256), a tie at (1,4,2048,256) causal
 /// (evidence/session10/lazy_rescale/call5_s4/). The tuned table keeps `flash_mma`
 /// for the smallest head-dim-64 problems it measured faster. Decode-like problems go to
@@ -1161,7 +1162,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         big: true,
-        kernel: "flash_ws_m128_n192_s3_ov_mbarrier",
+        kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
@@ -1499,7 +1500,7 @@ mod tests {
         );
         assert_eq!(
             default_variant(Shape::new(2, 16, 4096, 64), 132, 90).name,
-            "flash_ws_m128_n192_s3_ov_mbarrier"
+            "flash_ws_m128_n128_s2_pp_ov_mbarrier"
         );
         assert_eq!(
             default_variant(Shape::new(2, 16, 4096, 256), 132, 90).name,

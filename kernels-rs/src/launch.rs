@@ -94,6 +94,148 @@ pub mod fp8_transpose {
     pub const SMEM_BYTES: u32 = TILE * PITCH;
 }
 
+/// The order in which a causal grid's blocks take their work items (`Problem::block_item` and the
+/// persistent `flash_ws` schedule on the device); here so that the host's tests check it.
+///
+/// A causal row block sees more keys the later it is. In the grid's own order (row block x of
+/// head y, the hardware starting blocks in x, then y order) the last heads' last row blocks, the
+/// longest items, start last and the other SMs wait for them. The blocks that start last should
+/// be short ones (longest processing time first: docs/perf-notes.md, v17). Taken across all heads
+/// at once, though, the blocks working together read every head's K and V, which overflow L2 (13%
+/// slower, v12); so the heads go in groups whose K and V fit in a share of L2, and each group's
+/// row blocks run last to first across its heads.
+pub mod causal_order {
+    /// The share of L2 (a quarter of the H100's 50 MB) that a group's K and V may fill: Q and the
+    /// output stream through L2 as well.
+    pub const L2_SHARE_BYTES: u64 = 12 << 20;
+
+    /// The most query heads a group may have: a power of two of them whose K and V (`seq_k` rows
+    /// of `head_dim` 16-bit elements, shared by `kv_group` query heads) fit in `L2_SHARE_BYTES`
+    /// together; at least 1. (A power of two, because head counts are: groups of three or six made
+    /// an odd group out at the end, which left SMs idle in the model of docs/perf-notes.md, v17.)
+    #[inline(always)]
+    pub fn max_heads_per_group(seq_k: u32, head_dim: u32, kv_group: u32) -> u32 {
+        // p heads fit when p x (one KV head's bytes) <= share x kv_group; no division (a
+        // 64-bit one is a long software routine on the GPU).
+        let kv_bytes = (seq_k as u64 * head_dim as u64 * 4).max(1);
+        let budget = L2_SHARE_BYTES * kv_group.max(1) as u64;
+        if kv_bytes > budget {
+            return 1;
+        }
+        // log2(budget / kv_bytes) is this or one less.
+        let mut log2 = budget.ilog2() - kv_bytes.ilog2();
+        if kv_bytes << log2 > budget {
+            log2 -= 1;
+        }
+        1 << log2.min(16)
+    }
+
+    /// Work item `item` (`0 .. row_blocks * heads`) as (query head, row block): the heads split into
+    /// `ceil(heads / max_group)` groups of sizes that differ by at most one (the larger first), and
+    /// each group's items run row block by row block, last to first, across the group's heads.
+    #[inline(always)]
+    pub fn item(item: u32, row_blocks: u32, heads: u32, max_group: u32) -> (u32, u32) {
+        let groups = heads.div_ceil(max_group);
+        let (size, larger) = (heads / groups, heads % groups);
+        // The `larger` groups of `size + 1` heads come first.
+        let larger_items = larger * (size + 1) * row_blocks;
+        let (first_head, heads_here, at) = if item < larger_items {
+            let per_group = (size + 1) * row_blocks;
+            (item / per_group * (size + 1), size + 1, item % per_group)
+        } else {
+            let (rest, per_group) = (item - larger_items, size * row_blocks);
+            (
+                larger * (size + 1) + rest / per_group * size,
+                size,
+                rest % per_group,
+            )
+        };
+        (first_head + at % heads_here, row_blocks - 1 - at / heads_here)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn every_item_once_and_longest_first_within_a_group() {
+            for (row_blocks, heads, max_group) in [
+                (32u32, 32u32, 8u32),
+                (128, 16, 1),
+                (5, 7, 4),
+                (1, 1, 1),
+                (9, 6, 4),
+                (3, 5, 8),
+            ] {
+                let groups = heads.div_ceil(max_group);
+                let (size, larger) = (heads / groups, heads % groups);
+                assert!(size >= 1 && size + (larger > 0) as u32 <= max_group.max(1));
+                let group_of = |head: u32| {
+                    let split = larger * (size + 1);
+                    if head < split {
+                        head / (size + 1)
+                    } else {
+                        larger + (head - split) / size
+                    }
+                };
+                let mut seen = vec![false; (row_blocks * heads) as usize];
+                let mut last: Option<(u32, u32)> = None; // (group, row block) of the previous item
+                for i in 0..row_blocks * heads {
+                    let (head, row_block) = item(i, row_blocks, heads, max_group);
+                    assert!(
+                        head < heads && row_block < row_blocks,
+                        "{i}: ({head}, {row_block})"
+                    );
+                    let slot = &mut seen[(head * row_blocks + row_block) as usize];
+                    assert!(!*slot, "item {i} repeats ({head}, {row_block})");
+                    *slot = true;
+                    // Groups in order; inside one, row blocks never grow.
+                    let now = (group_of(head), row_block);
+                    if let Some((g, rb)) = last {
+                        assert!(
+                            now.0 == g + 1 || (now.0 == g && now.1 <= rb),
+                            "item {i}: {last:?} then {now:?}"
+                        );
+                    }
+                    last = Some(now);
+                }
+                assert!(seen.iter().all(|&s| s));
+            }
+        }
+
+        #[test]
+        fn groups_fit_the_l2_share() {
+            // (2,16,4096,128): 2 MiB of K and V per head, 6 would fit in 12 MiB: 4.
+            assert_eq!(max_heads_per_group(4096, 128, 1), 4);
+            // (1,16,16384,128): 8 MiB per head.
+            assert_eq!(max_heads_per_group(16384, 128, 1), 1);
+            // Grouped-query heads share theirs: 8 query heads per KV head.
+            assert_eq!(max_heads_per_group(16384, 128, 8), 8);
+            // Never fewer than one; short sequences: capped, a power of two.
+            assert_eq!(max_heads_per_group(u32::MAX, 256, 1), 1);
+            assert_eq!(max_heads_per_group(1, 64, 1024), 1 << 16);
+            assert_eq!(max_heads_per_group(128, 64, 1), 256);
+            // The largest power of two p (up to 2^16) with p x K and V bytes <= share x kv_group.
+            for seq_k in [1, 7, 100, 1000, 3000, 4096, 5000, 65_536, 1 << 20, u32::MAX] {
+                for (head_dim, kv_group) in [(64, 1), (128, 1), (256, 1), (128, 3), (64, 8), (256, 64)] {
+                    let p = max_heads_per_group(seq_k, head_dim, kv_group) as u64;
+                    let kv = seq_k as u64 * head_dim as u64 * 4;
+                    let budget = L2_SHARE_BYTES * kv_group as u64;
+                    assert!(
+                        p.is_power_of_two() && p <= 1 << 16,
+                        "{seq_k} {head_dim} {kv_group}: {p}"
+                    );
+                    assert!(p == 1 || p * kv <= budget, "{seq_k} {head_dim} {kv_group}: {p}");
+                    assert!(
+                        p == 1 << 16 || 2 * p * kv > budget,
+                        "{seq_k} {head_dim} {kv_group}: {p}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The parameter type of a `with_launch_params!` entry on the device: its device type if it has
 /// one, else its host type.
 #[allow(unused_macros)]

@@ -5,7 +5,9 @@
 //! All kernels share one calling convention:
 //! `launch.rs`'s list, Q and the output `[B, H, S_q, D]`, K and V
 //! `[B, H/kv_group, S_k, D]` (or all `[B, S, H, D]` with `seq_major`), contiguous 16-bit, grid
-//! `(ceil(seq_q / BLOCK_M), min(B*H, 65535), ceil(B*H / 65535))`.
+//! `(ceil(seq_q / BLOCK_M), min(B*H, 65535), ceil(B*H / 65535))`: a block per row block and head
+//! (`flash_ws` runs causal problems' blocks in the order of `launch::causal_order`:
+//! `longest_first_block`).
 //!
 //! The tiled families are built from shared pieces, so that a new family adds its own products
 //! and scheduling only: `pipeline::KvPipeline` (the staged K/V copies), `fragment` (masking, online
@@ -60,6 +62,7 @@ pub mod warp_mma;
 pub mod wgmma;
 pub mod ws;
 
+use crate::launch::causal_order;
 use crate::softmax::RowState;
 use crate::tile::Rows;
 
@@ -173,6 +176,12 @@ impl Problem {
         (head < self.batch_heads as usize).then_some(head)
     }
 
+    /// The most query heads in a group of `launch::causal_order` for this problem's K and V.
+    #[inline(always)]
+    pub fn causal_group<const D: usize>(&self) -> u32 {
+        causal_order::max_heads_per_group(self.seq_k, D as u32, self.kv_group)
+    }
+
     /// Query head `head`'s rows of Q (and of the output): `(b, h)` = `(head / H, head % H)`.
     ///
     /// # Safety
@@ -250,6 +259,24 @@ impl Problem {
         let last_row = (first_row + block_m).min(self.seq_q).max(first_row + 1) - 1;
         self.key_end(last_row).div_ceil(block_n)
     }
+}
+
+/// This block's work item when a causal problem's blocks run longest first: (query head, row
+/// block) in the order of `launch::causal_order` with groups of at most `group` of the
+/// `batch_heads` heads, `None` for a block past the last head. (The grid's own order is row block
+/// x of head `Problem::head`.) `flash_ws` takes its causal items from here; the older families
+/// keep the grid's order.
+#[inline(always)]
+pub fn longest_first_block(batch_heads: u32, group: u32) -> Option<(usize, u32)> {
+    use crate::arch;
+    let row_blocks = arch::grid_dim_x();
+    let y = arch::block_idx_y() + arch::block_idx_z() * arch::grid_dim_y();
+    let item = arch::block_idx_x() + y * row_blocks;
+    if item >= row_blocks * batch_heads {
+        return None;
+    }
+    let (head, row_block) = causal_order::item(item, row_blocks, batch_heads, group);
+    Some((head as usize, row_block))
 }
 
 /// The epilogue of one query row: when `row` is inside the problem, the one thread per row that

@@ -24,7 +24,7 @@
 use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::Varlen;
-use super::{record_barriers, start_counting, Buffers, Problem};
+use super::{longest_first_block, record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Operand};
@@ -155,12 +155,15 @@ macro_rules! for_each_item {
 /// The work items one block computes: (query head, first query row) pairs of `BLOCK_M` rows.
 ///
 /// Without `PERSISTENT` the grid has one block per item (`attention`'s convention: row block x,
-/// head y and z). With it, one block per SM walks items `block, block + grid, ...`, so that the
-/// producer copies the next item's Q and first K/V tiles while the consumers still finish this
-/// one's products and epilogue. Items run head by head, so that the blocks working at once share
-/// their heads' K and V in L2 (causal items ordered longest first across all heads made every
-/// block read another head's K and V: 13% slower at (1,16,16384,128), docs/perf-notes.md v12);
-/// inside a causal head the last row blocks, which see the most keys, go first.
+/// head y and z; a causal problem's in the order of `longest_first_block`). With it, one block per
+/// SM walks items `block, block + grid, ...`, so that the producer copies the next item's Q and
+/// first K/V tiles while the consumers still finish this one's products and epilogue. Its items
+/// run head by head, so that the blocks working at once share their heads' K and V in L2 (causal
+/// items ordered longest first across all heads made every block read another head's K and V: 13%
+/// slower at (1,16,16384,128), docs/perf-notes.md v12); inside a causal head the last row blocks,
+/// which see the most keys, go first. (Not `longest_first_block`'s groups: striding through
+/// those, the blocks whose first items were a group's longest got the longest of every group,
+/// 1.5x slower: v17.)
 #[derive(Clone, Copy)]
 struct Schedule<const PERSISTENT: bool> {
     block_m: u32,
@@ -171,6 +174,11 @@ struct Schedule<const PERSISTENT: bool> {
     /// Without `PERSISTENT`: the block's one head (`None` past the last) and its KV tiles.
     head: Option<usize>,
     tiles: u32,
+    /// Without `PERSISTENT`, for a causal problem that is not varlen: the most heads in a group of
+    /// `longest_first_block`, whose item the block takes (0: the grid's order). The item is worked
+    /// out again where it is needed (a few integer divisions), as the grid's item is, rather than
+    /// carried from the kernel's start (docs/perf-notes.md, v17).
+    longest_first: u32,
 }
 
 impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
@@ -181,7 +189,14 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
     #[inline(always)]
     /// `head`: without `PERSISTENT`, the block's one head (the in-sequence head of a varlen
     /// block).
-    fn new(problem: &Problem, block_m: u32, block_n: u32, single_tiles: u32, head: Option<usize>) -> Self {
+    fn new<const D: usize>(
+        problem: &Problem,
+        block_m: u32,
+        block_n: u32,
+        single_tiles: u32,
+        head: Option<usize>,
+        longest_first: bool,
+    ) -> Self {
         Schedule {
             block_m,
             block_n,
@@ -190,6 +205,11 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
             causal: problem.causal,
             head: if PERSISTENT { None } else { head },
             tiles: single_tiles,
+            longest_first: if longest_first {
+                problem.causal_group::<D>()
+            } else {
+                0
+            },
         }
     }
 
@@ -213,6 +233,10 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
     fn item(&self, i: u32) -> Option<(usize, u32)> {
         if !PERSISTENT {
             let head = self.head.filter(|_| i == 0)?;
+            if self.longest_first > 0 {
+                let (head, row_block) = longest_first_block(self.batch_heads, self.longest_first)?;
+                return Some((head, row_block * self.block_m));
+            }
             return Some((head, arch::block_idx_x() * self.block_m));
         }
         let w = arch::block_idx_x() + i * arch::grid_dim_x();
@@ -318,12 +342,31 @@ pub unsafe fn flash_ws<
     const RECORDER: u32 = 128;
     let loop_start = start_counting::<COUNT>(RECORDER);
 
+    // Causal blocks run longest first (`launch::causal_order`); varlen ones in the grid's order,
+    // their sequences' lengths being the host's to know.
+    let longest_first = !PERSISTENT && !VARLEN && problem.causal;
     let single_tiles = if PERSISTENT {
         0
     } else {
-        problem.kv_tiles(arch::block_idx_x() * block_m, block_m, BLOCK_N as u32)
+        let first_row = if longest_first {
+            // (`None` only past the last head, where the block returned above.)
+            longest_first_block(problem.batch_heads, problem.causal_group::<D>())
+                .map_or(0, |(_, rb)| rb * block_m)
+        } else {
+            arch::block_idx_x() * block_m
+        };
+        problem.kv_tiles(first_row, block_m, BLOCK_N as u32)
     };
-    let schedule = || Schedule::<PERSISTENT>::new(&problem, block_m, BLOCK_N as u32, single_tiles, head);
+    let schedule = || {
+        Schedule::<PERSISTENT>::new::<D>(
+            &problem,
+            block_m,
+            BLOCK_N as u32,
+            single_tiles,
+            head,
+            longest_first,
+        )
+    };
     // Lane 0's, so that ptxas knows it is warp-uniform: the consumers' descriptors, derived
     // from it, then stay in uniform registers (docs/perf-notes.md, v13).
     let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
