@@ -345,18 +345,7 @@ pub unsafe fn flash_ws<
     // Causal blocks run longest first (`launch::causal_order`); varlen ones in the grid's order,
     // their sequences' lengths being the host's to know.
     let longest_first = !PERSISTENT && !VARLEN && problem.causal;
-    let single_tiles = if PERSISTENT {
-        0
-    } else {
-        let first_row = if longest_first {
-            // (`None` only past the last head, where the block returned above.)
-            longest_first_block(problem.batch_heads, problem.causal_group::<D>())
-                .map_or(0, |(_, rb)| rb * block_m)
-        } else {
-            arch::block_idx_x() * block_m
-        };
-        problem.kv_tiles(first_row, block_m, BLOCK_N as u32)
-    };
+    let single_tiles = single_tiles::<D, PERSISTENT>(&problem, block_m, BLOCK_N as u32, longest_first);
     let schedule = || {
         Schedule::<PERSISTENT>::new::<D>(
             &problem,
@@ -419,6 +408,28 @@ pub unsafe fn flash_ws<
     if COUNT {
         record_barriers(barrier_log, tiles, loop_start, RECORDER);
     }
+}
+
+/// Without `PERSISTENT`, the KV tiles of the block's one item, counted before the warpgroups part
+/// (see `Schedule::new`); 0 with it. `longest_first`: the block's item is `longest_first_block`'s.
+#[inline(always)]
+fn single_tiles<const D: usize, const PERSISTENT: bool>(
+    problem: &Problem,
+    block_m: u32,
+    block_n: u32,
+    longest_first: bool,
+) -> u32 {
+    if PERSISTENT {
+        return 0;
+    }
+    let first_row = if longest_first {
+        // (`None` only past the last head, where the block returned before.)
+        longest_first_block(problem.batch_heads, problem.causal_group::<D>())
+            .map_or(0, |(_, rb)| rb * block_m)
+    } else {
+        arch::block_idx_x() * block_m
+    };
+    problem.kv_tiles(first_row, block_m, block_n)
 }
 
 /// The problem as the consumers of query head `head` see it, and the factor of its output. With
