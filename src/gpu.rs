@@ -1132,19 +1132,25 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
     }
 }
 
-/// The library's choice of variant: by architecture, head dim, and whether the problem has enough
-/// query blocks of 128 rows to fill the GPU once. Measured on the H100 (evidence/bench_h100.json
-/// and docs/perf-notes.md). The first entry whose architecture the device has wins, so Hopper
-/// takes the warp-specialised `flash_ws` (big problems) and `wgmma` kernels, everything else the
-/// `mma.sync` ones.
+/// The library's choice of variant: by architecture, head dim, and how many waves of 128-row
+/// query blocks the problem fills (the first entry whose architecture the device has and whose
+/// `min_waves` the problem reaches wins). Measured on the H100 (evidence/bench_h100.json and
+/// docs/perf-notes.md). Hopper takes the warp-specialised `flash_ws`, everything else the
+/// `mma.sync` kernels.
 ///
-/// | arch | head dim | big (>= one wave of 128-row blocks) | small                    |
-/// |------|----------|-------------------------------------|--------------------------|
-/// | 90   | 64       | ws m128_n128_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
-/// | 90   | 128      | ws m128_n176_s2_pp_ov               | ws m128_n128_s2_pp_ov    |
-/// | 90   | 256      | ws m128_n80_s2_pp_ov                | ws m128_n80_s2_pp_ov     |
-/// | 80   | 64       | mma m128_n64_w4_s2                  | mma m64_n64_w4_s2_b3     |
-/// | 80   | 128      | mma m128_n32_w4_s3_qsmem            | mma m64_n64_w4_s2        |
+/// | arch | head dim | >= 4 waves         | >= 1 wave                | less                  |
+/// |------|----------|--------------------|--------------------------|-----------------------|
+/// | 90   | 64       | ws m192_n128_s2_pp_ov | ws m128_n128_s2_pp_ov | ws m128_n128_s2_pp_ov |
+/// | 90   | 128      | ws m128_n176_s2_pp_ov | ws m128_n176_s2_pp_ov | ws m128_n128_s2_pp_ov |
+/// | 90   | 256      | ws m128_n80_s2_pp_ov  | ws m128_n80_s2_pp_ov  | ws m128_n80_s2_pp_ov  |
+/// | 80   | 64       | mma m128_n64_w4_s2    | mma m128_n64_w4_s2    | mma m64_n64_w4_s2_b3  |
+/// | 80   | 128      | mma m128_n32_w4_s3_qsmem | mma m128_n32_w4_s3_qsmem | mma m64_n64_w4_s2 |
+///
+/// Head dim 64 takes three consumer warpgroups (192-row blocks) from four waves of 128-row blocks
+/// on: 6-12% faster non-causal and 10-13% causal at (4,16,2048,64), (2,16,4096,64) and
+/// (1,16,8192,64), but 15% slower at (2,8,2048,64), where its 176 blocks fill 132 SMs 1.3 times
+/// (evidence/session12/, docs/perf-notes.md v18). Fewer, larger blocks lose to the last wave's
+/// idle SMs below about four waves (2.7 waves of 192-row blocks).
 ///
 /// Small problems wanted more, smaller blocks before `flash_ws` (at (2,8,512,64) the 128-row tiles
 /// give 64 blocks for 132 SMs); on Hopper it now wins there too: at (1,8,2048,128) 30 us against
@@ -1161,61 +1167,67 @@ pub const DISPATCH: &[DispatchEntry] = &[
     DispatchEntry {
         arch: 90,
         head_dim: 64,
-        big: true,
+        min_waves: 4,
+        kernel: "flash_ws_m192_n128_s2_pp_ov_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 64,
+        min_waves: 1,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 128,
-        big: true,
+        min_waves: 1,
         kernel: "flash_ws_m128_n176_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 64,
-        big: false,
+        min_waves: 0,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 128,
-        big: false,
+        min_waves: 0,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 256,
-        big: true,
+        min_waves: 1,
         kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 256,
-        big: false,
+        min_waves: 0,
         kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 80,
         head_dim: 64,
-        big: true,
+        min_waves: 1,
         kernel: "flash_mma_m128_n64_w4_s2_light",
     },
     DispatchEntry {
         arch: 80,
         head_dim: 64,
-        big: false,
+        min_waves: 0,
         kernel: "flash_mma_m64_n64_w4_s2_b3_light",
     },
     DispatchEntry {
         arch: 80,
         head_dim: 128,
-        big: true,
+        min_waves: 1,
         kernel: "flash_mma_m128_n32_w4_s3_qsmem_light",
     },
     DispatchEntry {
         arch: 80,
         head_dim: 128,
-        big: false,
+        min_waves: 0,
         kernel: "flash_mma_m64_n64_w4_s2_light",
     },
 ];
@@ -1292,8 +1304,8 @@ pub struct DispatchEntry {
     pub arch: u32,
     /// The head dim the entry applies to.
     pub head_dim: usize,
-    /// At least one wave of 128-row query blocks.
-    pub big: bool,
+    /// At least this many waves of 128-row query blocks (blocks per multiprocessor).
+    pub min_waves: usize,
     /// The variant the entry picks, by name.
     pub kernel: &'static str,
 }
@@ -1315,10 +1327,10 @@ fn no_listed_kernel(d: usize) -> String {
 /// The variant `DISPATCH` picks for `shape` on a GPU with `sms` multiprocessors whose PTX is
 /// architecture `arch` (80 or 90).
 pub fn default_variant(shape: Shape, sms: usize, arch: u32) -> &'static VariantSpec {
-    let big = shape.seq_q.div_ceil(128) * shape.batch * shape.heads >= sms;
+    let blocks = shape.seq_q.div_ceil(128) * shape.batch * shape.heads;
     DISPATCH
         .iter()
-        .find(|e| e.arch <= arch && e.head_dim == shape.head_dim && e.big == big)
+        .find(|e| e.arch <= arch && e.head_dim == shape.head_dim && blocks >= e.min_waves * sms)
         .and_then(|e| VariantSpec::by_name(e.kernel))
         .or_else(|| {
             VARIANTS
@@ -1498,8 +1510,13 @@ mod tests {
             default_variant(big, 132, 80).name,
             "flash_mma_m128_n32_w4_s3_qsmem_light"
         );
+        // Head dim 64: three consumer warpgroups from four waves of 128-row blocks on.
         assert_eq!(
             default_variant(Shape::new(2, 16, 4096, 64), 132, 90).name,
+            "flash_ws_m192_n128_s2_pp_ov_mbarrier"
+        );
+        assert_eq!(
+            default_variant(Shape::new(2, 8, 2048, 64), 132, 90).name,
             "flash_ws_m128_n128_s2_pp_ov_mbarrier"
         );
         assert_eq!(

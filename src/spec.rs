@@ -476,12 +476,13 @@ impl Spec {
                     problem("block_m a multiple of 64, block_n 64 or 128, stages >= 1, light policy")
                 }
             }
-            // 64 rows per consumer warpgroup, two of them (the register split of `setmaxnreg`
-            // assumes 384 threads); key tiles of a width `wgmma` has an instance for (the P V
-            // product steps 16 keys at a time); mbarriers, no block barriers.
+            // 64 rows per consumer warpgroup, two or three of them (the register splits of
+            // `setmaxnreg` in `kernels-rs/src/attention/ws.rs`); key tiles of a width `wgmma` has
+            // an instance for (the P V product steps 16 keys at a time); mbarriers, no block
+            // barriers.
             Family::FlashWs => {
                 let mbarrier = self.policy == Some(Policy::Mbarrier);
-                if m == 128
+                if (m == 128 || m == 192)
                     && WS_BLOCK_N.contains(&n)
                     && self.stages >= 1
                     && mbarrier
@@ -490,7 +491,7 @@ impl Spec {
                     Ok(())
                 } else {
                     problem(&format!(
-                        "block_m 128, block_n one of {WS_BLOCK_N:?}, stages >= 1, mbarrier policy, no min_blocks_per_sm"
+                        "block_m 128 or 192, block_n one of {WS_BLOCK_N:?}, stages >= 1, mbarrier policy, no min_blocks_per_sm"
                     ))
                 }
             }
@@ -545,6 +546,14 @@ impl Spec {
                     self.name()
                 ));
             }
+        }
+        if self.family == Family::FlashWs && self.block_m == 192 && d != 64 {
+            // Three consumers have 160 registers each: the 64 x D accumulators of O leave room
+            // for a tile's scores and probabilities only at head dim 64.
+            return Err(format!(
+                "{}: three consumer warpgroups (block_m 192) only at head dim 64, not {d}",
+                self.name()
+            ));
         }
         if matches!(self.family, Family::FlashWs | Family::FlashWsFp8) {
             // Q's buffer holds 16-bit elements either way (the output leaves through it).
@@ -687,9 +696,14 @@ mod tests {
             Spec::from_entry(&light).is_err(),
             "flash_ws synchronises by mbarriers only"
         );
+        // Three consumer warpgroups: 512 threads, at head dim 64 only (160 registers each).
+        let three = Spec::from_entry(&ws(192, 128, true, true)).unwrap();
+        assert_eq!(three.threads(), 512);
+        assert!(three.check_head_dim(64).is_ok());
+        assert!(three.check_head_dim(128).unwrap_err().contains("head dim 64"));
         assert!(
-            Spec::from_entry(&ws(192, 64, false, false)).is_err(),
-            "two consumer warpgroups"
+            Spec::from_entry(&ws(256, 64, false, false)).is_err(),
+            "two or three consumer warpgroups"
         );
         assert!(Family::FlashWs.supports_head_dim(256));
         let wide = Spec::from_entry(&ws(128, 176, false, true)).unwrap();

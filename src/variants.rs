@@ -124,6 +124,9 @@ mod tests {
         "flash_ws_m128_n192_s3_ov_mbarrier",
         "flash_ws_m128_n80_s2_ov_mbarrier",
         "flash_ws_m128_n80_s2_pp_ov_mbarrier",
+        // Added in session 12: three consumer warpgroups at head dim 64.
+        "flash_ws_m192_n128_s2_pp_ov_mbarrier",
+        "flash_ws_m192_n128_s3_pp_ov_mbarrier",
     ];
 
     #[test]

@@ -341,11 +341,11 @@ impl Gpu {
     ) -> Result<&'static VariantSpec> {
         let group = heads / heads_kv.max(1);
         let few_rows = group * batch.max_q() <= 32;
-        // The dense dispatch's kernel for big problems at this head dim where it has a varlen
-        // twin (the fastest measured), else the family's first compiled variant.
+        // The dense dispatch's kernel for problems of one wave at this head dim where it has a
+        // varlen twin (the fastest measured), else the family's first compiled variant.
         let dense = crate::gpu::DISPATCH
             .iter()
-            .find(|e| e.arch <= self.arch && e.head_dim == head_dim && e.big)
+            .find(|e| e.arch <= self.arch && e.head_dim == head_dim && e.min_waves == 1)
             .map(|e| e.kernel);
         let pick = |family: Family| {
             varlen_variants(head_dim, self.arch)

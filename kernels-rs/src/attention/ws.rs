@@ -2,13 +2,15 @@
 //! FlashAttention-3.
 //!
 //! The block is one *producer* warpgroup and `CONSUMERS` *consumer* warpgroups (64 query rows
-//! each, `BLOCK_M = 64 * CONSUMERS`). They never meet at a block barrier inside the KV loop:
+//! each, `BLOCK_M = 64 * CONSUMERS`: two, or three at head dim 64, where the softmax outweighs
+//! the products and a third warpgroup hides more of it). They never meet at a block barrier
+//! inside the KV loop:
 //!
-//! - The producer (one thread of warpgroup 0, its registers cut to `PRODUCER_REGS` by
-//!   `setmaxnreg`) copies Q once and then K and V tile by tile with the tensor memory
-//!   accelerator, into a ring of `STAGES` slots. Each slot has four mbarriers: K full, V full
+//! - The producer (one thread of warpgroup 0, its registers cut by `setmaxnreg`) copies Q once
+//!   and then K and V tile by tile with the tensor memory accelerator, into a ring of `STAGES`
+//!   slots. Each slot has four mbarriers: K full, V full
 //!   (the copy's bytes landed), K empty, V empty (every consumer warp is done reading).
-//! - The consumers (registers raised to `CONSUMER_REGS`) wait for "full", multiply with `wgmma`
+//! - The consumers (registers raised: `split_registers`) wait for "full", multiply with `wgmma`
 //!   straight from the 128-byte-swizzled tiles the copy engine wrote, and arrive on "empty" as
 //!   soon as their products have read a tile, so the producer refills it while they compute.
 //!   K and V have barriers of their own, so S = Q K^T starts before V has landed.
@@ -29,11 +31,18 @@ use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Operand};
 
-/// Registers per thread of the producer warpgroup, which only issues copies.
-const PRODUCER_REGS: u32 = 24;
-/// Registers per thread of a consumer warpgroup with two consumers: 128 x 24 + 256 x 240 fits the
-/// 64K register file.
-const CONSUMER_REGS: u32 = 240;
+/// Gives the producer warpgroup, which only issues copies, few registers and each of `consumers`
+/// consumer warpgroups many, out of the 64K register file: two consumers 240 each (128 x 24 +
+/// 256 x 240), three 160 each (128 x 32 + 384 x 160), FlashAttention-3's split.
+#[inline(always)]
+fn split_registers(warpgroup: u32, consumers: usize) {
+    match (warpgroup, consumers) {
+        (0, 2) => arch::setmaxnreg_dec::<24>(),
+        (0, _) => arch::setmaxnreg_dec::<32>(),
+        (_, 2) => arch::setmaxnreg_inc::<240>(),
+        _ => arch::setmaxnreg_inc::<160>(),
+    }
+}
 
 /// The tensor maps the host encodes for each call, in this order, 128 bytes apart.
 const MAP_Q: usize = 0;
@@ -287,7 +296,8 @@ pub unsafe fn flash_ws<
 ) {
     const {
         assert!(G::KEYS == BLOCK_N && G::D == D);
-        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1 && CONSUMERS == 2);
+        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1);
+        assert!(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64));
         assert!(!(VARLEN && PERSISTENT));
         // 8-bit inputs: whole 128-byte rows of Q, K and transposed V, and the output through Q's
         // buffer (one item per block, dense), where the descales are the block's head's.
@@ -361,12 +371,12 @@ pub unsafe fn flash_ws<
     let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
     let mut tiles = 0;
     if warpgroup == 0 {
-        arch::setmaxnreg_dec::<PRODUCER_REGS>();
+        split_registers(warpgroup, CONSUMERS);
         if thread == 0 {
             produce::<G, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
         }
     } else {
-        arch::setmaxnreg_inc::<CONSUMER_REGS>();
+        split_registers(warpgroup, CONSUMERS);
         let (schedule, consumer) = (schedule(), warpgroup - 1);
         // O leaves through shared memory and the copy engine where Q's buffer is free at the end
         // (one item per block) and the output map's boxes cannot spill into another sequence's
