@@ -48,7 +48,8 @@ pub struct Args {
     /// Precision the kernel computes in: f16 or bf16 (float32 inputs are rounded to it; float16
     /// inputs with bf16 are converted). The output keeps the input's dtype. Or e4m3: the FP8
     /// kernel, on float inputs quantised here with `--quantize` (one scale per batch and
-    /// key/value head, amax / 448); dense inputs only; the output in `--out-dtype`.
+    /// key/value head, amax / 448), or on e4m3 bytes as uint8 .npy files with `--descale`; dense
+    /// inputs only; the output in `--out-dtype`.
     #[arg(long, default_value = "f16")]
     dtype: Elem,
     /// With `--dtype e4m3`: the output's type, f16 (written as float16) or bf16 (written as
@@ -56,8 +57,15 @@ pub struct Args {
     #[arg(long, value_name = "DTYPE")]
     out_dtype: Option<DType>,
     /// With `--dtype e4m3`: quantise the float16/float32 q, k, v to e4m3 on the host first.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "descale")]
     quantize: bool,
+    /// With `--dtype e4m3` and q, k, v given as e4m3 bytes (uint8 .npy, OCP E4M3FN bit
+    /// patterns, e.g. `torch.float8_e4m3fn` tensors viewed as uint8): their descale factors, a
+    /// float32 .npy of 3 x B x H_kv values (Q's [B, H_kv], then K's, then V's; shaped [3, B,
+    /// H_kv] or flat), each finite and positive. The true value of a byte is its e4m3 value times
+    /// its head's factor.
+    #[arg(long, value_name = "FILE")]
+    descale: Option<PathBuf>,
     /// How q, k, v (q only, for paged inputs) are laid out: bhsd ([B,H,S,D], the default) or
     /// bshd ([B,S,H,D]); the kernels read both in place through strides. Packed varlen tensors
     /// have one layout of their own.
@@ -137,9 +145,9 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     if args.dtype == Elem::E4m3 {
         return run_fp8(device, &args);
     }
-    if args.out_dtype.is_some() || args.quantize {
+    if args.out_dtype.is_some() || args.quantize || args.descale.is_some() {
         return Err(Failure::Usage(
-            "--out-dtype and --quantize go with --dtype e4m3".into(),
+            "--out-dtype, --quantize and --descale go with --dtype e4m3".into(),
         ));
     }
     // Everything about the inputs and options is checked here, before the GPU is opened: bad
@@ -244,8 +252,9 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `--dtype e4m3`: dense float inputs quantised on the host, the FP8 kernel, the output in
-/// `--out-dtype`. Everything is checked before the GPU is opened.
+/// `--dtype e4m3`: dense float inputs quantised on the host, or e4m3 bytes with their descale
+/// factors; the FP8 kernel, the output in `--out-dtype`. Everything is checked before the GPU
+/// is opened.
 fn run_fp8(device: usize, args: &Args) -> Result<(), Failure> {
     if args.cu_seqlens_q.is_some() || args.block_table.is_some() {
         return Err(Failure::Usage(
@@ -264,19 +273,63 @@ fn run_fp8(device: usize, args: &Args) -> Result<(), Failure> {
     );
     if q.as_i32().is_some() || k.as_i32().is_some() || v.as_i32().is_some() {
         return Err(Failure::Usage(
-            "q, k and v must be float16 or float32 (with --quantize)".into(),
+            "q, k and v must be float16 or float32 (with --quantize), or uint8 e4m3 bytes (with --descale)"
+                .into(),
         ));
     }
-    if !args.quantize {
-        return Err(Failure::Usage(
-            "--dtype e4m3 with float16/float32 files needs --quantize (quantise on the host)".into(),
-        ));
-    }
+    // Checked before the flags, so that a mix of bytes and floats gets its own message.
     let shape = shape_of(&q, &k, &v, args)?;
     crate::fp8::check_shape(&shape)?;
     let layout = args.layout.unwrap_or(Layout::Bhsd);
-    let fp8 =
-        flashrs::fp8::quantize::Fp8Inputs::quantize(shape, layout, &q.to_f32(), &k.to_f32(), &v.to_f32())?;
+    let fp8 = match (q.as_u8(), k.as_u8(), v.as_u8()) {
+        (Some(q), Some(k), Some(v)) => {
+            let Some(path) = &args.descale else {
+                return Err(Failure::Usage(
+                    "--dtype e4m3 with uint8 (e4m3 byte) files needs --descale (their descale factors)"
+                        .into(),
+                ));
+            };
+            let descale = npy::read_npy(path)?;
+            let NpyData::F32(factors) = &descale.data else {
+                return Err(Failure::Usage(format!(
+                    "{}: --descale must be float32 (<f4), got {}",
+                    path.display(),
+                    descale.dtype_name()
+                )));
+            };
+            // A 3-d array must say [3, B, H_kv] itself: [3, H_kv, B] has the right length and
+            // would pair the factors with the wrong heads.
+            let expected = [3, shape.batch, shape.heads_kv];
+            if descale.shape.len() != 1 && descale.shape != expected {
+                return Err(Failure::Usage(format!(
+                    "{}: --descale is {:?}, expected {expected:?} ([3, B, H_kv]) or 1-d",
+                    path.display(),
+                    descale.shape
+                )));
+            }
+            flashrs::fp8::quantize::Fp8Inputs::from_parts(
+                shape,
+                q.to_vec(),
+                k.to_vec(),
+                v.to_vec(),
+                factors.clone(),
+            )
+            .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?
+        }
+        _ => {
+            if args.descale.is_some() {
+                return Err(Failure::Usage(
+                    "--descale goes with e4m3 bytes (uint8 .npy files); float16/float32 files take --quantize".into(),
+                ));
+            }
+            if !args.quantize {
+                return Err(Failure::Usage(
+                    "--dtype e4m3 with float16/float32 files needs --quantize (quantise on the host), or give e4m3 bytes as uint8 files with --descale".into(),
+                ));
+            }
+            flashrs::fp8::quantize::Fp8Inputs::quantize(shape, layout, &q.to_f32(), &k.to_f32(), &v.to_f32())?
+        }
+    };
     let out_dtype = args.out_dtype.unwrap_or(DType::Bf16);
     let gpu = inputs::open_gpu(device)?;
     let mut tensors = gpu.fp8_tensors(shape, layout, out_dtype, &fp8.q, &fp8.k, &fp8.v, &fp8.descale)?;
@@ -294,9 +347,14 @@ fn run_fp8(device: usize, args: &Args) -> Result<(), Failure> {
         npy::write_npy(path, &[shape.batch, shape.heads, shape.seq_q], &NpyData::F32(lse))?;
     }
     println!(
-        "{}: {} {shape} quantised to e4m3 on the host, computed with {used}, output {out_dtype} (causal={})",
+        "{}: {} {shape} {}, computed with {used}, output {out_dtype} (causal={})",
         args.out.display(),
         q.dtype_name(),
+        if q.as_u8().is_some() {
+            "as e4m3 bytes with their descale factors"
+        } else {
+            "quantised to e4m3 on the host"
+        },
         args.causal
     );
     Ok(())
@@ -327,10 +385,11 @@ fn download_lse(
 /// dim and index checked (the library's own checks, run on the host).
 fn problem(q: &NpyArray, k: &NpyArray, v: &NpyArray, args: &Args) -> Result<Problem, Failure> {
     for (a, path) in [(q, &args.q), (k, &args.k), (v, &args.v)] {
-        if a.as_i32().is_some() {
+        if a.as_i32().is_some() || a.as_u8().is_some() {
             return Err(Failure::Usage(format!(
-                "{}: int32 data: q, k and v must be float16 or float32",
-                path.display()
+                "{}: {} data: q, k and v must be float16 or float32 (uint8 e4m3 bytes go with --dtype e4m3 --descale)",
+                path.display(),
+                a.dtype_name()
             )));
         }
     }

@@ -319,7 +319,8 @@ fn attend_refuses_unsupported_dtypes() {
         ("<i4", 4, "int32 data: q, k and v must be float16 or float32"),
         ("<f8", 8, "unsupported dtype `<f8`"),
         ("<i8", 8, "unsupported dtype `<i8`"),
-        ("|u1", 1, "unsupported dtype `|u1`"),
+        ("|u1", 1, "uint8 data: q, k and v must be float16 or float32 (uint8 e4m3 bytes go with --dtype e4m3 --descale)"),
+        ("<u2", 2, "unsupported dtype `<u2`"),
         ("|b1", 1, "unsupported dtype `|b1`"),
         ("<c8", 8, "unsupported dtype `<c8`"),
         (">f4", 4, "big-endian data (`>f4`)"),
@@ -1052,6 +1053,7 @@ fn fp8_options_are_checked_before_the_gpu() {
         host(&argv)
     };
     assert_clean_failure(&attend(&[]), 2, "needs --quantize");
+    assert_clean_failure(&attend(&["--descale", &q]), 2, "--descale goes with e4m3 bytes");
     assert_clean_failure(
         &attend(&["--quantize", "--kernel", "naive"]),
         2,
@@ -1078,6 +1080,73 @@ fn fp8_options_are_checked_before_the_gpu() {
         "--quantize",
     ]);
     assert_clean_failure(&out64, 2, "head dim 64 has no FP8 kernel");
+    // e4m3 bytes (uint8 files) with their descale factors: 3 x B x H_kv float32 values.
+    let bytes = write(
+        dir.path(),
+        "q8.npy",
+        &[1, 2, 8, 128],
+        NpyData::U8(vec![0x38; 2048]),
+    );
+    let factors =
+        |name: &str, shape: &[usize], values: Vec<f32>| write(dir.path(), name, shape, NpyData::F32(values));
+    let good = factors("d.npy", &[3, 1, 2], vec![0.5; 6]);
+    let raw = |extra: &[&str]| {
+        let mut argv = vec![
+            "attend", "--q", &bytes, "--k", &bytes, "--v", &bytes, "--out", &out, "--dtype", "e4m3",
+        ];
+        argv.extend_from_slice(extra);
+        host(&argv)
+    };
+    assert_clean_failure(&raw(&[]), 2, "needs --descale");
+    assert_clean_failure(
+        &raw(&["--descale", &good, "--quantize"]),
+        2,
+        "cannot be used with",
+    );
+    let short = factors("short.npy", &[5], vec![0.5; 5]);
+    assert_clean_failure(&raw(&["--descale", &short]), 2, "descale");
+    let swapped = factors("swapped.npy", &[3, 2, 1], vec![0.5; 6]);
+    assert_clean_failure(&raw(&["--descale", &swapped]), 2, "expected [3, 1, 2]");
+    let zero = factors("zero.npy", &[6], vec![0.5, 0.5, 0.0, 0.5, 0.5, 0.5]);
+    assert_clean_failure(&raw(&["--descale", &zero]), 2, "finite and positive");
+    let wrong_type = write(dir.path(), "d16.npy", &[6], NpyData::I32(vec![1; 6]));
+    assert_clean_failure(&raw(&["--descale", &wrong_type]), 2, "must be float32");
+    let mixed = host(&[
+        "attend",
+        "--q",
+        &bytes,
+        "--k",
+        &bytes,
+        "--v",
+        &q,
+        "--out",
+        &out,
+        "--dtype",
+        "e4m3",
+        "--descale",
+        &good,
+    ]);
+    assert_clean_failure(&mixed, 2, "must share a dtype");
+    assert_clean_failure(
+        &host(&[
+            "attend",
+            "--q",
+            &q,
+            "--k",
+            &q,
+            "--v",
+            &q,
+            "--out",
+            &out,
+            "--descale",
+            &good,
+        ]),
+        2,
+        "--dtype e4m3",
+    );
+    if !gpu_present() {
+        assert_clean_failure(&raw(&["--descale", &good]), 2, "no CUDA driver found");
+    }
     assert_clean_failure(
         &host(&[
             "attend",

@@ -48,6 +48,8 @@ pub enum NpyData {
     F32(Vec<f32>),
     /// 32-bit signed integers (`<i4`).
     I32(Vec<i32>),
+    /// Bytes (`|u1`, numpy's `uint8`): e4m3 values as their bit patterns.
+    U8(Vec<u8>),
 }
 
 impl NpyData {
@@ -56,6 +58,7 @@ impl NpyData {
             NpyData::F16(_) => NpyDtype::F16,
             NpyData::F32(_) => NpyDtype::F32,
             NpyData::I32(_) => NpyDtype::I32,
+            NpyData::U8(_) => NpyDtype::U8,
         }
     }
 
@@ -64,6 +67,7 @@ impl NpyData {
             NpyData::F16(x) => x.len(),
             NpyData::F32(x) => x.len(),
             NpyData::I32(x) => x.len(),
+            NpyData::U8(x) => x.len(),
         }
     }
 }
@@ -88,18 +92,19 @@ impl NpyArray {
         self.len() == 0
     }
 
-    /// `"float16"`, `"float32"` or `"int32"`, numpy's names.
+    /// `"float16"`, `"float32"`, `"int32"` or `"uint8"`, numpy's names.
     pub fn dtype_name(&self) -> &'static str {
         self.data.dtype().name()
     }
 
-    /// The elements as f32: exact for float16 and float32, rounded to nearest for int32
-    /// beyond 2^24.
+    /// The elements as f32: exact for float16, float32 and uint8 (the byte's value, not an
+    /// e4m3 decoding), rounded to nearest for int32 beyond 2^24.
     pub fn to_f32(&self) -> Vec<f32> {
         match &self.data {
             NpyData::F16(x) => x.iter().map(|h| h.to_f32()).collect(),
             NpyData::F32(x) => x.clone(),
             NpyData::I32(x) => x.iter().map(|&i| i as f32).collect(),
+            NpyData::U8(x) => x.iter().map(|&b| f32::from(b)).collect(),
         }
     }
 
@@ -107,6 +112,14 @@ impl NpyArray {
     pub fn as_i32(&self) -> Option<&[i32]> {
         match &self.data {
             NpyData::I32(x) => Some(x),
+            _ => None,
+        }
+    }
+
+    /// The elements when they are uint8, else `None`.
+    pub fn as_u8(&self) -> Option<&[u8]> {
+        match &self.data {
+            NpyData::U8(x) => Some(x),
             _ => None,
         }
     }
@@ -121,6 +134,8 @@ pub enum NpyDtype {
     F32,
     /// 32-bit signed integers (`<i4`, numpy's `int32`).
     I32,
+    /// Bytes (`|u1`, numpy's `uint8`).
+    U8,
 }
 
 impl NpyDtype {
@@ -129,6 +144,8 @@ impl NpyDtype {
             "<f2" => Ok(NpyDtype::F16),
             "<f4" => Ok(NpyDtype::F32),
             "<i4" => Ok(NpyDtype::I32),
+            // One byte has no byte order: numpy writes `|u1`.
+            "|u1" | "<u1" => Ok(NpyDtype::U8),
             // Big-endian gets its own message since the fix (`astype('<f4')`) is easy.
             _ if descr.starts_with('>') && descr.len() > 1 => Err(NpyError::BigEndian(abbreviate(descr))),
             _ => Err(NpyError::UnsupportedDtype(abbreviate(descr))),
@@ -140,6 +157,7 @@ impl NpyDtype {
             NpyDtype::F16 => "<f2",
             NpyDtype::F32 => "<f4",
             NpyDtype::I32 => "<i4",
+            NpyDtype::U8 => "|u1",
         }
     }
 
@@ -148,6 +166,7 @@ impl NpyDtype {
             NpyDtype::F16 => "float16",
             NpyDtype::F32 => "float32",
             NpyDtype::I32 => "int32",
+            NpyDtype::U8 => "uint8",
         }
     }
 
@@ -155,6 +174,7 @@ impl NpyDtype {
         match self {
             NpyDtype::F16 => 2,
             NpyDtype::F32 | NpyDtype::I32 => 4,
+            NpyDtype::U8 => 1,
         }
     }
 }
@@ -244,8 +264,8 @@ pub enum NpyError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A `descr` other than `<f2`, `<f4` and `<i4` (the descr, abbreviated).
-    #[error("unsupported dtype `{0}`: only little-endian float16 (<f2), float32 (<f4) and int32 (<i4) are supported")]
+    /// A `descr` other than `<f2`, `<f4`, `<i4` and `|u1` (the descr, abbreviated).
+    #[error("unsupported dtype `{0}`: only little-endian float16 (<f2), float32 (<f4), int32 (<i4) and uint8 (|u1) are supported")]
     UnsupportedDtype(String),
     /// A big-endian `descr` (the descr, abbreviated).
     #[error("big-endian data (`{0}`) is not supported: save it with .astype('<f4') or .astype('<f2')")]
@@ -362,6 +382,7 @@ pub fn parse_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
                 .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect(),
         ),
+        NpyDtype::U8 => NpyData::U8(data[..expected].to_vec()),
     };
     Ok(NpyArray { shape, data })
 }
@@ -643,6 +664,7 @@ pub fn encode_npy(shape: &[usize], data: &NpyData) -> Result<Vec<u8>, NpyError> 
         NpyData::F16(x) => x.iter().for_each(|h| out.extend_from_slice(&h.to_le_bytes())),
         NpyData::F32(x) => x.iter().for_each(|f| out.extend_from_slice(&f.to_le_bytes())),
         NpyData::I32(x) => x.iter().for_each(|i| out.extend_from_slice(&i.to_le_bytes())),
+        NpyData::U8(x) => out.extend_from_slice(x),
     }
     Ok(out)
 }
@@ -704,7 +726,8 @@ mod tests {
             let f32s = NpyData::F32((0..n).map(|i| i as f32 * 0.5 - 3.0).collect());
             let f16s = NpyData::F16((0..n).map(|i| f16::from_f32(i as f32 - 1.5)).collect());
             let i32s = NpyData::I32((0..n).map(|i| i as i32 * 7 - 20).collect());
-            for data in [f32s, f16s, i32s] {
+            let u8s = NpyData::U8((0..n).map(|i| (i * 37 % 256) as u8).collect());
+            for data in [f32s, f16s, i32s, u8s] {
                 let bytes = encode_npy(shape, &data).unwrap();
                 assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
                 let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
@@ -943,7 +966,7 @@ mod tests {
         };
         assert!(matches!(header_err(&header("<f8", "False")), NpyError::UnsupportedDtype(d) if d == "<f8"));
         assert!(matches!(
-            header_err(&header("|u1", "False")),
+            header_err(&header("<u2", "False")),
             NpyError::UnsupportedDtype(_)
         ));
         assert!(matches!(
@@ -1242,7 +1265,11 @@ mod properties {
             let bytes = framed(version, &header, &payload);
             if let Ok(array) = parse_npy(&bytes) {
                 prop_assert!(consistent(&array));
-                let size = match array.data { NpyData::F16(_) => 2, NpyData::F32(_) | NpyData::I32(_) => 4 };
+                let size = match array.data {
+                    NpyData::U8(_) => 1,
+                    NpyData::F16(_) => 2,
+                    NpyData::F32(_) | NpyData::I32(_) => 4,
+                };
                 prop_assert_eq!(array.len() * size, payload.len());
             }
         }
