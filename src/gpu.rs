@@ -1138,13 +1138,13 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// docs/perf-notes.md). Hopper takes the warp-specialised `flash_ws`, everything else the
 /// `mma.sync` kernels.
 ///
-/// | arch | head dim | >= 4 waves         | >= 1 wave                | less                  |
-/// |------|----------|--------------------|--------------------------|-----------------------|
-/// | 90   | 64       | ws m192_n128_s2_pp_ov | ws m128_n128_s2_pp_ov | ws m128_n128_s2_pp_ov |
-/// | 90   | 128      | ws m128_n176_s2_pp_ov | ws m128_n176_s2_pp_ov | ws m128_n128_s2_pp_ov |
-/// | 90   | 256      | ws m128_n80_s2_pp_ov  | ws m128_n80_s2_pp_ov  | ws m128_n80_s2_pp_ov  |
-/// | 80   | 64       | mma m128_n64_w4_s2    | mma m128_n64_w4_s2    | mma m64_n64_w4_s2_b3  |
-/// | 80   | 128      | mma m128_n32_w4_s3_qsmem | mma m128_n32_w4_s3_qsmem | mma m64_n64_w4_s2 |
+/// | arch | head dim | >= 4 waves               | >= 1 wave                | less                  |
+/// |------|----------|--------------------------|--------------------------|-----------------------|
+/// | 90   | 64       | ws m192_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
+/// | 90   | 128      | (as >= 1 wave)           | ws m128_n176_s2_pp_ov    | ws m128_n128_s2_pp_ov |
+/// | 90   | 256      | (as >= 1 wave)           | ws m128_n80_s2_pp_ov     | ws m128_n80_s2_pp_ov  |
+/// | 80   | 64       | (as >= 1 wave)           | mma m128_n64_w4_s2       | mma m64_n64_w4_s2_b3  |
+/// | 80   | 128      | (as >= 1 wave)           | mma m128_n32_w4_s3_qsmem | mma m64_n64_w4_s2     |
 ///
 /// Head dim 64 takes three consumer warpgroups (192-row blocks) from four waves of 128-row blocks
 /// on: 6-12% faster non-causal and 10-13% causal at (4,16,2048,64), (2,16,4096,64) and
@@ -1155,10 +1155,9 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// Small problems wanted more, smaller blocks before `flash_ws` (at (2,8,512,64) the 128-row tiles
 /// give 64 blocks for 132 SMs); on Hopper it now wins there too: at (1,8,2048,128) 30 us against
 /// `flash_wgmma`'s 45 (cuDNN 31.6), at (1,8,2048,64) 23 us against `flash_mma`'s 40 (cuDNN 22.6),
-/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). At head dim 64 the big problems took
-/// the 192-key tiles from v15 to v16; since v17 (the causal order) the 128-key ping-pong pair is
-/// ahead again, 2-4% at (4,16,2048,64) and (2,16,4096,64) and 4% causal, in three interleaved
-/// calls (evidence/session11/). At head dim 256 ping-pong pays
+/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). Among two-consumer kernels at head
+/// dim 64 the 128-key ping-pong pair has been ahead since v17, 2-4% at (4,16,2048,64) and
+/// (2,16,4096,64) (evidence/session11/). At head dim 256 ping-pong pays
 /// since the lazy rescale (v16): 4-8% at (2,16,4096,256), a tie at (1,4,2048,256) causal
 /// (evidence/session10/lazy_rescale/call5_s4/). The tuned table keeps `flash_mma`
 /// for the smallest head-dim-64 problems it measured faster. Decode-like problems go to

@@ -32,8 +32,9 @@ use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Operand};
 
 /// Gives the producer warpgroup, which only issues copies, few registers and each of `consumers`
-/// consumer warpgroups many, out of the 64K register file: two consumers 240 each (128 x 24 +
-/// 256 x 240), three 160 each (128 x 32 + 384 x 160), FlashAttention-3's split.
+/// consumer warpgroups many, out of the 64K register file: 24 and 240 with two consumers
+/// (128 x 24 + 256 x 240), 32 and 160 with three (128 x 32 + 384 x 160), FlashAttention-3's
+/// splits. `warpgroup` 0 is the producer.
 #[inline(always)]
 fn split_registers(warpgroup: u32, consumers: usize) {
     match (warpgroup, consumers) {
