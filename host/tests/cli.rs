@@ -1045,13 +1045,13 @@ fn fp8_options_are_checked_before_the_gpu() {
         NpyData::F32(vec![0.5; 2048]),
     );
     let out = dir.path().join("o.npy").display().to_string();
-    let attend = |extra: &[&str]| {
-        let mut argv = vec![
-            "attend", "--q", &q, "--k", &q, "--v", &q, "--out", &out, "--dtype", "e4m3",
-        ];
+    // `attend` on these q, k, v files with these flags.
+    let attend_files = |q: &str, k: &str, v: &str, extra: &[&str]| {
+        let mut argv = vec!["attend", "--q", q, "--k", k, "--v", v, "--out", &out];
         argv.extend_from_slice(extra);
         host(&argv)
     };
+    let attend = |extra: &[&str]| attend_files(&q, &q, &q, &[&["--dtype", "e4m3"], extra].concat());
     assert_clean_failure(&attend(&[]), 2, "needs --quantize");
     assert_clean_failure(&attend(&["--descale", &q]), 2, "--descale goes with e4m3 bytes");
     assert_clean_failure(
@@ -1065,21 +1065,11 @@ fn fp8_options_are_checked_before_the_gpu() {
         &[1, 2, 8, 64],
         NpyData::F32(vec![0.5; 1024]),
     );
-    let out64 = host(&[
-        "attend",
-        "--q",
-        &q64,
-        "--k",
-        &q64,
-        "--v",
-        &q64,
-        "--out",
-        &out,
-        "--dtype",
-        "e4m3",
-        "--quantize",
-    ]);
-    assert_clean_failure(&out64, 2, "head dim 64 has no FP8 kernel");
+    assert_clean_failure(
+        &attend_files(&q64, &q64, &q64, &["--dtype", "e4m3", "--quantize"]),
+        2,
+        "head dim 64 has no FP8 kernel",
+    );
     // e4m3 bytes (uint8 files) with their descale factors: 3 x B x H_kv float32 values.
     let bytes = write(
         dir.path(),
@@ -1090,13 +1080,7 @@ fn fp8_options_are_checked_before_the_gpu() {
     let factors =
         |name: &str, shape: &[usize], values: Vec<f32>| write(dir.path(), name, shape, NpyData::F32(values));
     let good = factors("d.npy", &[3, 1, 2], vec![0.5; 6]);
-    let raw = |extra: &[&str]| {
-        let mut argv = vec![
-            "attend", "--q", &bytes, "--k", &bytes, "--v", &bytes, "--out", &out, "--dtype", "e4m3",
-        ];
-        argv.extend_from_slice(extra);
-        host(&argv)
-    };
+    let raw = |extra: &[&str]| attend_files(&bytes, &bytes, &bytes, &[&["--dtype", "e4m3"], extra].concat());
     assert_clean_failure(&raw(&[]), 2, "needs --descale");
     assert_clean_failure(
         &raw(&["--descale", &good, "--quantize"]),
@@ -1111,56 +1095,16 @@ fn fp8_options_are_checked_before_the_gpu() {
     assert_clean_failure(&raw(&["--descale", &zero]), 2, "finite and positive");
     let wrong_type = write(dir.path(), "d16.npy", &[6], NpyData::I32(vec![1; 6]));
     assert_clean_failure(&raw(&["--descale", &wrong_type]), 2, "must be float32");
-    let mixed = host(&[
-        "attend",
-        "--q",
-        &bytes,
-        "--k",
-        &bytes,
-        "--v",
-        &q,
-        "--out",
-        &out,
-        "--dtype",
-        "e4m3",
-        "--descale",
-        &good,
-    ]);
-    assert_clean_failure(&mixed, 2, "must share a dtype");
     assert_clean_failure(
-        &host(&[
-            "attend",
-            "--q",
-            &q,
-            "--k",
-            &q,
-            "--v",
-            &q,
-            "--out",
-            &out,
-            "--descale",
-            &good,
-        ]),
+        &attend_files(&bytes, &bytes, &q, &["--dtype", "e4m3", "--descale", &good]),
         2,
-        "--dtype e4m3",
+        "must share a dtype",
     );
     if !gpu_present() {
         assert_clean_failure(&raw(&["--descale", &good]), 2, "no CUDA driver found");
     }
-    assert_clean_failure(
-        &host(&[
-            "attend",
-            "--q",
-            &q,
-            "--k",
-            &q,
-            "--v",
-            &q,
-            "--out",
-            &out,
-            "--quantize",
-        ]),
-        2,
-        "--dtype e4m3",
-    );
+    // The FP8 flags without --dtype e4m3.
+    for flags in [&["--descale", good.as_str()][..], &["--quantize"]] {
+        assert_clean_failure(&attend_files(&q, &q, &q, flags), 2, "--dtype e4m3");
+    }
 }
