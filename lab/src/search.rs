@@ -970,6 +970,25 @@ mod tests {
         assert!(sm80.variants().iter().all(|v| v.min_arch <= 80));
     }
 
+    /// At head dim 64 the number of consumer warpgroups is a dimension of the space: the
+    /// two-consumer pick and its three-consumer twin differ in `block_m` and the warps it implies
+    /// (one warpgroup per 64 rows, and the producer's), nothing else.
+    #[test]
+    fn consumer_warpgroups_are_one_parameter_apart_at_head_dim_64() {
+        let space = Space::from_variants(VARIANTS, 64);
+        let at = |name: &str| {
+            (0..space.len())
+                .find(|&i| space.variant(i).name == name)
+                .unwrap_or_else(|| panic!("{name} in the head-dim-64 space"))
+        };
+        let two = at("flash_ws_m128_n128_s2_pp_ov_mbarrier");
+        let three = at("flash_ws_m192_n128_s2_pp_ov_mbarrier");
+        assert_eq!(
+            space.spec(two).differences(space.spec(three)),
+            [Param::BlockM, Param::Warps]
+        );
+    }
+
     /// Every field of `Spec` is a `Param`: else two variants differing only in that field would
     /// look identical to the search, which could then never move between them.
     #[test]
