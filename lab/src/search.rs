@@ -974,7 +974,7 @@ mod tests {
     /// two-consumer pick and its three-consumer twin differ in `block_m` and the warps it implies
     /// (one warpgroup per 64 rows, and the producer's), nothing else.
     #[test]
-    fn consumer_warpgroups_are_one_parameter_apart_at_head_dim_64() {
+    fn consumer_warpgroups_are_a_dimension_of_the_head_dim_64_space() {
         let space = Space::from_variants(VARIANTS, 64);
         let at = |name: &str| {
             (0..space.len())
