@@ -1,13 +1,13 @@
 //! Decode-like problems (a few query rows per KV head, long key sequences) on `flash_decode`
 //! (`kernels-rs/src/attention/decode.rs`): which variant the dispatch takes, how many slices the
 //! key range is split into (a small pure heuristic), the launch grid, the workspace the slices
-//! write their partial results to (owned by the `Gpu`, grown as needed), and the combine kernel
-//! that merges them.
+//! write their partial results to and the counters that let the last slice of each row block merge
+//! them in the same launch (both owned by the `Gpu`, grown as needed).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
 
 use crate::error::{Error, Result};
 use crate::gpu::{launch_with_args, Gpu, Kernel};
@@ -24,8 +24,12 @@ pub const DECODE_MAX_ROWS: usize = 32;
 /// (evidence/bench_decode_h100.json: 190 us at (1,32,1,32768,128), 8% ahead of 3 stages of 64).
 const DECODE_VARIANT_16: &str = "flash_decode_m16_n128_w8_s3_light";
 const DECODE_VARIANT_32: &str = "flash_decode_m32_n64_w4_s3_light";
+/// On sm_90 the same tiles through the copy engine (TMA boxes and mbarriers, no block barrier in
+/// the loop), for dense K and V: 5-6% faster on every decode shape, at cuDNN's rate
+/// (docs/decode.md, session 13).
+const DECODE_VARIANT_16_TMA: &str = "flash_decode_m16_n128_w8_s3_mbarrier";
 
-/// Most slices of one row block's keys: bounds the workspace and the combine's loop.
+/// Most slices of one row block's keys: bounds the workspace and the merge's loop.
 pub const MAX_SPLITS: u32 = 128;
 
 /// Fewest KV tiles a slice gets: below that, filling the pipeline and merging cost more than the
@@ -36,7 +40,8 @@ pub const MIN_TILES_PER_SPLIT: u32 = 2;
 /// before the first tile lands, and the epilogue.
 const BLOCK_OVERHEAD_TILES: u64 = 1;
 
-/// The combine kernel's cost in the same units: one short extra launch.
+/// The merge of the slices' partials in the same units: the last slice's block reads every
+/// slice's rows back.
 const COMBINE_TILES: u64 = 1;
 
 /// Whether `Gpu::choose` sends decode-like problems to `flash_decode` (verified on the H100 in
@@ -47,23 +52,33 @@ pub const DISPATCH: bool = true;
 /// with `sms` multiprocessors, or `None` when the problem is not decode-like (more packed rows
 /// per KV head than one tile pair holds), the head dim has no decode variant, or the regular
 /// kernels do as well: without grouped heads to pack, a grid of batch x heads blocks that fills
-/// every SM leaves nothing for key splits to gain (at (8,32,1,8192,128) flash_ws took 351 us,
-/// flash_decode 372).
+/// every SM leaves nothing for key splits to gain, and with `cp.async` copies flash_decode read
+/// slower than flash_ws (372 against 351 us at (8,32,1,8192,128)). Through the copy engine
+/// (sm_90) it reads as fast (349.7 against 350.1 us there, 689.5 against 703.0 at
+/// (64,32,1,2048,128)), so on sm_90 it takes those too.
 pub fn decode_variant(shape: Shape, arch: u32, sms: usize) -> Option<&'static VariantSpec> {
+    pick(shape, arch, sms, true)
+}
+
+/// [`decode_variant`]'s rule; `dense`: K and V are contiguous tensors, which the copy-engine
+/// variant reads on sm_90 (a paged cache is read by `cp.async`).
+fn pick(shape: Shape, arch: u32, sms: usize, dense: bool) -> Option<&'static VariantSpec> {
     let rows = shape.kv_group().checked_mul(shape.seq_q)?;
     if arch < Family::FlashDecode.min_arch() || rows > DECODE_MAX_ROWS {
         return None;
     }
-    if shape.kv_group() == 1 && shape.batch.saturating_mul(shape.heads) >= sms {
-        return None;
-    }
-    let compiled = |name| VariantSpec::by_name(name).filter(|v| v.head_dims.contains(&shape.head_dim));
+    let compiled = |name| {
+        VariantSpec::by_name(name).filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= arch)
+    };
     // 17 to 32 rows: one 32-row block where that variant is compiled (head dim 64), else two
     // 16-row blocks.
-    (rows > 16)
+    let variant = (rows > 16)
         .then(|| compiled(DECODE_VARIANT_32))
         .flatten()
-        .or_else(|| compiled(DECODE_VARIANT_16))
+        .or_else(|| dense.then(|| compiled(DECODE_VARIANT_16_TMA)).flatten())
+        .or_else(|| compiled(DECODE_VARIANT_16))?;
+    let filled = shape.kv_group() == 1 && shape.batch.saturating_mul(shape.heads) >= sms;
+    (!filled || variant.copy_engine()).then_some(variant)
 }
 
 /// The `flash_decode` variant for a problem no other family runs (a paged KV cache: only
@@ -75,7 +90,7 @@ pub fn paged_variant(shape: Shape, arch: u32) -> Option<&'static VariantSpec> {
     if arch < Family::FlashDecode.min_arch() {
         return None;
     }
-    decode_variant(shape, arch, usize::MAX)
+    pick(shape, arch, usize::MAX, false)
         .or_else(|| VariantSpec::by_name(DECODE_VARIANT_16).filter(|v| v.head_dims.contains(&shape.head_dim)))
 }
 
@@ -92,7 +107,7 @@ pub struct Work {
 
 /// How many slices to cut each row block's keys into. Each slice is a block; the cost of `s`
 /// slices is the waves of blocks the GPU runs (`ceil(blocks * s / slots)`) times a block's time
-/// (its tiles plus a fixed overhead), plus the combine when `s > 1`: so the split count fills the
+/// (its tiles plus a fixed overhead), plus the merge when `s > 1`: so the split count fills the
 /// SMs when the unsplit grid cannot, and avoids a last wave that leaves most SMs idle. Ties go
 /// to fewer slices. The count returned leaves no slice empty (`ceil(tiles / ceil(tiles / s))`).
 pub fn choose_splits(work: Work) -> u32 {
@@ -143,10 +158,8 @@ impl Plan {
             slots,
         };
         let mut splits = choose_splits(work);
-        // Both grids must fit in x: the split one, and the combine's one warp per query row.
-        let query_rows = (shape.batch * shape.heads * shape.seq_q) as u64;
-        if row_blocks * splits as u64 > MAX_GRID_X || query_rows.div_ceil(COMBINE_ROWS_PER_BLOCK) > MAX_GRID_X
-        {
+        // The split grid must fit in x.
+        if row_blocks * splits as u64 > MAX_GRID_X {
             splits = 1;
         }
         Ok(Plan {
@@ -174,10 +187,16 @@ impl Plan {
         }
         self.splits as usize * shape.batch * shape.heads * shape.seq_q * (shape.head_dim + 1)
     }
-}
 
-/// Query rows the combine kernel merges per block (one warp each).
-const COMBINE_ROWS_PER_BLOCK: u64 = 4;
+    /// Slice counters the launch needs (`split_counters` in `launch.rs`): one per (KV head, row
+    /// block) of the grid with a split, none without.
+    pub fn counters(&self) -> usize {
+        if self.splits <= 1 {
+            return 0;
+        }
+        self.kv_heads as usize * self.row_blocks as usize
+    }
+}
 
 /// What the `Gpu` keeps for decode launches, behind a lock (launches take `&Gpu`).
 #[derive(Default)]
@@ -190,6 +209,9 @@ struct Inner {
     /// Every workspace ever allocated, the largest last. Older ones are kept (not freed) until
     /// the `Gpu` drops: a CUDA graph captured earlier may still replay with their addresses.
     workspaces: Vec<CudaSlice<f32>>,
+    /// The slice counters, kept the same way. Allocated zeroed; every launch leaves them 0 (the
+    /// block that merges a row block's slices resets its counter).
+    counters: Vec<CudaSlice<u32>>,
     /// Resident blocks per SM of each decode kernel (the driver's occupancy calculator).
     resident: HashMap<String, u32>,
 }
@@ -231,29 +253,21 @@ impl Gpu {
         Ok(address)
     }
 
-    /// Launches the merge of the slices of the split launch that `args` described (same
-    /// buffers, `args.workspace` written by it), on its stream `stream`, after it.
-    pub(crate) fn decode_combine(
-        &self,
-        stream: &CudaStream,
-        kernel: &Kernel,
-        shape: Shape,
-        args: &LaunchArgs,
-    ) -> Result<()> {
-        let name = format!("decode_combine_d{}_{}", shape.head_dim, kernel.dtype.name());
-        let function = self.cached_function(&name)?;
-        let rows = (shape.batch * shape.heads * shape.seq_q) as u64;
-        let config = LaunchConfig {
-            grid_dim: (rows.div_ceil(COMBINE_ROWS_PER_BLOCK) as u32, 1, 1),
-            block_dim: (32 * COMBINE_ROWS_PER_BLOCK as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // Safety: the combine entry points take the attention kernels' parameter list; `args`
-        // is the split launch's, whose buffers `Gpu::launch` checked against the shape and keeps
-        // alive across this call; the workspace holds `kv_splits` slices for this shape
-        // (`Plan::workspace_floats`), and the grid covers one warp per query row (the kernel
-        // returns for rows past the last).
-        unsafe { launch_with_args(stream, &function, config, args) }
+    /// The device address of at least `count` slice counters, each 0 (0 for none): grown by
+    /// powers of two and kept as the workspaces are. Launches on this `Gpu`'s stream only (they
+    /// are ordered, so one launch's counters are back at 0 before the next one counts).
+    pub(crate) fn decode_counters(&self, count: usize) -> Result<u64> {
+        if count == 0 {
+            return Ok(0);
+        }
+        let mut state = self.decode_state();
+        if state.counters.last().is_none_or(|c| c.len() < count) {
+            let buffer = self.stream().alloc_zeros::<u32>(count.next_power_of_two())?;
+            state.counters.push(buffer);
+        }
+        let buffer = state.counters.last().expect("counters were just ensured");
+        let (address, _sync) = buffer.device_ptr(self.stream());
+        Ok(address)
     }
 
     /// Launches `kernel` with `args` pushed as its parameter list.
@@ -445,8 +459,13 @@ mod tests {
             seq_q: 1,
             ..Shape::new(64, 32, 2048, 128)
         };
-        // A batch that fills the SMs, which the dense dispatch leaves to the regular kernels.
-        assert_eq!(decode_variant(one, 90, 132), None);
+        // A batch that fills the SMs, which the dense dispatch of sm_80 leaves to the regular
+        // kernels and that of sm_90 gives to the copy-engine variant, which has no paged twin.
+        assert_eq!(decode_variant(one, 80, 108), None);
+        assert_eq!(
+            decode_variant(one, 90, 132).map(|v| v.name),
+            Some(DECODE_VARIANT_16_TMA)
+        );
         assert_eq!(paged(one), Some(DECODE_VARIANT_16));
         // A prefill chunk: more rows than one tile pair.
         assert_eq!(paged(Shape { seq_q: 128, ..one }), Some(DECODE_VARIANT_16));
@@ -468,14 +487,17 @@ mod tests {
             seq_q: 1,
             ..Shape::new(1, 32, 32768, 128)
         };
-        assert_eq!(decode(one), Some(DECODE_VARIANT_16));
-        assert_eq!(decode(one.with_heads_kv(8)), Some(DECODE_VARIANT_16));
+        // On sm_90 through the copy engine; on sm_80 with cp.async.
+        assert_eq!(decode(one), Some(DECODE_VARIANT_16_TMA));
+        assert_eq!(decode(one.with_heads_kv(8)), Some(DECODE_VARIANT_16_TMA));
+        let sm80 = decode_variant(one, 80, 108).map(|v| v.name);
+        assert_eq!(sm80, Some(DECODE_VARIANT_16));
         // 4 queries x a group of 8: 32 rows, one block at head dim 64, two at 128.
         let rows_32 = Shape {
             seq_q: 4,
             ..one.with_heads_kv(4)
         };
-        assert_eq!(decode(rows_32), Some(DECODE_VARIANT_16));
+        assert_eq!(decode(rows_32), Some(DECODE_VARIANT_16_TMA));
         assert_eq!(
             decode(Shape {
                 head_dim: 64,
@@ -486,11 +508,23 @@ mod tests {
         assert_eq!(decode(Shape::new(2, 16, 4096, 128)), None);
         assert_eq!(decode(Shape { seq_q: 128, ..one }), None);
         assert_eq!(decode_variant(one, 75, 132), None, "sm_80 and newer only");
-        // Without grouped heads, a batch that fills the SMs stays on the regular kernels.
-        assert_eq!(decode(Shape { batch: 8, ..one }), None);
+        // Without grouped heads, a batch that fills the SMs stays on the regular kernels where
+        // flash_decode copies with cp.async (sm_80), not where the copy engine brings its tiles.
+        assert_eq!(decode_variant(Shape { batch: 8, ..one }, 80, 108), None);
+        assert_eq!(decode(Shape { batch: 8, ..one }), Some(DECODE_VARIANT_16_TMA));
+        assert_eq!(
+            decode(Shape {
+                batch: 8,
+                seq_q: 20,
+                head_dim: 64,
+                ..one
+            }),
+            None,
+            "the 32-row variant copies with cp.async"
+        );
         assert_eq!(
             decode(Shape { batch: 8, ..one }.with_heads_kv(8)),
-            Some(DECODE_VARIANT_16)
+            Some(DECODE_VARIANT_16_TMA)
         );
         assert_eq!(
             decode(Shape { head_dim: 256, ..one }),
@@ -512,7 +546,7 @@ mod tests {
         assert!(VariantSpec::by_name(DECODE_VARIANT_32).unwrap().block_m as usize >= DECODE_MAX_ROWS);
     }
 
-    /// The combine's arithmetic (`decode_combine` in the device crate), modelled on the CPU: the
+    /// The merge's arithmetic (`Partials::merge_row` in the device crate), modelled on the CPU: the
     /// merge of slices' normalised outputs by their base-2 log-sum-exps equals attention over
     /// all keys, and slices that saw no key weigh nothing.
     #[test]
@@ -584,7 +618,7 @@ mod tests {
     /// The whole split path modelled in float64 on the CPU with the kernel's index arithmetic:
     /// every block of the plan's grid (KV head, row block, slice) computes its packed rows'
     /// normalised partial output and base-2 log-sum-exp over the keys its slice walks; the
-    /// combine merges them. The result must equal the float64 reference (with the same causal
+    /// merge combines them. The result must equal the float64 reference (with the same causal
     /// alignment), every (slice, query row) slot must be written exactly once, and the slices of
     /// a row must cover its visible keys exactly once.
     #[test]
@@ -732,7 +766,7 @@ mod tests {
                     let counts = &seen[row * shape.seq_k..][..shape.seq_k];
                     assert!(counts[..end].iter().all(|&n| n == 1) && counts[end..].iter().all(|&n| n == 0));
                 }
-                // The combine, as `decode_combine` does it.
+                // The merge, as `Partials::merge_row` does it.
                 let mut merged = vec![0.0f64; rows_per_split * d];
                 for row in 0..rows_per_split {
                     let max = (0..splits)

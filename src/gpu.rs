@@ -729,8 +729,9 @@ impl Gpu {
                 kernel.symbol
             )));
         }
-        let uses_maps = kernel.variant.family == Family::FlashWs;
-        // The warp-specialised family reads its tiles through tensor maps built here per call.
+        // The warp-specialised family, and flash_decode through the copy engine, read their
+        // tiles through tensor maps built here per call.
+        let uses_maps = kernel.variant.family == Family::FlashWs || kernel.variant.copy_engine();
         if uses_maps {
             self.prepare_maps(kernel.variant, tensors)?;
         }
@@ -760,16 +761,23 @@ impl Gpu {
         )?;
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
         let floats = decode.map_or(0, |plan| plan.workspace_floats(shape));
-        // The cached workspace is ordered on this GPU's stream only: a caller's stream gets one of
-        // its own, allocated and freed (after the combine) in that stream's order.
-        let call_workspace = if floats > 0 && *tensors.stream != *self.stream {
-            Some(tensors.stream.alloc_zeros::<f32>(floats)?)
+        let counters = decode.map_or(0, |plan| plan.counters());
+        // The cached workspace and counters are ordered on this GPU's stream only: a caller's
+        // stream gets its own, zeroed, allocated and freed (after the launch) in that stream's
+        // order.
+        let own = floats > 0 && *tensors.stream != *self.stream;
+        let call_workspace = if own {
+            let partials = tensors.stream.alloc_zeros::<f32>(floats)?;
+            Some((partials, tensors.stream.alloc_zeros::<u32>(counters)?))
         } else {
             None
         };
-        let workspace = match &call_workspace {
-            Some(buffer) => buffer.device_ptr(&tensors.stream).0,
-            None => self.decode_workspace(floats)?,
+        let (workspace, split_counters) = match &call_workspace {
+            Some((partials, counters)) => (
+                partials.device_ptr(&tensors.stream).0,
+                counters.device_ptr(&tensors.stream).0,
+            ),
+            None => (self.decode_workspace(floats)?, self.decode_counters(counters)?),
         };
         let Tensors {
             q,
@@ -815,6 +823,7 @@ impl Gpu {
             batch_heads: (shape.batch * shape.heads) as u32,
             kv_splits: decode.map_or(1, |plan| plan.splits),
             workspace,
+            split_counters,
             // Contiguous K and V: no block table (the paged launch is `paged.rs`).
             ..LaunchArgs::default()
         };
@@ -823,13 +832,9 @@ impl Gpu {
         // elements the shape, dtype and grid imply (checked just above, after the last change to
         // any of them) and lives in this context (stream checked above); the shape was validated
         // when the tensors were made and cannot change since; the grid covers exactly the blocks
-        // the kernel expects for this shape; `kernel`'s launch facts cannot be changed outside
-        // the crate.
-        unsafe { launch_with_args(stream, &kernel.function, config, &args) }?;
-        if args.kv_splits > 1 {
-            self.decode_combine(stream, kernel, shape, &args)?;
-        }
-        Ok(())
+        // the kernel expects for this shape (with a split, the workspace and the zeroed slice
+        // counters are the plan's); `kernel`'s launch facts cannot be changed outside the crate.
+        unsafe { launch_with_args(stream, &kernel.function, config, &args) }
     }
 
     /// Encodes the tensor maps of Q, K, V and the output for `variant`'s tiles and copies them to the GPU,
@@ -1578,12 +1583,12 @@ mod tests {
     #[test]
     fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
         // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
-        // workspace; the block table and lengths; the varlen prefix sums; the e4m3 descales), the
-        // scalars as 32 bits: a field's type changing silently would change every kernel's
-        // signature.
+        // workspace and its slice counters; the block table and lengths; the varlen prefix sums;
+        // the e4m3 descales), the scalars as 32 bits: a field's type changing silently would
+        // change every kernel's signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 24);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 13);
+        assert_eq!(bytes.len(), 25);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 14);
         assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 11);
     }
 

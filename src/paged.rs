@@ -289,7 +289,7 @@ impl Gpu {
             .paged_symbol(head_dim, dtype.name(), counted)
             .ok_or_else(|| {
                 Error::InvalidProblem(format!(
-                    "{} has no paged entry point: only flash_decode variants read a paged KV cache",
+                    "{} has no paged entry point: only flash_decode variants with cp.async copies (not the mbarrier ones, whose copy engine reads contiguous K and V) read a paged KV cache",
                     variant.name
                 ))
             })?;
@@ -439,6 +439,7 @@ impl Gpu {
         }
         check_lens(&checks, &shape)?;
         let workspace = self.decode_workspace(plan.workspace_floats(shape))?;
+        let split_counters = self.decode_counters(plan.counters())?;
         let stream = self.stream().clone();
         let PagedTensors {
             q,
@@ -478,6 +479,7 @@ impl Gpu {
             tensor_maps: 0,
             kv_splits: plan.splits,
             workspace,
+            split_counters,
             block_table: table_ptr,
             seqlens_k: lens_ptr,
             block_size: cache.block_size as u32,
@@ -494,12 +496,9 @@ impl Gpu {
         // table and lengths on the device are the host copy that `PagedKv::new` checked (every
         // page a sequence uses is inside the cache, every length inside its table row),
         // uploaded when the tensors were made and private since; the grid and workspace are the
-        // plan's for this shape, the barrier log was checked above.
-        unsafe { self.launch_decode_args(kernel, config, &args) }?;
-        if plan.splits > 1 {
-            self.decode_combine(&stream, kernel, shape, &args)?;
-        }
-        Ok(())
+        // plan's for this shape, the slice counters are 0 (`decode_counters`), the barrier log was
+        // checked above.
+        unsafe { self.launch_decode_args(kernel, config, &args) }
     }
 }
 

@@ -362,12 +362,34 @@ impl Spec {
         Ok(spec)
     }
 
+    /// Whether a `flash_decode` variant reads K and V through the copy engine (its mbarrier
+    /// policy): sm_90a only, dense K and V only.
+    pub fn copy_engine(&self) -> bool {
+        self.family == Family::FlashDecode && self.policy == Some(Policy::Mbarrier)
+    }
+
+    /// The oldest architecture (x10) whose PTX has the variant: its family's, and 90 for a
+    /// `flash_decode` variant that reads through the copy engine.
+    pub fn min_arch(&self) -> u32 {
+        if self.copy_engine() {
+            90
+        } else {
+            self.family.min_arch()
+        }
+    }
+
+    /// Whether the variant has paged-cache entry points (`_paged`): `flash_decode` with
+    /// `cp.async` copies (the copy engine's maps describe a contiguous tensor).
+    pub fn has_paged(&self) -> bool {
+        self.family == Family::FlashDecode && !self.copy_engine()
+    }
+
     /// Whether the variant has variable-length entry points (`_varlen`, packed sequences):
-    /// `flash_decode`, and `flash_ws` without `persistent` (a persistent block walks row blocks
-    /// of a single sequence length).
+    /// `flash_decode` with `cp.async` copies, and `flash_ws` without `persistent` (a persistent
+    /// block walks row blocks of a single sequence length).
     pub fn has_varlen(&self) -> bool {
         match self.family {
-            Family::FlashDecode => true,
+            Family::FlashDecode => !self.copy_engine(),
             Family::FlashWs => !self.persistent,
             Family::Naive
             | Family::FlashScalar
@@ -507,17 +529,18 @@ impl Spec {
             }
             // Every warp holds all the rows (16 or 32: the output accumulators of two row tiles
             // are 128 registers at head dim 128) and takes a multiple of 16 keys of each tile
-            // (one P V k-step); the block barriers are the light or legacy policy's.
+            // (one P V k-step); the block barriers are the light or legacy policy's, or, under
+            // the mbarrier policy, the copy engine brings the tiles (a box is at most 256 rows).
             Family::FlashDecode => {
                 if matches!(m, 16 | 32)
                     && w >= 1
                     && n % (16 * w) == 0
                     && self.stages >= 1
-                    && matches!(self.policy, Some(Policy::Light | Policy::Legacy))
+                    && (self.policy != Some(Policy::Mbarrier) || n <= 256)
                 {
                     Ok(())
                 } else {
-                    problem("block_m 16 or 32, block_n a multiple of 16 * warps, stages >= 1, light or legacy policy")
+                    problem("block_m 16 or 32, block_n a multiple of 16 * warps (at most 256 under the mbarrier policy), stages >= 1")
                 }
             }
         }
@@ -534,12 +557,24 @@ impl Spec {
             ));
         }
         if self.family == Family::FlashDecode {
-            // kernels-rs/src/attention/decode.rs: a padded Q tile, then the larger of the K/V
-            // slots and the cross-warp merge buffers.
+            // kernels-rs/src/attention/decode.rs (`smem_bytes`): a padded Q tile and the larger
+            // of the K/V slots and the cross-warp merge buffers; through the copy engine, the
+            // swizzled slots (which must hold the merge buffers), their barriers and 1024 bytes
+            // of alignment slack.
             let padded = |rows: u32| rows * (2 * d + 16);
-            let kv = 2 * self.stages * padded(self.block_n);
             let merge = self.warps * self.block_m * (8 + 4 * d + 16);
-            let bytes = padded(self.block_m) + kv.max(merge);
+            let bytes = if self.copy_engine() {
+                let slots = 2 * self.stages * self.block_n * d * 2;
+                if merge > slots {
+                    return Err(format!(
+                        "{}: at head dim {d} the merge buffers ({merge} bytes) do not fit in the K/V slots ({slots})",
+                        self.name()
+                    ));
+                }
+                1024 + slots + 16 * self.stages + padded(self.block_m)
+            } else {
+                padded(self.block_m) + (2 * self.stages * padded(self.block_n)).max(merge)
+            };
             if bytes > MAX_SMEM_BYTES {
                 return Err(format!(
                     "{}: at head dim {d} the tiles take {bytes} bytes of shared memory, more than the {MAX_SMEM_BYTES} a block can have",
@@ -753,11 +788,29 @@ mod tests {
         assert!(Spec::from_entry(&decode(48, 64, 4, 3)).is_err());
         assert!(Spec::from_entry(&decode(16, 64, 8, 3)).is_err());
         assert!(Spec::from_entry(&decode(16, 64, 4, 0)).is_err());
-        let mbarrier = Entry {
+        // Under the mbarrier policy the copy engine brings the tiles: sm_90a, dense K/V only.
+        let mbarrier = Spec::from_entry(&Entry {
             policy: Some(Policy::Mbarrier),
-            ..decode(16, 64, 4, 3)
-        };
-        assert!(Spec::from_entry(&mbarrier).is_err());
+            ..decode(16, 128, 8, 3)
+        })
+        .unwrap();
+        assert_eq!(mbarrier.name(), "flash_decode_m16_n128_w8_s3_mbarrier");
+        assert_eq!((mbarrier.min_arch(), spec.min_arch()), (90, 80));
+        assert!(!mbarrier.has_paged() && !mbarrier.has_varlen());
+        assert!(spec.has_paged() && spec.has_varlen());
+        assert!(mbarrier.check_head_dim(128).is_ok() && mbarrier.check_head_dim(64).is_ok());
+        // Two stages of 16-key tiles cannot hold eight warps' merge buffers.
+        let small = Spec::from_entry(&Entry {
+            policy: Some(Policy::Mbarrier),
+            ..decode(16, 128, 8, 1)
+        })
+        .unwrap();
+        assert!(small.check_head_dim(128).unwrap_err().contains("merge buffers"));
+        assert!(Spec::from_entry(&Entry {
+            policy: Some(Policy::Mbarrier),
+            ..decode(16, 512, 8, 1)
+        })
+        .is_err());
         let err = Spec::from_entry(&Entry {
             pingpong: Some(true),
             ..decode(16, 64, 4, 3)

@@ -17,7 +17,7 @@ pub struct VariantSpec {
     pub spec: Spec,
     /// Head dims this variant is compiled for.
     pub head_dims: &'static [usize],
-    /// The oldest compute capability (x10) whose PTX has this variant: `spec.family.min_arch()`.
+    /// The oldest compute capability (x10) whose PTX has this variant: `spec.min_arch()`.
     pub min_arch: u32,
 }
 
@@ -40,10 +40,11 @@ impl VariantSpec {
         format!("{}_counted", self.symbol(head_dim, dtype))
     }
 
-    /// The paged-cache entry point of a `flash_decode` variant (`None` for other families), or
-    /// its barrier-counting twin: K and V read through a block table (`src/paged.rs`).
+    /// The paged-cache entry point of a variant that has one ([`Spec::has_paged`]: `flash_decode`
+    /// with `cp.async` copies), or its barrier-counting twin: K and V read through a block table
+    /// (`src/paged.rs`); `None` for the others.
     pub fn paged_symbol(&self, head_dim: usize, dtype: &str, counted: bool) -> Option<String> {
-        (self.family == Family::FlashDecode).then(|| {
+        self.has_paged().then(|| {
             let twin = if counted { "_counted" } else { "" };
             format!("{}_paged{twin}", self.symbol(head_dim, dtype))
         })
@@ -107,6 +108,9 @@ mod tests {
         "flash_decode_m16_n64_w4_s3_light",
         "flash_decode_m16_n64_w4_s4_light",
         "flash_decode_m16_n128_w8_s3_light",
+        // Added in session 13: flash_decode's tiles through the copy engine.
+        "flash_decode_m16_n128_w8_s3_mbarrier",
+        "flash_decode_m16_n64_w4_s4_mbarrier",
         "flash_decode_m32_n64_w4_s3_light",
         "flash_wgmma_m128_n128_w8_s2_light",
         "flash_wgmma_m128_n64_w8_s3_light",
@@ -147,7 +151,7 @@ mod tests {
     fn the_table_matches_its_specs() {
         for v in VARIANTS {
             assert_eq!(v.name, v.spec.name());
-            assert_eq!(v.min_arch, v.family.min_arch(), "{}", v.name);
+            assert_eq!(v.min_arch, v.spec.min_arch(), "{}", v.name);
             assert_eq!(v.spec.validate(), Ok(()));
         }
     }

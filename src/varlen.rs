@@ -572,6 +572,7 @@ impl Gpu {
             self.prepare_varlen_maps(kernel.variant(), tensors)?;
         }
         let workspace = self.decode_workspace(plan.map_or(0, |p| p.workspace_floats(shape)))?;
+        let split_counters = self.decode_counters(plan.map_or(0, |p| p.counters()))?;
         let (out_guard, lse_guard) = (tensors.out_guard as u64, tensors.lse_guard as u64);
         let stream = self.stream().clone();
         let VarlenTensors {
@@ -621,6 +622,7 @@ impl Gpu {
             tensor_maps: maps_ptr,
             kv_splits: plan.map_or(1, |p| p.splits),
             workspace,
+            split_counters,
             cu_seqlens_q: cu_q_ptr,
             cu_seqlens_k: cu_k_ptr,
             ..LaunchArgs::default()
@@ -632,19 +634,9 @@ impl Gpu {
         // `VarlenBatch::new` checked (0 first, never decreasing, B + 1 entries, the last equal to
         // the packed rows), uploaded at `varlen_tensors` and private since; the grid covers the
         // longest sequence's row blocks (and the decode plan's slices) for every (sequence, head),
-        // the workspace is the plan's for that grid, the tensor maps describe these buffers, and
-        // the barrier log was checked above.
-        unsafe { self.launch_decode_args(kernel, config, &args) }?;
-        if plan.is_some_and(|p| p.splits > 1) {
-            // The slices' partials are laid out as one sequence of `total_q` rows per head.
-            let combine_shape = Shape { batch: 1, ..packed };
-            let combine_args = LaunchArgs {
-                batch_heads: heads as u32,
-                ..args
-            };
-            self.decode_combine(&stream, kernel, combine_shape, &combine_args)?;
-        }
-        Ok(())
+        // the workspace is the plan's for that grid, its slice counters are 0 (`decode_counters`),
+        // the tensor maps describe these buffers, and the barrier log was checked above.
+        unsafe { self.launch_decode_args(kernel, config, &args) }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flashrs::{DType, Family, Gpu, Layout, PagedKv, Params, Shape, VariantSpec, VarlenBatch};
+use flashrs::{DType, Gpu, Layout, PagedKv, Params, Shape, VariantSpec, VarlenBatch};
 use flashrs_lab::npy::{self, NpyArray, NpyData};
 
 use crate::fp8::Elem;
@@ -483,9 +483,9 @@ fn check_kernel(
             "--kernel {}: no variable-length entry point (flash_decode and flash_ws without persistent have one)",
             variant.name
         ))),
-        (Problem::Paged { .. }, None, Some(variant)) if variant.family != Family::FlashDecode => {
+        (Problem::Paged { .. }, None, Some(variant)) if !variant.has_paged() => {
             Err(Failure::Usage(format!(
-                "--kernel {}: only flash_decode variants read a paged KV cache",
+                "--kernel {}: only flash_decode variants with cp.async copies (not the mbarrier ones) read a paged KV cache",
                 variant.name
             )))
         }

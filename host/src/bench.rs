@@ -21,10 +21,12 @@ pub struct Args {
     /// own masks: 8 shapes non-causal, 3 causal), decode (one query per head against long KV
     /// caches, some grouped: every row also reports GB/s of K and V read), fp8 (`--dtype
     /// e4m3`'s default: (2,16,4096,128), (2,16,4096,256), (1,16,8192,128), (1,16,8192,256)
-    /// non-causal, (2,16,4096,128) causal). Default: small,mission,long (fp8 with e4m3).
+    /// non-causal, (2,16,4096,128) causal). Default: small,mission,long (fp8 with e4m3), or
+    /// none when a `--shape` is given.
     #[arg(long, value_delimiter = ',')]
     shapes: Vec<String>,
-    /// An extra shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable, and combines with --shapes.
+    /// A shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable, and combines with --shapes (given alone,
+    /// only these shapes are timed).
     #[arg(long)]
     shape: Vec<Shape>,
     /// Only these variants (repeatable; default all; naive and flash_scalar are skipped on
@@ -166,9 +168,9 @@ impl Plan {
     }
 }
 
-/// `--shapes`, or its default for the dtype.
+/// `--shapes`, or its default for the dtype; none when only `--shape`s are given.
 fn shape_sets(args: &Args) -> Vec<String> {
-    if !args.shapes.is_empty() {
+    if !args.shapes.is_empty() || !args.shape.is_empty() {
         return args.shapes.clone();
     }
     let default: &[&str] = match args.dtype {
@@ -385,7 +387,7 @@ fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, 
     let decode: Vec<_> = plan
         .variants
         .iter()
-        .filter(|v| v.family == Family::FlashDecode && v.min_arch <= gpu.arch)
+        .filter(|v| v.has_paged() && v.min_arch <= gpu.arch)
         .collect();
     for &(shape, causal) in &plan.cases {
         for &block_size in &args.block_size {
@@ -940,5 +942,28 @@ mod tests {
         assert_eq!(cases.len(), 12);
         assert_eq!(cases[11], (Shape::new(2, 16, 4096, 192), false));
         assert!(shape(&[]).is_err());
+    }
+
+    #[test]
+    fn a_shape_given_alone_is_the_only_case() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let cases = |argv: &[&str]| {
+            let args = <Cli as clap::Parser>::try_parse_from(argv).ok().unwrap().args;
+            Plan::new(&args).ok().unwrap().cases
+        };
+        let alone = cases(&["bench", "--shape", "1,32,1,4096,128"]);
+        let decode = Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 4096, 128)
+        };
+        assert_eq!(alone, [(decode, false)]);
+        // Beside a named set it is one more case; with neither, the default sets.
+        let beside = cases(&["bench", "--shapes", "small", "--shape", "1,32,1,4096,128"]);
+        assert_eq!(beside.len(), cases(&["bench", "--shapes", "small"]).len() + 1);
+        assert!(cases(&["bench"]).len() > 1);
     }
 }

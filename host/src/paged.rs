@@ -144,11 +144,10 @@ pub fn check(
         scale,
     );
     let mut cases = Vec::new();
-    for &variant in variants.iter().filter(|v| {
-        v.family == flashrs::Family::FlashDecode
-            && v.head_dims.contains(&shape.head_dim)
-            && v.min_arch <= gpu.arch
-    }) {
+    for &variant in variants
+        .iter()
+        .filter(|v| v.has_paged() && v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
+    {
         let kernel = gpu.paged_kernel(variant, shape.head_dim, problem.dtype, false)?;
         for &layout in layouts {
             let mut tensors = upload(gpu, &data, problem.dtype, layout)?;

@@ -777,7 +777,7 @@ pub fn check_barriers(
                 runtime[i] = gpu.count_barriers(variant, &mut tensors, params)?.per_tile;
             }
             out.push(static_barriers(variant, head_dim, dtype, runtime, Entry::Dense));
-            if variant.family == Family::FlashDecode {
+            if variant.has_paged() {
                 out.push(check_paged_barriers(gpu, variant, head_dim, dtype)?);
             }
             if variant.has_varlen() {

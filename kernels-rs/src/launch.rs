@@ -56,6 +56,10 @@ macro_rules! with_launch_params {
             /// `[kv_splits, B*H, S_q, D]`, then their base-2 log-sum-exps `[kv_splits, B*H, S_q]`;
             /// 0 otherwise.
             workspace: u64 as *mut f32,
+            /// flash_decode with `kv_splits > 1`: one `u32` per (KV head, row block) of the grid,
+            /// 0 between launches, counting the slices whose partials are written; the block
+            /// that completes the count merges the slices and sets it back to 0. 0 otherwise.
+            split_counters: u64 as *mut u32,
             /// flash_decode's paged entry points: the block table `[B, max_blocks]` (int32), the
             /// cache page holding each `block_size` keys of each sequence; 0 for every other kernel.
             block_table: u64 as *const u32,

@@ -44,6 +44,7 @@ impl launch::LaunchArgs {
             batch_heads: self.batch_heads,
             kv_splits: self.kv_splits,
             workspace: self.workspace as *mut f32,
+            split_counters: self.split_counters as *mut u32,
             pages: attention::paged::PageTable {
                 table: self.block_table as *const u32,
                 seqlens: self.seqlens_k as *const u32,
@@ -166,22 +167,6 @@ use tile::{Bf16, E4m3, F16};
 
 include!(env!("FLASHRS_KERNEL_TABLE"));
 
-/// The merge of `flash_decode`'s split partials (`attention::decode::decode_combine`), one entry
-/// point per head dim and dtype, taking the same launch parameters as the attention kernels (the
-/// host launches it with the split launch's own arguments and grid `ceil(B*H*S_q / 4)` x 128).
-macro_rules! decode_combine {
-    ($name:ident, $t:ty, $d:literal) => {
-        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT| {
-            let _ = COUNT;
-            attention::decode::decode_combine::<$t, $d, { $d / 32 }>(io.out, p)
-        };));
-    };
-}
-decode_combine!(decode_combine_d64_f16, F16, 64);
-decode_combine!(decode_combine_d64_bf16, Bf16, 64);
-decode_combine!(decode_combine_d128_f16, F16, 128);
-decode_combine!(decode_combine_d128_bf16, Bf16, 128);
-
 /// V transposed for the e4m3 kernels (`attention::fp8::transpose_v`), one entry point per head
 /// dim, taking the attention launch's parameters: `v` the e4m3 V, `out` the transposed copy. Grid
 /// `(B * H_kv, ceil(keys_padded / 64), D / 64)`, `launch::fp8_transpose::THREADS` threads.
@@ -230,6 +215,7 @@ macro_rules! softmax_rows {
                 batch_heads: 0, // unused: the row softmax has its own grid
                 kv_splits: 1,
                 workspace: core::ptr::null_mut(),
+                split_counters: core::ptr::null_mut(),
                 pages: attention::paged::PageTable::NONE,
                 varlen: attention::varlen::Varlen::dense(core::ptr::null(), core::ptr::null(), seq_q),
                 descale: core::ptr::null(),

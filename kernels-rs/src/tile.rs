@@ -148,6 +148,10 @@ pub trait TileLayout {
     /// Bytes of a `rows x D` tile.
     fn tile_bytes<const D: usize>(rows: u32) -> u32;
 
+    /// Where the 16-byte chunk `chunk` (elements `8 chunk ..`) of row `row` sits in the tile of
+    /// `rows` rows of `d` elements at `tile`: what one lane of an `ldmatrix` points at.
+    fn chunk(tile: SharedAddr, d: usize, rows: u32, row: u32, chunk: u32) -> SharedAddr;
+
     /// Issues the `cp.async` copies of rows `first_row .. first_row + rows` of `src` into the tile
     /// at `dst`, spread over `threads` threads; rows past `src.count` are zero-filled.
     ///
@@ -172,6 +176,11 @@ impl TileLayout for Padded {
         rows * row_stride_bytes(D)
     }
 
+    #[inline(always)]
+    fn chunk(tile: SharedAddr, d: usize, _rows: u32, row: u32, chunk: u32) -> SharedAddr {
+        tile + row * row_stride_bytes(d) + chunk * 16
+    }
+
     /// # Safety
     /// As `tile::load_async`.
     #[inline(always)]
@@ -193,6 +202,11 @@ impl TileLayout for Swizzled128 {
     #[inline(always)]
     fn tile_bytes<const D: usize>(rows: u32) -> u32 {
         swizzled::tile_bytes(rows as usize, D)
+    }
+
+    #[inline(always)]
+    fn chunk(tile: SharedAddr, _d: usize, rows: u32, row: u32, chunk: u32) -> SharedAddr {
+        tile + swizzled::chunk_offset(row, chunk, rows)
     }
 
     /// # Safety

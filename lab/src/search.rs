@@ -899,7 +899,7 @@ mod tests {
             name: leak_str(spec.name()),
             spec,
             head_dims,
-            min_arch: spec.family.min_arch(),
+            min_arch: spec.min_arch(),
         }
     }
 

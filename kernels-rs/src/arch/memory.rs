@@ -153,6 +153,19 @@ pub unsafe fn st_global_u32(ptr: *mut u32, value: u32) {
     asm!("st.global.b32 [{p}], {v};", p = in(reg64) ptr, v = in(reg32) value, options(nostack));
 }
 
+/// Emits `atom.global.add.u32` (relaxed, GPU scope): adds `value` to the word at `ptr`; returns
+/// the word as it was.
+///
+/// # Safety
+/// `ptr` must be valid for a 4-byte aligned read and write of global memory.
+#[inline(always)]
+pub unsafe fn atomic_add_u32(ptr: *mut u32, value: u32) -> u32 {
+    let old: u32;
+    asm!("atom.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) ptr, v = in(reg32) value,
+         options(nostack));
+    old
+}
+
 /// Emits `st.global.b16`.
 ///
 /// # Safety

@@ -20,6 +20,14 @@ pub fn sync_warp() {
     unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
 }
 
+/// Emits `fence.acq_rel.gpu`: this thread's memory accesses before it are ordered before those
+/// after it for every thread of the GPU that synchronises with it (through an atomic, a barrier).
+#[inline(always)]
+pub fn fence_acq_rel_gpu() {
+    // Safety: touches no memory.
+    unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) };
+}
+
 /// Named-barrier ids. PTX has 16 per block; id 0 is the block barrier of `sync_threads` (and of
 /// `policy::sync`), so the kernel families share 1..=15 out in fixed ranges, which keeps two
 /// families' barriers apart even in one block:

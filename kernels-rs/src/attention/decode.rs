@@ -8,26 +8,32 @@
 //! - **Split-KV.** Each row block's key range is cut into `kv_splits` slices of whole KV tiles,
 //!   one block each (grid x = row block + row blocks x split, grid y/z = the KV heads). With one
 //!   slice the block writes the output (and log-sum-exp) itself; with more, each block writes
-//!   its rows' normalised fp32 partial output and base-2 log-sum-exp into the workspace and
-//!   `decode_combine` merges the slices.
+//!   its rows' normalised fp32 partial output and base-2 log-sum-exp into the workspace, counts
+//!   itself done on its row block's counter, and the last slice to finish merges them all
+//!   (`merge_if_last`), in the same launch.
 //!
 //! Inside a block the warps share the rows and split each KV tile's keys (`WARP_KEYS` each), each
-//! warp with its own online softmax (`FragmentSoftmax`) on `mma.sync` fragments; K/V tiles stream
-//! through `KvPipeline`, `STAGES` deep. After the loop the warps' partial results are merged
-//! through shared memory. Two block barriers per KV tile under the light policy (tile landed;
-//! tile no longer read), as `flash_mma`.
+//! warp with its own online softmax (`FragmentSoftmax`) on `mma.sync` fragments. K/V tiles stream
+//! through a `pipeline::TileStream`, `STAGES` deep: every thread's `cp.async` copies under the
+//! light (or legacy) policy's block barriers, two per KV tile (tile landed; tile no longer read),
+//! as `flash_mma`; or, under the mbarrier policy (sm_90a), the copy engine's boxes (`TmaRing`),
+//! with no block barrier in the loop. After the loop the warps' partial results are merged
+//! through shared memory.
+
+use core::marker::PhantomData;
 
 use super::fragment::FragmentSoftmax;
 use super::packing::{slice_tiles, PackedRows};
 use super::paged::DecodeKv;
-use super::pipeline::KvPipeline;
+use super::pipeline::{KvPipeline, Synced, TileStream, TmaRing};
 use super::shape::{Tiles, WarpShape};
 use super::varlen::Varlen;
 use super::warp_mma;
-use super::{record_barriers, start_counting, Buffers, Problem};
+use super::{record_barriers, start_counting, Buffers, Problem, MAP_K, MAP_V};
 use crate::arch::{self, SharedAddr};
-use crate::policy::{sync, BarrierPolicy, SyncPoint};
+use crate::policy::BarrierPolicy;
 use crate::softmax::RowState;
+use crate::tile::swizzled::ATOM_BYTES;
 use crate::tile::{self, Element, Padded};
 
 /// Bytes of one warp's partial output row in the merge buffer: `D` floats plus 16 bytes, so the
@@ -42,12 +48,47 @@ const fn merge_bytes(d: usize, block_m: usize, warps: usize) -> u32 {
     (warps * block_m) as u32 * (8 + merge_row_bytes(d))
 }
 
-/// Shared memory the kernel needs, in bytes: one Q tile, then the larger of the `STAGES` K/V
-/// slots and the merge buffers.
-pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize, warps: usize) -> u32 {
-    let kv = 2 * stages as u32 * tile::tile_bytes(block_n, d);
+/// Whether policy `P` hands the KV tiles over by mbarriers: then the copy engine brings them
+/// (`TmaRing`, sm_90a only), else every thread's `cp.async` under the policy's block barriers.
+const fn by_copy_engine<P: BarrierPolicy>() -> bool {
+    P::BARRIERS_PER_TILE == 0
+}
+
+/// Shared memory the kernel needs, in bytes. With `cp.async` (`tma` false): one padded Q tile,
+/// then the larger of the `STAGES` K/V slots and the merge buffers. With the copy engine: slack
+/// to align the ring to 1024 bytes, the ring (its slots hold the merge buffers afterwards, its
+/// barriers follow them), then Q.
+pub const fn smem_bytes(
+    d: usize,
+    block_m: usize,
+    block_n: usize,
+    stages: usize,
+    warps: usize,
+    tma: bool,
+) -> u32 {
     let merge = merge_bytes(d, block_m, warps);
-    tile::tile_bytes(block_m, d) + if kv > merge { kv } else { merge }
+    let q = tile::tile_bytes(block_m, d);
+    if tma {
+        let slots = 2 * stages as u32 * tile::swizzled::tile_bytes(block_n, d);
+        assert!(merge <= slots, "the merge buffers must fit in the ring's slots");
+        return ATOM_BYTES + slots + 16 * stages as u32 + q;
+    }
+    let kv = 2 * stages as u32 * tile::tile_bytes(block_n, d);
+    q + if kv > merge { kv } else { merge }
+}
+
+/// Where the Q tile and the K/V slots start (see `smem_bytes`).
+#[inline(always)]
+fn smem_plan<P: BarrierPolicy, const D: usize, const BLOCK_N: usize, const STAGES: usize>(
+    block_m: u32,
+) -> (SharedAddr, SharedAddr) {
+    let base = arch::dynamic_smem_base();
+    if by_copy_engine::<P>() {
+        let kv = (base + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
+        (kv + TmaRing::<D, BLOCK_N, STAGES>::smem_bytes(), kv)
+    } else {
+        (base, base + block_m * tile::row_stride_bytes(D))
+    }
 }
 
 /// Exports one `flash_decode` variant of `kernels.toml`: the invocation `build.rs` writes for it
@@ -57,7 +98,8 @@ macro_rules! flash_decode {
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
      stages = $stages:literal) => {
         kernel!(@export $name, $counted, $smem,
-            $crate::attention::decode::smem_bytes($d, $bm, $bn, $stages, $w), $barriers,
+            $crate::attention::decode::smem_bytes($d, $bm, $bn, $stages, $w,
+                <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE == 0), $barriers,
             <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |io, p, COUNT| flash_decode!(@body io, p, COUNT, false, false, $t, $policy, $d, $bm, $bn, $w, $stages));
     };
@@ -100,7 +142,8 @@ macro_rules! flash_decode_varlen {
 /// # Safety
 /// Launched as `attention`'s calling convention says for Q, K, V, the output and the LSE, but with
 /// the grid `(row blocks x kv_splits, KV heads on y/z)`, row blocks = `ceil(group * S_q / 16 /
-/// ROW_TILES)`; `problem.workspace` must hold the split partials when `kv_splits > 1`; the block
+/// ROW_TILES)`; `problem.workspace` must hold the split partials when `kv_splits > 1`, and
+/// `problem.split_counters` one counter per (KV head, row block) of the grid, each 0; the block
 /// has `32 * NUM_WARPS` threads and `smem_bytes` of dynamic shared memory; with `COUNT`,
 /// `barrier_log` holds four `u32` per block. With `PAGED`, K and V are the paged cache that
 /// `problem.pages` describes (`attention::paged`): `seqlens` holds `B` lengths and the table
@@ -134,6 +177,8 @@ pub unsafe fn flash_decode<
         assert!(WARP_KEYS * NUM_WARPS == BLOCK_N && WARP_KEYS.is_multiple_of(16));
         assert!(W::KEYS == WARP_KEYS && W::D == D);
         assert!(STAGES >= 1 && ROW_TILES >= 1 && !(PAGED && VARLEN));
+        // The copy engine reads contiguous K and V through the maps of a dense launch.
+        assert!(!(by_copy_engine::<P>() && (PAGED || VARLEN)));
     };
     let block_m = 16 * ROW_TILES as u32;
     let threads = (NUM_WARPS * 32) as u32;
@@ -147,6 +192,9 @@ pub unsafe fn flash_decode<
     }
     let heads_kv = problem.heads / group;
     let splits = problem.kv_splits.max(1);
+    // The grid's (KV head, row block) this block is a slice of: its counter's index.
+    let grid_row_blocks = arch::grid_dim_x() / splits;
+    let counter_slot = kv_head * grid_row_blocks + arch::block_idx_x() % grid_row_blocks;
     let Some((io, problem, kv_head, row_blocks)) =
         block_sequence::<PAGED, VARLEN, D>(io, problem, kv_head, block_m)
     else {
@@ -163,8 +211,7 @@ pub unsafe fn flash_decode<
     let first_key = first_tile * BLOCK_N as u32;
 
     let stride = tile::row_stride_bytes(D);
-    let q_smem = arch::dynamic_smem_base();
-    let kv_smem = q_smem + block_m * stride;
+    let (q_smem, kv_smem) = smem_plan::<P, D, BLOCK_N, STAGES>(block_m);
 
     // Q: the block's packed rows, each from its own head and position (zeros past the last).
     for chunk in (thread..block_m * D as u32 / 8).step_by(threads as usize) {
@@ -182,30 +229,6 @@ pub unsafe fn flash_decode<
         }
     }
     arch::cp_async_commit();
-    // K and V from this split's first key on: the pipeline counts tiles from there.
-    let skip = |mut kv_rows: tile::Rows| {
-        if tiles > 0 {
-            kv_rows.base = kv_rows.base.add(first_key as usize * kv_rows.stride as usize);
-            kv_rows.count -= first_key;
-        }
-        kv_rows
-    };
-    let head0 = rows.first_head as usize;
-    let source = if PAGED {
-        let sequence = (kv_head / heads_kv, kv_head % heads_kv, heads_kv);
-        DecodeKv::<PAGED>::paged(problem.pages.rows::<D>(k, v, sequence, first_key, problem.seq_k))
-    } else {
-        DecodeKv::<PAGED>::contiguous(
-            skip(problem.kv_rows::<D>(k, head0)),
-            skip(problem.kv_rows::<D>(v, head0)),
-        )
-    };
-    let kv =
-        KvPipeline::<Padded, D, BLOCK_N, STAGES, _>::from_source(kv_smem, source, tiles, thread, threads);
-    kv.start();
-    arch::cp_async_wait_stage::<STAGES>();
-    arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
-    let q_frag = W::q_fragments::<ROW_TILES>(q_smem, 0, stride);
 
     // Every warp holds all the block's rows; a row past the packed ones sees every key (its
     // zero query gives finite scores, and it is never written).
@@ -216,32 +239,51 @@ pub unsafe fn flash_decode<
             problem.seq_k
         }
     };
-    let mut softmax = FragmentSoftmax::<ROW_TILES>::with_key_ends(&problem, 0, key_end);
-    let mut o_acc = [W::Output::zero(); ROW_TILES];
-    let warp_key0 = warp * WARP_KEYS as u32; // this warp's first key inside each tile
-    let loop_start = start_counting::<COUNT>(0);
-
-    for t in 0..tiles {
-        let stage = kv.advance(t);
-        sync::<P, COUNT>(SyncPoint::KvLoaded);
-
-        // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
-        let (k_tile, v_tile) = (kv.k_tile(stage), kv.v_tile(stage));
-        let mut s_acc = [W::Scores::zero(); ROW_TILES];
-        for ks in 0..W::Query::LEN {
-            let a = core::array::from_fn(|mt| *q_frag[mt].tile(ks));
-            warp_mma::scores_step::<T, W, ROW_TILES>(&mut s_acc, &a, k_tile, warp_key0, stride, ks);
-        }
-        softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key + t * BLOCK_N as u32 + warp_key0);
-
-        // O += P V, P straight from the accumulators.
-        warp_mma::attend::<T, W, ROW_TILES>(&mut o_acc, &s_acc, v_tile, warp_key0, stride);
-        sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
-    }
-    kv.finish();
-    if COUNT {
-        record_barriers(barrier_log, tiles, loop_start, 0);
-    }
+    let walk = KeyWalk {
+        first_key,
+        tiles,
+        softmax: FragmentSoftmax::<ROW_TILES>::with_key_ends(&problem, 0, key_end),
+        q_smem,
+    };
+    let (softmax, o_acc) = if by_copy_engine::<P>() {
+        // The copy engine's tiles, from the maps of K and V the host encoded for this call.
+        let maps = (io.tensor_map(MAP_K), io.tensor_map(MAP_V));
+        let (batch, head) = (kv_head / heads_kv, kv_head % heads_kv);
+        let ring =
+            TmaRing::<D, BLOCK_N, STAGES>::new(kv_smem, maps, (head, batch), first_key, tiles, thread == 0);
+        ring.start(NUM_WARPS as u32);
+        arch::cp_async_wait::<0>();
+        arch::sync_threads(); // Q and the ring's barriers visible to every warp
+        walk.run::<T, P, COUNT, BLOCK_N, W, _>(&ring, barrier_log)
+    } else {
+        // K and V from this split's first key on: the pipeline counts tiles from there.
+        let skip = |mut kv_rows: tile::Rows| {
+            if tiles > 0 {
+                kv_rows.base = kv_rows.base.add(first_key as usize * kv_rows.stride as usize);
+                kv_rows.count -= first_key;
+            }
+            kv_rows
+        };
+        let head0 = rows.first_head as usize;
+        let source = if PAGED {
+            let sequence = (kv_head / heads_kv, kv_head % heads_kv, heads_kv);
+            DecodeKv::<PAGED>::paged(problem.pages.rows::<D>(k, v, sequence, first_key, problem.seq_k))
+        } else {
+            DecodeKv::<PAGED>::contiguous(
+                skip(problem.kv_rows::<D>(k, head0)),
+                skip(problem.kv_rows::<D>(v, head0)),
+            )
+        };
+        let kv =
+            KvPipeline::<Padded, D, BLOCK_N, STAGES, _>::from_source(kv_smem, source, tiles, thread, threads);
+        kv.start();
+        arch::cp_async_wait_stage::<STAGES>();
+        arch::sync_threads(); // Q visible to every warp (once, outside the tile loop)
+        let stream = Synced::<P, COUNT, _>(kv, PhantomData);
+        let result = walk.run::<T, P, COUNT, BLOCK_N, W, _>(&stream, barrier_log);
+        stream.0.finish();
+        result
+    };
 
     // The merge reuses the K/V slots: every warp must be done reading them (with no tiles, no
     // loop barrier ran), and no copy is in flight (`finish`).
@@ -249,6 +291,86 @@ pub unsafe fn flash_decode<
     let merge = Merge::<D>::new(kv_smem, block_m, NUM_WARPS as u32);
     merge.gather(softmax, &o_acc, problem.scale_log2);
     merge.store::<T>(out, &problem, &rows, first_row, (split, splits), thread, threads);
+    if splits > 1 {
+        let counter = problem.split_counters.add(counter_slot as usize);
+        let warps = NUM_WARPS as u32;
+        merge_if_last::<T, D>(
+            out,
+            &problem,
+            &rows,
+            (first_row, block_m),
+            counter,
+            kv_smem,
+            thread,
+            warps,
+        );
+    }
+}
+
+/// One block's walk over its KV tiles: its key slice (`tiles` tiles from `first_key`), each
+/// warp's softmax state over the block's rows, and Q's tile in shared memory.
+struct KeyWalk<const ROW_TILES: usize> {
+    first_key: u32,
+    tiles: u32,
+    softmax: FragmentSoftmax<ROW_TILES>,
+    q_smem: SharedAddr,
+}
+
+impl<const ROW_TILES: usize> KeyWalk<ROW_TILES> {
+    /// Reads Q's fragments, then walks the tiles `stream` brings: this warp's `W::KEYS` keys of
+    /// each `BLOCK_N`-key tile, S = Q K^T, the online softmax, O += P V. Returns the warp's
+    /// softmax state and output accumulators; with `COUNT`, records the loop's block barriers.
+    ///
+    /// # Safety
+    /// Q's tile is visible to every warp; `stream` brings `tiles` tiles of the block's K and V.
+    #[inline(always)]
+    unsafe fn run<
+        T: Element,
+        P: BarrierPolicy,
+        const COUNT: bool,
+        const BLOCK_N: usize,
+        W: WarpShape,
+        S: TileStream,
+    >(
+        mut self,
+        stream: &S,
+        barrier_log: *mut u32,
+    ) -> (FragmentSoftmax<ROW_TILES>, [W::Output; ROW_TILES]) {
+        let q_frag = W::q_fragments::<ROW_TILES>(self.q_smem, 0, tile::row_stride_bytes(W::D));
+        let mut o_acc = [W::Output::zero(); ROW_TILES];
+        let warp_key0 = arch::warp_id() * W::KEYS as u32; // this warp's first key inside each tile
+        let loop_start = start_counting::<COUNT>(0);
+        for t in 0..self.tiles {
+            let stage = stream.acquire(t);
+            // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
+            let (k_tile, v_tile) = (stream.k_tile(stage), stream.v_tile(stage));
+            let mut s_acc = [W::Scores::zero(); ROW_TILES];
+            for ks in 0..W::Query::LEN {
+                let a = core::array::from_fn(|mt| *q_frag[mt].tile(ks));
+                let rows = BLOCK_N as u32;
+                warp_mma::scores_step::<T, W, S::Layout, ROW_TILES>(
+                    &mut s_acc, &a, k_tile, rows, warp_key0, ks,
+                );
+            }
+            let first_key = self.first_key + t * BLOCK_N as u32 + warp_key0;
+            self.softmax
+                .step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key);
+
+            // O += P V, P straight from the accumulators.
+            warp_mma::attend::<T, W, S::Layout, ROW_TILES>(
+                &mut o_acc,
+                &s_acc,
+                v_tile,
+                BLOCK_N as u32,
+                warp_key0,
+            );
+            stream.release(t);
+        }
+        if COUNT {
+            record_barriers(barrier_log, self.tiles, loop_start, 0);
+        }
+        (self.softmax, o_acc)
+    }
 }
 
 /// The block's view of its sequence: with `PAGED`, the problem with the sequence's own key
@@ -489,7 +611,8 @@ impl<const D: usize> Merge<D> {
 
 /// The workspace of a split launch: `[kv_splits, B*H, S_q, D]` fp32 partial outputs, then
 /// `[kv_splits, B*H, S_q]` base-2 log-sum-exps, one slice per split (varlen: `[kv_splits, H,
-/// total_q, ..]`, as the combine, launched as a batch of one of `total_q` rows, reads them).
+/// total_q, ..]`, the packed sequences as a batch of one of `total_q` rows).
+#[derive(Clone, Copy)]
 struct Partials {
     base: *mut f32,
     /// `B * H * S_q`: rows per split.
@@ -529,59 +652,108 @@ impl Partials {
         let lse = self.base.add(self.splits * self.rows * D);
         lse.add(self.split * self.rows + head * self.seq_q + self.q_start + position as usize)
     }
-}
 
-/// Merges the split partials of `problem.workspace` into the output (and the log-sum-exp, when
-/// asked): one warp per query row (`b * H + h`, position), `COLS = D / 32` columns per lane.
-/// Grid `ceil(B*H*S_q / 4)` blocks of 128 threads.
-///
-/// # Safety
-/// `out` (and `problem.lse` when not null) hold the problem's tensors; the workspace holds
-/// `kv_splits` slices every one of which the split kernel has written.
-#[inline(always)]
-pub unsafe fn decode_combine<T: Element, const D: usize, const COLS: usize>(out: *mut u16, problem: Problem) {
-    const { assert!(COLS * 32 == D && COLS.is_multiple_of(2)) };
-    let lane = arch::lane_id();
-    let rows = problem.batch_heads as usize * problem.seq_q as usize;
-    let row = (arch::block_idx_x() * 4 + arch::warp_id()) as usize;
-    if row >= rows {
-        return;
+    /// Slice `split`'s view of the same workspace.
+    #[inline(always)]
+    fn slice(&self, split: usize) -> Partials {
+        Partials { split, ..*self }
     }
-    let splits = problem.kv_splits as usize;
-    let outputs = problem.workspace as *const f32;
-    let lse2 = outputs.add(splits * rows * D);
-    let mut max = f32::NEG_INFINITY;
-    for split in (lane as usize..splits).step_by(32) {
-        max = arch::max(max, *lse2.add(split * rows + row));
-    }
-    let max = arch::warp_max(max);
-    let mut total = 0.0f32;
-    let mut acc = [0.0f32; COLS];
-    for split in 0..splits {
-        let w = weight(*lse2.add(split * rows + row), max);
-        if w != 0.0 {
-            total += w;
-            let part = outputs.add((split * rows + row) * D + lane as usize * COLS);
-            for (c, a) in acc.iter_mut().enumerate() {
-                *a = arch::fma(w, *part.add(c), *a);
+
+    /// Merges query row (`head`, `position`) over every slice into the output (and the
+    /// log-sum-exp, when asked), one warp, `D / 32` columns per lane: weights `2^(lse_i - max)`,
+    /// the normalised sum, the log-sum-exp `(max + log2(sum)) ln 2`. Slices that saw no key weigh
+    /// nothing; a row that saw none gives 0 and `-inf`.
+    ///
+    /// # Safety
+    /// Every slice's row is written and visible to this warp; `out` and `problem.lse` are the
+    /// problem's, `head` and `position` inside it.
+    #[inline(always)]
+    unsafe fn merge_row<T: Element, const D: usize>(
+        &self,
+        out: *mut u16,
+        problem: &Problem,
+        (head, position): (usize, u32),
+        lane: u32,
+    ) {
+        const { assert!(D == 64 || D == 128) };
+        let cols = D / 32;
+        let mut max = f32::NEG_INFINITY;
+        for split in (lane as usize..self.splits).step_by(32) {
+            max = arch::max(max, *self.slice(split).lse2::<D>(head, position));
+        }
+        let max = arch::warp_max(max);
+        let mut total = 0.0f32;
+        let mut acc = [0.0f32; 4];
+        for split in 0..self.splits {
+            let slice = self.slice(split);
+            let w = weight(*slice.lse2::<D>(head, position), max);
+            if w != 0.0 {
+                total += w;
+                let part = slice.output_row::<D>(head, position).add(lane as usize * cols);
+                for c in 0..cols {
+                    acc[c] = arch::fma(w, *part.add(c), acc[c]);
+                }
             }
         }
+        let norm = if total > 0.0 { arch::recip(total) } else { 0.0 };
+        let o = problem.out_row::<D>(out, head, position) as *mut u32;
+        for c in 0..cols / 2 {
+            let packed = T::pack(acc[2 * c] * norm, acc[2 * c + 1] * norm);
+            arch::st_global_u32(o.add(lane as usize * cols / 2 + c), packed);
+        }
+        if lane == 0 && !problem.lse.is_null() {
+            *problem.lse.add(problem.lse_index(head, position)) = if total > 0.0 {
+                (max + arch::log2(total)) * core::f32::consts::LN_2
+            } else {
+                f32::NEG_INFINITY
+            };
+        }
     }
-    let norm = if total > 0.0 { arch::recip(total) } else { 0.0 };
-    let (head, position) = (
-        row / problem.seq_q as usize,
-        (row % problem.seq_q as usize) as u32,
-    );
-    let o = problem.out_row::<D>(out, head, position) as *mut u32;
-    for c in 0..COLS / 2 {
-        let packed = T::pack(acc[2 * c] * norm, acc[2 * c + 1] * norm);
-        arch::st_global_u32(o.add(lane as usize * COLS / 2 + c), packed);
+}
+
+/// With the keys split over several blocks: once this block's partial rows are out, counts its
+/// slice done on `counter`; the block whose count completes the row block's slices merges them
+/// into the output (`Partials::merge_row`, one warp per row) and sets the counter back to 0 for
+/// the next launch. The last slice to finish does the merge, so no second kernel (and no launch
+/// gap) follows the split one.
+///
+/// # Safety
+/// Called by every thread of the block after `Merge::store` with `splits > 1`; `counter` is the
+/// grid's (KV head, row block) counter, 0 before the launch's first slice of it counted, and
+/// `flag` a word of this block's shared memory nobody reads now.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn merge_if_last<T: Element, const D: usize>(
+    out: *mut u16,
+    problem: &Problem,
+    rows: &PackedRows,
+    (first_row, block_m): (u32, u32),
+    counter: *mut u32,
+    flag: SharedAddr,
+    thread: u32,
+    warps: u32,
+) {
+    // This thread's partial rows before the block's count, every thread's before thread 0's.
+    arch::fence_acq_rel_gpu();
+    arch::sync_threads();
+    if thread == 0 {
+        let last = arch::atomic_add_u32(counter, 1) + 1 == problem.kv_splits;
+        if last {
+            arch::st_global_u32(counter, 0); // every slice has counted: nobody adds any more
+        }
+        arch::st_shared_u32(flag, last as u32);
     }
-    if lane == 0 && !problem.lse.is_null() {
-        *problem.lse.add(row) = if total > 0.0 {
-            (max + arch::log2(total)) * core::f32::consts::LN_2
-        } else {
-            f32::NEG_INFINITY
-        };
+    arch::sync_threads();
+    if arch::ld_shared_u32(flag) == 0 {
+        return;
+    }
+    // The other slices' rows, written before their counts that ours followed.
+    arch::fence_acq_rel_gpu();
+    let partials = Partials::new(problem, 0);
+    let lane = arch::lane_id();
+    for row in (arch::warp_id()..block_m).step_by(warps as usize) {
+        if first_row + row < rows.count {
+            partials.merge_row::<T, D>(out, problem, rows.place(first_row + row), lane);
+        }
     }
 }

@@ -133,19 +133,20 @@ pub unsafe fn flash_mma<
                         q_fragment(mt, ks)
                     };
                 }
-                warp_mma::scores_step::<T, W, ROW_TILES>(
+                warp_mma::scores_step::<T, W, Padded, ROW_TILES>(
                     &mut s_acc,
                     &a,
                     kv.k_tile(stage),
+                    BLOCK_N as u32,
                     sub_row,
-                    stride,
                     ks,
                 );
             }
             softmax.step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, t * BLOCK_N as u32 + sub_row);
 
             // O += P V, P straight from the accumulators.
-            warp_mma::attend::<T, W, ROW_TILES>(&mut o_acc, &s_acc, kv.v_tile(stage), sub_row, stride);
+            let v_tile = kv.v_tile(stage);
+            warp_mma::attend::<T, W, Padded, ROW_TILES>(&mut o_acc, &s_acc, v_tile, BLOCK_N as u32, sub_row);
         }
         sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
     }

@@ -76,11 +76,26 @@ pub struct Buffers {
     pub out: *mut u16,
     /// The `_counted` twin's record (`record_barriers`); unused by the plain kernels.
     pub barrier_log: *mut u32,
-    /// `flash_ws`: the tensor maps the host encoded for this call; null for the other families.
+    /// The tensor maps the host encoded for this call (`flash_ws`, and `flash_decode` under the
+    /// mbarrier policy); null for the other kernels.
     pub tensor_maps: *const u8,
 }
 
+/// The tensor maps the host encodes for a call that reads through the copy engine (`src/tma.rs`),
+/// in this order, `MAP_BYTES` apart: Q, K, V, and the output in boxes of 64 rows.
+pub const MAP_Q: usize = 0;
+pub const MAP_K: usize = 1;
+pub const MAP_V: usize = 2;
+pub const MAP_O: usize = 3;
+pub const MAP_BYTES: usize = 128;
+
 impl Buffers {
+    /// Tensor map `which` (`MAP_Q` ..) of the call.
+    #[inline(always)]
+    pub fn tensor_map(&self, which: usize) -> *const u8 {
+        self.tensor_maps.wrapping_add(which * MAP_BYTES)
+    }
+
     /// The rows of Q, K and V that query head `head` (`b * H + h`) reads.
     ///
     /// # Safety
@@ -123,6 +138,9 @@ pub struct Problem {
     pub kv_splits: u32,
     /// flash_decode: the split partials (see `launch.rs`), null when `kv_splits` is 1.
     pub workspace: *mut f32,
+    /// flash_decode with `kv_splits > 1`: the grid's per-(KV head, row block) slice counters
+    /// (`launch.rs`).
+    pub split_counters: *mut u32,
     /// flash_decode's paged entry points: the block table and the sequence lengths; null and 0
     /// for every other kernel.
     pub pages: paged::PageTable,

@@ -10,7 +10,228 @@
 use core::marker::PhantomData;
 
 use crate::arch::{self, SharedAddr};
-use crate::tile::{Rows, TileLayout};
+use crate::policy::{sync, BarrierPolicy, SyncPoint};
+use crate::tile::{swizzled, Rows, Swizzled128, TileLayout};
+
+/// What a KV loop asks of the tiles it walks, however they arrive: `acquire` a tile (its K and
+/// V visible to the calling thread), read it, `release` it. Every thread of the block calls each
+/// method for every tile, in order.
+pub trait TileStream {
+    /// How the K and V tiles sit in shared memory.
+    type Layout: TileLayout;
+
+    /// Waits until tile `t`'s K and V are visible to this thread; returns its slot.
+    ///
+    /// # Safety
+    /// `t` counts up from 0 below the stream's tiles; tile `t - 1` was released.
+    unsafe fn acquire(&self, t: u32) -> u32;
+
+    /// This thread (and its warp) is done reading tile `t`.
+    ///
+    /// # Safety
+    /// After `acquire(t)`, by every thread of the block.
+    unsafe fn release(&self, t: u32);
+
+    /// Where slot `stage`'s K tile starts.
+    fn k_tile(&self, stage: u32) -> SharedAddr;
+
+    /// Where slot `stage`'s V tile starts.
+    fn v_tile(&self, stage: u32) -> SharedAddr;
+}
+
+/// A `KvPipeline` whose hand-overs are policy `P`'s: its `KvLoaded` point after each wait for
+/// this thread's copies, its `BeforeSmemReuse` point after the reads (block barriers under the
+/// light and legacy policies, counted when `COUNT`).
+pub struct Synced<P: BarrierPolicy, const COUNT: bool, Pipe>(pub Pipe, pub PhantomData<P>);
+
+impl<P, const COUNT: bool, L, const D: usize, const BLOCK_N: usize, const STAGES: usize, S> TileStream
+    for Synced<P, COUNT, KvPipeline<L, D, BLOCK_N, STAGES, S>>
+where
+    P: BarrierPolicy,
+    L: TileLayout,
+    S: KvSource<L>,
+{
+    type Layout = L;
+
+    /// # Safety
+    /// As `KvPipeline::advance`, whose refill this is (the previous tile's `release` was the
+    /// barrier it needs).
+    #[inline(always)]
+    unsafe fn acquire(&self, t: u32) -> u32 {
+        // Safety: the caller's contract.
+        let stage = unsafe { self.0.advance(t) };
+        sync::<P, COUNT>(SyncPoint::KvLoaded);
+        stage
+    }
+
+    #[inline(always)]
+    unsafe fn release(&self, _t: u32) {
+        sync::<P, COUNT>(SyncPoint::BeforeSmemReuse);
+    }
+
+    #[inline(always)]
+    fn k_tile(&self, stage: u32) -> SharedAddr {
+        self.0.k_tile(stage)
+    }
+
+    #[inline(always)]
+    fn v_tile(&self, stage: u32) -> SharedAddr {
+        self.0.v_tile(stage)
+    }
+}
+
+/// K and V tiles brought by the copy engine (TMA, sm_90): a ring of `STAGES` slots, each a
+/// `BLOCK_N`-key K tile and V tile in the 128-byte swizzle layout, with two mbarriers per slot:
+/// *full* (the copies' bytes landed) and *empty* (every warp has read the slot). One thread,
+/// the producer, issues every copy: the first `STAGES` tiles at `start`, then tile
+/// `t - 1 + STAGES` when it acquires tile `t`, into the slot every warp has released by then.
+/// No block barrier: a warp waits for exactly the tile it reads next.
+pub struct TmaRing<const D: usize, const BLOCK_N: usize, const STAGES: usize> {
+    /// Slot 0's K tile (1024-byte aligned); the barriers follow the last slot.
+    base: SharedAddr,
+    /// The encoded tensor maps of K and V (`src/tma.rs`: boxes of 64 columns by `BLOCK_N` rows).
+    k_map: *const u8,
+    v_map: *const u8,
+    /// The maps' head and batch coordinates of the KV head read.
+    head: i32,
+    batch: i32,
+    /// The key of tile 0's first row, and the tiles walked.
+    first_key: u32,
+    tiles: u32,
+    /// This thread issues the copies.
+    producer: bool,
+}
+
+impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TmaRing<D, BLOCK_N, STAGES> {
+    /// Bytes of one K or V tile.
+    const TILE_BYTES: u32 = swizzled::tile_bytes(BLOCK_N, D);
+
+    /// Shared memory of the ring from its (1024-byte aligned) base: the slots, then the barriers.
+    pub const fn smem_bytes() -> u32 {
+        STAGES as u32 * (2 * Self::TILE_BYTES + 16)
+    }
+
+    /// A ring at `base` over `tiles` tiles of KV head `(head, batch)` of the maps, tile 0 at key
+    /// `first_key`; `producer` is one thread of the block.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn new(
+        base: SharedAddr,
+        (k_map, v_map): (*const u8, *const u8),
+        (head, batch): (u32, u32),
+        first_key: u32,
+        tiles: u32,
+        producer: bool,
+    ) -> Self {
+        const { assert!(STAGES >= 1 && D.is_multiple_of(64) && BLOCK_N <= 256) };
+        TmaRing {
+            base,
+            k_map,
+            v_map,
+            head: head as i32,
+            batch: batch as i32,
+            first_key,
+            tiles,
+            producer,
+        }
+    }
+
+    /// Slot `stage`'s full (`kind` 0) or empty (1) barrier.
+    #[inline(always)]
+    fn barrier(&self, kind: u32, stage: u32) -> SharedAddr {
+        self.base + STAGES as u32 * 2 * Self::TILE_BYTES + 8 * (kind * STAGES as u32 + stage)
+    }
+
+    /// The producer sets up the barriers (`warps` arrivals empty a slot) and issues the first
+    /// tiles. A block barrier must follow before any other thread acquires a tile.
+    ///
+    /// # Safety
+    /// The ring's shared memory is this block's, unused by anyone else; the maps describe K and
+    /// V of the launch, which stay allocated until the copies land.
+    #[inline(always)]
+    pub unsafe fn start(&self, warps: u32) {
+        if !self.producer {
+            return;
+        }
+        arch::prefetch_tensormap(self.k_map);
+        arch::prefetch_tensormap(self.v_map);
+        for stage in 0..STAGES as u32 {
+            arch::mbarrier_init(self.barrier(0, stage), 1);
+            arch::mbarrier_init(self.barrier(1, stage), warps);
+        }
+        arch::fence_mbarrier_init();
+        for t in 0..(STAGES as u32).min(self.tiles) {
+            // Safety: fresh slots; the caller's contract.
+            unsafe { self.issue(t) };
+        }
+    }
+
+    /// Copies tile `t`'s K and V into its slot, counted on the slot's full barrier.
+    ///
+    /// # Safety
+    /// The slot is free (empty barrier passed for the tile before it in the slot); the maps'
+    /// contract (`start`).
+    #[inline(always)]
+    unsafe fn issue(&self, t: u32) {
+        let stage = t % STAGES as u32;
+        let full = self.barrier(0, stage);
+        arch::mbarrier_arrive_expect_tx(full, 2 * Self::TILE_BYTES);
+        let row = (self.first_key + t * BLOCK_N as u32) as i32;
+        for block in 0..D as u32 / 64 {
+            let at = [64 * block as i32, row, self.head, self.batch];
+            let offset = block * swizzled::column_block_bytes(BLOCK_N as u32);
+            arch::tma_load_4d(self.k_tile(stage) + offset, self.k_map, full, at);
+            arch::tma_load_4d(self.v_tile(stage) + offset, self.v_map, full, at);
+        }
+    }
+}
+
+impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TileStream for TmaRing<D, BLOCK_N, STAGES> {
+    type Layout = Swizzled128;
+
+    /// # Safety
+    /// As `TileStream::acquire`, after `start` and the block barrier that follows it.
+    #[inline(always)]
+    unsafe fn acquire(&self, t: u32) -> u32 {
+        let next = t + STAGES as u32 - 1;
+        if self.producer && t > 0 && next < self.tiles {
+            // Tile t - 1's slot, once every warp has released it.
+            let previous = t - 1;
+            let parity = (previous / STAGES as u32) & 1;
+            // Safety: the barriers exist (`start`); the slot is free once the phase completes.
+            unsafe {
+                arch::mbarrier_wait(self.barrier(1, previous % STAGES as u32), parity);
+                self.issue(next);
+            }
+        }
+        // The producer's lanes part from their warp's above; the tile's reads are warp-wide.
+        arch::sync_warp();
+        let stage = t % STAGES as u32;
+        // Safety: the barriers exist; the tile was issued (t < tiles, issued in order).
+        unsafe { arch::mbarrier_wait(self.barrier(0, stage), (t / STAGES as u32) & 1) };
+        stage
+    }
+
+    #[inline(always)]
+    unsafe fn release(&self, t: u32) {
+        // Every lane's reads of the slot are done before its warp's one arrival.
+        arch::sync_warp();
+        if arch::lane_id() == 0 {
+            // Safety: the barriers exist; one arrival per warp and tile, as counted at `start`.
+            unsafe { arch::mbarrier_arrive(self.barrier(1, t % STAGES as u32)) };
+        }
+    }
+
+    #[inline(always)]
+    fn k_tile(&self, stage: u32) -> SharedAddr {
+        self.base + stage * 2 * Self::TILE_BYTES
+    }
+
+    #[inline(always)]
+    fn v_tile(&self, stage: u32) -> SharedAddr {
+        self.k_tile(stage) + Self::TILE_BYTES
+    }
+}
 
 /// One tile's copies: rows `first_row ..` of a source into the slot at `slot` (K's tile, then
 /// V's right after it), spread over `threads` threads of which this is `thread`. One value, so

@@ -4,7 +4,7 @@
 
 use super::shape::{Tiles, WarpShape};
 use crate::arch::{self, SharedAddr};
-use crate::tile::Element;
+use crate::tile::{Element, TileLayout};
 
 /// Row tile `mt`'s A fragment for k-step `ks`, from a row-major 16-bit tile in shared memory
 /// (`stride` bytes per row) whose row tiles start at row `first_row`: the four 8 x 8 matrices
@@ -45,28 +45,28 @@ pub unsafe fn a_fragments<const ROW_TILES: usize, const K_STEPS: usize>(
 }
 
 /// One 16-column k-step `ks` of S = Q K^T: `a[mt]` is row tile `mt`'s A fragment of Q for this
-/// step; the keys are rows `first_key_row ..` of the K tile at `k_tile` (`stride` bytes per
-/// row). One `ldmatrix.x4` gives the B fragments of two adjacent 8-key tiles, used by every row
-/// tile.
+/// step; the keys are rows `first_key_row ..` of the K tile at `k_tile` (`tile_rows` rows in
+/// layout `L`). One `ldmatrix.x4` gives the B fragments of two adjacent 8-key tiles, used by
+/// every row tile.
 ///
 /// # Safety
 /// `k_tile` must hold `first_key_row + W::KEYS` rows of at least `16 * (ks + 1)` elements,
 /// written and made visible to this warp.
 #[inline(always)]
-pub unsafe fn scores_step<T: Element, W: WarpShape, const ROW_TILES: usize>(
+pub unsafe fn scores_step<T: Element, W: WarpShape, L: TileLayout, const ROW_TILES: usize>(
     s_acc: &mut [W::Scores; ROW_TILES],
     a: &[[u32; 4]; ROW_TILES],
     k_tile: SharedAddr,
+    tile_rows: u32,
     first_key_row: u32,
-    stride: u32,
     ks: usize,
 ) {
     let lane = arch::lane_id();
     for jp in 0..W::KEYS / 16 {
         let key_row = first_key_row + (16 * jp) as u32 + (lane / 16) * 8 + lane % 8;
-        let col = (16 * ks) as u32 + ((lane / 8) % 2) * 8;
+        let chunk = (2 * ks) as u32 + (lane / 8) % 2;
         // Safety: inside the tile, the caller's contract.
-        let b = unsafe { arch::ldmatrix_x4(k_tile + key_row * stride + col * 2) };
+        let b = unsafe { arch::ldmatrix_x4(L::chunk(k_tile, W::D, tile_rows, key_row, chunk)) };
         for mt in 0..ROW_TILES {
             T::mma(s_acc[mt].tile_mut(2 * jp), a[mt], [b[0], b[1]]);
             T::mma(s_acc[mt].tile_mut(2 * jp + 1), a[mt], [b[2], b[3]]);
@@ -75,18 +75,19 @@ pub unsafe fn scores_step<T: Element, W: WarpShape, const ROW_TILES: usize>(
 }
 
 /// O += P V, P straight from the score accumulators (tiles 2kk and 2kk + 1 of a row tile form
-/// k-step kk's A fragment); V's rows `first_key_row ..` of the tile at `v_tile`, read transposed.
+/// k-step kk's A fragment); V's rows `first_key_row ..` of the tile at `v_tile` (`tile_rows`
+/// rows in layout `L`), read transposed.
 ///
 /// # Safety
 /// `v_tile` must hold `first_key_row + W::KEYS` rows of `W::D` elements, written and
 /// made visible to this warp.
 #[inline(always)]
-pub unsafe fn attend<T: Element, W: WarpShape, const ROW_TILES: usize>(
+pub unsafe fn attend<T: Element, W: WarpShape, L: TileLayout, const ROW_TILES: usize>(
     o_acc: &mut [W::Output; ROW_TILES],
     s_acc: &[W::Scores; ROW_TILES],
     v_tile: SharedAddr,
+    tile_rows: u32,
     first_key_row: u32,
-    stride: u32,
 ) {
     let lane = arch::lane_id();
     for kk in 0..W::KEYS / 16 {
@@ -102,9 +103,9 @@ pub unsafe fn attend<T: Element, W: WarpShape, const ROW_TILES: usize>(
         }
         for dp in 0..W::D / 16 {
             let key_row = first_key_row + (16 * kk) as u32 + lane % 8 + ((lane / 8) % 2) * 8;
-            let col = (16 * dp) as u32 + (lane / 16) * 8;
+            let chunk = (2 * dp) as u32 + lane / 16;
             // Safety: inside the tile, the caller's contract.
-            let b = unsafe { arch::ldmatrix_x4_trans(v_tile + key_row * stride + col * 2) };
+            let b = unsafe { arch::ldmatrix_x4_trans(L::chunk(v_tile, W::D, tile_rows, key_row, chunk)) };
             for mt in 0..ROW_TILES {
                 T::mma(o_acc[mt].tile_mut(2 * dp), a[mt], [b[0], b[1]]);
                 T::mma(o_acc[mt].tile_mut(2 * dp + 1), a[mt], [b[2], b[3]]);

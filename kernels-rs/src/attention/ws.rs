@@ -27,6 +27,7 @@ use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::Varlen;
 use super::{longest_first_block, record_barriers, start_counting, Buffers, Problem};
+use super::{MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Operand};
@@ -44,14 +45,6 @@ fn split_registers(warpgroup: u32, consumers: usize) {
         _ => arch::setmaxnreg_inc::<160>(),
     }
 }
-
-/// The tensor maps the host encodes for each call, in this order, 128 bytes apart.
-const MAP_Q: usize = 0;
-const MAP_K: usize = 1;
-const MAP_V: usize = 2;
-/// The output's map, in boxes of one consumer warpgroup's 64 rows.
-const MAP_O: usize = 3;
-const MAP_BYTES: usize = 128;
 
 /// Named barrier of consumer warpgroup `c`'s epilogue (after the ping-pong turns' ids).
 #[inline(always)]
