@@ -240,32 +240,32 @@ impl Gpu {
     /// The device address of a workspace of at least `floats` fp32 values (0 for none), grown by
     /// powers of two and kept for this `Gpu`'s life (see `Inner::workspaces`).
     pub(crate) fn decode_workspace(&self, floats: usize) -> Result<u64> {
-        if floats == 0 {
-            return Ok(0);
-        }
-        let mut state = self.decode_state();
-        if state.workspaces.last().is_none_or(|w| w.len() < floats) {
-            let buffer = self.stream().alloc_zeros::<f32>(floats.next_power_of_two())?;
-            state.workspaces.push(buffer);
-        }
-        let buffer = state.workspaces.last().expect("a workspace was just ensured");
-        let (address, _sync) = buffer.device_ptr(self.stream());
-        Ok(address)
+        self.grown(floats, |inner| &mut inner.workspaces)
     }
 
     /// The device address of at least `count` slice counters, each 0 (0 for none): grown by
     /// powers of two and kept as the workspaces are. Launches on this `Gpu`'s stream only (they
     /// are ordered, so one launch's counters are back at 0 before the next one counts).
     pub(crate) fn decode_counters(&self, count: usize) -> Result<u64> {
-        if count == 0 {
+        self.grown(count, |inner| &mut inner.counters)
+    }
+
+    /// The last of `buffers` (0 for `len` 0), after appending a zeroed one of the next power of
+    /// two at or above `len` when it is shorter.
+    fn grown<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        len: usize,
+        buffers: impl FnOnce(&mut Inner) -> &mut Vec<CudaSlice<T>>,
+    ) -> Result<u64> {
+        if len == 0 {
             return Ok(0);
         }
         let mut state = self.decode_state();
-        if state.counters.last().is_none_or(|c| c.len() < count) {
-            let buffer = self.stream().alloc_zeros::<u32>(count.next_power_of_two())?;
-            state.counters.push(buffer);
+        let buffers = buffers(&mut state);
+        if buffers.last().is_none_or(|b| b.len() < len) {
+            buffers.push(self.stream().alloc_zeros::<T>(len.next_power_of_two())?);
         }
-        let buffer = state.counters.last().expect("counters were just ensured");
+        let buffer = buffers.last().expect("a buffer was just ensured");
         let (address, _sync) = buffer.device_ptr(self.stream());
         Ok(address)
     }
