@@ -182,7 +182,7 @@ pub unsafe fn flash_decode<
     };
     let block_m = 16 * ROW_TILES as u32;
     let threads = (NUM_WARPS * 32) as u32;
-    let (thread, warp) = (arch::thread_idx_x(), arch::warp_id());
+    let thread = arch::thread_idx_x();
 
     // The KV head (= b * H_kv + h_kv) on y and z, as the other families put query heads there.
     let kv_head = arch::block_idx_y() + arch::block_idx_z() * arch::grid_dim_y();
