@@ -210,25 +210,9 @@ pub unsafe fn flash_decode<
     let (first_tile, tiles) = slice_tiles(problem.seq_k, BLOCK_N as u32, splits, split, block_key_end);
     let first_key = first_tile * BLOCK_N as u32;
 
-    let stride = tile::row_stride_bytes(D);
     let (q_smem, kv_smem) = smem_plan::<P, D, BLOCK_N, STAGES>(block_m);
 
-    // Q: the block's packed rows, each from its own head and position (zeros past the last).
-    for chunk in (thread..block_m * D as u32 / 8).step_by(threads as usize) {
-        let (row, column) = (chunk / (D as u32 / 8), chunk % (D as u32 / 8));
-        let dst = q_smem + row * stride + column * 16;
-        if first_row + row < rows.count {
-            let (head, position) = rows.place(first_row + row);
-            let q_rows = problem.q_rows::<D>(q, head);
-            let src = q_rows
-                .base
-                .add(position as usize * q_rows.stride as usize + 8 * column as usize);
-            arch::cp_async_16(dst, src as *const u8, 16);
-        } else {
-            arch::cp_async_16(dst, q as *const u8, 0);
-        }
-    }
-    arch::cp_async_commit();
+    load_packed_q::<D>(q_smem, q, &problem, &rows, (first_row, block_m), thread, threads);
 
     // Every warp holds all the block's rows; a row past the packed ones sees every key (its
     // zero query gives finite scores, and it is never written).
@@ -305,6 +289,39 @@ pub unsafe fn flash_decode<
             warps,
         );
     }
+}
+
+/// Copies the block's packed rows of Q (`first_row ..`, `block_m` of them) into the padded tile at
+/// `q_smem`, each from its own head and position, zeros past the last; one commit group.
+///
+/// # Safety
+/// `q` holds the problem's Q; the tile is this block's shared memory, read after the copies land.
+#[inline(always)]
+unsafe fn load_packed_q<const D: usize>(
+    q_smem: SharedAddr,
+    q: *const u16,
+    problem: &Problem,
+    rows: &PackedRows,
+    (first_row, block_m): (u32, u32),
+    thread: u32,
+    threads: u32,
+) {
+    let stride = tile::row_stride_bytes(D);
+    for chunk in (thread..block_m * D as u32 / 8).step_by(threads as usize) {
+        let (row, column) = (chunk / (D as u32 / 8), chunk % (D as u32 / 8));
+        let dst = q_smem + row * stride + column * 16;
+        if first_row + row < rows.count {
+            let (head, position) = rows.place(first_row + row);
+            let q_rows = problem.q_rows::<D>(q, head);
+            let src = q_rows
+                .base
+                .add(position as usize * q_rows.stride as usize + 8 * column as usize);
+            arch::cp_async_16(dst, src as *const u8, 16);
+        } else {
+            arch::cp_async_16(dst, q as *const u8, 0);
+        }
+    }
+    arch::cp_async_commit();
 }
 
 /// One block's walk over its KV tiles: its key slice (`tiles` tiles from `first_key`), each
