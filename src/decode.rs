@@ -25,8 +25,8 @@ pub const DECODE_MAX_ROWS: usize = 32;
 const DECODE_VARIANT_16: &str = "flash_decode_m16_n128_w8_s3_light";
 const DECODE_VARIANT_32: &str = "flash_decode_m32_n64_w4_s3_light";
 /// On sm_90 the same tiles through the copy engine (TMA boxes and mbarriers, no block barrier in
-/// the loop), for dense K and V: 5-6% faster on every decode shape, at cuDNN's rate
-/// (docs/decode.md, session 13).
+/// the loop): 5-6% faster on every decode shape, at cuDNN's rate (docs/decode.md, session 13); a
+/// paged cache through a box per page (session 14).
 const DECODE_VARIANT_16_TMA: &str = "flash_decode_m16_n128_w8_s3_mbarrier";
 
 /// Most slices of one row block's keys: bounds the workspace and the merge's loop.
@@ -57,28 +57,28 @@ pub const DISPATCH: bool = true;
 /// (sm_90) it reads as fast (349.7 against 350.1 us there, 689.5 against 703.0 at
 /// (64,32,1,2048,128)), so on sm_90 it takes those too.
 pub fn decode_variant(shape: Shape, arch: u32, sms: usize) -> Option<&'static VariantSpec> {
-    pick(shape, arch, sms, true)
-}
-
-/// [`decode_variant`]'s rule; `dense`: K and V are contiguous tensors, which the copy-engine
-/// variant reads on sm_90 (a paged cache is read by `cp.async`).
-fn pick(shape: Shape, arch: u32, sms: usize, dense: bool) -> Option<&'static VariantSpec> {
     let rows = shape.kv_group().checked_mul(shape.seq_q)?;
     if arch < Family::FlashDecode.min_arch() || rows > DECODE_MAX_ROWS {
         return None;
     }
-    let compiled = |name| {
-        VariantSpec::by_name(name).filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= arch)
-    };
     // 17 to 32 rows: one 32-row block where that variant is compiled (head dim 64), else two
     // 16-row blocks.
     let variant = (rows > 16)
-        .then(|| compiled(DECODE_VARIANT_32))
+        .then(|| compiled(DECODE_VARIANT_32, shape.head_dim, arch))
         .flatten()
-        .or_else(|| dense.then(|| compiled(DECODE_VARIANT_16_TMA)).flatten())
-        .or_else(|| compiled(DECODE_VARIANT_16))?;
+        .or_else(|| sixteen_rows(shape.head_dim, arch))?;
     let filled = shape.kv_group() == 1 && shape.batch.saturating_mul(shape.heads) >= sms;
     (!filled || variant.copy_engine()).then_some(variant)
+}
+
+/// `name` where it runs `head_dim` on `arch`.
+fn compiled(name: &str, head_dim: usize, arch: u32) -> Option<&'static VariantSpec> {
+    VariantSpec::by_name(name).filter(|v| v.head_dims.contains(&head_dim) && v.min_arch <= arch)
+}
+
+/// The 16-row variant: through the copy engine where it is compiled (sm_90), else `cp.async`.
+fn sixteen_rows(head_dim: usize, arch: u32) -> Option<&'static VariantSpec> {
+    compiled(DECODE_VARIANT_16_TMA, head_dim, arch).or_else(|| compiled(DECODE_VARIANT_16, head_dim, arch))
 }
 
 /// The `flash_decode` variant for a problem no other family runs (a paged KV cache: only
@@ -90,8 +90,7 @@ pub fn paged_variant(shape: Shape, arch: u32) -> Option<&'static VariantSpec> {
     if arch < Family::FlashDecode.min_arch() {
         return None;
     }
-    pick(shape, arch, usize::MAX, false)
-        .or_else(|| VariantSpec::by_name(DECODE_VARIANT_16).filter(|v| v.head_dims.contains(&shape.head_dim)))
+    decode_variant(shape, arch, usize::MAX).or_else(|| sixteen_rows(shape.head_dim, arch))
 }
 
 /// The work of one `flash_decode` launch as the split heuristic sees it.
@@ -460,15 +459,20 @@ mod tests {
             ..Shape::new(64, 32, 2048, 128)
         };
         // A batch that fills the SMs, which the dense dispatch of sm_80 leaves to the regular
-        // kernels and that of sm_90 gives to the copy-engine variant, which has no paged twin.
+        // kernels; the paged one takes flash_decode there too, through the copy engine on sm_90.
         assert_eq!(decode_variant(one, 80, 108), None);
         assert_eq!(
             decode_variant(one, 90, 132).map(|v| v.name),
             Some(DECODE_VARIANT_16_TMA)
         );
-        assert_eq!(paged(one), Some(DECODE_VARIANT_16));
+        assert_eq!(paged(one), Some(DECODE_VARIANT_16_TMA));
+        assert_eq!(paged_variant(one, 80).map(|v| v.name), Some(DECODE_VARIANT_16));
         // A prefill chunk: more rows than one tile pair.
-        assert_eq!(paged(Shape { seq_q: 128, ..one }), Some(DECODE_VARIANT_16));
+        assert_eq!(paged(Shape { seq_q: 128, ..one }), Some(DECODE_VARIANT_16_TMA));
+        assert_eq!(
+            paged_variant(Shape { seq_q: 128, ..one }, 80).map(|v| v.name),
+            Some(DECODE_VARIANT_16)
+        );
         // Where decode_variant packs 32 rows, so does the paged path.
         let rows_32 = Shape {
             seq_q: 4,

@@ -231,7 +231,7 @@ pub struct Tensors {
     stream: Arc<CudaStream>,
     /// The tensor maps of the last `flash_ws` launch (host bytes and their device copy), reused
     /// while the buffers and tile sizes stay the same.
-    maps: Option<(Vec<u8>, CudaSlice<u8>)>,
+    maps: MapCache,
 }
 
 impl Tensors {
@@ -855,18 +855,7 @@ impl Gpu {
             let (address, _sync) = buffer.device_ptr(&tensors.stream);
             bytes.extend_from_slice(&geometry.encode(dtype, address)?);
         }
-        match &mut tensors.maps {
-            Some((cached, _)) if *cached == bytes => {}
-            Some((cached, buffer)) => {
-                tensors.stream.memcpy_htod(&bytes, buffer)?;
-                *cached = bytes;
-            }
-            None => {
-                let buffer = tensors.stream.clone_htod(&bytes)?;
-                tensors.maps = Some((bytes, buffer));
-            }
-        }
-        Ok(())
+        upload_maps(&tensors.stream, bytes, &mut tensors.maps)
     }
 
     /// Blocks of `kernel` that fit on one multiprocessor at once (registers, shared memory,
@@ -948,6 +937,26 @@ fn kernel_image(cubin_dir: Option<std::path::PathBuf>, target: &str, ptx_text: &
         )));
     }
     Ok(Ptx::from_binary(read(&cubin)?))
+}
+
+/// Encoded tensor maps (host bytes) and their device copy, kept beside the buffers they describe.
+pub(crate) type MapCache = Option<(Vec<u8>, CudaSlice<u8>)>;
+
+/// Puts the encoded maps `bytes` on the GPU, in `stream`'s order before the launch that reads
+/// them, unless `cache` already holds the same bytes (same buffers, shape, layout and tiles).
+pub(crate) fn upload_maps(stream: &Arc<CudaStream>, bytes: Vec<u8>, cache: &mut MapCache) -> Result<()> {
+    match cache {
+        Some((cached, _)) if *cached == bytes => {}
+        Some((cached, buffer)) => {
+            stream.memcpy_htod(&bytes, buffer)?;
+            *cached = bytes;
+        }
+        None => {
+            let buffer = stream.clone_htod(&bytes)?;
+            *cache = Some((bytes, buffer));
+        }
+    }
+    Ok(())
 }
 
 /// The NaN bit pattern of `dtype`, for poisoning outputs.

@@ -6,10 +6,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How a `B x H x S x D` tensor is ordered in memory, outermost first.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// `[B, H, S, D]`: each head's rows contiguous (PyTorch's SDPA convention).

@@ -17,6 +17,7 @@ use crate::gpu::{check_lens, DeviceBuffer, Gpu, Kernel, RawTensors};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
+use crate::tma;
 use crate::variants::{Family, VariantSpec};
 
 /// Smallest and largest keys per page the kernels take (powers of two in between).
@@ -208,6 +209,8 @@ pub struct PagedTensors {
     shape: Shape,
     dtype: DType,
     layout: Layout,
+    /// The copy-engine variants' tensor maps of the K and V caches, as last encoded.
+    maps: crate::gpu::MapCache,
 }
 
 impl PagedTensors {
@@ -289,7 +292,7 @@ impl Gpu {
             .paged_symbol(head_dim, dtype.name(), counted)
             .ok_or_else(|| {
                 Error::InvalidProblem(format!(
-                    "{} has no paged entry point: only flash_decode variants with cp.async copies (not the mbarrier ones, whose copy engine reads contiguous K and V) read a paged KV cache",
+                    "{} has no paged entry point: only flash_decode variants read a paged KV cache",
                     variant.name
                 ))
             })?;
@@ -380,6 +383,7 @@ impl Gpu {
             shape,
             dtype,
             layout,
+            maps: None,
         })
     }
 
@@ -438,6 +442,11 @@ impl Gpu {
             checks.push(("barrier log", log.len(), crate::gpu::RECORD_WORDS * blocks));
         }
         check_lens(&checks, &shape)?;
+        // Through the copy engine: the caches' maps, in boxes of a page (or of a tile).
+        let uses_maps = kernel.variant().copy_engine();
+        if uses_maps {
+            self.prepare_paged_maps(kernel.variant(), tensors)?;
+        }
         let workspace = self.decode_workspace(plan.workspace_floats(shape))?;
         let split_counters = self.decode_counters(plan.counters())?;
         let stream = self.stream().clone();
@@ -451,6 +460,7 @@ impl Gpu {
             seqlens_k,
             cache,
             layout,
+            maps,
             ..
         } = tensors;
         let (q_ptr, _q) = q.device_ptr(&stream);
@@ -461,6 +471,13 @@ impl Gpu {
         let (lens_ptr, _lens) = seqlens_k.device_ptr(&stream);
         let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_deref_mut(), &stream);
         let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
+        let (tensor_maps, _maps) = match maps {
+            Some((_, buffer)) if uses_maps => {
+                let (ptr, guard) = buffer.device_ptr(&stream);
+                (ptr, Some(guard))
+            }
+            _ => (0, None),
+        };
         let args = LaunchArgs {
             q: q_ptr,
             k: k_ptr,
@@ -476,7 +493,7 @@ impl Gpu {
             seq_major: (*layout == Layout::Bshd) as u32,
             batch_heads: (shape.batch * shape.heads) as u32,
             barrier_log: log_ptr,
-            tensor_maps: 0,
+            tensor_maps,
             kv_splits: plan.splits,
             workspace,
             split_counters,
@@ -497,8 +514,27 @@ impl Gpu {
         // page a sequence uses is inside the cache, every length inside its table row),
         // uploaded when the tensors were made and private since; the grid and workspace are the
         // plan's for this shape, the slice counters are 0 (`decode_counters`), the barrier log was
-        // checked above.
+        // checked above; a copy-engine kernel gets the maps `prepare_paged_maps` just encoded
+        // over these caches (every box inside them, by the copy engine's own bounds).
         unsafe { self.launch_decode_args(kernel, config, &args) }
+    }
+
+    /// Encodes the maps of the K and V caches for `variant`'s tiles (`tma::MapGeometry::paged`,
+    /// in the K and V places of the map buffer; Q's and the output's places are unused and
+    /// zero) and copies them to the GPU unless unchanged.
+    fn prepare_paged_maps(&self, variant: &VariantSpec, tensors: &mut PagedTensors) -> Result<()> {
+        let (cache, shape) = (&tensors.cache, tensors.shape);
+        let slots = cache.num_blocks * cache.block_size;
+        let box_rows = cache.block_size.min(variant.block_n as usize) as u32;
+        let geometry = tma::MapGeometry::paged(slots, shape.heads_kv, shape.head_dim, box_rows);
+        let stream = self.stream().clone();
+        let mut bytes = vec![0u8; tma::MAPS * tma::MAP_BYTES];
+        for (place, buffer) in [(tma::MAP_K, &tensors.k), (tma::MAP_V, &tensors.v)] {
+            let (address, _sync) = buffer.device_ptr(&stream);
+            bytes[place * tma::MAP_BYTES..][..tma::MAP_BYTES]
+                .copy_from_slice(&geometry.encode(tensors.dtype, address)?);
+        }
+        crate::gpu::upload_maps(&stream, bytes, &mut tensors.maps)
     }
 }
 

@@ -363,7 +363,7 @@ impl Spec {
     }
 
     /// Whether a `flash_decode` variant reads K and V through the copy engine (its mbarrier
-    /// policy): sm_90a only, dense K and V only.
+    /// policy): sm_90a only; contiguous K and V, or a paged cache, not packed sequences.
     pub fn copy_engine(&self) -> bool {
         self.family == Family::FlashDecode && self.policy == Some(Policy::Mbarrier)
     }
@@ -378,10 +378,10 @@ impl Spec {
         }
     }
 
-    /// Whether the variant has paged-cache entry points (`_paged`): `flash_decode` with
-    /// `cp.async` copies (the copy engine's maps describe a contiguous tensor).
+    /// Whether the variant has paged-cache entry points (`_paged`): every `flash_decode` one
+    /// (with `cp.async`, a copy per row; through the copy engine, a box per page).
     pub fn has_paged(&self) -> bool {
-        self.family == Family::FlashDecode && !self.copy_engine()
+        self.family == Family::FlashDecode
     }
 
     /// Whether the variant has variable-length entry points (`_varlen`, packed sequences):
@@ -788,7 +788,8 @@ mod tests {
         assert!(Spec::from_entry(&decode(48, 64, 4, 3)).is_err());
         assert!(Spec::from_entry(&decode(16, 64, 8, 3)).is_err());
         assert!(Spec::from_entry(&decode(16, 64, 4, 0)).is_err());
-        // Under the mbarrier policy the copy engine brings the tiles: sm_90a, dense K/V only.
+        // Under the mbarrier policy the copy engine brings the tiles: sm_90a, contiguous or
+        // paged K/V, not packed sequences.
         let mbarrier = Spec::from_entry(&Entry {
             policy: Some(Policy::Mbarrier),
             ..decode(16, 128, 8, 3)
@@ -796,7 +797,7 @@ mod tests {
         .unwrap();
         assert_eq!(mbarrier.name(), "flash_decode_m16_n128_w8_s3_mbarrier");
         assert_eq!((mbarrier.min_arch(), spec.min_arch()), (90, 80));
-        assert!(!mbarrier.has_paged() && !mbarrier.has_varlen());
+        assert!(mbarrier.has_paged() && !mbarrier.has_varlen());
         assert!(spec.has_paged() && spec.has_varlen());
         assert!(mbarrier.check_head_dim(128).is_ok() && mbarrier.check_head_dim(64).is_ok());
         // Two stages of 16-key tiles cannot hold eight warps' merge buffers.

@@ -16,11 +16,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::problem::{DType, Shape};
 
-/// Bytes of one encoded tensor map (`CUtensorMap`).
-pub const MAP_BYTES: usize = 128;
-/// Maps per launch: Q, K, V and the output, in this order (the device crate's `MAP_Q`, `MAP_K`,
-/// `MAP_V`, `MAP_O`).
-pub const MAPS: usize = 4;
+pub use crate::launch::maps::{MAPS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 
 /// Rows of the output map's box: one consumer warpgroup's rows, which it stores on its own.
 pub const OUTPUT_BOX_ROWS: u32 = 64;
@@ -112,10 +108,20 @@ impl MapGeometry {
         )
     }
 
-    /// The copy engine's limits, as `cuTensorMapEncodeTiled` documents them: at most 2^32
-    /// elements per dimension, strides multiples of 16 bytes below 2^40, box sides 1..=256.
+    /// A paged KV cache `[num_blocks, block_size, H_kv, D]` of 16-bit elements as the copy
+    /// engine reads it (`kernels-rs/src/attention/paged.rs`): one batch of `slots = num_blocks x
+    /// block_size` rows in the `[B, S, H, D]` layout, so that key `k` of a sequence is row
+    /// `page(k) x block_size + k % block_size` of head `h`; boxes of `box_rows` rows (a page, or a
+    /// tile where a page holds more).
+    pub fn paged(slots: usize, heads_kv: usize, d: usize, box_rows: u32) -> MapGeometry {
+        MapGeometry::new(Layout::Bshd, 1, heads_kv, slots, d, box_rows)
+    }
+
+    /// The copy engine's limits, as `cuTensorMapEncodeTiled` documents them (strides multiples of
+    /// 16 bytes below 2^40, box sides 1..=256), and dimensions the kernels' signed 32-bit
+    /// coordinates reach: at most 2^31 - 1 elements each.
     pub fn check(&self) -> Result<()> {
-        let fits = self.dims.iter().all(|&n| (1..=1 << 32).contains(&n))
+        let fits = self.dims.iter().all(|&n| (1..=i32::MAX as u64).contains(&n))
             && self.strides.iter().all(|&s| s % 16 == 0 && s < 1 << 40)
             && self.box_dims.iter().all(|&b| (1..=256).contains(&b));
         if fits {
@@ -213,6 +219,20 @@ mod tests {
         );
         assert_eq!(g.box_dims, [64, 128, 1, 1]);
         assert!(g.check().is_ok());
+    }
+
+    #[test]
+    fn a_paged_cache_is_one_batch_of_page_rows() {
+        // 10 pages of 16 keys, 4 KV heads of 128: key slot s of head h at (s * 4 + h) * 128.
+        let g = MapGeometry::paged(10 * 16, 4, 128, 16);
+        assert_eq!(g.dims, [128, 160, 4, 1]);
+        assert_eq!(g.strides[..2], [2 * 4 * 128, 2 * 128]);
+        assert_eq!(g.box_dims, [64, 16, 1, 1]);
+        assert!(g.check().is_ok());
+        assert!(
+            MapGeometry::paged(1 << 31, 1, 64, 16).check().is_err(),
+            "rows past i32"
+        );
     }
 
     #[test]

@@ -40,8 +40,8 @@ impl VariantSpec {
         format!("{}_counted", self.symbol(head_dim, dtype))
     }
 
-    /// The paged-cache entry point of a variant that has one ([`Spec::has_paged`]: `flash_decode`
-    /// with `cp.async` copies), or its barrier-counting twin: K and V read through a block table
+    /// The paged-cache entry point of a variant that has one ([`Spec::has_paged`]: every
+    /// `flash_decode` one), or its barrier-counting twin: K and V read through a block table
     /// (`src/paged.rs`); `None` for the others.
     pub fn paged_symbol(&self, head_dim: usize, dtype: &str, counted: bool) -> Option<String> {
         self.has_paged().then(|| {

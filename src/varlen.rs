@@ -222,7 +222,7 @@ pub struct VarlenTensors {
     head_dim: usize,
     dtype: DType,
     /// flash_ws's tensor maps: the bytes last encoded and their device copy.
-    maps: Option<(Vec<u8>, CudaSlice<u8>)>,
+    maps: crate::gpu::MapCache,
     /// Elements of the output (and of the log-sum-exp) before and after the packed rows that
     /// no kernel may write (`verify`'s guards); 0 unless asked for.
     out_guard: usize,
@@ -507,18 +507,7 @@ impl Gpu {
             let (address, _sync) = buffer.device_ptr(&stream);
             bytes.extend_from_slice(&geometry.encode(tensors.dtype, address)?);
         }
-        match &mut tensors.maps {
-            Some((cached, _)) if *cached == bytes => {}
-            Some((cached, buffer)) => {
-                stream.memcpy_htod(&bytes, buffer)?;
-                *cached = bytes;
-            }
-            None => {
-                let buffer = stream.clone_htod(&bytes)?;
-                tensors.maps = Some((bytes, buffer));
-            }
-        }
-        Ok(())
+        crate::gpu::upload_maps(&stream, bytes, &mut tensors.maps)
     }
 
     /// Launches `kernel` on the packed tensors (asynchronously, on this GPU's stream); for a

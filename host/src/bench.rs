@@ -91,6 +91,11 @@ pub struct Args {
     /// padded to the longest sequence (what the peers run: `--peers torch`).
     #[arg(long)]
     varlen: bool,
+    /// The layout of Q, K, V and the output for our kernels on the dense cases: bhsd
+    /// ([B,H,S,D]) or bshd ([B,S,H,D], the layout of packed varlen batches); rows carry it. The
+    /// peers take [B,H,S,D] either way.
+    #[arg(long, default_value = "bhsd")]
+    layout: flashrs::Layout,
     /// Seed of `--varlen`'s lengths.
     #[arg(long, default_value_t = 2026)]
     varlen_seed: u64,
@@ -153,12 +158,7 @@ impl Plan {
                 inputs::validate(shape, head_dims)?;
             }
         }
-        library::check_named_paths(
-            &args.kernels,
-            cases.iter().map(|c| c.0),
-            &[flashrs::Layout::Bhsd],
-            false,
-        )?;
+        library::check_named_paths(&args.kernels, cases.iter().map(|c| c.0), &[args.layout], false)?;
         Ok(Plan {
             cases,
             variants: inputs::variants(&args.kernels)?,
@@ -306,7 +306,8 @@ fn time_ours(
         }
         let params = Params { causal, scale: None };
         let inputs = Inputs::for_timing(shape, args.dtype.sixteen(), inputs::fresh_seed());
-        let mut tensors = gpu.tensors(shape, args.dtype.sixteen(), &inputs.q, &inputs.k, &inputs.v)?;
+        let dtype = args.dtype.sixteen();
+        let mut tensors = gpu.tensors_in(args.layout, shape, dtype, &inputs.q, &inputs.k, &inputs.v)?;
         let first = rows.len();
         let work = (shape.batch * shape.heads) as f64 * (shape.seq_q * shape.seq_k * shape.head_dim) as f64;
         let candidates: Vec<&'static VariantSpec> = gpu
@@ -329,7 +330,7 @@ fn time_ours(
         for &path in &paths {
             // What a path cannot run (grouped heads for cublas) is a note, checked without the GPU.
             let timed = path
-                .check(shape, flashrs::Layout::Bhsd, false)
+                .check(shape, args.layout, false)
                 .map_err(LabError::from)
                 .and_then(|()| time_path(gpu, path, &mut tensors, params, args));
             match timed {
@@ -416,6 +417,7 @@ fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, 
                 let name = format!("{}_paged", variant.name);
                 let mut row = row_from(name, shape, args.dtype.sixteen(), causal, calls, samples, None)?;
                 row.block_size = Some(block_size);
+                row.layout = Some(flashrs::Layout::Bhsd);
                 row.event_p50_us = Some(singles.p50);
                 rows.push(row);
             }
@@ -498,6 +500,7 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
         row.tflops = useful / (row.p50_us * 1e-6) / 1e12;
         row.gbps = kv_bytes / (row.p50_us * 1e-6) / 1e9;
         row.varlen_lens = Some(lens.clone());
+        row.layout = Some(flashrs::Layout::Bshd);
         row.event_p50_us = Some(singles.p50);
         rows.push(row);
     }
@@ -546,8 +549,9 @@ fn varlen_summary(rows: &[Row], args: &Args) -> Vec<String> {
     if let Some(row) = at(dense, None) {
         let same_work_us = row.p50_us * useful / dense.flops(args.causal);
         notes.push(format!(
-            "varlen vs dense: {} on {dense} {:.1} us, {:.1} us at the same useful work: varlen takes {:.3}x (goal <= 1.10)",
+            "varlen vs dense: {} on {dense} ({}) {:.1} us, {:.1} us at the same useful work: varlen takes {:.3}x (goal <= 1.10)",
             row.kernel,
+            args.layout,
             row.p50_us,
             same_work_us,
             ours.p50_us / same_work_us
@@ -595,6 +599,7 @@ fn time_variant(
         None,
     )?;
     row.event_p50_us = Some(singles.p50);
+    row.layout = Some(tensors.layout());
     row.barriers_per_tile = declared;
     row.barriers_per_tile_runtime = Some(counted.per_tile);
     Ok(row)
@@ -713,6 +718,7 @@ fn time_path(
     )
     .map_err(|_| flashrs::Error::InvalidProblem(format!("{}: no valid timings", path.name())))?;
     row.event_p50_us = Some(single_p50);
+    row.layout = Some(tensors.layout());
     Ok(row)
 }
 
@@ -965,5 +971,21 @@ mod tests {
         let beside = cases(&["bench", "--shapes", "small", "--shape", "1,32,1,4096,128"]);
         assert_eq!(beside.len(), cases(&["bench", "--shapes", "small"]).len() + 1);
         assert!(cases(&["bench"]).len() > 1);
+    }
+
+    #[test]
+    fn the_layout_defaults_to_bhsd_and_takes_bshd() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let layout = |argv: &[&str]| <Cli as clap::Parser>::try_parse_from(argv).map(|c| c.args.layout);
+        assert_eq!(layout(&["bench"]).unwrap(), flashrs::Layout::Bhsd);
+        assert_eq!(
+            layout(&["bench", "--layout", "bshd"]).unwrap(),
+            flashrs::Layout::Bshd
+        );
+        assert!(layout(&["bench", "--layout", "bsdh"]).is_err());
     }
 }

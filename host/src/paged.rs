@@ -50,7 +50,8 @@ pub struct Data {
 
 /// Random inputs laid out in a cache of `block_size` pages in a random order (a few pages more
 /// than the sequences use, left as NaN: a page read by mistake poisons the output), table
-/// entries past a sequence's last page set to -1. With `timing`, values come from a cheap hash
+/// entries past a sequence's last page set to -1, and the rows of a sequence's last page past
+/// its length NaN too: a kernel that copies whole pages must mask or clear them. With `timing`, values come from a cheap hash
 /// instead of normal draws (gigabytes of cache in seconds).
 pub fn data(problem: &Problem, seed: u64, timing: bool) -> Result<Data, Failure> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -75,12 +76,22 @@ pub fn data(problem: &Problem, seed: u64, timing: bool) -> Result<Data, Failure>
     let q = draw(shape.q_len());
     let mut k_cache = draw(num_blocks * page_elements);
     let mut v_cache = draw(num_blocks * page_elements);
-    // The pages no sequence uses: NaN.
-    for &page in next {
-        let page = page as usize * page_elements;
-        for x in k_cache[page..][..page_elements]
+    // The pages no sequence uses, and the rest of each sequence's last page: NaN.
+    let key_elements = problem.heads_kv * problem.head_dim;
+    let unused_pages = next.map(|&page| (page as usize * page_elements, page_elements));
+    let page_tails = problem.lens.iter().enumerate().filter_map(|(b, &len)| {
+        let (len, last) = (len as usize, used[b].checked_sub(1)?);
+        let page = cache.block_table()[b * max_blocks + last] as usize;
+        let keys = len - last * bs;
+        Some((
+            page * page_elements + keys * key_elements,
+            (bs - keys) * key_elements,
+        ))
+    });
+    for (start, count) in unused_pages.chain(page_tails) {
+        for x in k_cache[start..][..count]
             .iter_mut()
-            .chain(v_cache[page..][..page_elements].iter_mut())
+            .chain(v_cache[start..][..count].iter_mut())
         {
             *x = flashrs::gpu::nan(dtype);
         }

@@ -42,6 +42,10 @@ pub struct Row {
     /// Keys per page of a paged KV cache (`bench --block-size`); null for contiguous K and V.
     #[serde(default)]
     pub block_size: Option<usize>,
+    /// Our kernels' tensor layout (`bench --layout`); absent for peers, which take `[B,H,S,D]`,
+    /// and in reports from before it was recorded (all `bhsd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<flashrs::Layout>,
     /// A varlen row (`bench --varlen`): the sequences' lengths (queries and keys alike); `shape`
     /// is then the padded batch `[B, H, max length, D]`, and `tflops` and `gbps` count the
     /// useful work (each sequence's own length) only. Absent for every other row.
@@ -146,6 +150,7 @@ pub fn row_from(
         tflops: shape.flops(causal) / (s.p50 * 1e-6) / 1e12,
         gbps: kv_bytes(shape) / (s.p50 * 1e-6) / 1e9,
         block_size: None,
+        layout: None,
         varlen_lens: None,
         event_p50_us: None,
         speedup_vs_naive: None,

@@ -47,7 +47,8 @@ macro_rules! with_launch_params {
             batch_heads: u32,
             /// Four `u32` per block written by a `_counted` twin, or 0 (the plain kernels ignore it).
             barrier_log: u64 as *mut u32,
-            /// flash_ws: the TMA descriptors the host builds for this call; 0 for every other family.
+            /// flash_ws and the copy-engine flash_decode variants: the TMA descriptors the host
+            /// builds for this call (`maps`); 0 for every other kernel.
             tensor_maps: u64,
             /// flash_decode: slices the key range is split into (1: the blocks write the output
             /// directly); 1 for every other family.
@@ -81,6 +82,25 @@ macro_rules! with_launch_params {
             descale: u64 as *const f32,
         }
     };
+}
+
+/// The buffer behind the `tensor_maps` parameter, for kernels that read through the copy engine:
+/// the encoded maps (`src/tma.rs`), `MAP_BYTES` apart, in these places: Q, K, V, and the output
+/// in boxes of 64 rows. A kernel that reads only some (flash_decode: K and V) leaves the others
+/// unread.
+pub mod maps {
+    /// Q's map, in boxes of a query tile's rows.
+    pub const MAP_Q: usize = 0;
+    /// K's map (or a paged K cache's), in boxes of a key tile's rows (or a page's).
+    pub const MAP_K: usize = 1;
+    /// V's, as K's.
+    pub const MAP_V: usize = 2;
+    /// The output's, in boxes of 64 rows.
+    pub const MAP_O: usize = 3;
+    /// Places in the buffer.
+    pub const MAPS: usize = 4;
+    /// Bytes of one encoded map (`CUtensorMap`).
+    pub const MAP_BYTES: usize = 128;
 }
 
 /// The geometry of `fp8_transpose_v` (e4m3 V transposed before `flash_ws_fp8`), which the host

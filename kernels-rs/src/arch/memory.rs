@@ -143,6 +143,17 @@ pub unsafe fn st_shared_v4_u32(addr: SharedAddr, v: [u32; 4]) {
          b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack));
 }
 
+/// Emits `st.global.v4.b32`: 16 bytes from registers to global memory.
+///
+/// # Safety
+/// `ptr` must be valid for a 16-byte aligned write of global memory that no other thread
+/// accesses concurrently.
+#[inline(always)]
+pub unsafe fn st_global_v4_u32(ptr: *mut u32, v: [u32; 4]) {
+    asm!("st.global.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) ptr, a = in(reg32) v[0],
+         b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack));
+}
+
 /// Emits `st.global.b32`.
 ///
 /// # Safety

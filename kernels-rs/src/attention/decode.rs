@@ -25,7 +25,7 @@ use core::marker::PhantomData;
 use super::fragment::FragmentSoftmax;
 use super::packing::{slice_tiles, PackedRows};
 use super::paged::DecodeKv;
-use super::pipeline::{KvPipeline, Synced, TileStream, TmaRing};
+use super::pipeline::{KvPipeline, MapBoxes, Synced, TileBoxes, TileStream, TmaRing};
 use super::shape::{Tiles, WarpShape};
 use super::varlen::Varlen;
 use super::warp_mma;
@@ -85,7 +85,7 @@ fn smem_plan<P: BarrierPolicy, const D: usize, const BLOCK_N: usize, const STAGE
     let base = arch::dynamic_smem_base();
     if by_copy_engine::<P>() {
         let kv = (base + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
-        (kv + TmaRing::<D, BLOCK_N, STAGES>::smem_bytes(), kv)
+        (kv + TmaRing::<D, BLOCK_N, STAGES, MapBoxes>::smem_bytes(), kv)
     } else {
         (base, base + block_m * tile::row_stride_bytes(D))
     }
@@ -177,8 +177,9 @@ pub unsafe fn flash_decode<
         assert!(WARP_KEYS * NUM_WARPS == BLOCK_N && WARP_KEYS.is_multiple_of(16));
         assert!(W::KEYS == WARP_KEYS && W::D == D);
         assert!(STAGES >= 1 && ROW_TILES >= 1 && !(PAGED && VARLEN));
-        // The copy engine reads contiguous K and V through the maps of a dense launch.
-        assert!(!(by_copy_engine::<P>() && (PAGED || VARLEN)));
+        // The copy engine reads contiguous K and V through the maps of a dense launch, or a
+        // paged cache through the maps of its pages; packed sequences have no maps here.
+        assert!(!(by_copy_engine::<P>() && VARLEN));
     };
     let block_m = 16 * ROW_TILES as u32;
     let threads = (NUM_WARPS * 32) as u32;
@@ -231,14 +232,21 @@ pub unsafe fn flash_decode<
     };
     let (softmax, o_acc) = if by_copy_engine::<P>() {
         // The copy engine's tiles, from the maps of K and V the host encoded for this call.
-        let maps = (io.tensor_map(MAP_K), io.tensor_map(MAP_V));
+        let (k_map, v_map) = (io.tensor_map(MAP_K), io.tensor_map(MAP_V));
         let (batch, head) = (kv_head / heads_kv, kv_head % heads_kv);
-        let ring =
-            TmaRing::<D, BLOCK_N, STAGES>::new(kv_smem, maps, (head, batch), first_key, tiles, thread == 0);
-        ring.start(NUM_WARPS as u32);
-        arch::cp_async_wait::<0>();
-        arch::sync_threads(); // Q and the ring's barriers visible to every warp
-        walk.run::<T, P, COUNT, BLOCK_N, W, _>(&ring, barrier_log)
+        if PAGED {
+            let boxes = problem.pages.boxes((k_map, v_map), batch, head, problem.seq_k);
+            walk.through_ring::<T, P, COUNT, D, BLOCK_N, STAGES, W, _>(kv_smem, boxes, thread, barrier_log)
+        } else {
+            let (head, batch) = (head as i32, batch as i32);
+            let boxes = MapBoxes {
+                k_map,
+                v_map,
+                head,
+                batch,
+            };
+            walk.through_ring::<T, P, COUNT, D, BLOCK_N, STAGES, W, _>(kv_smem, boxes, thread, barrier_log)
+        }
     } else {
         // K and V from this split's first key on: the pipeline counts tiles from there.
         let skip = |mut kv_rows: tile::Rows| {
@@ -334,6 +342,38 @@ struct KeyWalk<const ROW_TILES: usize> {
 }
 
 impl<const ROW_TILES: usize> KeyWalk<ROW_TILES> {
+    /// `run` over the tiles of a copy-engine ring at `kv_smem` (`smem_plan`) that `boxes` fill,
+    /// thread 0 the producer; waits for Q's copies and sets the ring up first.
+    ///
+    /// # Safety
+    /// As `run`, with Q's copies issued (one commit group) and the ring's shared memory the
+    /// block's; `boxes`' maps describe this launch's K and V.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn through_ring<
+        T: Element,
+        P: BarrierPolicy,
+        const COUNT: bool,
+        const D: usize,
+        const BLOCK_N: usize,
+        const STAGES: usize,
+        W: WarpShape,
+        B: TileBoxes,
+    >(
+        self,
+        kv_smem: SharedAddr,
+        boxes: B,
+        thread: u32,
+        barrier_log: *mut u32,
+    ) -> (FragmentSoftmax<ROW_TILES>, [W::Output; ROW_TILES]) {
+        let ring =
+            TmaRing::<D, BLOCK_N, STAGES, B>::new(kv_smem, boxes, self.first_key, self.tiles, thread == 0);
+        ring.start(BLOCK_N as u32 / W::KEYS as u32);
+        arch::cp_async_wait::<0>();
+        arch::sync_threads(); // Q and the ring's barriers visible to every warp
+        self.run::<T, P, COUNT, BLOCK_N, W, _>(&ring, barrier_log)
+    }
+
     /// Reads Q's fragments, then walks the tiles `stream` brings: this warp's `W::KEYS` keys of
     /// each `BLOCK_N`-key tile, S = Q K^T, the online softmax, O += P V. Returns the warp's
     /// softmax state and output accumulators; with `COUNT`, records the loop's block barriers.
@@ -359,6 +399,7 @@ impl<const ROW_TILES: usize> KeyWalk<ROW_TILES> {
         let loop_start = start_counting::<COUNT>(0);
         for t in 0..self.tiles {
             let stage = stream.acquire(t);
+            stream.clear_stale(t, stage, (warp_key0, W::KEYS as u32));
             // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
             let (k_tile, v_tile) = (stream.k_tile(stage), stream.v_tile(stage));
             let mut s_acc = [W::Scores::zero(); ROW_TILES];

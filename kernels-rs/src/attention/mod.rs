@@ -81,13 +81,7 @@ pub struct Buffers {
     pub tensor_maps: *const u8,
 }
 
-/// The tensor maps the host encodes for a call that reads through the copy engine (`src/tma.rs`),
-/// in this order, `MAP_BYTES` apart: Q, K, V, and the output in boxes of 64 rows.
-pub const MAP_Q: usize = 0;
-pub const MAP_K: usize = 1;
-pub const MAP_V: usize = 2;
-pub const MAP_O: usize = 3;
-pub const MAP_BYTES: usize = 128;
+pub use crate::launch::maps::{MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 
 impl Buffers {
     /// Tensor map `which` (`MAP_Q` ..) of the call.

@@ -9,10 +9,10 @@
 //! of K and V stay what the contiguous path issues. The contiguous entry points never reach
 //! this code (`PAGED` is a const parameter of the kernel body), so they keep their PTX.
 
-use super::pipeline::{KvSource, TileCopy};
+use super::pipeline::{KvSource, TileBoxes, TileCopy};
 use super::Problem;
-use crate::arch;
-use crate::tile::{self, Padded};
+use crate::arch::{self, SharedAddr};
+use crate::tile::{self, swizzled, Padded};
 
 /// The paged-cache launch parameters (see `launch.rs`); all zero for contiguous K/V.
 #[derive(Clone, Copy)]
@@ -73,6 +73,115 @@ impl PageTable {
             first_key,
             seq_k,
         }
+    }
+
+    /// The copy engine's view of KV head `h_kv` of sequence `batch` (`seq_k` keys): `maps` are
+    /// the tensor maps of the K and V caches seen as `[1, num_blocks * block_size, H_kv, D]`
+    /// (`src/tma.rs`), in boxes of `min(block_size, BLOCK_N)` rows.
+    #[inline(always)]
+    pub fn boxes(
+        &self,
+        (k_map, v_map): (*const u8, *const u8),
+        batch: u32,
+        h_kv: u32,
+        seq_k: u32,
+    ) -> PagedBoxes {
+        PagedBoxes {
+            k_map,
+            v_map,
+            head: h_kv as i32,
+            pages: self.table.wrapping_add(batch as usize * self.max_blocks as usize),
+            shift: self.block_size.trailing_zeros(),
+            seq_k,
+        }
+    }
+}
+
+/// Most boxes one tile of a paged cache takes: `BLOCK_N` (at most 128 for the paged copy engine)
+/// over the smallest page, 16 keys.
+const MOST_PAGES_PER_TILE: usize = 8;
+
+/// A sequence's keys of one KV head in a paged cache, as the copy engine reads them: a box per
+/// page a tile covers (or per tile, where a page holds several), placed by the block table. Rows
+/// of a page past the sequence's end arrive as whatever the page holds (`stale_from`); boxes
+/// wholly past it are aimed outside the map and arrive as zeros, their table entries unread.
+#[derive(Clone, Copy)]
+pub struct PagedBoxes {
+    k_map: *const u8,
+    v_map: *const u8,
+    head: i32,
+    /// This sequence's block-table row.
+    pages: *const u32,
+    /// `log2(block_size)`.
+    shift: u32,
+    seq_k: u32,
+}
+
+impl PagedBoxes {
+    /// Rows per box: a page, or a whole tile where a page holds more.
+    #[inline(always)]
+    fn box_rows<const BLOCK_N: usize>(&self) -> u32 {
+        (1u32 << self.shift).min(BLOCK_N as u32)
+    }
+}
+
+impl TileBoxes for PagedBoxes {
+    /// The map row (page x block size + offset) of each box of the tile.
+    type Lookup = [i32; MOST_PAGES_PER_TILE];
+
+    #[inline(always)]
+    unsafe fn prefetch(&self) {
+        arch::prefetch_tensormap(self.k_map);
+        arch::prefetch_tensormap(self.v_map);
+    }
+
+    /// # Safety
+    /// The table row lists a page of the cache for every key below `seq_k` (`PageTable::rows`).
+    #[inline(always)]
+    unsafe fn lookup<const BLOCK_N: usize>(&self, first_key: u32) -> Self::Lookup {
+        const { assert!(BLOCK_N <= 16 * MOST_PAGES_PER_TILE) };
+        let box_rows = self.box_rows::<BLOCK_N>();
+        let offset_mask = (1u32 << self.shift) - 1;
+        // Unrolled to the most boxes, so the rows stay in registers; the loads are independent.
+        let mut rows = [-(BLOCK_N as i32); MOST_PAGES_PER_TILE];
+        for (j, row) in rows.iter_mut().enumerate() {
+            let key = first_key + j as u32 * box_rows;
+            if (j as u32) < BLOCK_N as u32 / box_rows && key < self.seq_k {
+                let page = *self.pages.add((key >> self.shift) as usize);
+                *row = ((page << self.shift) + (key & offset_mask)) as i32;
+            }
+        }
+        rows
+    }
+
+    #[inline(always)]
+    unsafe fn issue<const D: usize, const BLOCK_N: usize>(
+        &self,
+        rows: Self::Lookup,
+        _first_key: u32,
+        (k_tile, v_tile): (SharedAddr, SharedAddr),
+        full: SharedAddr,
+    ) {
+        let box_rows = self.box_rows::<BLOCK_N>();
+        let column_block = swizzled::column_block_bytes(BLOCK_N as u32);
+        for (j, &row) in rows.iter().enumerate() {
+            if j as u32 >= BLOCK_N as u32 / box_rows {
+                break;
+            }
+            // A box starts on a multiple of 16 rows: the swizzle's 8-row pattern lines up.
+            let rows_before = j as u32 * box_rows * swizzled::ROW_BYTES;
+            for block in 0..D as u32 / 64 {
+                let at = [64 * block as i32, row, self.head, 0];
+                let offset = block * column_block + rows_before;
+                arch::tma_load_4d(k_tile + offset, self.k_map, full, at);
+                arch::tma_load_4d(v_tile + offset, self.v_map, full, at);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn stale_from(&self) -> Option<u32> {
+        Some(self.seq_k)
     }
 }
 

@@ -32,6 +32,16 @@ pub trait TileStream {
     /// After `acquire(t)`, by every thread of the block.
     unsafe fn release(&self, t: u32);
 
+    /// Makes the V rows `rows` (first, count) of tile `t`, in slot `stage`, that lie past the
+    /// keys' end read as zeros, for a stream whose copies may bring something else there; the
+    /// calling warp's own rows only, between `acquire` and `release`. Nothing by default: the
+    /// copies zero-fill past the end.
+    ///
+    /// # Safety
+    /// Between `acquire(t)` and `release(t)`; no other warp reads these rows of the slot.
+    #[inline(always)]
+    unsafe fn clear_stale(&self, _t: u32, _stage: u32, _rows: (u32, u32)) {}
+
     /// Where slot `stage`'s K tile starts.
     fn k_tile(&self, stage: u32) -> SharedAddr;
 
@@ -80,21 +90,98 @@ where
     }
 }
 
+/// What a `TmaRing`'s producer copies for one tile: the copy engine's boxes of K and V, from a
+/// contiguous tensor (`MapBoxes`) or a paged cache (`paged::PagedBoxes`).
+pub trait TileBoxes: Copy {
+    /// What the producer reads before it may issue a tile (a paged cache's page numbers): read
+    /// before it waits for the tile's slot, so that the reads' latency passes under the wait.
+    type Lookup: Copy;
+
+    /// Brings the maps into the copy engine's descriptor cache.
+    ///
+    /// # Safety
+    /// The maps are encoded tensor maps in global memory (`arch::prefetch_tensormap`).
+    unsafe fn prefetch(&self);
+
+    /// What tile `BLOCK_N` keys from `first_key` on needs looked up.
+    ///
+    /// # Safety
+    /// As the implementation says of its own tables.
+    unsafe fn lookup<const BLOCK_N: usize>(&self, first_key: u32) -> Self::Lookup;
+
+    /// Issues the boxes of keys `first_key .. + BLOCK_N`: K's into the first of `k_v_tiles`, V's
+    /// into the second (each `BLOCK_N` rows in the 128-byte swizzle layout), all counted on
+    /// `full`, `2 * swizzled::tile_bytes(BLOCK_N, D)` bytes in all.
+    ///
+    /// # Safety
+    /// The tiles are free (nobody reads or writes them until `full` completes); `lookup` is the
+    /// tile's; the maps describe memory that stays allocated until the copies land.
+    unsafe fn issue<const D: usize, const BLOCK_N: usize>(
+        &self,
+        lookup: Self::Lookup,
+        first_key: u32,
+        k_v_tiles: (SharedAddr, SharedAddr),
+        full: SharedAddr,
+    );
+
+    /// The key from which on a tile's rows may hold what is not the sequence's (the rest of a
+    /// paged cache's last page): `TileStream::clear_stale` zeroes them before anyone reads their V.
+    /// `None` where the copies zero-fill past the end.
+    fn stale_from(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// A contiguous K and V through their tensor maps (`src/tma.rs`: 4-d, boxes of 64 columns by
+/// `BLOCK_N` rows, zero fill past `S_k`).
+#[derive(Clone, Copy)]
+pub struct MapBoxes {
+    pub k_map: *const u8,
+    pub v_map: *const u8,
+    /// The maps' head and batch coordinates of the KV head read.
+    pub head: i32,
+    pub batch: i32,
+}
+
+impl TileBoxes for MapBoxes {
+    type Lookup = ();
+
+    #[inline(always)]
+    unsafe fn prefetch(&self) {
+        arch::prefetch_tensormap(self.k_map);
+        arch::prefetch_tensormap(self.v_map);
+    }
+
+    #[inline(always)]
+    unsafe fn lookup<const BLOCK_N: usize>(&self, _first_key: u32) {}
+
+    #[inline(always)]
+    unsafe fn issue<const D: usize, const BLOCK_N: usize>(
+        &self,
+        _lookup: (),
+        first_key: u32,
+        (k_tile, v_tile): (SharedAddr, SharedAddr),
+        full: SharedAddr,
+    ) {
+        for block in 0..D as u32 / 64 {
+            let at = [64 * block as i32, first_key as i32, self.head, self.batch];
+            let offset = block * swizzled::column_block_bytes(BLOCK_N as u32);
+            arch::tma_load_4d(k_tile + offset, self.k_map, full, at);
+            arch::tma_load_4d(v_tile + offset, self.v_map, full, at);
+        }
+    }
+}
+
 /// K and V tiles brought by the copy engine (TMA, sm_90): a ring of `STAGES` slots, each a
 /// `BLOCK_N`-key K tile and V tile in the 128-byte swizzle layout, with two mbarriers per slot:
 /// *full* (the copies' bytes landed) and *empty* (every warp has read the slot). One thread,
-/// the producer, issues every copy: the first `STAGES` tiles at `start`, then tile
+/// the producer, issues every copy (`B`'s boxes): the first `STAGES` tiles at `start`, then tile
 /// `t - 1 + STAGES` when it acquires tile `t`, into the slot every warp has released by then.
 /// No block barrier: a warp waits for exactly the tile it reads next.
-pub struct TmaRing<const D: usize, const BLOCK_N: usize, const STAGES: usize> {
+pub struct TmaRing<const D: usize, const BLOCK_N: usize, const STAGES: usize, B: TileBoxes> {
     /// Slot 0's K tile (1024-byte aligned); the barriers follow the last slot.
     base: SharedAddr,
-    /// The encoded tensor maps of K and V (`src/tma.rs`: boxes of 64 columns by `BLOCK_N` rows).
-    k_map: *const u8,
-    v_map: *const u8,
-    /// The maps' head and batch coordinates of the KV head read.
-    head: i32,
-    batch: i32,
+    boxes: B,
     /// The key of tile 0's first row, and the tiles walked.
     first_key: u32,
     tiles: u32,
@@ -102,7 +189,7 @@ pub struct TmaRing<const D: usize, const BLOCK_N: usize, const STAGES: usize> {
     producer: bool,
 }
 
-impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TmaRing<D, BLOCK_N, STAGES> {
+impl<const D: usize, const BLOCK_N: usize, const STAGES: usize, B: TileBoxes> TmaRing<D, BLOCK_N, STAGES, B> {
     /// Bytes of one K or V tile.
     const TILE_BYTES: u32 = swizzled::tile_bytes(BLOCK_N, D);
 
@@ -111,25 +198,14 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TmaRing<D, BLOCK
         STAGES as u32 * (2 * Self::TILE_BYTES + 16)
     }
 
-    /// A ring at `base` over `tiles` tiles of KV head `(head, batch)` of the maps, tile 0 at key
-    /// `first_key`; `producer` is one thread of the block.
-    #[allow(clippy::too_many_arguments)]
+    /// A ring at `base` over `tiles` tiles of `boxes`, tile 0 at key `first_key`; `producer` is
+    /// one thread of the block.
     #[inline(always)]
-    pub fn new(
-        base: SharedAddr,
-        (k_map, v_map): (*const u8, *const u8),
-        (head, batch): (u32, u32),
-        first_key: u32,
-        tiles: u32,
-        producer: bool,
-    ) -> Self {
+    pub fn new(base: SharedAddr, boxes: B, first_key: u32, tiles: u32, producer: bool) -> Self {
         const { assert!(STAGES >= 1 && D.is_multiple_of(64) && BLOCK_N <= 256) };
         TmaRing {
             base,
-            k_map,
-            v_map,
-            head: head as i32,
-            batch: batch as i32,
+            boxes,
             first_key,
             tiles,
             producer,
@@ -142,19 +218,24 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TmaRing<D, BLOCK
         self.base + STAGES as u32 * 2 * Self::TILE_BYTES + 8 * (kind * STAGES as u32 + stage)
     }
 
+    /// The first key of tile `t`.
+    #[inline(always)]
+    fn tile_key(&self, t: u32) -> u32 {
+        self.first_key + t * BLOCK_N as u32
+    }
+
     /// The producer sets up the barriers (`warps` arrivals empty a slot) and issues the first
     /// tiles. A block barrier must follow before any other thread acquires a tile.
     ///
     /// # Safety
-    /// The ring's shared memory is this block's, unused by anyone else; the maps describe K and
-    /// V of the launch, which stay allocated until the copies land.
+    /// The ring's shared memory is this block's, unused by anyone else; the boxes' maps describe
+    /// K and V of the launch, which stay allocated until the copies land.
     #[inline(always)]
     pub unsafe fn start(&self, warps: u32) {
         if !self.producer {
             return;
         }
-        arch::prefetch_tensormap(self.k_map);
-        arch::prefetch_tensormap(self.v_map);
+        self.boxes.prefetch();
         for stage in 0..STAGES as u32 {
             arch::mbarrier_init(self.barrier(0, stage), 1);
             arch::mbarrier_init(self.barrier(1, stage), warps);
@@ -162,31 +243,29 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TmaRing<D, BLOCK
         arch::fence_mbarrier_init();
         for t in 0..(STAGES as u32).min(self.tiles) {
             // Safety: fresh slots; the caller's contract.
-            unsafe { self.issue(t) };
+            unsafe { self.issue(t, self.boxes.lookup::<BLOCK_N>(self.tile_key(t))) };
         }
     }
 
     /// Copies tile `t`'s K and V into its slot, counted on the slot's full barrier.
     ///
     /// # Safety
-    /// The slot is free (empty barrier passed for the tile before it in the slot); the maps'
-    /// contract (`start`).
+    /// The slot is free (empty barrier passed for the tile before it in the slot); `lookup` is
+    /// tile `t`'s; the maps' contract (`start`).
     #[inline(always)]
-    unsafe fn issue(&self, t: u32) {
+    unsafe fn issue(&self, t: u32, lookup: B::Lookup) {
         let stage = t % STAGES as u32;
         let full = self.barrier(0, stage);
         arch::mbarrier_arrive_expect_tx(full, 2 * Self::TILE_BYTES);
-        let row = (self.first_key + t * BLOCK_N as u32) as i32;
-        for block in 0..D as u32 / 64 {
-            let at = [64 * block as i32, row, self.head, self.batch];
-            let offset = block * swizzled::column_block_bytes(BLOCK_N as u32);
-            arch::tma_load_4d(self.k_tile(stage) + offset, self.k_map, full, at);
-            arch::tma_load_4d(self.v_tile(stage) + offset, self.v_map, full, at);
-        }
+        let tiles = (self.k_tile(stage), self.v_tile(stage));
+        self.boxes
+            .issue::<D, BLOCK_N>(lookup, self.tile_key(t), tiles, full);
     }
 }
 
-impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TileStream for TmaRing<D, BLOCK_N, STAGES> {
+impl<const D: usize, const BLOCK_N: usize, const STAGES: usize, B: TileBoxes> TileStream
+    for TmaRing<D, BLOCK_N, STAGES, B>
+{
     type Layout = Swizzled128;
 
     /// # Safety
@@ -195,13 +274,15 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TileStream for T
     unsafe fn acquire(&self, t: u32) -> u32 {
         let next = t + STAGES as u32 - 1;
         if self.producer && t > 0 && next < self.tiles {
+            // Safety: `next` is one of the ring's tiles.
+            let lookup = unsafe { self.boxes.lookup::<BLOCK_N>(self.tile_key(next)) };
             // Tile t - 1's slot, once every warp has released it.
             let previous = t - 1;
             let parity = (previous / STAGES as u32) & 1;
             // Safety: the barriers exist (`start`); the slot is free once the phase completes.
             unsafe {
                 arch::mbarrier_wait(self.barrier(1, previous % STAGES as u32), parity);
-                self.issue(next);
+                self.issue(next, lookup);
             }
         }
         // The producer's lanes part from their warp's above; the tile's reads are warp-wide.
@@ -210,6 +291,30 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize> TileStream for T
         // Safety: the barriers exist; the tile was issued (t < tiles, issued in order).
         unsafe { arch::mbarrier_wait(self.barrier(0, stage), (t / STAGES as u32) & 1) };
         stage
+    }
+
+    /// Zeroes the V rows of tile `t` among the calling warp's `rows` that lie at or past the
+    /// boxes' `stale_from` key (a page's leftovers: their scores are masked, but 0 x NaN is NaN
+    /// in P V). Only the sequence's last tile has any; the writes are made visible to the copy
+    /// engine before the warp releases the slot, which the producer then refills.
+    #[inline(always)]
+    unsafe fn clear_stale(&self, t: u32, stage: u32, (first_row, row_count): (u32, u32)) {
+        let Some(end) = self.boxes.stale_from() else {
+            return;
+        };
+        let tile_key = self.tile_key(t);
+        if tile_key + first_row + row_count <= end {
+            return;
+        }
+        let first = first_row.max(end.saturating_sub(tile_key));
+        let chunks_per_row = D as u32 / 8;
+        for i in (arch::lane_id()..(first_row + row_count - first) * chunks_per_row).step_by(32) {
+            let (row, chunk) = (first + i / chunks_per_row, i % chunks_per_row);
+            let at = self.v_tile(stage) + swizzled::chunk_offset(row, chunk, BLOCK_N as u32);
+            arch::st_shared_v4_u32(at, [0; 4]);
+        }
+        arch::fence_proxy_async_shared();
+        arch::sync_warp();
     }
 
     #[inline(always)]

@@ -372,10 +372,15 @@ pub unsafe fn flash_ws<
     } else {
         split_registers(warpgroup, CONSUMERS);
         let (schedule, consumer) = (schedule(), warpgroup - 1);
-        // O leaves through shared memory and the copy engine where Q's buffer is free at the end
-        // (one item per block) and the output map's boxes cannot spill into another sequence's
-        // rows (not varlen); otherwise straight from registers.
-        let staged_output = (!PERSISTENT && !VARLEN).then(|| maps.add(MAP_O * MAP_BYTES));
+        // O leaves through shared memory where Q's buffer is free at the end (one item per
+        // block): by the copy engine, or, where the output map's boxes could spill into another
+        // sequence's rows (varlen), by 16-byte stores of the sequence's rows; otherwise (a
+        // persistent block) straight from registers.
+        let staged_output = match (PERSISTENT, VARLEN) {
+            (true, _) => OutputPath::Registers,
+            (false, false) => OutputPath::TensorStore(maps.add(MAP_O * MAP_BYTES)),
+            (false, true) => OutputPath::RowStores,
+        };
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
         tiles = for_each_item!(&schedule, |i, head, first_row, ring| {
             let last = schedule.item(i + 1).is_none();
@@ -526,6 +531,20 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
         }
         tiles
     });
+}
+
+/// How a consumer warpgroup's O leaves the block (`Consumer::run`).
+#[derive(Clone, Copy)]
+enum OutputPath {
+    /// Straight from the accumulators, 4 bytes per store (a persistent block's Q buffer holds
+    /// the next item's Q).
+    Registers,
+    /// Through Q's buffer and the copy engine's tensor store; the output's map, in boxes of 64
+    /// rows.
+    TensorStore(*const u8),
+    /// Through Q's buffer, then 16-byte stores of the rows inside the sequence: a box of a
+    /// packed varlen output could reach into the next sequence's rows.
+    RowStores,
 }
 
 /// One work item as a consumer warpgroup sees it.
@@ -697,12 +716,12 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     }
 
     /// The item's KV loop (`overlap`: the overlapped one) and epilogue, for consumer `consumer` of
-    /// `consumers`; returns the item's KV tiles. With `staged_output` (the output's tensor map),
-    /// O goes out through Q's buffer, which the block's item must be the last to use.
+    /// `consumers`; returns the item's KV tiles. Unless `staged_output` is `Registers`, O goes out
+    /// through Q's buffer, which the block's item must be the last to use.
     ///
     /// # Safety
     /// `out` is the problem's output and `item.head` one of its heads; the plan's barriers exist;
-    /// `staged_output`, if given, is the encoded map of `out` in boxes of 64 rows. `D` is the
+    /// a `TensorStore`'s map is the encoded map of `out` in boxes of 64 rows. `D` is the
     /// shape's head dim, `G::D`, as the const parameter that `finish` needs (stable Rust cannot
     /// pass an associated constant as one).
     #[inline(always)]
@@ -715,7 +734,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         consumer: u32,
         consumers: u32,
         overlap: bool,
-        staged_output: Option<*const u8>,
+        staged_output: OutputPath,
     ) -> u32 {
         const { assert!(D == G::D) };
         if PINGPONG && item.index == 0 && consumer + 1 == consumers {
@@ -731,33 +750,35 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             self.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
         }
         match staged_output {
-            Some(map) => self.store_staged::<T>(problem, item, consumer, consumers, map),
-            None => {
+            OutputPath::Registers => {
                 self.softmax
                     .finish::<T, D, _>(core::array::from_ref(&self.o_acc), problem, out, item.head)
             }
+            path => self.store_staged::<T, D>(problem, out, item, (consumer, consumers), path),
         }
         item.tiles
     }
 
     /// The epilogue through shared memory: the warpgroup writes its 64 normalised rows of O into
-    /// its rows of Q's buffer, in the 128-byte swizzle layout the copy engine reads, and one thread
-    /// sends them out with a tensor store per 64 columns. Where each thread stored 4 bytes per
-    /// instruction straight to memory, the warps waited for those stores to drain before they could
-    /// exit (docs/perf-notes.md, v14). Rows past the sequence's end are clipped by the copy
-    /// engine; the LSE is written per row as before.
+    /// its rows of Q's buffer, in the 128-byte swizzle layout the copy engine reads, and sends
+    /// them out: one thread with a tensor store per 64 columns (`TensorStore`, rows past the
+    /// sequence's end clipped by the copy engine), or every thread with 16-byte stores of the
+    /// rows inside the sequence (`RowStores`), a warp writing two whole rows at a time. Where each
+    /// thread stored 4 bytes per instruction straight to memory, the warps waited for those
+    /// stores to drain before they could exit (docs/perf-notes.md, v14). The LSE is written per
+    /// row as before.
     ///
     /// # Safety
-    /// As `run` with `staged_output = Some(map)`: every S = Q K^T of the block has completed or
-    /// reads other rows of Q than this warpgroup's.
+    /// As `run` with `staged_output` not `Registers`: every S = Q K^T of the block has completed
+    /// or reads other rows of Q than this warpgroup's.
     #[inline(always)]
-    unsafe fn store_staged<T: Element>(
+    unsafe fn store_staged<T: Element, const D: usize>(
         self,
         problem: &Problem,
+        out: *mut u16,
         item: &Item,
-        consumer: u32,
-        consumers: u32,
-        map: *const u8,
+        (consumer, consumers): (u32, u32),
+        path: OutputPath,
     ) {
         let block_m = 64 * consumers;
         let group_row0 = 64 * consumer;
@@ -782,9 +803,28 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 unsafe { arch::st_shared_u32(at, T::pack(lo * norm, hi * norm)) };
             }
         });
+        if let OutputPath::RowStores = path {
+            arch::named_barrier_sync(barrier, 128);
+            let rows = problem.q_rows::<D>(out, head);
+            let chunks_per_row = D as u32 / 8;
+            for i in (arch::thread_idx_x() % 128..64 * chunks_per_row).step_by(128) {
+                let (r, chunk) = (i / chunks_per_row, i % chunks_per_row);
+                let row = item.first_row + group_row0 + r;
+                if row < problem.seq_q {
+                    let at = q + swizzled::chunk_offset(group_row0 + r, chunk, block_m);
+                    let dst = rows
+                        .base
+                        .add(row as usize * rows.stride as usize + 8 * chunk as usize);
+                    // Safety: a row of the sequence's output (the caller's contract), 16 bytes
+                    // aligned (D and the strides are multiples of 8 elements).
+                    arch::st_global_v4_u32(dst as *mut u32, arch::ld_shared_v4_u32(at));
+                }
+            }
+            return;
+        }
         arch::fence_proxy_async_shared();
         arch::named_barrier_sync(barrier, 128);
-        if arch::thread_idx_x().is_multiple_of(128) {
+        if let (OutputPath::TensorStore(map), true) = (path, arch::thread_idx_x().is_multiple_of(128)) {
             let heads = problem.heads as usize;
             let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
             let first_row = (item.first_row + group_row0) as i32;
