@@ -779,6 +779,16 @@ pub fn gate_failures(rows: &[Row], kernel: &str, ratio: f64) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// `bench`'s arguments as clap parses them from `argv` (its first word the command's name).
+    fn parse_args(argv: &[&str]) -> Result<Args, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        <Cli as clap::Parser>::try_parse_from(argv).map(|cli| cli.args)
+    }
+
     fn row(kernel: &str, peer: bool, p50: f64) -> Row {
         row_from(
             kernel.into(),
@@ -922,14 +932,7 @@ mod tests {
 
     #[test]
     fn peers_parse_as_a_comma_list_once_each() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: Args,
-        }
-        let parse = |peers: &str| {
-            <Cli as clap::Parser>::try_parse_from(["bench", "--peers", peers]).map(|cli| cli.args)
-        };
+        let parse = |peers: &str| parse_args(&["bench", "--peers", peers]);
         let args = parse("torch,fa3,torch").ok().unwrap();
         assert_eq!(args.peers, [Peer::Torch, Peer::Fa3, Peer::Torch]);
         let plan = Plan::new(&args).ok().unwrap();
@@ -941,7 +944,7 @@ mod tests {
         let shape = |peers: &[&str]| {
             let mut argv = vec!["bench", "--shapes", "std", "--shape", "2,16,4096,192"];
             argv.extend_from_slice(peers);
-            let args = <Cli as clap::Parser>::try_parse_from(argv).ok().unwrap().args;
+            let args = parse_args(&argv).ok().unwrap();
             Plan::new(&args).map(|p| p.cases)
         };
         let cases = shape(&["--peers", "fa3"]).ok().unwrap();
@@ -952,13 +955,8 @@ mod tests {
 
     #[test]
     fn a_shape_given_alone_is_the_only_case() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: Args,
-        }
         let cases = |argv: &[&str]| {
-            let args = <Cli as clap::Parser>::try_parse_from(argv).ok().unwrap().args;
+            let args = parse_args(argv).ok().unwrap();
             Plan::new(&args).ok().unwrap().cases
         };
         let alone = cases(&["bench", "--shape", "1,32,1,4096,128"]);
@@ -975,12 +973,7 @@ mod tests {
 
     #[test]
     fn the_layout_defaults_to_bhsd_and_takes_bshd() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: Args,
-        }
-        let layout = |argv: &[&str]| <Cli as clap::Parser>::try_parse_from(argv).map(|c| c.args.layout);
+        let layout = |argv: &[&str]| parse_args(argv).map(|args| args.layout);
         assert_eq!(layout(&["bench"]).unwrap(), flashrs::Layout::Bhsd);
         assert_eq!(
             layout(&["bench", "--layout", "bshd"]).unwrap(),
