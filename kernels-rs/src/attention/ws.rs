@@ -60,12 +60,51 @@ const MAX_CONSUMERS: u32 = 3;
 /// Shared memory the kernel needs for inputs of `input_bytes` per element: slack to align the
 /// tiles to 1024 bytes, the Q tile (sized for 16-bit elements whatever the input: the output
 /// leaves through it), `STAGES` K and V tiles, and the mbarriers (Q full, Q empty, then K full,
-/// V full, K empty, V empty per stage).
-pub const fn smem_bytes(d: usize, block_m: usize, block_n: usize, stages: usize, input_bytes: usize) -> u32 {
+/// V full, K empty, V empty per stage); with `persistent`, where it fits, an output tile of its
+/// own after them (`output_buffer`).
+pub const fn smem_bytes(
+    d: usize,
+    block_m: usize,
+    block_n: usize,
+    stages: usize,
+    input_bytes: usize,
+    persistent: bool,
+) -> u32 {
+    let ring = ring_bytes(d, block_m, block_n, stages, input_bytes);
+    if output_buffer(d, block_m, block_n, stages, input_bytes, persistent) {
+        ring + ATOM_BYTES + swizzled::tile_bytes(block_m, d)
+    } else {
+        ring
+    }
+}
+
+/// `smem_bytes` without an output buffer.
+const fn ring_bytes(d: usize, block_m: usize, block_n: usize, stages: usize, input_bytes: usize) -> u32 {
     ATOM_BYTES
         + swizzled::tile_bytes(block_m, d)
         + 2 * stages as u32 * (block_n * d * input_bytes) as u32
         + 8 * (2 + 4 * stages as u32)
+}
+
+/// Whether a block gets an output tile of its own in shared memory: a persistent block, whose Q
+/// buffer holds the next item's Q by the time this item's O is done, at head dims from 128 on,
+/// where the tile fits beside the ring in the 227 KB a block may have. O then leaves through it
+/// by the copy engine while the next item's products run (`OutputPath::OwnTile`); without it,
+/// straight from registers. Measured (docs/perf-notes.md, v20): 2-5% faster at head dim 128; at
+/// 64, where an item is short and its O small, from 4% slower to 3% faster with two consumer
+/// warpgroups and 6-12% slower with three, so not there.
+pub const fn output_buffer(
+    d: usize,
+    block_m: usize,
+    block_n: usize,
+    stages: usize,
+    input_bytes: usize,
+    persistent: bool,
+) -> bool {
+    const BLOCK_SMEM_LIMIT: u32 = 227 * 1024;
+    let with_buffer =
+        ring_bytes(d, block_m, block_n, stages, input_bytes) + ATOM_BYTES + swizzled::tile_bytes(block_m, d);
+    persistent && d >= 128 && with_buffer <= BLOCK_SMEM_LIMIT
 }
 
 /// Where the tiles and the barriers live in shared memory, for tiles of shape `G` (its keys, head
@@ -74,6 +113,8 @@ struct Plan<G: WarpgroupShape, const STAGES: usize> {
     q: SharedAddr,
     kv: SharedAddr,
     barriers: SharedAddr,
+    /// Where O is staged on its way out: Q's buffer, or a tile of its own (`output_buffer`).
+    o: SharedAddr,
     _shape: core::marker::PhantomData<G>,
 }
 
@@ -83,15 +124,23 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     /// Bytes of a row of Q or K: `D * BYTES`, in column blocks of 128.
     const ROW_BYTES: u32 = (G::D * G::Input::BYTES) as u32;
 
+    /// The plan of a block of `block_m` query rows; `output_buffer`: O gets a tile of its own,
+    /// 1024-byte aligned after the barriers.
     #[inline(always)]
-    fn new(block_m: u32) -> Self {
+    fn new(block_m: u32, output_buffer: bool) -> Self {
         let q = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
         let kv = q + swizzled::tile_bytes(block_m as usize, G::D);
         let barriers = kv + 2 * STAGES as u32 * Self::KV_TILE;
+        let o = if output_buffer {
+            (barriers + 8 * (2 + 4 * STAGES as u32) + ATOM_BYTES - 1) & !(ATOM_BYTES - 1)
+        } else {
+            q
+        };
         Plan {
             q,
             kv,
             barriers,
+            o,
             _shape: core::marker::PhantomData,
         }
     }
@@ -301,6 +350,7 @@ pub unsafe fn flash_ws<
     };
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
+    let output_buffer = output_buffer(D, block_m as usize, BLOCK_N, STAGES, G::Input::BYTES, PERSISTENT);
     // A persistent grid has no block without work (the host launches at most one per item).
     let head = if PERSISTENT { None } else { problem.head() };
     if !PERSISTENT && head.is_none() {
@@ -321,7 +371,7 @@ pub unsafe fn flash_ws<
     };
     // Q, K and V are read through the tensor maps.
     let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
-    let plan = Plan::<G, STAGES>::new(block_m);
+    let plan = Plan::<G, STAGES>::new(block_m, output_buffer);
 
     if thread == 0 {
         arch::mbarrier_init(plan.q_full(), 1);
@@ -372,15 +422,7 @@ pub unsafe fn flash_ws<
     } else {
         split_registers(warpgroup, CONSUMERS);
         let (schedule, consumer) = (schedule(), warpgroup - 1);
-        // O leaves through shared memory where Q's buffer is free at the end (one item per
-        // block): by the copy engine, or, where the output map's boxes could spill into another
-        // sequence's rows (varlen), by 16-byte stores of the sequence's rows; otherwise (a
-        // persistent block) straight from registers.
-        let staged_output = match (PERSISTENT, VARLEN) {
-            (true, _) => OutputPath::Registers,
-            (false, false) => OutputPath::TensorStore(maps.add(MAP_O * MAP_BYTES)),
-            (false, true) => OutputPath::RowStores,
-        };
+        let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
         tiles = for_each_item!(&schedule, |i, head, first_row, ring| {
             let last = schedule.item(i + 1).is_none();
@@ -542,9 +584,29 @@ enum OutputPath {
     /// Through Q's buffer and the copy engine's tensor store; the output's map, in boxes of 64
     /// rows.
     TensorStore(*const u8),
+    /// As `TensorStore`, through the block's own output tile (`Plan::o`, a persistent block):
+    /// the copy engine reads it while the next item runs.
+    OwnTile(*const u8),
     /// Through Q's buffer, then 16-byte stores of the rows inside the sequence: a box of a
     /// packed varlen output could reach into the next sequence's rows.
     RowStores,
+}
+
+impl OutputPath {
+    /// The path of a block's O: through shared memory where Q's buffer is free at the end (one
+    /// item per block) or the block has an output tile of its own (persistent, `output_buffer`):
+    /// by the copy engine (the output's map `map`), or, where the output map's boxes could spill
+    /// into another sequence's rows (varlen), by 16-byte stores of the sequence's rows; otherwise
+    /// (a persistent block without room for the tile) straight from registers.
+    #[inline(always)]
+    fn of<const PERSISTENT: bool, const VARLEN: bool>(output_buffer: bool, map: *const u8) -> Self {
+        match (PERSISTENT, output_buffer, VARLEN) {
+            (true, true, _) => OutputPath::OwnTile(map),
+            (true, false, _) => OutputPath::Registers,
+            (false, _, false) => OutputPath::TensorStore(map),
+            (false, _, true) => OutputPath::RowStores,
+        }
+    }
 }
 
 /// One work item as a consumer warpgroup sees it.
@@ -741,10 +803,11 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             self.turns.pass(); // consumer 0 goes first
         }
         arch::mbarrier_wait(self.plan.q_full(), item.index & 1);
+        let tiles = item.tiles;
         if overlap {
-            self.overlapped(item.tiles);
+            self.overlapped(tiles);
         } else {
-            self.serial(item.tiles);
+            self.serial(tiles);
         }
         if PINGPONG && consumer == 0 && item.last {
             self.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
@@ -760,7 +823,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     }
 
     /// The epilogue through shared memory: the warpgroup writes its 64 normalised rows of O into
-    /// its rows of Q's buffer, in the 128-byte swizzle layout the copy engine reads, and sends
+    /// its rows of Q's buffer (or of O's own tile, `Plan::o`), in the 128-byte swizzle layout the
+    /// copy engine reads, and sends
     /// them out: one thread with a tensor store per 64 columns (`TensorStore`, rows past the
     /// sequence's end clipped by the copy engine), or every thread with 16-byte stores of the
     /// rows inside the sequence (`RowStores`), a warp writing two whole rows at a time. Where each
@@ -783,10 +847,19 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         let block_m = 64 * consumers;
         let group_row0 = 64 * consumer;
         let barrier = epilogue_barrier(consumer);
+        // O's own tile (a persistent block) is left to the copy engine after each item: before
+        // it is written again, the thread that stored the last item's rows waits until the copy
+        // engine has read them.
+        let own_tile = matches!(path, OutputPath::OwnTile(_));
+        if own_tile && arch::thread_idx_x().is_multiple_of(128) {
+            arch::bulk_wait_group_read_all();
+        }
         // Each warp's last product has completed; this waits for the warpgroup's other warps, whose
-        // products read the rows that this warp's stores overwrite.
+        // products read the rows that this warp's stores overwrite (in Q's buffer), or for the
+        // issuing thread's wait (in O's own).
         arch::named_barrier_sync(barrier, 128);
-        let (q, o_acc, pair) = (self.plan.q, self.o_acc, self.lane % 4);
+        let staging = if own_tile { self.plan.o } else { self.plan.q };
+        let (q, o_acc, pair) = (staging, self.o_acc, self.lane % 4);
         let head = item.head;
         self.softmax.finish_with(|_, half, row, state| {
             if pair == 0 && row < problem.seq_q {
@@ -824,7 +897,9 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         }
         arch::fence_proxy_async_shared();
         arch::named_barrier_sync(barrier, 128);
-        if let (OutputPath::TensorStore(map), true) = (path, arch::thread_idx_x().is_multiple_of(128)) {
+        if let (OutputPath::TensorStore(map) | OutputPath::OwnTile(map), true) =
+            (path, arch::thread_idx_x().is_multiple_of(128))
+        {
             let heads = problem.heads as usize;
             let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
             let first_row = (item.first_row + group_row0) as i32;
@@ -833,8 +908,11 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 arch::tma_store_4d(map, src, [64 * block as i32, first_row, q_head, batch]);
             }
             arch::bulk_commit_group();
-            // The block's shared memory must outlive the copy engine's reads of it.
-            arch::bulk_wait_group_read_all();
+            // The block's shared memory must outlive the copy engine's reads of it; O's own tile
+            // is read while the next item runs, then waited for above.
+            if !own_tile || item.last {
+                arch::bulk_wait_group_read_all();
+            }
         }
     }
 
