@@ -445,6 +445,12 @@ pub mod swizzled {
     /// Bytes of one 8-row swizzle atom: the stride between row groups in a `wgmma` descriptor.
     pub const ATOM_BYTES: u32 = 8 * ROW_BYTES;
 
+    /// `addr` rounded up to the next swizzle atom (1024 bytes), where a swizzled tile may start.
+    #[inline(always)]
+    pub fn atom_aligned(addr: SharedAddr) -> SharedAddr {
+        (addr + ATOM_BYTES - 1) & !(ATOM_BYTES - 1)
+    }
+
     /// Bytes of a `rows x d` tile.
     pub const fn tile_bytes(rows: usize, d: usize) -> u32 {
         (rows * d * 2) as u32

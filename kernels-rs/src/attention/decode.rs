@@ -84,7 +84,7 @@ fn smem_plan<P: BarrierPolicy, const D: usize, const BLOCK_N: usize, const STAGE
 ) -> (SharedAddr, SharedAddr) {
     let base = arch::dynamic_smem_base();
     if by_copy_engine::<P>() {
-        let kv = (base + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
+        let kv = tile::swizzled::atom_aligned(base);
         (kv + TmaRing::<D, BLOCK_N, STAGES, MapBoxes>::smem_bytes(), kv)
     } else {
         (base, base + block_m * tile::row_stride_bytes(D))

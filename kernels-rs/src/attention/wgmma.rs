@@ -89,7 +89,7 @@ pub unsafe fn flash_wgmma<
     let (q_rows, k_rows, v_rows) = io.rows::<D>(&problem, head);
 
     // Shared memory: [Q tile][STAGES x (K tile, V tile)], the first 1024-byte aligned.
-    let q_smem = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
+    let q_smem = swizzled::atom_aligned(arch::dynamic_smem_base());
     let kv_smem = q_smem + swizzled::tile_bytes(block_m as usize, D);
     let tiles = problem.kv_tiles(first_row, block_m, BLOCK_N as u32);
     let kv =

@@ -72,10 +72,15 @@ pub const fn smem_bytes(
 ) -> u32 {
     let ring = ring_bytes(d, block_m, block_n, stages, input_bytes);
     if output_buffer(d, block_m, block_n, stages, input_bytes, persistent) {
-        ring + ATOM_BYTES + swizzled::tile_bytes(block_m, d)
+        ring + output_tile_bytes(d, block_m)
     } else {
         ring
     }
+}
+
+/// The output tile's bytes after the ring: its alignment slack and the tile.
+const fn output_tile_bytes(d: usize, block_m: usize) -> u32 {
+    ATOM_BYTES + swizzled::tile_bytes(block_m, d)
 }
 
 /// `smem_bytes` without an output buffer.
@@ -102,8 +107,7 @@ pub const fn output_buffer(
     persistent: bool,
 ) -> bool {
     const BLOCK_SMEM_LIMIT: u32 = 227 * 1024;
-    let with_buffer =
-        ring_bytes(d, block_m, block_n, stages, input_bytes) + ATOM_BYTES + swizzled::tile_bytes(block_m, d);
+    let with_buffer = ring_bytes(d, block_m, block_n, stages, input_bytes) + output_tile_bytes(d, block_m);
     persistent && d >= 128 && with_buffer <= BLOCK_SMEM_LIMIT
 }
 
@@ -128,11 +132,11 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     /// 1024-byte aligned after the barriers.
     #[inline(always)]
     fn new(block_m: u32, output_buffer: bool) -> Self {
-        let q = (arch::dynamic_smem_base() + ATOM_BYTES - 1) & !(ATOM_BYTES - 1);
+        let q = swizzled::atom_aligned(arch::dynamic_smem_base());
         let kv = q + swizzled::tile_bytes(block_m as usize, G::D);
         let barriers = kv + 2 * STAGES as u32 * Self::KV_TILE;
         let o = if output_buffer {
-            (barriers + 8 * (2 + 4 * STAGES as u32) + ATOM_BYTES - 1) & !(ATOM_BYTES - 1)
+            swizzled::atom_aligned(barriers + 8 * (2 + 4 * STAGES as u32))
         } else {
             q
         };
@@ -858,6 +862,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // products read the rows that this warp's stores overwrite (in Q's buffer), or for the
         // issuing thread's wait (in O's own).
         arch::named_barrier_sync(barrier, 128);
+        // `plan.o` is `plan.q` without an own tile; chosen by the path, which folds at compile
+        // time, the grid kernels' SASS stays what it was (read through `plan.o` it did not).
         let staging = if own_tile { self.plan.o } else { self.plan.q };
         let (q, o_acc, pair) = (staging, self.o_acc, self.lane % 4);
         let head = item.head;
