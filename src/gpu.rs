@@ -658,7 +658,7 @@ impl Gpu {
         // The list always ends with the heuristic's entry; the fallback only keeps this total.
         candidates.first().copied().unwrap_or_else(|| {
             (
-                default_variant(shape, self.sm_count, self.arch),
+                default_variant(shape, causal, self.sm_count, self.arch),
                 Choice::Heuristic,
             )
         })
@@ -1146,19 +1146,28 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
     }
 }
 
-/// The library's choice of variant: by architecture, head dim, and how many waves of 128-row
-/// query blocks the problem fills (the first entry whose architecture the device has and whose
-/// `min_waves` the problem reaches wins). Measured on the H100 (evidence/bench_h100.json and
-/// docs/perf-notes.md). Hopper takes the warp-specialised `flash_ws`, everything else the
-/// `mma.sync` kernels.
+/// The library's choice of variant: by architecture, head dim, how many waves of 128-row query
+/// blocks the problem fills, and the mask (the first entry whose architecture the device has,
+/// whose `min_waves` the problem reaches and whose mask filter it passes wins). Measured on the
+/// H100 (evidence/bench_h100.json and docs/perf-notes.md). Hopper takes the warp-specialised
+/// `flash_ws`, everything else the `mma.sync` kernels.
 ///
-/// | arch | head dim | >= 4 waves               | >= 1 wave                | less                  |
-/// |------|----------|--------------------------|--------------------------|-----------------------|
-/// | 90   | 64       | ws m192_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
-/// | 90   | 128      | (as >= 1 wave)           | ws m128_n176_s2_pp_ov    | ws m128_n128_s2_pp_ov |
-/// | 90   | 256      | (as >= 1 wave)           | ws m128_n80_s2_pp_ov     | ws m128_n80_s2_pp_ov  |
-/// | 80   | 64       | (as >= 1 wave)           | mma m128_n64_w4_s2       | mma m64_n64_w4_s2_b3  |
-/// | 80   | 128      | (as >= 1 wave)           | mma m128_n32_w4_s3_qsmem | mma m64_n64_w4_s2     |
+/// | arch | head dim | mask       | >= 4 waves            | >= 1 wave                | less                  |
+/// |------|----------|------------|-----------------------|--------------------------|-----------------------|
+/// | 90   | 64       | non-causal | ws m192_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
+/// | 90   | 64       | causal     | ws m192_n128_s2_pp_ov | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
+/// | 90   | 128      | non-causal | (as >= 1 wave)        | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
+/// | 90   | 128      | causal     | (as >= 1 wave)        | ws m128_n176_s2_pp_ov    | ws m128_n128_s2_pp_ov |
+/// | 90   | 256      | both       | (as >= 1 wave)        | ws m128_n80_s2_pp_ov     | ws m128_n80_s2_pp_ov  |
+/// | 80   | 64       | both       | (as >= 1 wave)        | mma m128_n64_w4_s2       | mma m64_n64_w4_s2_b3  |
+/// | 80   | 128      | both       | (as >= 1 wave)        | mma m128_n32_w4_s3_qsmem | mma m64_n64_w4_s2     |
+///
+/// Non-causal problems from one wave on take the persistent twins (`_ps`, one block per SM
+/// walking the work items): since v22 (session 16) their KV loop is the grid kernels' and the
+/// next item's loads run under each item's end, 1-11% faster at head dims 64 and 128 on every
+/// shape of one wave or more measured (evidence/session16/), level at the longest. Causal
+/// problems keep the grid, whose longest-first order the persistent walk does not have (30%
+/// slower at (1,16,16384,128)).
 ///
 /// Head dim 64 takes three consumer warpgroups (192-row blocks) from four waves of 128-row blocks
 /// on: 6-12% faster non-causal and 10-13% causal at (4,16,2048,64), (2,16,4096,64) and
@@ -1181,66 +1190,98 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         min_waves: 4,
+        non_causal_only: true,
+        kernel: "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 64,
+        min_waves: 4,
+        non_causal_only: false,
         kernel: "flash_ws_m192_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 64,
         min_waves: 1,
+        non_causal_only: true,
+        kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 64,
+        min_waves: 1,
+        non_causal_only: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 128,
         min_waves: 1,
+        non_causal_only: true,
+        kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 128,
+        min_waves: 1,
+        non_causal_only: false,
         kernel: "flash_ws_m128_n176_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 64,
         min_waves: 0,
+        non_causal_only: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 128,
         min_waves: 0,
+        non_causal_only: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 256,
         min_waves: 1,
+        non_causal_only: false,
         kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
         head_dim: 256,
         min_waves: 0,
+        non_causal_only: false,
         kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 80,
         head_dim: 64,
         min_waves: 1,
+        non_causal_only: false,
         kernel: "flash_mma_m128_n64_w4_s2_light",
     },
     DispatchEntry {
         arch: 80,
         head_dim: 64,
         min_waves: 0,
+        non_causal_only: false,
         kernel: "flash_mma_m64_n64_w4_s2_b3_light",
     },
     DispatchEntry {
         arch: 80,
         head_dim: 128,
         min_waves: 1,
+        non_causal_only: false,
         kernel: "flash_mma_m128_n32_w4_s3_qsmem_light",
     },
     DispatchEntry {
         arch: 80,
         head_dim: 128,
         min_waves: 0,
+        non_causal_only: false,
         kernel: "flash_mma_m64_n64_w4_s2_light",
     },
 ];
@@ -1286,7 +1327,7 @@ pub fn dispatch_candidates(
         .map(|v| (v, Choice::Heuristic))
         .into_iter()
         .chain(tuned.map(|v| (v, Choice::Tuned)))
-        .chain([(default_variant(shape, sms, arch), Choice::Heuristic)]);
+        .chain([(default_variant(shape, causal, sms, arch), Choice::Heuristic)]);
     let mut candidates: Vec<(&'static VariantSpec, Choice)> = Vec::with_capacity(3);
     for (variant, source) in ranked {
         if !candidates.iter().any(|(v, _)| v.name == variant.name) {
@@ -1319,6 +1360,8 @@ pub struct DispatchEntry {
     pub head_dim: usize,
     /// At least this many waves of 128-row query blocks (blocks per multiprocessor).
     pub min_waves: usize,
+    /// The entry applies to non-causal problems only (a causal one reads on to the next).
+    pub non_causal_only: bool,
     /// The variant the entry picks, by name.
     pub kernel: &'static str,
 }
@@ -1339,11 +1382,16 @@ fn no_listed_kernel(d: usize) -> String {
 
 /// The variant `DISPATCH` picks for `shape` on a GPU with `sms` multiprocessors whose PTX is
 /// architecture `arch` (80 or 90).
-pub fn default_variant(shape: Shape, sms: usize, arch: u32) -> &'static VariantSpec {
+pub fn default_variant(shape: Shape, causal: bool, sms: usize, arch: u32) -> &'static VariantSpec {
     let blocks = shape.seq_q.div_ceil(128) * shape.batch * shape.heads;
     DISPATCH
         .iter()
-        .find(|e| e.arch <= arch && e.head_dim == shape.head_dim && blocks >= e.min_waves * sms)
+        .find(|e| {
+            e.arch <= arch
+                && e.head_dim == shape.head_dim
+                && blocks >= e.min_waves * sms
+                && !(causal && e.non_causal_only)
+        })
         .and_then(|e| VariantSpec::by_name(e.kernel))
         .or_else(|| {
             VARIANTS
@@ -1443,7 +1491,11 @@ mod tests {
             unique.dedup();
             assert_eq!(unique.len(), names.len(), "{shape}: {names:?}");
             let last = candidates.last().unwrap();
-            assert_eq!(last.0.name, default_variant(shape, 132, 90).name, "{shape}");
+            assert_eq!(
+                last.0.name,
+                default_variant(shape, false, 132, 90).name,
+                "{shape}"
+            );
             assert!(candidates
                 .iter()
                 .all(|(v, _)| v.head_dims.contains(&shape.head_dim)));
@@ -1482,7 +1534,8 @@ mod tests {
         for arch in [80, 90] {
             for &d in crate::variants::HEAD_DIMS {
                 for big in [false, true] {
-                    let v = default_variant(Shape::new(if big { 8 } else { 1 }, 16, 4096, d), 132, arch);
+                    let shape = Shape::new(if big { 8 } else { 1 }, 16, 4096, d);
+                    let v = default_variant(shape, big, 132, arch);
                     if !VARIANTS.iter().any(|v| v.head_dims.contains(&d)) {
                         // Only experimental variants have this head dim: `forward` says so.
                         assert!(no_listed_kernel(d).contains("flash_ws"), "d={d}");
@@ -1518,24 +1571,47 @@ mod tests {
     #[test]
     fn hopper_takes_the_warp_specialised_kernel_for_big_problems_and_others_mma() {
         let big = Shape::new(2, 16, 4096, 128);
-        assert_eq!(default_variant(big, 132, 90).family, Family::FlashWs);
+        assert_eq!(default_variant(big, false, 132, 90).family, Family::FlashWs);
         assert_eq!(
-            default_variant(big, 132, 80).name,
+            default_variant(big, false, 132, 80).name,
             "flash_mma_m128_n32_w4_s3_qsmem_light"
+        );
+        // Non-causal from one wave on: the persistent twins; causal: the grid kernels, in their
+        // longest-first order.
+        let pick = |b, h, s, d, causal| default_variant(Shape::new(b, h, s, d), causal, 132, 90).name;
+        assert_eq!(
+            pick(2, 16, 4096, 128, false),
+            "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"
+        );
+        assert_eq!(
+            pick(2, 16, 4096, 128, true),
+            "flash_ws_m128_n176_s2_pp_ov_mbarrier"
         );
         // Head dim 64: three consumer warpgroups from four waves of 128-row blocks on.
         assert_eq!(
-            default_variant(Shape::new(2, 16, 4096, 64), 132, 90).name,
+            pick(2, 16, 4096, 64, false),
+            "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier"
+        );
+        assert_eq!(
+            pick(2, 16, 4096, 64, true),
             "flash_ws_m192_n128_s2_pp_ov_mbarrier"
         );
         assert_eq!(
-            default_variant(Shape::new(2, 8, 2048, 64), 132, 90).name,
+            pick(2, 8, 2048, 64, false),
+            "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"
+        );
+        assert_eq!(pick(2, 8, 2048, 64, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier");
+        // Below one wave the grid kernel: a persistent block would have one item.
+        assert_eq!(
+            pick(1, 8, 2048, 128, false),
             "flash_ws_m128_n128_s2_pp_ov_mbarrier"
         );
-        assert_eq!(
-            default_variant(Shape::new(2, 16, 4096, 256), 132, 90).name,
-            "flash_ws_m128_n80_s2_pp_ov_mbarrier"
-        );
+        for causal in [false, true] {
+            assert_eq!(
+                pick(2, 16, 4096, 256, causal),
+                "flash_ws_m128_n80_s2_pp_ov_mbarrier"
+            );
+        }
     }
 
     /// The sizes of the parameters PTX entry `name` declares, in order.
@@ -1788,14 +1864,14 @@ mod tests {
     fn small_problems_get_small_blocks_except_on_hopper() {
         let small = Shape::new(2, 8, 512, 64);
         assert_eq!(
-            default_variant(small, 132, 80).name,
+            default_variant(small, false, 132, 80).name,
             "flash_mma_m64_n64_w4_s2_b3_light"
         );
         // flash_ws beats the small-block kernels at small sizes too (the table's documentation).
         for d in [64, 128] {
             for shape in [Shape::new(2, 8, 512, d), Shape::new(1, 8, 2048, d)] {
                 assert_eq!(
-                    default_variant(shape, 132, 90).name,
+                    default_variant(shape, false, 132, 90).name,
                     "flash_ws_m128_n128_s2_pp_ov_mbarrier",
                     "{shape}"
                 );

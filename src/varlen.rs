@@ -342,10 +342,11 @@ impl Gpu {
         let group = heads / heads_kv.max(1);
         let few_rows = group * batch.max_q() <= 32;
         // The dense dispatch's kernel for problems of one wave at this head dim where it has a
-        // varlen twin (the fastest measured), else the family's first compiled variant.
+        // varlen twin (the fastest measured), else the family's first compiled variant. Its
+        // entry for either mask: the non-causal ones name persistent kernels, which have none.
         let dense = crate::gpu::DISPATCH
             .iter()
-            .find(|e| e.arch <= self.arch && e.head_dim == head_dim && e.min_waves == 1)
+            .find(|e| e.arch <= self.arch && e.head_dim == head_dim && e.min_waves == 1 && !e.non_causal_only)
             .map(|e| e.kernel);
         let pick = |family: Family| {
             varlen_variants(head_dim, self.arch)

@@ -144,7 +144,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             record.p50_us.map_or(String::new(), |p| format!("{p:.2} us"))
         );
     }
-    let default = flashrs::gpu::default_variant(args.shape, gpu.sm_count, gpu.arch);
+    let default = flashrs::gpu::default_variant(args.shape, args.causal, gpu.sm_count, gpu.arch);
     // The default's time from the search itself when it was a candidate (one measurement per
     // kernel: re-timing the same kernel would report run-to-run noise as a speedup).
     let searched = result

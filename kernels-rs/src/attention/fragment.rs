@@ -261,11 +261,30 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     /// `out` must be the problem's output tensor, `head` a query head inside it.
     #[inline(always)]
     pub unsafe fn finish<T: Element, const D: usize, O: Fragment>(
-        mut self,
+        self,
         acc: &[O; ROW_TILES],
         problem: &Problem,
         out: *mut u16,
         head: usize,
+    ) {
+        // Safety: the caller's contract; `out_row` is where a row of `head` starts in `out`.
+        unsafe { self.finish_at::<T, O>(acc, problem, head, |row| problem.out_row::<D>(out, head, row)) }
+    }
+
+    /// As `finish`, each row's output starting at `row_start(row)`. A caller that loops over work
+    /// items works out its head's rows before this, outside the per-row branches (`flash_ws`'s
+    /// persistent kernel: docs/perf-notes.md, v22).
+    ///
+    /// # Safety
+    /// `head` must be a query head of the problem and `row_start(row)`, for each row inside the
+    /// problem, the start of that row of `head` in its output tensor.
+    #[inline(always)]
+    pub unsafe fn finish_at<T: Element, O: Fragment>(
+        mut self,
+        acc: &[O; ROW_TILES],
+        problem: &Problem,
+        head: usize,
+        row_start: impl Fn(u32) -> *mut u16,
     ) {
         let pair = arch::lane_id() % 4;
         for (mt, fragment) in acc.iter().enumerate() {
@@ -275,7 +294,8 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                 let row = self.warp_first_row + (16 * mt + 8 * half) as u32 + arch::lane_id() / 4;
                 let registers = fragment.registers();
                 // Safety: the caller's contract.
-                let finished = unsafe { super::finish_row::<D>(problem, out, head, row, state, pair == 0) };
+                let finished =
+                    unsafe { super::finish_row_at(problem, head, row, state, pair == 0, &row_start) };
                 if let Some((o, norm)) = finished {
                     for j in 0..registers.len() / 4 {
                         let (lo, hi) = (registers[4 * j + 2 * half], registers[4 * j + 2 * half + 1]);

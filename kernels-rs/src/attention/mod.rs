@@ -236,6 +236,14 @@ impl Problem {
         }
     }
 
+    /// The (batch, head in the batch) of query head `head` (of `batch_heads`): a tensor map's
+    /// two outer coordinates.
+    #[inline(always)]
+    pub fn map_coordinates(&self, head: usize) -> (i32, i32) {
+        let heads = self.heads as usize;
+        ((head / heads) as i32, (head % heads) as i32)
+    }
+
     /// Where query `row` of `head` goes in the output (laid out like Q).
     ///
     /// # Safety
@@ -306,6 +314,25 @@ pub unsafe fn finish_row<const D: usize>(
     state: &RowState,
     writes_lse: bool,
 ) -> Option<(*mut u32, f32)> {
+    finish_row_at(problem, head, row, state, writes_lse, |row| {
+        problem.out_row::<D>(out, head, row)
+    })
+}
+
+/// As `finish_row`, the row's output starting at `row_start(row)`.
+///
+/// # Safety
+/// `head` must be a query head of the problem, and `row_start(row)`, for a row inside it, the
+/// start of that row of `head` in the problem's output tensor.
+#[inline(always)]
+pub unsafe fn finish_row_at(
+    problem: &Problem,
+    head: usize,
+    row: u32,
+    state: &RowState,
+    writes_lse: bool,
+    row_start: impl FnOnce(u32) -> *mut u16,
+) -> Option<(*mut u32, f32)> {
     if row >= problem.seq_q {
         return None;
     }
@@ -313,7 +340,7 @@ pub unsafe fn finish_row<const D: usize>(
         problem.write_lse(head, row, state);
     }
     let norm = state.normaliser();
-    Some((problem.out_row::<D>(out, head, row) as *mut u32, norm))
+    Some((row_start(row) as *mut u32, norm))
 }
 
 /// The instrumented build's start of the KV loop: thread `recorder` (0, or a warp-specialised

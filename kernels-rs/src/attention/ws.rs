@@ -35,13 +35,17 @@ use crate::tile::{Element, Operand};
 /// Gives the producer warpgroup, which only issues copies, few registers and each of `consumers`
 /// consumer warpgroups many, out of the 64K register file: 24 and 240 with two consumers
 /// (128 x 24 + 256 x 240), 32 and 160 with three (128 x 32 + 384 x 160), FlashAttention-3's
-/// splits. `warpgroup` 0 is the producer.
+/// splits. `warpgroup` 0 is the producer. A `persistent` producer walks the item loop, whose
+/// state did not fit in 24 registers (ptxas spilled 32 bytes of it at head dim 128): it gets 40,
+/// its two consumers 232 (128 x 40 + 256 x 232, the same 64,512), which their KV loop fits in.
 #[inline(always)]
-fn split_registers(warpgroup: u32, consumers: usize) {
-    match (warpgroup, consumers) {
-        (0, 2) => arch::setmaxnreg_dec::<24>(),
-        (0, _) => arch::setmaxnreg_dec::<32>(),
-        (_, 2) => arch::setmaxnreg_inc::<240>(),
+fn split_registers(warpgroup: u32, consumers: usize, persistent: bool) {
+    match (warpgroup, consumers, persistent) {
+        (0, 2, false) => arch::setmaxnreg_dec::<24>(),
+        (0, 2, true) => arch::setmaxnreg_dec::<40>(),
+        (0, _, _) => arch::setmaxnreg_dec::<32>(),
+        (_, 2, false) => arch::setmaxnreg_inc::<240>(),
+        (_, 2, true) => arch::setmaxnreg_inc::<232>(),
         _ => arch::setmaxnreg_inc::<160>(),
     }
 }
@@ -419,12 +423,12 @@ pub unsafe fn flash_ws<
     let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
     let mut tiles = 0;
     if warpgroup == 0 {
-        split_registers(warpgroup, CONSUMERS);
+        split_registers(warpgroup, CONSUMERS, PERSISTENT);
         if thread == 0 {
             produce::<G, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
         }
     } else {
-        split_registers(warpgroup, CONSUMERS);
+        split_registers(warpgroup, CONSUMERS, PERSISTENT);
         let (schedule, consumer) = (schedule(), warpgroup - 1);
         let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
@@ -521,14 +525,13 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
     for i in [MAP_Q, MAP_K, MAP_V] {
         arch::prefetch_tensormap(map(i));
     }
-    let heads = problem.heads as usize;
     let block_m = schedule.block_m;
     let kv_bytes = Plan::<G, STAGES>::KV_TILE;
     // A box is 128 bytes of a row (the swizzle span) by a tile's rows: `128 / BYTES` elements.
     let box_columns = 128 / G::Input::BYTES as i32;
     for_each_item!(schedule, |i, head, first_row, ring| {
         // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
-        let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
+        let (batch, q_head) = problem.map_coordinates(head);
         let kv_head = q_head / problem.kv_group as i32;
         // A tile of Q or K is a box per 128 bytes of its rows, one column block each.
         let row_bytes = Plan::<G, STAGES>::ROW_BYTES;
@@ -818,8 +821,13 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         }
         match staged_output {
             OutputPath::Registers => {
-                self.softmax
-                    .finish::<T, D, _>(core::array::from_ref(&self.o_acc), problem, out, item.head)
+                // The head's rows worked out by every thread, before the per-row branches (a
+                // division: see `store_staged`'s coordinates; this path is the persistent
+                // kernel's).
+                let rows = problem.q_rows::<D>(out, item.head);
+                let row_start = |row: u32| rows.base.add(row as usize * rows.stride as usize) as *mut u16;
+                let acc = core::array::from_ref(&self.o_acc);
+                self.softmax.finish_at::<T, _>(acc, problem, item.head, row_start)
             }
             path => self.store_staged::<T, D>(problem, out, item, (consumer, consumers), path),
         }
@@ -903,11 +911,25 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         }
         arch::fence_proxy_async_shared();
         arch::named_barrier_sync(barrier, 128);
+        // The tensor store's coordinates. With O's own tile (the persistent kernel, whose item
+        // loop runs around this) every thread works them out, before the one thread's branch:
+        // in it, the division's divide-by-zero check (a call to the panic handler) sat in a
+        // per-thread branch inside the item loop, ptxas no longer proved that loop
+        // warp-converged, and the KV loop's descriptor arithmetic left the uniform datapath
+        // (docs/perf-notes.md, v22). The grid kernels, with no loop around it, keep their code.
+        let early = if own_tile {
+            problem.map_coordinates(head)
+        } else {
+            (0, 0)
+        };
         if let (OutputPath::TensorStore(map) | OutputPath::OwnTile(map), true) =
             (path, arch::thread_idx_x().is_multiple_of(128))
         {
-            let heads = problem.heads as usize;
-            let (batch, q_head) = ((head / heads) as i32, (head % heads) as i32);
+            let (batch, q_head) = if own_tile {
+                early
+            } else {
+                problem.map_coordinates(head)
+            };
             let first_row = (item.first_row + group_row0) as i32;
             for block in 0..G::D as u32 / 64 {
                 let src = q + block * swizzled::column_block_bytes(block_m) + group_row0 * ROW_BYTES;
