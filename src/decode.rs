@@ -1,18 +1,30 @@
 //! Decode-like problems (a few query rows per KV head, long key sequences) on `flash_decode`
 //! (`kernels-rs/src/attention/decode.rs`): which variant the dispatch takes, how many slices the
-//! key range is split into (a small pure heuristic), the launch grid, the workspace the slices
-//! write their partial results to and the counters that let the last slice of each row block merge
-//! them in the same launch (both owned by the `Gpu`, grown as needed).
+//! key range is split into, the launch grid, the workspace the slices write their partial results
+//! to and the counters that let the last slice of each row block merge them in the same launch
+//! (both owned by the `Gpu`, grown as needed).
+//!
+//! The split count of a launch comes from the first of ([`SplitSource`]):
+//! 1. the caller's [`DecodeOptions::splits`] ([`Gpu::launch_with`]), checked against the problem
+//!    and refused with an error when it cannot run as given ([`Plan::forced`]);
+//! 2. the tuned table's `decode_splits` entry for this GPU and problem
+//!    ([`crate::tuned_table::SplitEntry`], written by `tune --splits --save`), clamped to the
+//!    problem or ignored where it cannot apply ([`Plan::tuned`]);
+//! 3. the heuristic, [`choose_splits`], a pure cost model.
+//!
+//! Dense, paged and varlen launches of a `flash_decode` kernel all take their plan this way.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::gpu::{launch_with_args, Gpu, Kernel};
 use crate::launch::LaunchArgs;
 use crate::problem::Shape;
+use crate::tuned_table::{SplitEntry, SplitProblem};
 use crate::variants::{Family, VariantSpec};
 
 /// Most packed rows per KV head (query heads per KV head x S_q) for which the dispatch takes
@@ -119,7 +131,48 @@ pub fn choose_splits(work: Work) -> u32 {
         waves * (per_split + BLOCK_OVERHEAD_TILES) + if splits > 1 { COMBINE_TILES } else { 0 }
     };
     let best = (1..=most).min_by_key(|&s| (cost(s), s)).unwrap_or(1);
-    tiles.div_ceil(tiles.div_ceil(best))
+    without_empty_slices(tiles, best)
+}
+
+/// The fewest slices that cut `tiles` KV tiles the way `splits` slices do: the kernel gives every
+/// slice but the last `ceil(tiles / splits)` tiles, so past `ceil(tiles / that)` slices the rest
+/// would walk none and only cost a block and a merge input. `splits` at least 1.
+pub fn without_empty_slices(tiles: u32, splits: u32) -> u32 {
+    let tiles = tiles.max(1);
+    tiles.div_ceil(tiles.div_ceil(splits.max(1)))
+}
+
+/// Where a launch's split count came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitSource {
+    /// [`choose_splits`]: no usable tuned entry for this GPU and problem, and none forced.
+    Heuristic,
+    /// A `decode_splits` entry of the tuned table, as [`Plan::tuned`] fits it to the problem.
+    Tuned,
+    /// The caller's [`DecodeOptions::splits`].
+    Forced,
+}
+
+impl SplitSource {
+    /// The name the JSON gives it (`heuristic`, `tuned`, `forced`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitSource::Heuristic => "heuristic",
+            SplitSource::Tuned => "tuned",
+            SplitSource::Forced => "forced",
+        }
+    }
+}
+
+/// What a caller may fix about a `flash_decode` launch instead of leaving it to the library
+/// ([`Gpu::launch_with`]). The default fixes nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// Exactly this many key slices per row block, in place of the tuned table's or the
+    /// heuristic's count: what `tune --splits` measures with. A count the problem cannot take
+    /// as given is an error before anything is launched ([`Plan::forced`] says which).
+    pub splits: Option<u32>,
 }
 
 /// One `flash_decode` launch: its key slices and grid.
@@ -131,6 +184,10 @@ pub struct Plan {
     pub row_blocks: u32,
     /// `B * H_kv`, spread over the grid's y and z.
     pub kv_heads: u32,
+    /// KV tiles of one row block's key range: what the slices share out.
+    pub kv_tiles: u32,
+    /// Who chose `splits`.
+    pub source: SplitSource,
 }
 
 /// The grid's y dimension limit: KV heads beyond it go to z.
@@ -151,20 +208,102 @@ impl Plan {
             )));
         }
         let kv_heads = (shape.batch * shape.heads_kv) as u64;
-        let work = Work {
-            blocks: kv_heads * row_blocks,
-            kv_tiles: (shape.seq_k as u64).div_ceil(block_n as u64) as u32,
-            slots,
+        let unsplit = Plan {
+            splits: 1,
+            row_blocks: row_blocks as u32,
+            kv_heads: kv_heads as u32,
+            kv_tiles: (shape.seq_k as u64).div_ceil(block_n as u64).max(1) as u32,
+            source: SplitSource::Heuristic,
         };
-        let mut splits = choose_splits(work);
-        // The split grid must fit in x.
-        if row_blocks * splits as u64 > MAX_GRID_X {
-            splits = 1;
+        let splits = choose_splits(Work {
+            blocks: unsplit.blocks(),
+            kv_tiles: unsplit.kv_tiles,
+            slots,
+        });
+        Ok(if unsplit.grid_fits(splits) {
+            Plan { splits, ..unsplit }
+        } else {
+            unsplit
+        })
+    }
+
+    /// Blocks without splitting: KV heads x row blocks ([`Work::blocks`]).
+    pub fn blocks(&self) -> u64 {
+        self.kv_heads as u64 * self.row_blocks as u64
+    }
+
+    /// Whether the grid of `splits` slices per row block fits in x.
+    fn grid_fits(&self, splits: u32) -> bool {
+        self.row_blocks as u64 * splits as u64 <= MAX_GRID_X
+    }
+
+    /// The plan a launch takes, from this heuristic one: `options`' forced count when there is
+    /// one ([`Plan::forced`]), else the `tuned` entry's count ([`Plan::tuned`]), else this.
+    pub fn chosen(self, options: DecodeOptions, tuned: Option<&SplitEntry>) -> Result<Plan> {
+        match (options.splits, tuned) {
+            (Some(splits), _) => self.forced(splits),
+            (None, Some(entry)) => Ok(self.tuned(entry.splits)),
+            (None, None) => Ok(self),
+        }
+    }
+
+    /// This plan with the tuned table's count `splits` in its place, fitted to the problem:
+    /// a table entry covers a range of problems (`tuned_table::SplitEntry`'s buckets), so a count
+    /// measured on one may not suit another as given. The rule: 0 means nothing and leaves the
+    /// plan as it is; a count above [`MAX_SPLITS`] or the problem's KV tiles is lowered to the
+    /// smaller; then it becomes the fewest slices cutting the tiles the same way
+    /// ([`without_empty_slices`], as the heuristic's count does); a grid that would not fit in x
+    /// leaves the plan as it is. Never panics.
+    pub fn tuned(self, splits: u32) -> Plan {
+        if splits == 0 {
+            return self;
+        }
+        let splits = without_empty_slices(self.kv_tiles, splits.min(MAX_SPLITS).min(self.kv_tiles));
+        if !self.grid_fits(splits) {
+            return self;
+        }
+        Plan {
+            splits,
+            source: SplitSource::Tuned,
+            ..self
+        }
+    }
+
+    /// This plan with exactly `splits` slices, or an error (one line) saying why the problem
+    /// cannot take them as given: 0, more than [`MAX_SPLITS`], more than its KV tiles, a count
+    /// that leaves a slice without a tile (the error names the count that cuts the tiles the
+    /// same way), or a grid past x. Unlike [`Plan::tuned`] nothing is adjusted: what is forced is
+    /// what is measured.
+    pub fn forced(self, splits: u32) -> Result<Plan> {
+        let tiles = self.kv_tiles;
+        let refuse = |why: String| Err(Error::InvalidProblem(format!("{splits} key slices: {why}")));
+        if splits == 0 {
+            return refuse("at least 1 is needed".into());
+        }
+        if splits > MAX_SPLITS {
+            return refuse(format!("at most {MAX_SPLITS} (the workspace and merge bound)"));
+        }
+        if splits > tiles {
+            return refuse(format!("more than the problem's {tiles} KV tiles"));
+        }
+        let fewest = without_empty_slices(tiles, splits);
+        if fewest != splits {
+            return refuse(format!(
+                "{tiles} KV tiles in slices of {} leave {} of them empty; {fewest} slices cut the tiles the same way",
+                tiles.div_ceil(splits),
+                splits - fewest
+            ));
+        }
+        if !self.grid_fits(splits) {
+            return refuse(format!(
+                "{} row blocks x {splits} slices exceed the grid's x dimension",
+                self.row_blocks
+            ));
         }
         Ok(Plan {
             splits,
-            row_blocks: row_blocks as u32,
-            kv_heads: kv_heads as u32,
+            source: SplitSource::Forced,
+            ..self
         })
     }
 
@@ -216,10 +355,44 @@ struct Inner {
 }
 
 impl Gpu {
-    /// The plan of a launch of `kernel` on `shape`: `Some` for `flash_decode` kernels only.
-    pub(crate) fn decode_plan(&self, kernel: &Kernel, shape: Shape) -> Result<Option<Plan>> {
+    /// The plan of a launch of `kernel` on `shape` with `options`: `Some` for `flash_decode`
+    /// kernels only (`split_plan`); a forced split count on any other kernel is an error.
+    pub(crate) fn decode_plan(
+        &self,
+        kernel: &Kernel,
+        shape: Shape,
+        options: DecodeOptions,
+    ) -> Result<Option<Plan>> {
+        if kernel.variant.family == Family::FlashDecode {
+            return self.split_plan(kernel, shape, options).map(Some);
+        }
+        match options.splits {
+            None => Ok(None),
+            Some(_) => Err(Error::InvalidProblem(format!(
+                "kernel {} does not split the keys: a split count is for flash_decode kernels",
+                kernel.symbol
+            ))),
+        }
+    }
+
+    /// The plan a launch of the `flash_decode` `kernel` on `shape` with `options` takes: its
+    /// split count and where that came from (the module's documentation gives the order). An
+    /// error for a kernel of another family, or when a forced count cannot run on `shape`.
+    pub fn split_plan(&self, kernel: &Kernel, shape: Shape, options: DecodeOptions) -> Result<Plan> {
+        let heuristic = self.heuristic_split_plan(kernel, shape)?;
+        let problem = SplitProblem::of(kernel.dtype, kernel.variant.name, shape, heuristic.blocks());
+        let tuned = crate::gpu::builtin_tuned().and_then(|table| table.decode_splits(&self.name, &problem));
+        heuristic.chosen(options, tuned)
+    }
+
+    /// The heuristic's plan of the `flash_decode` `kernel` on `shape` ([`choose_splits`] on this
+    /// GPU's slots), whatever the tuned table says: what `tune --splits` measures against.
+    pub fn heuristic_split_plan(&self, kernel: &Kernel, shape: Shape) -> Result<Plan> {
         if kernel.variant.family != Family::FlashDecode {
-            return Ok(None);
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} is not a flash_decode kernel: only those split the keys",
+                kernel.symbol
+            )));
         }
         let resident = {
             let cached = self.decode_state().resident.get(&kernel.symbol).copied();
@@ -233,7 +406,7 @@ impl Gpu {
             }
         };
         let slots = self.sm_count as u64 * resident as u64;
-        Plan::new(shape, kernel.variant.block_m, kernel.variant.block_n, slots).map(Some)
+        Plan::new(shape, kernel.variant.block_m, kernel.variant.block_n, slots)
     }
 
     /// The device address of a workspace of at least `floats` fp32 values (0 for none), grown by
@@ -436,8 +609,172 @@ mod tests {
             splits: 5,
             row_blocks: 1,
             kv_heads: 12,
+            kv_tiles: 5,
+            source: SplitSource::Forced,
         };
         assert_eq!(p.workspace_floats(shape), 5 * 3 * 4 * 2 * 65);
+    }
+
+    /// (1, 32, 1, 32768, 128) in 64-key tiles on the H100: 512 tiles, 32 blocks.
+    fn long_decode() -> Plan {
+        plan(Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128)
+        })
+    }
+
+    /// A plan whose 2^30 one-row blocks leave no room in the grid's x for a second slice.
+    fn grid_filling() -> Plan {
+        let shape = Shape {
+            seq_q: 1 << 30,
+            seq_k: 4096,
+            ..Shape::new(1, 1, 1, 64)
+        };
+        let p = Plan::new(shape, 1, 64, H100_SLOTS).unwrap();
+        assert_eq!((p.splits, p.row_blocks), (1, 1 << 30));
+        p
+    }
+
+    #[test]
+    fn split_sources_are_named_as_the_json_names_them() {
+        for source in [SplitSource::Heuristic, SplitSource::Tuned, SplitSource::Forced] {
+            let json = serde_json::to_string(&source).unwrap();
+            assert_eq!(json, format!("\"{}\"", source.name()));
+            assert_eq!(serde_json::from_str::<SplitSource>(&json).unwrap(), source);
+        }
+    }
+
+    #[test]
+    fn the_fewest_slices_cut_the_tiles_as_the_count_does() {
+        for tiles in 1..600u32 {
+            for splits in 1..=tiles + 3 {
+                let fewest = without_empty_slices(tiles, splits);
+                let per = tiles.div_ceil(splits);
+                assert!(fewest <= splits.min(tiles), "{tiles} {splits}: {fewest}");
+                assert_eq!(tiles.div_ceil(fewest), per, "{tiles} {splits}: {fewest}");
+                assert!(
+                    (fewest - 1) * per < tiles,
+                    "{tiles} {splits}: the last slice empty"
+                );
+            }
+        }
+        assert_eq!(without_empty_slices(10, 6), 5);
+        assert_eq!(without_empty_slices(512, 8), 8);
+        assert_eq!(without_empty_slices(0, 0), 1);
+    }
+
+    #[test]
+    fn a_tuned_count_is_fitted_to_the_problem_or_ignored() {
+        let heuristic = long_decode();
+        assert_eq!((heuristic.kv_tiles, heuristic.blocks()), (512, 32));
+        assert_eq!(heuristic.source, SplitSource::Heuristic);
+        let tuned = heuristic.tuned(16);
+        assert_eq!((tuned.splits, tuned.source), (16, SplitSource::Tuned));
+        assert_eq!((tuned.row_blocks, tuned.kv_heads, tuned.kv_tiles), (1, 32, 512));
+        // 0 means nothing: the heuristic's plan stands.
+        assert_eq!(heuristic.tuned(0), heuristic);
+        // Past the bound: the bound.
+        assert_eq!(heuristic.tuned(u32::MAX).splits, MAX_SPLITS);
+        // 5 tiles: at most 5 slices; 4 would leave one empty (slices of 2), so 3.
+        let short = plan(Shape {
+            seq_q: 1,
+            seq_k: 300,
+            ..Shape::new(1, 8, 1, 128)
+        });
+        assert_eq!(short.kv_tiles, 5);
+        assert_eq!(short.tuned(8).splits, 5);
+        assert_eq!(short.tuned(4).splits, 3);
+        assert_eq!(
+            short.tuned(1),
+            Plan {
+                splits: 1,
+                source: SplitSource::Tuned,
+                ..short
+            }
+        );
+        // A split grid past x: the table's count is ignored, never a panic.
+        let full = grid_filling();
+        assert_eq!(full.tuned(2), full);
+        for splits in [0, 1, 2, 7, 64, MAX_SPLITS, MAX_SPLITS + 1, u32::MAX] {
+            for p in [heuristic, short, full] {
+                let fitted = p.tuned(splits);
+                assert!(
+                    (1..=MAX_SPLITS.min(p.kv_tiles)).contains(&fitted.splits),
+                    "{splits}: {fitted:?}"
+                );
+                assert_eq!(without_empty_slices(p.kv_tiles, fitted.splits), fitted.splits);
+                assert!(fitted.grid_fits(fitted.splits));
+            }
+        }
+    }
+
+    #[test]
+    fn forced_counts_run_as_given_or_are_refused_in_one_line() {
+        let heuristic = long_decode();
+        for splits in [1, 2, 8, 64, 128] {
+            let p = heuristic.forced(splits).unwrap();
+            assert_eq!((p.splits, p.source), (splits, SplitSource::Forced));
+        }
+        let refused = |p: Plan, splits: u32| {
+            let message = p.forced(splits).unwrap_err().to_string();
+            assert!(
+                message.starts_with(&format!("invalid problem: {splits} key slices: "))
+                    && message.lines().count() == 1,
+                "{message}"
+            );
+            message
+        };
+        assert!(refused(heuristic, 0).contains("at least 1"));
+        assert!(refused(heuristic, MAX_SPLITS + 1).contains("at most 128"));
+        let short = plan(Shape {
+            seq_q: 1,
+            seq_k: 640,
+            ..Shape::new(1, 8, 1, 128)
+        });
+        assert_eq!(short.kv_tiles, 10);
+        assert!(refused(short, 11).contains("more than the problem's 10 KV tiles"));
+        let empty = refused(short, 6);
+        assert!(
+            empty.contains("slices of 2 leave 1 of them empty; 5 slices"),
+            "{empty}"
+        );
+        assert_eq!(short.forced(5).unwrap().splits, 5);
+        assert!(refused(grid_filling(), 2).contains("grid's x dimension"));
+    }
+
+    #[test]
+    fn a_forced_count_comes_first_then_the_tuned_entry_then_the_heuristic() {
+        let heuristic = long_decode();
+        let entry = |splits: u32| crate::tuned_table::SplitEntry {
+            dtype: "f16".into(),
+            head_dim: 128,
+            kernel: DECODE_VARIANT_16_TMA.into(),
+            rows_bucket: 1,
+            blocks_bucket: 32,
+            seq_k_bucket: 32768,
+            splits,
+            p50_us: 1.0,
+            speedup_vs_heuristic: 1.0,
+            shape: String::new(),
+            measured: "2026-01-01".into(),
+        };
+        let forced = DecodeOptions { splits: Some(4) };
+        let auto = DecodeOptions::default();
+        let chosen = |options, tuned: Option<&crate::tuned_table::SplitEntry>| {
+            let p = heuristic.chosen(options, tuned).unwrap();
+            (p.splits, p.source)
+        };
+        assert_eq!(chosen(forced, Some(&entry(16))), (4, SplitSource::Forced));
+        assert_eq!(chosen(auto, Some(&entry(16))), (16, SplitSource::Tuned));
+        assert_eq!(chosen(auto, None), (heuristic.splits, SplitSource::Heuristic));
+        // An entry the problem cannot use falls back to the heuristic.
+        assert_eq!(
+            chosen(auto, Some(&entry(0))),
+            (heuristic.splits, SplitSource::Heuristic)
+        );
+        // A forced count the problem cannot take is an error, whatever the table says.
+        let bad = DecodeOptions { splits: Some(0) };
+        assert!(heuristic.chosen(bad, Some(&entry(16))).is_err());
     }
 
     #[test]
@@ -699,106 +1036,122 @@ mod tests {
         let (block_n, d) = (64u32, 64usize);
         for (shape, block_m) in shapes {
             for causal in [false, true] {
-                // A GPU of very many slots: every sequence of a few tiles is split.
-                let plan = Plan::new(shape, block_m, block_n, 100_000).unwrap();
-                assert_eq!(plan.splits > 1, shape.seq_k >= 256, "{shape}: {plan:?}");
-                let rows_per_split = shape.batch * shape.heads * shape.seq_q;
-                let value =
-                    |i: usize, salt: usize| (((i * 7919 + salt * 104_729) % 2003) as f32 / 1001.0) - 1.0;
-                let q: Vec<f32> = (0..shape.q_len()).map(|i| value(i, 1)).collect();
-                let k: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 2)).collect();
-                let v: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 3)).collect();
-                let scale = 0.3f64;
-                let splits = plan.splits as usize;
-                let mut outputs = vec![f64::NAN; splits * rows_per_split * d];
-                let mut lse2 = vec![f64::NAN; splits * rows_per_split];
-                let mut written = vec![0u32; splits * rows_per_split];
-                let mut seen = vec![0u32; rows_per_split * shape.seq_k];
-                let grid = plan.grid(128, 0).grid_dim;
-                for kv_head in 0..plan.kv_heads {
-                    let rows = packing::PackedRows::new(kv_head, shape.kv_group() as u32, shape.seq_q as u32);
-                    for x in 0..grid.0 {
-                        let (row_block, split) = (x % plan.row_blocks, x / plan.row_blocks);
-                        let first_row = row_block * block_m;
-                        let block_end = key_end(shape, causal, rows.last_position(first_row, block_m));
-                        let (first_tile, tiles) =
-                            packing::slice_tiles(shape.seq_k as u32, block_n, plan.splits, split, block_end);
-                        let keys =
-                            (first_tile * block_n)..((first_tile + tiles) * block_n).min(shape.seq_k as u32);
-                        for r in first_row..(first_row + block_m).min(rows.count) {
-                            let (head, position) = rows.place(r);
-                            let row = head * shape.seq_q + position as usize;
-                            let visible =
-                                keys.start..keys.end.min(key_end(shape, causal, position)).max(keys.start);
-                            let kv_base = (head / shape.kv_group()) * shape.seq_k;
-                            let scores: Vec<f64> = visible
-                                .clone()
-                                .map(|j| {
-                                    seen[row * shape.seq_k + j as usize] += 1;
-                                    let kj = &k[(kv_base + j as usize) * d..][..d];
-                                    let qi = &q[row * d..][..d];
-                                    qi.iter().zip(kj).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * scale
-                                        / std::f64::consts::LN_2
-                                })
-                                .collect();
-                            let slot = split as usize * rows_per_split + row;
-                            written[slot] += 1;
-                            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                            let sum: f64 = scores.iter().map(|s| (s - max).exp2()).sum();
-                            for c in 0..d {
-                                let acc: f64 = visible
+                // A GPU of very many slots: every sequence of a few tiles is split. Then every
+                // count a caller may force on it (`Plan::forced`): the same cover of the keys.
+                let heuristic = Plan::new(shape, block_m, block_n, 100_000).unwrap();
+                assert_eq!(heuristic.splits > 1, shape.seq_k >= 256, "{shape}: {heuristic:?}");
+                let forced =
+                    (1..=heuristic.kv_tiles.min(MAX_SPLITS)).filter_map(|s| heuristic.forced(s).ok());
+                for plan in std::iter::once(heuristic).chain(forced) {
+                    let rows_per_split = shape.batch * shape.heads * shape.seq_q;
+                    let value =
+                        |i: usize, salt: usize| (((i * 7919 + salt * 104_729) % 2003) as f32 / 1001.0) - 1.0;
+                    let q: Vec<f32> = (0..shape.q_len()).map(|i| value(i, 1)).collect();
+                    let k: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 2)).collect();
+                    let v: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 3)).collect();
+                    let scale = 0.3f64;
+                    let splits = plan.splits as usize;
+                    let mut outputs = vec![f64::NAN; splits * rows_per_split * d];
+                    let mut lse2 = vec![f64::NAN; splits * rows_per_split];
+                    let mut written = vec![0u32; splits * rows_per_split];
+                    let mut seen = vec![0u32; rows_per_split * shape.seq_k];
+                    let grid = plan.grid(128, 0).grid_dim;
+                    for kv_head in 0..plan.kv_heads {
+                        let rows =
+                            packing::PackedRows::new(kv_head, shape.kv_group() as u32, shape.seq_q as u32);
+                        for x in 0..grid.0 {
+                            let (row_block, split) = (x % plan.row_blocks, x / plan.row_blocks);
+                            let first_row = row_block * block_m;
+                            let block_end = key_end(shape, causal, rows.last_position(first_row, block_m));
+                            let (first_tile, tiles) = packing::slice_tiles(
+                                shape.seq_k as u32,
+                                block_n,
+                                plan.splits,
+                                split,
+                                block_end,
+                            );
+                            let keys = (first_tile * block_n)
+                                ..((first_tile + tiles) * block_n).min(shape.seq_k as u32);
+                            for r in first_row..(first_row + block_m).min(rows.count) {
+                                let (head, position) = rows.place(r);
+                                let row = head * shape.seq_q + position as usize;
+                                let visible = keys.start
+                                    ..keys.end.min(key_end(shape, causal, position)).max(keys.start);
+                                let kv_base = (head / shape.kv_group()) * shape.seq_k;
+                                let scores: Vec<f64> = visible
                                     .clone()
-                                    .zip(&scores)
-                                    .map(|(j, s)| (s - max).exp2() * v[(kv_base + j as usize) * d + c] as f64)
-                                    .sum();
-                                outputs[slot * d + c] = if sum > 0.0 { acc / sum } else { 0.0 };
+                                    .map(|j| {
+                                        seen[row * shape.seq_k + j as usize] += 1;
+                                        let kj = &k[(kv_base + j as usize) * d..][..d];
+                                        let qi = &q[row * d..][..d];
+                                        qi.iter().zip(kj).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()
+                                            * scale
+                                            / std::f64::consts::LN_2
+                                    })
+                                    .collect();
+                                let slot = split as usize * rows_per_split + row;
+                                written[slot] += 1;
+                                let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                                let sum: f64 = scores.iter().map(|s| (s - max).exp2()).sum();
+                                for c in 0..d {
+                                    let acc: f64 = visible
+                                        .clone()
+                                        .zip(&scores)
+                                        .map(|(j, s)| {
+                                            (s - max).exp2() * v[(kv_base + j as usize) * d + c] as f64
+                                        })
+                                        .sum();
+                                    outputs[slot * d + c] = if sum > 0.0 { acc / sum } else { 0.0 };
+                                }
+                                lse2[slot] = if sum > 0.0 {
+                                    max + sum.log2()
+                                } else {
+                                    f64::NEG_INFINITY
+                                };
                             }
-                            lse2[slot] = if sum > 0.0 {
-                                max + sum.log2()
+                        }
+                    }
+                    assert!(
+                        written.iter().all(|&n| n == 1),
+                        "{shape} causal={causal}: slots written {written:?}"
+                    );
+                    for row in 0..rows_per_split {
+                        let end = key_end(shape, causal, (row % shape.seq_q) as u32) as usize;
+                        let counts = &seen[row * shape.seq_k..][..shape.seq_k];
+                        assert!(
+                            counts[..end].iter().all(|&n| n == 1) && counts[end..].iter().all(|&n| n == 0)
+                        );
+                    }
+                    // The merge, as `Partials::merge_row` does it.
+                    let mut merged = vec![0.0f64; rows_per_split * d];
+                    for row in 0..rows_per_split {
+                        let max = (0..splits)
+                            .map(|s| lse2[s * rows_per_split + row])
+                            .fold(f64::NEG_INFINITY, f64::max);
+                        let weight = |s: usize| {
+                            let l = lse2[s * rows_per_split + row];
+                            if l == f64::NEG_INFINITY {
+                                0.0
                             } else {
-                                f64::NEG_INFINITY
-                            };
+                                (l - max).exp2()
+                            }
+                        };
+                        let total: f64 = (0..splits).map(weight).sum();
+                        for c in 0..d {
+                            let acc: f64 = (0..splits)
+                                .map(|s| weight(s) * outputs[(s * rows_per_split + row) * d + c])
+                                .sum();
+                            merged[row * d + c] = if total > 0.0 { acc / total } else { 0.0 };
                         }
                     }
+                    let expected = reference::attention_f64(&q, &k, &v, dims(shape), causal, scale);
+                    let worst = merged
+                        .iter()
+                        .zip(&expected)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0, f64::max);
+                    assert!(worst < 1e-9, "{shape} causal={causal} splits={splits}: {worst}");
                 }
-                assert!(
-                    written.iter().all(|&n| n == 1),
-                    "{shape} causal={causal}: slots written {written:?}"
-                );
-                for row in 0..rows_per_split {
-                    let end = key_end(shape, causal, (row % shape.seq_q) as u32) as usize;
-                    let counts = &seen[row * shape.seq_k..][..shape.seq_k];
-                    assert!(counts[..end].iter().all(|&n| n == 1) && counts[end..].iter().all(|&n| n == 0));
-                }
-                // The merge, as `Partials::merge_row` does it.
-                let mut merged = vec![0.0f64; rows_per_split * d];
-                for row in 0..rows_per_split {
-                    let max = (0..splits)
-                        .map(|s| lse2[s * rows_per_split + row])
-                        .fold(f64::NEG_INFINITY, f64::max);
-                    let weight = |s: usize| {
-                        let l = lse2[s * rows_per_split + row];
-                        if l == f64::NEG_INFINITY {
-                            0.0
-                        } else {
-                            (l - max).exp2()
-                        }
-                    };
-                    let total: f64 = (0..splits).map(weight).sum();
-                    for c in 0..d {
-                        let acc: f64 = (0..splits)
-                            .map(|s| weight(s) * outputs[(s * rows_per_split + row) * d + c])
-                            .sum();
-                        merged[row * d + c] = if total > 0.0 { acc / total } else { 0.0 };
-                    }
-                }
-                let expected = reference::attention_f64(&q, &k, &v, dims(shape), causal, scale);
-                let worst = merged
-                    .iter()
-                    .zip(&expected)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f64::max);
-                assert!(worst < 1e-9, "{shape} causal={causal} splits={splits}: {worst}");
             }
         }
     }

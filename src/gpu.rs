@@ -15,6 +15,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use serde::Serialize;
 
+use crate::decode::DecodeOptions;
 use crate::embedded;
 use crate::error::{Error, Result};
 use crate::launch::LaunchArgs;
@@ -708,6 +709,22 @@ impl Gpu {
         params: Params,
         barrier_log: Option<&mut CudaSlice<u32>>,
     ) -> Result<()> {
+        self.launch_with(kernel, tensors, params, barrier_log, DecodeOptions::default())
+    }
+
+    /// [`Gpu::launch`] with what `options` fixes of a `flash_decode` launch (its split count,
+    /// checked against the problem: [`crate::decode::Plan::forced`]); the default options are
+    /// `launch` itself. A forced split count on a kernel of another family is an error. A
+    /// counted launch's `barrier_log` is sized by [`Gpu::barrier_log_len`], which knows the
+    /// default plan only: with a forced count, size it from [`Gpu::split_plan`]'s grid.
+    pub fn launch_with(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut Tensors,
+        params: Params,
+        barrier_log: Option<&mut CudaSlice<u32>>,
+        options: DecodeOptions,
+    ) -> Result<()> {
         let shape = tensors.shape;
         params.validate()?;
         self.check_stream(&tensors.stream)?;
@@ -736,7 +753,7 @@ impl Gpu {
             self.prepare_maps(kernel.variant, tensors)?;
         }
         // flash_decode plans its own grid (key slices) and may need a workspace and a combine.
-        let decode = self.decode_plan(kernel, shape)?;
+        let decode = self.decode_plan(kernel, shape, options)?;
         let config = match &decode {
             Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
             None => launch_config(kernel, shape),
@@ -874,7 +891,7 @@ impl Gpu {
     /// the paged tensors' shape, for a varlen one
     /// [`VarlenTensors::grid_shape`](crate::VarlenTensors::grid_shape).
     pub fn barrier_log_len(&self, kernel: &Kernel, shape: Shape) -> Result<usize> {
-        let config = match self.decode_plan(kernel, shape)? {
+        let config = match self.decode_plan(kernel, shape, DecodeOptions::default())? {
             Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
             None => launch_config(kernel, shape),
         };
@@ -1341,7 +1358,7 @@ pub fn dispatch_candidates(
 /// `tune --save --table FILE` takes effect without a rebuild), else the one compiled into the
 /// library (`tuned/h100.json`; a unit test keeps an unparsable one from shipping). `None` when
 /// the named file cannot be read: the heuristic then decides, as for an untuned GPU.
-fn builtin_tuned() -> Option<&'static crate::tuned_table::TunedTable> {
+pub(crate) fn builtin_tuned() -> Option<&'static crate::tuned_table::TunedTable> {
     static TABLE: std::sync::OnceLock<Option<crate::tuned_table::TunedTable>> = std::sync::OnceLock::new();
     TABLE
         .get_or_init(|| match std::env::var_os("FLASHRS_TUNED") {

@@ -34,6 +34,7 @@ pub use api::{
     paged_attention, varlen_attention, Attention, DeviceArray, DeviceTensor, Element, LseBuffer,
     PackedTensor, PagedCache, RawOptions, TensorView,
 };
+pub use decode::{DecodeOptions, SplitSource};
 pub use error::{Error, Result};
 pub use fp8::Fp8Tensors;
 pub use gpu::{Gpu, Kernel, Tensors};

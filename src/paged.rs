@@ -416,7 +416,7 @@ impl Gpu {
         }
         debug_assert_eq!(kernel.variant().family, Family::FlashDecode);
         let plan = self
-            .decode_plan(kernel, shape)?
+            .decode_plan(kernel, shape, crate::decode::DecodeOptions::default())?
             .expect("a paged kernel is a flash_decode one");
         let config = plan.grid(kernel.variant().threads(), kernel.smem_bytes());
         let blocks = crate::gpu::blocks(&config);

@@ -1,5 +1,6 @@
 //! The tuned table: `tune --save` winners per (GPU, dtype, head dim, sequence bucket, causal),
-//! which dispatch consults before its built-in heuristic.
+//! which dispatch consults before its built-in heuristic, and `tune --splits --save` split counts
+//! for `flash_decode` launches, which the decode plan consults before its own heuristic.
 //!
 //! The table is JSON (`tuned/h100.json`), one list of entries per GPU name exactly as the driver
 //! reports it (`NVIDIA H100 80GB HBM3`): the same kernel ranks differently on an H100 PCIe and an
@@ -14,8 +15,44 @@
 //! { "gpus": { "NVIDIA H100 80GB HBM3": [
 //!     { "dtype": "f16", "head_dim": 128, "seq_bucket": "<=1024", "causal": false,
 //!       "kernel": "flash_wgmma_m128_n128_w8_s2_light", "p50_us": 42.0,
-//!       "speedup_vs_default": 1.07, "measured": "2026-05-01" } ] } }
+//!       "speedup_vs_default": 1.07, "measured": "2026-05-01" } ] },
+//!   "decode_splits": { "NVIDIA H100 80GB HBM3": [
+//!     { "dtype": "f16", "head_dim": 128, "kernel": "flash_decode_m16_n128_w8_s3_mbarrier",
+//!       "rows_bucket": 1, "blocks_bucket": 32, "seq_k_bucket": 32768, "splits": 8,
+//!       "p50_us": 170.0, "speedup_vs_heuristic": 1.02, "shape": "(1, 32, 1, 32768, 128)",
+//!       "measured": "2026-05-01" } ] } }
 //! ```
+//! (The numbers above show the form only; they are not measurements.)
+//!
+//! ## Split counts (`decode_splits`)
+//!
+//! A `flash_decode` launch cuts each row block's keys into `splits` slices (`decode.rs`). What the
+//! best count depends on is the work of the launch as [`crate::decode::Work`] models it, so that
+//! is what an entry is keyed by, beside the GPU and dtype:
+//! - the **kernel** (the variant's name) and **head dim**: they fix the key tile (so the KV tiles
+//!   of a key length), the blocks an SM holds at once (so, with the GPU, the slots the grid
+//!   fills) and a block's time per tile;
+//! - **blocks**, the grid without splitting (`B x H_kv x row blocks`): how much of the GPU the
+//!   launch fills before any split, which is what splitting makes up for;
+//! - **seq_k**, the key length: with the kernel's key tile, the KV tiles the slices share out;
+//! - **rows**, the packed query rows per KV head (`group x S_q`): each slice writes every one of
+//!   them to the workspace and the merge reads them back per slice, so the merge's cost per slice
+//!   grows with them. Grouped-query attention enters here and through blocks (one block serves
+//!   a whole group), not as a key of its own.
+//!
+//! The mask is not a key (a decode step's few queries see nearly every key either way), nor is
+//! the layout or whether the cache is paged (the same tiles are read). Blocks, key length and rows
+//! are bucketed by powers of two, each bucket named by its largest value (`seq_k_bucket: 32768`
+//! covers 16385 to 32768; [`pow2_bucket`]): a batch size or a cache length rarely repeats
+//! exactly, and the cost model's trade-offs (waves of blocks, tiles per slice) move with their
+//! logarithms. An entry is for one GPU name only, like the kernel entries.
+//!
+//! An entry's count may not suit every problem of its buckets as given; the plan fits it
+//! ([`crate::decode::Plan::tuned`]: 0 is ignored, a count above the problem's KV tiles or
+//! [`crate::decode::MAX_SPLITS`] lowered to it, a grid that would overflow ignored) and never
+//! panics. Without an entry the heuristic ([`crate::decode::choose_splits`]) decides. Tables
+//! written before split counts existed have no `decode_splits` and load as before; one without
+//! split counts is written without the field.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +60,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::problem::{DType, Shape};
 use crate::variants::VariantSpec;
 
 /// The table shipped with the library.
@@ -145,6 +183,120 @@ impl Entry {
     }
 }
 
+/// The bucket of a count among the powers of two: the smallest power of two at or above it (so
+/// `(x/2, x]` for a power of two `x`; 0 counts as 1). `None` past the largest `u64` power of two.
+pub fn pow2_bucket(count: u64) -> Option<u64> {
+    count.max(1).checked_next_power_of_two()
+}
+
+/// One split count for `flash_decode` launches on a GPU (the module's documentation says why
+/// these keys). Unknown JSON fields are ignored, as for [`Entry`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SplitEntry {
+    /// `f16` or `bf16` (`DType::name`).
+    pub dtype: String,
+    /// The head dim the entry applies to.
+    pub head_dim: usize,
+    /// The `flash_decode` variant it was measured with (`kernels.toml`).
+    pub kernel: String,
+    /// The bucket of packed query rows per KV head (`group x S_q`): a power of two.
+    pub rows_bucket: u64,
+    /// The bucket of blocks without splitting (`B x H_kv x row blocks`): a power of two.
+    pub blocks_bucket: u64,
+    /// The bucket of the key length (`S_k`; a paged cache's longest sequence): a power of two.
+    pub seq_k_bucket: u64,
+    /// Key slices per row block.
+    pub splits: u32,
+    /// Median time per call in microseconds at `splits`, on `shape`.
+    pub p50_us: f64,
+    /// The heuristic's split count's p50 over this count's, on the same shape.
+    pub speedup_vs_heuristic: f64,
+    /// The problem the tuner measured (`B, H, S_q, S_k, D`, with `H_kv` when grouped); empty in
+    /// an entry written by hand.
+    #[serde(default)]
+    pub shape: String,
+    /// When it was measured (`YYYY-MM-DD`, UTC).
+    pub measured: String,
+}
+
+/// What a split entry is for; a GPU's list holds each at most once.
+type SplitKey<'a> = (&'a str, usize, &'a str, u64, u64, u64);
+
+impl SplitEntry {
+    /// What the entry is for: dtype, head dim, kernel and the three buckets.
+    pub fn key(&self) -> SplitKey<'_> {
+        (
+            &self.dtype,
+            self.head_dim,
+            &self.kernel,
+            self.rows_bucket,
+            self.blocks_bucket,
+            self.seq_k_bucket,
+        )
+    }
+}
+
+/// A `flash_decode` launch as the split entries see it: the values their keys bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitProblem<'a> {
+    /// The element type.
+    pub dtype: DType,
+    /// The variant's name.
+    pub kernel: &'a str,
+    /// The head dim.
+    pub head_dim: usize,
+    /// Packed query rows per KV head (`group x S_q`).
+    pub rows: u64,
+    /// Blocks without splitting (`decode::Plan::blocks`).
+    pub blocks: u64,
+    /// The key length.
+    pub seq_k: u64,
+}
+
+impl<'a> SplitProblem<'a> {
+    /// `kernel` on `shape` in `dtype`, over `blocks` blocks before splitting.
+    pub fn of(dtype: DType, kernel: &'a str, shape: Shape, blocks: u64) -> SplitProblem<'a> {
+        SplitProblem {
+            dtype,
+            kernel,
+            head_dim: shape.head_dim,
+            rows: shape.kv_group() as u64 * shape.seq_q as u64,
+            blocks,
+            seq_k: shape.seq_k as u64,
+        }
+    }
+
+    /// The key of the entries for this problem; `None` for a count past every bucket.
+    fn key(&self) -> Option<SplitKey<'a>> {
+        Some((
+            self.dtype.name(),
+            self.head_dim,
+            self.kernel,
+            pow2_bucket(self.rows)?,
+            pow2_bucket(self.blocks)?,
+            pow2_bucket(self.seq_k)?,
+        ))
+    }
+
+    /// An entry for this problem's buckets recording `splits` (measured as the rest says).
+    pub fn entry(&self, splits: u32, p50_us: f64, speedup_vs_heuristic: f64, shape: Shape) -> SplitEntry {
+        let bucket = |count| pow2_bucket(count).unwrap_or(u64::MAX);
+        SplitEntry {
+            dtype: self.dtype.name().to_string(),
+            head_dim: self.head_dim,
+            kernel: self.kernel.to_string(),
+            rows_bucket: bucket(self.rows),
+            blocks_bucket: bucket(self.blocks),
+            seq_k_bucket: bucket(self.seq_k),
+            splits,
+            p50_us,
+            speedup_vs_heuristic,
+            shape: shape.to_string(),
+            measured: today_utc(),
+        }
+    }
+}
+
 /// Errors of loading, saving and resolving a tuned table.
 #[derive(Debug, thiserror::Error)]
 pub enum TunedError {
@@ -167,13 +319,25 @@ pub enum TunedError {
     /// The text is not JSON of the table's form.
     #[error("tuned table is not valid JSON of the expected form: {0}")]
     Parse(#[from] serde_json::Error),
-    /// One GPU lists the same (dtype, head dim, bucket, mask) twice.
+    /// One GPU lists the same (dtype, head dim, bucket, mask) twice, or the same split key.
     #[error("tuned table lists {gpu} / {key} twice: dispatch would be ambiguous")]
     Duplicate {
         /// The GPU's name.
         gpu: String,
         /// The repeated key, as text (e.g. `f16 d128 <=1024 causal`).
         key: String,
+    },
+    /// A split entry's bucket is not a power of two, so no problem would ever fall in it.
+    #[error(
+        "tuned table's decode_splits for {gpu} has {field} {value}: buckets are powers of two (the largest count in each)"
+    )]
+    Bucket {
+        /// The GPU's name.
+        gpu: String,
+        /// `rows_bucket`, `blocks_bucket` or `seq_k_bucket`.
+        field: &'static str,
+        /// The value found.
+        value: u64,
     },
     /// An entry names a variant this build does not have.
     #[error("tuned table names unknown kernel `{kernel}` for {gpu}: not in kernels.toml (retune or remove the entry)")]
@@ -203,6 +367,10 @@ pub enum TunedError {
 pub struct TunedTable {
     /// Each GPU's entries, keyed by the GPU name the driver reports, sorted by [`Entry::key`].
     pub gpus: BTreeMap<String, Vec<Entry>>,
+    /// Each GPU's split counts for `flash_decode` launches, keyed like `gpus`, sorted by
+    /// [`SplitEntry::key`]. Absent from older tables, and left out when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decode_splits: BTreeMap<String, Vec<SplitEntry>>,
 }
 
 fn key_string(e: &Entry) -> String {
@@ -212,6 +380,47 @@ fn key_string(e: &Entry) -> String {
         e.head_dim,
         e.seq_bucket,
         if e.causal { "causal" } else { "non-causal" }
+    )
+}
+
+/// Sorts one GPU's `entries` by `order`; two that compare equal are an error naming the key
+/// (`describe`d), since a lookup could not choose between them.
+fn sort_unique<T>(
+    gpu: &str,
+    entries: &mut [T],
+    order: impl Fn(&T, &T) -> std::cmp::Ordering,
+    describe: fn(&T) -> String,
+) -> Result<(), TunedError> {
+    entries.sort_by(&order);
+    match entries.windows(2).find(|w| order(&w[0], &w[1]).is_eq()) {
+        Some(pair) => Err(TunedError::Duplicate {
+            gpu: gpu.to_string(),
+            key: describe(&pair[0]),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Inserts `entry` into `entries` (sorted by `order`), replacing and returning the one that
+/// compares equal.
+fn upsert_sorted<T>(
+    entries: &mut Vec<T>,
+    entry: T,
+    order: impl Fn(&T, &T) -> std::cmp::Ordering,
+) -> Option<T> {
+    match entries.binary_search_by(|e| order(e, &entry)) {
+        Ok(i) => Some(std::mem::replace(&mut entries[i], entry)),
+        Err(i) => {
+            entries.insert(i, entry);
+            None
+        }
+    }
+}
+
+fn split_key_string(e: &SplitEntry) -> String {
+    format!(
+        "decode splits {} d{} {} rows<={} blocks<={} seq_k<={}",
+        e.dtype, e.head_dim, e.kernel, e.rows_bucket, e.blocks_bucket, e.seq_k_bucket
     )
 }
 
@@ -226,17 +435,30 @@ impl TunedTable {
         TunedTable::parse(BUILTIN)
     }
 
-    /// Parses a table; entries come back sorted, and a key listed twice for one GPU is an error.
+    /// Parses a table; entries come back sorted, and a key listed twice for one GPU is an error,
+    /// as is a split entry's bucket that is not a power of two. A split count itself is not
+    /// checked here: whether it suits a problem is the plan's to say (`decode::Plan::tuned`).
     pub fn parse(text: &str) -> Result<TunedTable, TunedError> {
         let mut table: TunedTable = serde_json::from_str(text)?;
         for (gpu, entries) in &mut table.gpus {
-            entries.sort_by(|a, b| a.key().cmp(&b.key()));
-            if let Some(pair) = entries.windows(2).find(|w| w[0].key() == w[1].key()) {
-                return Err(TunedError::Duplicate {
-                    gpu: gpu.clone(),
-                    key: key_string(&pair[0]),
-                });
+            sort_unique(gpu, entries, |a, b| a.key().cmp(&b.key()), key_string)?;
+        }
+        for (gpu, entries) in &mut table.decode_splits {
+            for e in entries.iter() {
+                let buckets = [
+                    ("rows_bucket", e.rows_bucket),
+                    ("blocks_bucket", e.blocks_bucket),
+                    ("seq_k_bucket", e.seq_k_bucket),
+                ];
+                if let Some((field, value)) = buckets.into_iter().find(|(_, v)| !v.is_power_of_two()) {
+                    return Err(TunedError::Bucket {
+                        gpu: gpu.clone(),
+                        field,
+                        value,
+                    });
+                }
             }
+            sort_unique(gpu, entries, |a, b| a.key().cmp(&b.key()), split_key_string)?;
         }
         Ok(table)
     }
@@ -271,9 +493,10 @@ impl TunedTable {
         text
     }
 
-    /// Entries over all GPUs.
+    /// Entries over all GPUs, kernel winners and split counts.
     pub fn len(&self) -> usize {
-        self.gpus.values().map(Vec::len).sum()
+        self.gpus.values().map(Vec::len).sum::<usize>()
+            + self.decode_splits.values().map(Vec::len).sum::<usize>()
     }
 
     /// Whether the table has no entries at all.
@@ -335,24 +558,37 @@ impl TunedTable {
     /// Inserts `entry` for `gpu`, replacing (and returning) the entry with the same key.
     pub fn upsert(&mut self, gpu: &str, entry: Entry) -> Option<Entry> {
         let entries = self.gpus.entry(gpu.to_string()).or_default();
-        match entries.binary_search_by(|e| e.key().cmp(&entry.key())) {
-            Ok(i) => Some(std::mem::replace(&mut entries[i], entry)),
-            Err(i) => {
-                entries.insert(i, entry);
-                None
-            }
-        }
+        upsert_sorted(entries, entry, |a, b| a.key().cmp(&b.key()))
     }
 
-    /// The kernel names the table uses that are not in `variants`, sorted and without repeats
-    /// (empty when the table is consistent with the build).
+    /// The split count for a `flash_decode` launch of `problem` on GPU `gpu`, or `None` (unknown
+    /// GPU, or no entry for its dtype, head dim, kernel and buckets): then the plan's heuristic
+    /// decides. The count is as the table holds it, for the plan to fit to the problem.
+    pub fn decode_splits(&self, gpu: &str, problem: &SplitProblem) -> Option<&SplitEntry> {
+        let key = problem.key()?;
+        let entries = self.decode_splits.get(gpu)?;
+        entries
+            .binary_search_by(|e| e.key().cmp(&key))
+            .ok()
+            .map(|i| &entries[i])
+    }
+
+    /// Inserts `entry` into `gpu`'s split counts, replacing (and returning) the entry with the
+    /// same key.
+    pub fn upsert_splits(&mut self, gpu: &str, entry: SplitEntry) -> Option<SplitEntry> {
+        let entries = self.decode_splits.entry(gpu.to_string()).or_default();
+        upsert_sorted(entries, entry, |a, b| a.key().cmp(&b.key()))
+    }
+
+    /// The kernel names the table uses (winners and split counts) that are not in `variants`,
+    /// sorted and without repeats (empty when the table is consistent with the build).
     pub fn validate(&self, variants: &[VariantSpec]) -> Vec<String> {
-        let mut unknown: Vec<String> = self
-            .gpus
-            .values()
-            .flatten()
-            .filter(|e| !variants.iter().any(|v| v.name == e.kernel))
-            .map(|e| e.kernel.clone())
+        let winners = self.gpus.values().flatten().map(|e| &e.kernel);
+        let splits = self.decode_splits.values().flatten().map(|e| &e.kernel);
+        let mut unknown: Vec<String> = winners
+            .chain(splits)
+            .filter(|kernel| !variants.iter().any(|v| v.name == **kernel))
+            .cloned()
             .collect();
         unknown.sort();
         unknown.dedup();
@@ -584,6 +820,19 @@ mod tests {
     fn builtin_parses_and_names_only_compiled_kernels() {
         let table = TunedTable::builtin().unwrap();
         assert!(table.validate(VARIANTS).is_empty());
+        // Split counts name flash_decode variants at head dims they are compiled for, with a
+        // count some problem can use.
+        for (gpu, entries) in &table.decode_splits {
+            for e in entries {
+                let variant = crate::VariantSpec::by_name(&e.kernel).unwrap();
+                assert!(
+                    variant.family == crate::Family::FlashDecode
+                        && variant.head_dims.contains(&e.head_dim)
+                        && (1..=crate::decode::MAX_SPLITS).contains(&e.splits),
+                    "{gpu}: {e:?}"
+                );
+            }
+        }
         for (gpu, entries) in &table.gpus {
             for e in entries {
                 assert!(
@@ -601,6 +850,245 @@ mod tests {
                 );
             }
         }
+    }
+
+    const DECODE_KERNEL: &str = "flash_decode_m16_n128_w8_s3_mbarrier";
+
+    /// (1, 32, 1, 32768, 128): 32 KV heads of one row block each.
+    fn long_decode() -> Shape {
+        Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128)
+        }
+    }
+
+    fn split_entry(kernel: &str, rows: u64, blocks: u64, seq_k: u64, splits: u32) -> SplitEntry {
+        SplitEntry {
+            dtype: "f16".into(),
+            head_dim: 128,
+            kernel: kernel.into(),
+            rows_bucket: rows,
+            blocks_bucket: blocks,
+            seq_k_bucket: seq_k,
+            splits,
+            p50_us: 170.5,
+            speedup_vs_heuristic: 1.03,
+            shape: "(1, 32, 1, 32768, 128)".into(),
+            measured: "2026-05-01".into(),
+        }
+    }
+
+    #[test]
+    fn buckets_are_the_power_of_two_at_or_above() {
+        let cases = [
+            (0, 1),
+            (1, 1),
+            (2, 2),
+            (3, 4),
+            (32, 32),
+            (33, 64),
+            (32768, 32768),
+            (30000, 32768),
+        ];
+        for (count, bucket) in cases {
+            assert_eq!(pow2_bucket(count), Some(bucket), "{count}");
+        }
+        assert_eq!(pow2_bucket(u64::MAX), None);
+    }
+
+    #[test]
+    fn split_lookup_finds_the_entry_of_the_problems_buckets() {
+        let mut table = TunedTable::new();
+        assert!(table
+            .upsert_splits(H100, split_entry(DECODE_KERNEL, 1, 32, 32768, 8))
+            .is_none());
+        let shape = long_decode();
+        let problem = |shape: Shape, blocks: u64| SplitProblem::of(DType::F16, DECODE_KERNEL, shape, blocks);
+        assert_eq!(table.decode_splits(H100, &problem(shape, 32)).unwrap().splits, 8);
+        // Anywhere in the buckets: 17 to 32 blocks, 16385 to 32768 keys.
+        assert!(table.decode_splits(H100, &problem(shape, 17)).is_some());
+        assert!(table
+            .decode_splits(
+                H100,
+                &problem(
+                    Shape {
+                        seq_k: 16385,
+                        ..shape
+                    },
+                    32
+                )
+            )
+            .is_some());
+        // Another bucket, rows, dtype, head dim, kernel or GPU: none.
+        let misses = [
+            problem(shape, 16),
+            problem(shape, 33),
+            problem(
+                Shape {
+                    seq_k: 16384,
+                    ..shape
+                },
+                32,
+            ),
+            problem(
+                Shape {
+                    seq_k: 32769,
+                    ..shape
+                },
+                32,
+            ),
+            problem(shape.with_heads_kv(8), 32),
+            SplitProblem::of(DType::Bf16, DECODE_KERNEL, shape, 32),
+            SplitProblem::of(DType::F16, "flash_decode_m16_n128_w8_s3_light", shape, 32),
+            SplitProblem {
+                head_dim: 64,
+                ..problem(shape, 32)
+            },
+        ];
+        for miss in misses {
+            assert!(table.decode_splits(H100, &miss).is_none(), "{miss:?}");
+        }
+        assert!(table
+            .decode_splits("NVIDIA A100-SXM4-80GB", &problem(shape, 32))
+            .is_none());
+        // A count past every bucket finds nothing rather than wrapping.
+        assert!(table.decode_splits(H100, &problem(shape, u64::MAX)).is_none());
+        // The grouped problem's own entry: 4 packed rows per KV head, 8 blocks.
+        table.upsert_splits(H100, split_entry(DECODE_KERNEL, 4, 8, 32768, 32));
+        let grouped = Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128).with_heads_kv(8)
+        };
+        assert_eq!(
+            table.decode_splits(H100, &problem(grouped, 8)).unwrap().splits,
+            32
+        );
+        // Upsert replaces the same key.
+        let old = table.upsert_splits(H100, split_entry(DECODE_KERNEL, 1, 32, 32768, 16));
+        assert_eq!(old.unwrap().splits, 8);
+        assert_eq!(table.decode_splits[H100].len(), 2);
+        assert_eq!(table.len(), 2);
+    }
+
+    #[test]
+    fn an_entry_recorded_for_a_problem_is_found_for_it() {
+        let shape = Shape {
+            seq_q: 1,
+            seq_k: 30000,
+            ..Shape::new(3, 32, 1, 128).with_heads_kv(8)
+        };
+        let problem = SplitProblem::of(DType::Bf16, DECODE_KERNEL, shape, 24);
+        let entry = problem.entry(16, 99.0, 1.1, shape);
+        assert_eq!(
+            (entry.rows_bucket, entry.blocks_bucket, entry.seq_k_bucket),
+            (4, 32, 32768)
+        );
+        assert_eq!(
+            (entry.dtype.as_str(), entry.shape.as_str()),
+            ("bf16", shape.to_string().as_str())
+        );
+        assert_eq!(entry.measured.len(), 10);
+        let mut table = TunedTable::new();
+        table.upsert_splits(H100, entry.clone());
+        assert_eq!(table.decode_splits(H100, &problem), Some(&entry));
+    }
+
+    #[test]
+    fn tables_round_trip_with_and_without_split_counts() {
+        let mut table = TunedTable::new();
+        table.upsert(H100, entry("f16", 64, SeqBucket::Le512, false, "a"));
+        // Without split counts the JSON has no `decode_splits` at all: an older build's form.
+        let text = table.to_json_pretty();
+        assert!(!text.contains("decode_splits"), "{text}");
+        assert_eq!(TunedTable::parse(&text).unwrap(), table);
+        table.upsert_splits(H100, split_entry(DECODE_KERNEL, 1, 32, 32768, 8));
+        table.upsert_splits(H100, split_entry(DECODE_KERNEL, 1, 8, 2048, 2));
+        table.upsert_splits("NVIDIA A100-SXM4-80GB", split_entry("k", 8, 64, 4096, 4));
+        let text = table.to_json_pretty();
+        assert!(text.contains("\"decode_splits\""), "{text}");
+        assert_eq!(TunedTable::parse(&text).unwrap(), table);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        table.save(&path).unwrap();
+        assert_eq!(TunedTable::load(&path).unwrap(), table);
+        // Sorted by key whatever the order they came in.
+        let blocks: Vec<u64> = table.decode_splits[H100]
+            .iter()
+            .map(|e| e.blocks_bucket)
+            .collect();
+        assert_eq!(blocks, [8, 32]);
+    }
+
+    #[test]
+    fn the_shipped_table_loads_unchanged_and_old_tables_still_parse() {
+        // The shipped file has no split counts; it parses and writes back byte for byte.
+        let table = TunedTable::builtin().unwrap();
+        assert_eq!(table.to_json_pretty(), BUILTIN);
+        // A table of the form before split counts (no field) and one with an empty map.
+        let old = r#"{ "gpus": {} }"#;
+        assert!(TunedTable::parse(old).unwrap().decode_splits.is_empty());
+        let empty = r#"{ "gpus": {}, "decode_splits": {} }"#;
+        assert!(TunedTable::parse(empty).unwrap().is_empty());
+        // A hand-written entry without the optional shape, and with a field this build ignores.
+        let by_hand = format!(
+            r#"{{ "gpus": {{}}, "decode_splits": {{ "{H100}": [
+                {{ "dtype": "f16", "head_dim": 128, "kernel": "{DECODE_KERNEL}", "rows_bucket": 1,
+                  "blocks_bucket": 32, "seq_k_bucket": 32768, "splits": 8, "p50_us": 1.0,
+                  "speedup_vs_heuristic": 1.0, "measured": "2026-05-01", "note": "x" }} ] }} }}"#
+        );
+        let parsed = TunedTable::parse(&by_hand).unwrap();
+        assert_eq!(parsed.decode_splits[H100][0].shape, "");
+    }
+
+    #[test]
+    fn split_entries_with_repeated_keys_or_stray_buckets_are_refused() {
+        let mut table = TunedTable::new();
+        table.upsert_splits(H100, split_entry(DECODE_KERNEL, 1, 32, 32768, 8));
+        let one = serde_json::to_string(&table.decode_splits[H100][0]).unwrap();
+        let twice = format!(
+            r#"{{"gpus": {{}}, "decode_splits": {{"{H100}": [{one}, {}]}}}}"#,
+            one.replace("\"splits\":8", "\"splits\":16")
+        );
+        let err = TunedTable::parse(&twice).unwrap_err();
+        assert!(matches!(err, TunedError::Duplicate { .. }), "{err}");
+        assert!(
+            err.to_string().contains(
+                "decode splits f16 d128 flash_decode_m16_n128_w8_s3_mbarrier rows<=1 blocks<=32 seq_k<=32768"
+            ),
+            "{err}"
+        );
+        let stray = format!(
+            r#"{{"gpus": {{}}, "decode_splits": {{"{H100}": [{}]}}}}"#,
+            one.replace("\"blocks_bucket\":32", "\"blocks_bucket\":24")
+        );
+        let err = TunedTable::parse(&stray).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TunedError::Bucket {
+                    field: "blocks_bucket",
+                    value: 24,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // A split count no problem can use still loads: the plan ignores or fits it
+        // (`decode::Plan::tuned`), it is no reason to drop the whole table.
+        let zero = format!(
+            r#"{{"gpus": {{}}, "decode_splits": {{"{H100}": [{}]}}}}"#,
+            one.replace("\"splits\":8", "\"splits\":0")
+        );
+        assert_eq!(TunedTable::parse(&zero).unwrap().decode_splits[H100][0].splits, 0);
+    }
+
+    #[test]
+    fn validate_reports_unknown_kernels_of_split_entries() {
+        let mut table = TunedTable::new();
+        table.upsert_splits(H100, split_entry(DECODE_KERNEL, 1, 32, 32768, 8));
+        assert!(table.validate(VARIANTS).is_empty());
+        table.upsert_splits(H100, split_entry("flash_decode_gone", 1, 32, 32768, 8));
+        assert_eq!(table.validate(VARIANTS), ["flash_decode_gone"]);
     }
 
     #[test]

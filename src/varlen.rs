@@ -479,7 +479,7 @@ impl Gpu {
         tensors: &VarlenTensors,
     ) -> Result<(LaunchConfig, Option<crate::decode::Plan>)> {
         let shape = tensors.grid_shape();
-        match self.decode_plan(kernel, shape)? {
+        match self.decode_plan(kernel, shape, crate::decode::DecodeOptions::default())? {
             Some(plan) => Ok((
                 plan.grid(kernel.variant().threads(), kernel.smem_bytes()),
                 Some(plan),

@@ -63,14 +63,18 @@ fn check_dtype(gpu: &Gpu, shape: Shape, causal: bool, dtype: DType, seed: u64) {
     for variant in runnable(gpu, shape) {
         gpu.poison(&mut tensors).unwrap();
         gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
-        let actual = widen(dtype, &gpu.download(tensors.out()).unwrap());
-        let cmp = reference::compare(&actual, &expected);
-        assert!(
-            cmp.passes(dtype.tolerance()),
-            "{} on {shape} causal={causal} {dtype} seed={seed}: {cmp:?}",
-            variant.name
-        );
+        let what = format!("{} on {shape} causal={causal} {dtype} seed={seed}", variant.name);
+        assert_output_matches(gpu, &tensors, &expected, &what);
     }
+}
+
+/// The output the last launch on `tensors` wrote agrees with `expected` within its dtype's
+/// tolerance; `what` names the launch in the failure.
+fn assert_output_matches(gpu: &Gpu, tensors: &flashrs::Tensors, expected: &[f64], what: &str) {
+    let dtype = tensors.dtype();
+    let actual = widen(dtype, &gpu.download(tensors.out()).unwrap());
+    let cmp = reference::compare(&actual, expected);
+    assert!(cmp.passes(dtype.tolerance()), "{what}: {cmp:?}");
 }
 
 /// The variants this GPU can run at `shape`'s head dim.
@@ -886,4 +890,75 @@ fn paged_bad_input_is_refused_before_any_launch() {
     assert!(gpu
         .paged_tensors(Layout::Bhsd, wrong, DType::F16, &q, &kv, &kv, cache)
         .is_err());
+}
+
+/// `DecodeOptions::splits`: every count the problem takes as given runs that many slices and
+/// matches the reference (every flash_decode variant, both dtypes, causal or not); the default
+/// takes the tuned table's or the heuristic's count; counts the problem cannot take, and a count
+/// on a kernel that does not split, are refused before any launch.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn forced_split_counts_match_the_reference_or_are_refused() {
+    use flashrs::decode::{without_empty_slices, SplitSource, MAX_SPLITS};
+    use flashrs::{DecodeOptions, Family};
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(rand::rng().random());
+    // Grouped, two queries per head, a key tail: 16 or 32 packed rows per KV head.
+    let shape = Shape {
+        seq_q: 2,
+        seq_k: 3000,
+        ..Shape::new(1, 16, 2, 64).with_heads_kv(2)
+    };
+    let decode = VARIANTS
+        .iter()
+        .filter(|v| v.family == Family::FlashDecode && v.min_arch <= gpu.arch && v.head_dims.contains(&64));
+    for variant in decode {
+        for dtype in DType::ALL {
+            for causal in [false, true] {
+                let params = Params { causal, scale: None };
+                let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
+                let kernel = gpu.kernel(variant, 64, dtype, false).unwrap();
+                let default = gpu.split_plan(&kernel, shape, DecodeOptions::default()).unwrap();
+                assert_ne!(default.source, SplitSource::Forced);
+                let tiles = default.kv_tiles;
+                let counts = (1..=tiles.min(MAX_SPLITS)).filter(|&s| without_empty_slices(tiles, s) == s);
+                for splits in counts {
+                    let options = DecodeOptions { splits: Some(splits) };
+                    let plan = gpu.split_plan(&kernel, shape, options).unwrap();
+                    assert_eq!((plan.splits, plan.source), (splits, SplitSource::Forced));
+                    gpu.poison(&mut tensors).unwrap();
+                    gpu.launch_with(&kernel, &mut tensors, params, None, options)
+                        .unwrap();
+                    let what = format!("{} {dtype} causal={causal} {splits} slices", variant.name);
+                    assert_output_matches(&gpu, &tensors, &expected, &what);
+                }
+                for refused in [0, tiles + 1, MAX_SPLITS + 1] {
+                    let options = DecodeOptions {
+                        splits: Some(refused),
+                    };
+                    let err = gpu
+                        .launch_with(&kernel, &mut tensors, params, None, options)
+                        .unwrap_err();
+                    assert!(matches!(err, Error::InvalidProblem(_)), "{refused}: {err}");
+                }
+            }
+        }
+    }
+    // A kernel that does not split the keys takes no count.
+    let regular = VARIANTS
+        .iter()
+        .find(|v| v.family == Family::FlashMma && v.head_dims.contains(&64))
+        .unwrap();
+    let params = Params {
+        causal: false,
+        scale: None,
+    };
+    let (mut tensors, _) = problem(&gpu, shape, params, DType::F16, &mut rng);
+    let kernel = gpu.kernel(regular, 64, DType::F16, false).unwrap();
+    let options = DecodeOptions { splits: Some(2) };
+    let err = gpu
+        .launch_with(&kernel, &mut tensors, params, None, options)
+        .unwrap_err();
+    assert!(err.to_string().contains("does not split the keys"), "{err}");
+    assert!(gpu.split_plan(&kernel, shape, DecodeOptions::default()).is_err());
 }

@@ -419,6 +419,7 @@ fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, 
                 row.block_size = Some(block_size);
                 row.layout = Some(flashrs::Layout::Bhsd);
                 row.event_p50_us = Some(singles.p50);
+                record_splits(&mut row, gpu, kernel.kernel(), tensors.shape())?;
                 rows.push(row);
             }
         }
@@ -602,7 +603,23 @@ fn time_variant(
     row.layout = Some(tensors.layout());
     row.barriers_per_tile = declared;
     row.barriers_per_tile_runtime = Some(counted.per_tile);
+    record_splits(&mut row, gpu, &kernel, shape)?;
     Ok(row)
+}
+
+/// For a flash_decode `kernel`: the key slices its launches on `shape` take, and who chose them.
+fn record_splits(
+    row: &mut Row,
+    gpu: &flashrs::Gpu,
+    kernel: &flashrs::Kernel,
+    shape: Shape,
+) -> Result<(), Failure> {
+    if kernel.variant().family == Family::FlashDecode {
+        let plan = gpu.split_plan(kernel, shape, flashrs::DecodeOptions::default())?;
+        row.splits = Some(plan.splits);
+        row.splits_source = Some(plan.source);
+    }
+    Ok(())
 }
 
 /// The peers asked for, on every case; what could not run becomes a note.

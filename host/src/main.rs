@@ -64,6 +64,7 @@ enum Command {
     Micro(micro::Args),
     /// Evolutionary search over the compiled configurations, seeded by `micro`: every candidate
     /// gated (compiled, correct, then timed); `--save` records the winner for the library.
+    /// `--splits`: the same for flash_decode's count of key slices on a decode-like shape.
     Tune(tune::Args),
     /// Assemble the embedded PTX to cubins with ptxas (no GPU needed), so that a GPU machine
     /// skips the driver's JIT: set FLASHRS_CUBIN_DIR to the folder there.

@@ -1,6 +1,7 @@
 //! What `bench` measures and reports, and what `plot` reads back: the per-kernel rows, the
 //! per-shape summary against the peers, and the JSON report around them.
 
+use flashrs::decode::SplitSource;
 use flashrs::gpu::Choice;
 use flashrs::{DType, Shape};
 use flashrs_lab::stats::{bootstrap_speedup_ci, Summary};
@@ -62,6 +63,12 @@ pub struct Row {
     /// Counted by the instrumented twin on this shape; ours only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub barriers_per_tile_runtime: Option<f64>,
+    /// A flash_decode row: the key slices per row block its launches took, and whether the
+    /// tuned table or the heuristic chose them. Absent for every other row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub splits: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub splits_source: Option<SplitSource>,
     /// Per-call time of every replay, for the bootstrap intervals.
     pub samples_us: Vec<f64>,
 }
@@ -100,6 +107,12 @@ pub struct ShapeSummary {
     pub dispatch_speedup: Option<f64>,
     /// Whether the pick came from the tuned table or the built-in heuristic.
     pub dispatch_source: Option<Choice>,
+    /// Where the pick is a flash_decode variant: its key slices on this case and their source
+    /// (its row's `splits`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_splits: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_splits_source: Option<SplitSource>,
 }
 
 /// The JSON of `bench --json`.
@@ -156,6 +169,8 @@ pub fn row_from(
         speedup_vs_naive: None,
         barriers_per_tile: None,
         barriers_per_tile_runtime: None,
+        splits: None,
+        splits_source: None,
         samples_us: samples,
     })
 }
@@ -227,6 +242,8 @@ pub fn summarise(
                 dispatch: picked.map(|(name, _)| name.to_string()),
                 dispatch_speedup: picked_row.zip(peer).map(|(d, p)| p.p50_us / d.p50_us),
                 dispatch_source: picked.map(|(_, source)| source),
+                dispatch_splits: picked_row.and_then(|r| r.splits),
+                dispatch_splits_source: picked_row.and_then(|r| r.splits_source),
             })
         })
         .collect()
@@ -234,7 +251,7 @@ pub fn summarise(
 
 pub fn print_table(rows: &[Row]) {
     println!(
-        "{:<40} {:>30} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>10}",
+        "{:<40} {:>30} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>10}  splits",
         "kernel",
         "shape",
         "causal",
@@ -253,7 +270,7 @@ pub fn print_table(rows: &[Row]) {
             _ => "-".into(),
         };
         println!(
-            "{:<40} {:>30} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8.0} {:>8} {:>9} {:>10}",
+            "{:<40} {:>30} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8.0} {:>8} {:>9} {:>10}  {}",
             r.kernel,
             shape_text(r),
             r.causal,
@@ -265,7 +282,17 @@ pub fn print_table(rows: &[Row]) {
             r.speedup_vs_naive.map_or("-".to_string(), |s| format!("{s:.1}")),
             barriers,
             r.event_p50_us.map_or("-".to_string(), |e| format!("{e:.2}")),
+            splits_text(r.splits, r.splits_source),
         );
+    }
+}
+
+/// A flash_decode launch's key slices and who chose them (`8 (tuned)`), `-` for other kernels.
+fn splits_text(splits: Option<u32>, source: Option<SplitSource>) -> String {
+    match (splits, source) {
+        (Some(n), Some(source)) => format!("{n} ({})", source.name()),
+        (Some(n), None) => n.to_string(),
+        (None, _) => "-".to_string(),
     }
 }
 
@@ -345,6 +372,14 @@ pub fn summary_table(summary: &[ShapeSummary]) -> String {
                 }
             ),
             (None, _) => "-".to_string(),
+        };
+        let pick = match s.dispatch_splits {
+            Some(_) => format!(
+                "{}, splits {}",
+                pick.trim_end(),
+                splits_text(s.dispatch_splits, s.dispatch_splits_source)
+            ),
+            None => pick,
         };
         out += &format!(
             "{:>32} {:>6}  {:<38} {:>9}  {:<16} {:>9}  {:>8}  {:>15}  {:>8}  {:>8}  {:>9} {:>7}  {:>8}  {}\n",
@@ -470,6 +505,45 @@ mod tests {
             &pick_a,
         ));
         assert!(!square.contains(" k=") && !square.contains(" kv="), "{square}");
+    }
+
+    #[test]
+    fn a_decode_picks_key_slices_are_reported_with_their_source() {
+        let decode = Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128)
+        };
+        let mut picked = row_on(decode, "a", None, 8.0);
+        picked.splits = Some(8);
+        picked.splits_source = Some(SplitSource::Tuned);
+        let rows = vec![picked, row_on(decode, "torch_cudnn", Some("cudnn"), 9.0)];
+        let s = summarise(&[(decode, false)], &rows, &pick_a);
+        assert_eq!(
+            (s[0].dispatch_splits, s[0].dispatch_splits_source),
+            (Some(8), Some(SplitSource::Tuned))
+        );
+        let line = summary_table(&s).lines().nth(1).unwrap().to_string();
+        assert!(line.ends_with("= fastest, splits 8 (tuned)"), "{line}");
+        let json = serde_json::to_value(&s[0]).unwrap();
+        assert_eq!(json["dispatch_splits_source"], "tuned");
+        // A row's splits round-trip through the report (plot reads rows back), and rows of
+        // reports from before they were recorded still load.
+        let row_json = serde_json::to_string(&rows[0]).unwrap();
+        let back: Row = serde_json::from_str(&row_json).unwrap();
+        assert_eq!(
+            (back.splits, back.splits_source),
+            (Some(8), Some(SplitSource::Tuned))
+        );
+        let old: Row = serde_json::from_str(&serde_json::to_string(&rows[1]).unwrap()).unwrap();
+        assert_eq!((old.splits, old.splits_source), (None, None));
+        // Without a flash_decode pick the column is as before.
+        let plain = summarise(&[(decode, false)], &rows[1..], &pick_a);
+        assert!(plain[0].dispatch_splits.is_none());
+        assert!(serde_json::to_value(&plain[0])
+            .unwrap()
+            .get("dispatch_splits")
+            .is_none());
+        assert_eq!(splits_text(None, None), "-");
     }
 
     #[test]

@@ -669,6 +669,8 @@ fn clap_errors_are_one_line_without_the_usage_block() {
         (&["verify", "--quick", "--shapes", "long"], "--shapes"),
         (&["verify", "--quick", "--dtype", "bf16"], "--dtype"),
         (&["verify", "--quick", "--random", "3"], "--random"),
+        (&["tune", "--splits", "--budget", "10"], "--budget"),
+        (&["tune", "--split-counts", "8"], "--splits"),
     ] {
         let out = host(args);
         let err = stderr(&out);
@@ -697,6 +699,18 @@ fn checks_that_need_no_gpu_come_before_it() {
         "/no/such/dir",
     );
     refused(&["list", "--json", "/no/such/dir/l.json"], "/no/such/dir");
+    refused(&["tune", "--splits"], "4096 query rows per KV head");
+    refused(
+        &[
+            "tune",
+            "--shape",
+            "1,32,1,32768,128",
+            "--splits",
+            "--split-counts",
+            "0",
+        ],
+        "outside 1 to 128",
+    );
     refused(
         &["profile", "--kernel", "naive", "--out", "/no/such/dir/p.json"],
         "/no/such/dir",
