@@ -1594,39 +1594,31 @@ mod tests {
             "flash_mma_m128_n32_w4_s3_qsmem_light"
         );
         // Non-causal from one wave on: the persistent twins; causal: the grid kernels, in their
-        // longest-first order.
-        let pick = |b, h, s, d, causal| default_variant(Shape::new(b, h, s, d), causal, 132, 90).name;
-        assert_eq!(
-            pick(2, 16, 4096, 128, false),
-            "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"
-        );
-        assert_eq!(
-            pick(2, 16, 4096, 128, true),
-            "flash_ws_m128_n176_s2_pp_ov_mbarrier"
-        );
-        // Head dim 64: three consumer warpgroups from four waves of 128-row blocks on.
-        assert_eq!(
-            pick(2, 16, 4096, 64, false),
-            "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier"
-        );
-        assert_eq!(
-            pick(2, 16, 4096, 64, true),
-            "flash_ws_m192_n128_s2_pp_ov_mbarrier"
-        );
-        assert_eq!(
-            pick(2, 8, 2048, 64, false),
-            "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"
-        );
-        assert_eq!(pick(2, 8, 2048, 64, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier");
-        // Below one wave the grid kernel: a persistent block would have one item.
-        assert_eq!(
-            pick(1, 8, 2048, 128, false),
-            "flash_ws_m128_n128_s2_pp_ov_mbarrier"
-        );
-        for causal in [false, true] {
+        // longest-first order. Head dim 64: three consumer warpgroups from four waves of 128-row
+        // blocks on. Below one wave the grid kernel (a persistent block would have one item).
+        let cases = [
+            (
+                (2, 16, 4096, 128, false),
+                "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+            ),
+            ((2, 16, 4096, 128, true), "flash_ws_m128_n176_s2_pp_ov_mbarrier"),
+            (
+                (2, 16, 4096, 64, false),
+                "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
+            ),
+            ((2, 16, 4096, 64, true), "flash_ws_m192_n128_s2_pp_ov_mbarrier"),
+            ((2, 8, 2048, 64, false), "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"),
+            ((2, 8, 2048, 64, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
+            ((1, 8, 2048, 128, false), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
+            ((2, 16, 4096, 256, false), "flash_ws_m128_n80_s2_pp_ov_mbarrier"),
+            ((2, 16, 4096, 256, true), "flash_ws_m128_n80_s2_pp_ov_mbarrier"),
+        ];
+        for ((b, h, s, d, causal), expected) in cases {
+            let shape = Shape::new(b, h, s, d);
             assert_eq!(
-                pick(2, 16, 4096, 256, causal),
-                "flash_ws_m128_n80_s2_pp_ov_mbarrier"
+                default_variant(shape, causal, 132, 90).name,
+                expected,
+                "{shape} causal={causal}"
             );
         }
     }
