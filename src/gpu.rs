@@ -1181,10 +1181,10 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 ///
 /// Non-causal problems from one wave on take the persistent twins (`_ps`, one block per SM
 /// walking the work items): since v22 (session 16) their KV loop is the grid kernels' and the
-/// next item's loads run under each item's end, 1-11% faster at head dims 64 and 128 on every
-/// shape of one wave or more measured (evidence/session16/), level at the longest. Causal
-/// problems keep the grid, whose longest-first order the persistent walk does not have (30%
-/// slower at (1,16,16384,128)).
+/// next item's loads run under each item's end: 1-11% faster than the grid at head dims 64 and
+/// 128 on the non-causal shapes of one wave or more measured up to 4096 keys, a tie at 8192
+/// (evidence/session16/, docs/perf-notes.md v22). Causal problems keep the grid, whose
+/// longest-first order the persistent walk does not have (1.46x slower at (1,16,16384,128)).
 ///
 /// Head dim 64 takes three consumer warpgroups (192-row blocks) from four waves of 128-row blocks
 /// on: 6-12% faster non-causal and 10-13% causal at (4,16,2048,64), (2,16,4096,64) and
