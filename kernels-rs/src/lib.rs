@@ -118,7 +118,7 @@ macro_rules! flash_ws {
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
      pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         kernel!(@export $name, $counted, $smem,
-            attention::ws::smem_bytes($d, $bm, $bn, $stages, 2, $ps), $barriers,
+            attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 2, persistent: $ps }.bytes(), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps));
     };
@@ -140,7 +140,7 @@ macro_rules! flash_ws_fp8 {
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
      pingpong = $pp:literal, overlap = $ov:literal, persistent = false) => {
         kernel!(@export $name, $counted, $smem,
-            attention::ws::smem_bytes($d, $bm, $bn, $stages, 1, false), $barriers,
+            attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 1, persistent: false }.bytes(), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
             |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, E4m3, $d, $bm, $bn, $stages, $pp, $ov, false));
     };

@@ -61,58 +61,56 @@ fn epilogue_barrier(consumer: u32) -> u32 {
 /// Consumer warpgroups a block may have (named barrier ids are set aside for this many).
 const MAX_CONSUMERS: u32 = 3;
 
-/// Shared memory the kernel needs for inputs of `input_bytes` per element: slack to align the
-/// tiles to 1024 bytes, the Q tile (sized for 16-bit elements whatever the input: the output
-/// leaves through it), `STAGES` K and V tiles, and the mbarriers (Q full, Q empty, then K full,
-/// V full, K empty, V empty per stage); with `persistent`, where it fits, an output tile of its
-/// own after them (`output_buffer`).
-pub const fn smem_bytes(
-    d: usize,
-    block_m: usize,
-    block_n: usize,
-    stages: usize,
-    input_bytes: usize,
-    persistent: bool,
-) -> u32 {
-    let ring = ring_bytes(d, block_m, block_n, stages, input_bytes);
-    if output_buffer(d, block_m, block_n, stages, input_bytes, persistent) {
-        ring + output_tile_bytes(d, block_m)
-    } else {
-        ring
+/// What sets a block's shared memory: head dim `d`, `block_m` query rows, a ring of `stages`
+/// slots of `block_n` keys, `input_bytes` per element of Q, K and V, and whether the block is
+/// `persistent` (then it may get an output tile of its own: `output_buffer`).
+#[derive(Clone, Copy)]
+pub struct SmemShape {
+    pub d: usize,
+    pub block_m: usize,
+    pub block_n: usize,
+    pub stages: usize,
+    pub input_bytes: usize,
+    pub persistent: bool,
+}
+
+impl SmemShape {
+    /// The bytes the kernel needs: slack to align the tiles to 1024 bytes, the Q tile (sized for
+    /// 16-bit elements whatever the input: the output leaves through it), `stages` K and V tiles,
+    /// and the mbarriers (Q full, Q empty, then K full, V full, K empty, V empty per stage); then,
+    /// where `output_buffer`, an output tile of its own.
+    pub const fn bytes(self) -> u32 {
+        if self.output_buffer() {
+            self.ring_bytes() + self.output_tile_bytes()
+        } else {
+            self.ring_bytes()
+        }
     }
-}
 
-/// The output tile's bytes after the ring: its alignment slack and the tile.
-const fn output_tile_bytes(d: usize, block_m: usize) -> u32 {
-    ATOM_BYTES + swizzled::tile_bytes(block_m, d)
-}
+    /// Whether a block gets an output tile of its own in shared memory: a persistent block,
+    /// whose Q buffer holds the next item's Q by the time this item's O is done, at head dims
+    /// from 128 on, where the tile fits beside the ring in the 227 KB a block may have. O then
+    /// leaves through it by the copy engine while the next item's products run
+    /// (`OutputPath::OwnTile`); without it, straight from registers. Measured (docs/perf-notes.md,
+    /// v20): 2-5% faster at head dim 128; at 64, where an item is short and its O small, from 4%
+    /// slower to 3% faster with two consumer warpgroups and 6-12% slower with three, so not there.
+    pub const fn output_buffer(self) -> bool {
+        const BLOCK_SMEM_LIMIT: u32 = 227 * 1024;
+        self.persistent && self.d >= 128 && self.ring_bytes() + self.output_tile_bytes() <= BLOCK_SMEM_LIMIT
+    }
 
-/// `smem_bytes` without an output buffer.
-const fn ring_bytes(d: usize, block_m: usize, block_n: usize, stages: usize, input_bytes: usize) -> u32 {
-    ATOM_BYTES
-        + swizzled::tile_bytes(block_m, d)
-        + 2 * stages as u32 * (block_n * d * input_bytes) as u32
-        + 8 * (2 + 4 * stages as u32)
-}
+    /// `bytes` without an output tile.
+    const fn ring_bytes(self) -> u32 {
+        ATOM_BYTES
+            + swizzled::tile_bytes(self.block_m, self.d)
+            + 2 * self.stages as u32 * (self.block_n * self.d * self.input_bytes) as u32
+            + 8 * (2 + 4 * self.stages as u32)
+    }
 
-/// Whether a block gets an output tile of its own in shared memory: a persistent block, whose Q
-/// buffer holds the next item's Q by the time this item's O is done, at head dims from 128 on,
-/// where the tile fits beside the ring in the 227 KB a block may have. O then leaves through it
-/// by the copy engine while the next item's products run (`OutputPath::OwnTile`); without it,
-/// straight from registers. Measured (docs/perf-notes.md, v20): 2-5% faster at head dim 128; at
-/// 64, where an item is short and its O small, from 4% slower to 3% faster with two consumer
-/// warpgroups and 6-12% slower with three, so not there.
-pub const fn output_buffer(
-    d: usize,
-    block_m: usize,
-    block_n: usize,
-    stages: usize,
-    input_bytes: usize,
-    persistent: bool,
-) -> bool {
-    const BLOCK_SMEM_LIMIT: u32 = 227 * 1024;
-    let with_buffer = ring_bytes(d, block_m, block_n, stages, input_bytes) + output_tile_bytes(d, block_m);
-    persistent && d >= 128 && with_buffer <= BLOCK_SMEM_LIMIT
+    /// The output tile's bytes after the ring: its alignment slack and the tile.
+    const fn output_tile_bytes(self) -> u32 {
+        ATOM_BYTES + swizzled::tile_bytes(self.block_m, self.d)
+    }
 }
 
 /// Where the tiles and the barriers live in shared memory, for tiles of shape `G` (its keys, head
@@ -121,7 +119,7 @@ struct Plan<G: WarpgroupShape, const STAGES: usize> {
     q: SharedAddr,
     kv: SharedAddr,
     barriers: SharedAddr,
-    /// Where O is staged on its way out: Q's buffer, or a tile of its own (`output_buffer`).
+    /// Where O is staged on its way out: Q's buffer, or a tile of its own (`SmemShape::output_buffer`).
     o: SharedAddr,
     _shape: core::marker::PhantomData<G>,
 }
@@ -317,7 +315,7 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
 /// The kernel body (see the module's documentation).
 ///
 /// # Safety
-/// Launched with `128 * (CONSUMERS + 1)` threads, `smem_bytes(..)` of dynamic shared memory, the
+/// Launched with `128 * (CONSUMERS + 1)` threads, `SmemShape::bytes` of dynamic shared memory, the
 /// grid of `attention`'s convention (with `PERSISTENT`: any number of blocks along x, one y and z
 /// slice), an output buffer of the shape `problem` describes and `maps` pointing at the encoded
 /// tensor maps of Q, K, V and the output (`src/tma.rs`) for this shape and tiles. With `VARLEN` (never with
@@ -358,7 +356,15 @@ pub unsafe fn flash_ws<
     };
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
-    let output_buffer = output_buffer(D, block_m as usize, BLOCK_N, STAGES, G::Input::BYTES, PERSISTENT);
+    let output_buffer = SmemShape {
+        d: D,
+        block_m: block_m as usize,
+        block_n: BLOCK_N,
+        stages: STAGES,
+        input_bytes: G::Input::BYTES,
+        persistent: PERSISTENT,
+    }
+    .output_buffer();
     // A persistent grid has no block without work (the host launches at most one per item).
     let head = if PERSISTENT { None } else { problem.head() };
     if !PERSISTENT && head.is_none() {
