@@ -8,8 +8,10 @@ prints one JSON object on stdout. Also `--check IN_DIR OUT_DIR` for `verify --pe
 q.npy, k.npy, v.npy (+ meta.json) and writes torch's float32 SDPA output to OUT_DIR/out.npy.
 """
 import json
+import math
 import os
 import sys
+import time
 
 # Anything the libraries print (a JIT compiler's chatter included, even from C) goes to stderr;
 # stdout carries only the one JSON object.
@@ -83,15 +85,28 @@ def fa3_call(flash_attn_func, q, k, v, causal):
     return call
 
 
-def calls_per_graph(call, most):
-    """About a millisecond of work per replay, from one eager timing."""
+def eager_call_us(call):
+    """Microseconds of one eager call, by CUDA events."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     call()
     end.record()
     torch.cuda.synchronize()
-    single_us = start.elapsed_time(end) * 1000.0
+    return start.elapsed_time(end) * 1000.0
+
+
+def calls_per_graph(single_us, most):
+    """About a millisecond of work per replay."""
     return max(1, min(most, int(1000.0 / max(single_us, 1e-3))))
+
+
+def warmup_replays(count, min_ms, calls, call_us):
+    """At least `count` replays and at least `min_ms` of work (as the host's `warmup_replays`):
+    each call is timed in the clock and power state its own sustained load brings the GPU to."""
+    replay_us = calls * call_us
+    if not replay_us > 0 or not min_ms > 0:
+        return count
+    return max(count, int(math.ceil(min(min_ms * 1000.0 / replay_us, 1e7))))
 
 
 def capture(call, n):
@@ -110,19 +125,23 @@ def capture(call, n):
 
 
 def time_events(launch, n, warmup, replays):
-    """Per-call microseconds of `replays` timed runs of `launch`, which makes `n` calls."""
+    """Per-call microseconds of `replays` timed runs of `launch`, which makes `n` calls, and the
+    wall-clock window (Unix seconds) of the timed runs, for the host to look up their clocks."""
     for _ in range(warmup):
         launch()
+    torch.cuda.synchronize()
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
+    began = time.time()
     for start, end in events:
         start.record()
         launch()
         end.record()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1000.0 / n for s, e in events]
+    window = [began, time.time()]
+    return [s.elapsed_time(e) * 1000.0 / n for s, e in events], window
 
 
-def time_calls(call, shape_check, calls, warmup, replays):
+def time_calls(call, shape_check, calls, warmup, warmup_ms, replays):
     """Times `call` by graph replay; where the capture fails, by CUDA events around `n`
     back-to-back eager calls (which then include any host overhead the GPU waits for)."""
     out = call()  # raises if unsupported; the first call also JIT-compiles (fa3)
@@ -130,7 +149,9 @@ def time_calls(call, shape_check, calls, warmup, replays):
     if tuple(out.shape) != shape_check:
         raise RuntimeError(f"output shape {tuple(out.shape)}, expected {shape_check}")
     del out
-    n = calls_per_graph(call, calls)
+    single_us = eager_call_us(call)
+    n = calls_per_graph(single_us, calls)
+    warmup = warmup_replays(warmup, warmup_ms, n, single_us)
     try:
         graph = capture(call, n)
     except Exception as exc:
@@ -141,10 +162,11 @@ def time_calls(call, shape_check, calls, warmup, replays):
                 call()
 
         note = f"graph capture failed ({first_line(exc)}): CUDA events around back-to-back calls"
-        return "cuda_events_back_to_back", note, n, time_events(back_to_back, n, warmup, replays)
-    samples = time_events(graph.replay, n, warmup, replays)
+        samples, window = time_events(back_to_back, n, warmup, replays)
+        return "cuda_events_back_to_back", note, n, samples, window
+    samples, window = time_events(graph.replay, n, warmup, replays)
     del graph
-    return "cuda_graph_replay", None, n, samples
+    return "cuda_graph_replay", None, n, samples, window
 
 
 def first_line(exc):
@@ -197,10 +219,10 @@ def bench(spec):
             else:
                 call, expected = sdpa_call(backend, q, k, v, spec["causal"]), (b, h, sq, d)
             try:
-                method, note, n, samples = time_calls(
-                    call, expected, spec["calls"], spec["warmup"], spec["replays"]
+                method, note, n, samples, window = time_calls(
+                    call, expected, spec["calls"], spec["warmup"], spec.get("warmup_ms", 0.0), spec["replays"]
                 )
-                row.update(method=method, calls_per_graph=n, samples_us=samples)
+                row.update(method=method, calls_per_graph=n, samples_us=samples, window=window)
                 if note:
                     row["method_note"] = note
             except Exception as exc:

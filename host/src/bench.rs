@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 
 use flashrs::{embedded, DType, Family, Params, Shape, VariantSpec};
+use flashrs_lab::clocks::{ClockSampler, DEFAULT_PERIOD};
 use flashrs_lab::ptx;
 use flashrs_lab::stats::Summary;
+use flashrs_lab::timing::warmup_replays;
 use flashrs_lab::{LabError, Timing};
 
 use crate::fp8::Elem;
@@ -58,6 +60,14 @@ pub struct Args {
     /// Untimed launches (or graph replays) before timing.
     #[arg(long, default_value_t = 10)]
     warmup: u32,
+    /// Before each timed set of graph replays, ours and the peers' alike, replay for at least
+    /// this many milliseconds (the `--warmup` count still being the least): an H100 drops its
+    /// clock within about 0.1 s of sustained load, so a kernel timed straight after an idle
+    /// spell (a peer's compile) runs faster than one timed after other kernels. Every row
+    /// records the SM clock, power and temperature it ran at (`clocks` in the JSON, `MHz` in the
+    /// table) where NVML can be read. 0 restores count-only warm-ups.
+    #[arg(long, default_value_t = 500.0, value_parser = non_negative_ms)]
+    warmup_ms: f64,
     /// Most back-to-back calls per CUDA graph; fewer for long kernels (about 1 ms per replay).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     calls_per_graph: u32,
@@ -212,9 +222,7 @@ fn fp8_args(args: &Args) -> Result<crate::fp8::BenchArgs, Failure> {
         cases,
         variants: crate::fp8::variants(&args.kernels)?,
         out_dtype: args.out_dtype.unwrap_or(DType::Bf16),
-        iters: args.iters,
-        warmup: args.warmup,
-        calls_per_graph: args.calls_per_graph,
+        reps: args.repetitions(),
         json: args.json.clone(),
     })
 }
@@ -231,14 +239,21 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let gpu = inputs::open_gpu(device)?;
     println!(
         "bench on {} (sm_{}): per kernel and case, {} timed replays of a CUDA graph of up to {} calls \
-         (p50..p99 per call) and {} single launches (launch p50), after {} warm-ups",
-        gpu.name, gpu.arch, args.iters, args.calls_per_graph, args.iters, args.warmup
+         (p50..p99 per call) and {} single launches (launch p50), after {} warm-ups and at least {} ms \
+         of replays",
+        gpu.name, gpu.arch, args.iters, args.calls_per_graph, args.iters, args.warmup, args.warmup_ms
     );
     let mut notes = Vec::new();
+    let clocks = start_clocks(&gpu, &mut notes);
     let mut rows = time_ours(&gpu, &plan, &args, &mut notes)?;
     rows.extend(time_paged(&gpu, &plan, &args)?);
     rows.extend(time_varlen(&gpu, &plan, &args)?);
     rows.extend(time_peers(&plan, &args, &mut notes)?);
+    if let Some(clocks) = clocks {
+        for row in &mut rows {
+            row.clocks = row.window.and_then(|window| clocks.during(window));
+        }
+    }
     if args.varlen {
         notes.extend(varlen_summary(&rows, &args));
     }
@@ -273,6 +288,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             gpu: gpu.name.clone(),
             iters: args.iters,
             warmup: args.warmup,
+            warmup_ms: Some(args.warmup_ms),
             peers: plan.peers.iter().map(|p| p.name().to_string()).collect(),
             notes,
             results: rows,
@@ -407,18 +423,13 @@ fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, 
             let params = Params { causal, scale: None };
             for variant in decode.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
                 let kernel = gpu.paged_kernel(variant, shape.head_dim, args.dtype.sixteen(), false)?;
-                let (warmup, iters) = (args.warmup as usize, args.iters as usize);
-                let mut launch = || gpu.launch_paged(&kernel, &mut tensors, params, None);
-                let singles = gpu.time_each(warmup, iters, &mut launch)?;
-                let singles = Summary::from_samples(&singles)
-                    .ok_or_else(|| Failure::Usage("no valid timings".into()))?;
-                let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
-                let samples = gpu.time_graph_of(calls as usize, warmup, iters, &mut launch)?;
+                let timed = time_calls(gpu, args.repetitions(), || {
+                    gpu.launch_paged(&kernel, &mut tensors, params, None)
+                })?;
                 let name = format!("{}_paged", variant.name);
-                let mut row = row_from(name, shape, args.dtype.sixteen(), causal, calls, samples, None)?;
+                let mut row = timed.row(name, shape, args.dtype.sixteen(), causal, None)?;
                 row.block_size = Some(block_size);
                 row.layout = Some(flashrs::Layout::Bhsd);
-                row.event_p50_us = Some(singles.p50);
                 record_splits(&mut row, gpu, kernel.kernel(), tensors.shape())?;
                 rows.push(row);
             }
@@ -481,28 +492,15 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
         .filter(|v| crate::varlen::runnable(gpu, v, d))
     {
         let kernel = gpu.varlen_kernel(variant, d, args.dtype.sixteen(), false)?;
-        let (warmup, iters) = (args.warmup as usize, args.iters as usize);
-        let mut launch = || gpu.launch_varlen(&kernel, &mut tensors, params, None);
-        let singles = gpu.time_each(warmup, iters, &mut launch)?;
-        let singles =
-            Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
-        let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
-        let samples = gpu.time_graph_of(calls as usize, warmup, iters, &mut launch)?;
+        let timed = time_calls(gpu, args.repetitions(), || {
+            gpu.launch_varlen(&kernel, &mut tensors, params, None)
+        })?;
         let name = format!("{}_varlen", variant.name);
-        let mut row = row_from(
-            name,
-            padded,
-            args.dtype.sixteen(),
-            args.causal,
-            calls,
-            samples,
-            None,
-        )?;
+        let mut row = timed.row(name, padded, args.dtype.sixteen(), args.causal, None)?;
         row.tflops = useful / (row.p50_us * 1e-6) / 1e12;
         row.gbps = kv_bytes / (row.p50_us * 1e-6) / 1e9;
         row.varlen_lens = Some(lens.clone());
         row.layout = Some(flashrs::Layout::Bshd);
-        row.event_p50_us = Some(singles.p50);
         rows.push(row);
     }
     Ok(rows)
@@ -569,8 +567,104 @@ fn varlen_summary(rows: &[Row], args: &Args) -> Vec<String> {
     notes
 }
 
-/// One variant on one case: single launches (to size the graph and for the launch p50), graph
-/// replays, and the barriers per tile declared and counted.
+/// How many times, and after how much warm-up, `bench` times a call (ours and, through the
+/// helper, the peers'): `--iters`, `--warmup`, `--warmup-ms`, `--calls-per-graph`.
+#[derive(Clone, Copy, Debug)]
+pub struct Repetitions {
+    pub iters: u32,
+    pub warmup: u32,
+    pub warmup_ms: f64,
+    pub calls_per_graph: u32,
+}
+
+impl Args {
+    fn repetitions(&self) -> Repetitions {
+        Repetitions {
+            iters: self.iters,
+            warmup: self.warmup,
+            warmup_ms: self.warmup_ms,
+            calls_per_graph: self.calls_per_graph,
+        }
+    }
+}
+
+/// A call timed the way every row of ours is: single launches (their p50 sizes the graph and is
+/// the row's launch p50), then replays of a graph of about a millisecond of calls, after
+/// `--warmup` replays and `--warmup-ms` of them.
+pub struct Timed {
+    single_p50: f64,
+    calls: u32,
+    replays: flashrs_lab::Replays,
+}
+
+impl Timed {
+    /// The row of these timings (its window kept for the clock lookup).
+    pub fn row(
+        self,
+        kernel: String,
+        shape: Shape,
+        dtype: DType,
+        causal: bool,
+        backend: Option<String>,
+    ) -> Result<Row, Failure> {
+        let mut row = row_from(
+            kernel,
+            shape,
+            dtype,
+            causal,
+            self.calls,
+            self.replays.samples_us,
+            backend,
+        )?;
+        row.event_p50_us = Some(self.single_p50);
+        row.window = Some(self.replays.window);
+        Ok(row)
+    }
+}
+
+pub fn time_calls<E>(
+    gpu: &flashrs::Gpu,
+    reps: Repetitions,
+    mut launch: impl FnMut() -> Result<(), E>,
+) -> Result<Timed, Failure>
+where
+    E: From<flashrs::Error>,
+    Failure: From<E>,
+{
+    let (warmup, iters) = (reps.warmup as usize, reps.iters as usize);
+    let singles = gpu.time_each(warmup, iters, &mut launch)?;
+    let single_p50 = Summary::from_samples(&singles)
+        .ok_or_else(|| Failure::Usage("no valid timings".into()))?
+        .p50;
+    // About a millisecond of work per replay: launch gaps amortised, long kernels not repeated needlessly.
+    let calls = ((1000.0 / single_p50) as u32).clamp(1, reps.calls_per_graph);
+    let warmup = warmup_replays(warmup, reps.warmup_ms, calls as usize, single_p50);
+    let replays = gpu.time_graph_of(calls as usize, warmup, iters, &mut launch)?;
+    Ok(Timed {
+        single_p50,
+        calls,
+        replays,
+    })
+}
+
+/// The device's clock sampler, or `None` with a note saying why rows carry no clocks.
+pub fn start_clocks(gpu: &flashrs::Gpu, notes: &mut Vec<String>) -> Option<ClockSampler> {
+    let uuid = match gpu.context().uuid() {
+        Ok(uuid) => uuid.bytes.map(|b| b as u8),
+        Err(e) => {
+            notes.push(format!(
+                "clocks not recorded: the driver gave no device UUID ({e})"
+            ));
+            return None;
+        }
+    };
+    ClockSampler::start(uuid, DEFAULT_PERIOD)
+        .map_err(|reason| notes.push(format!("clocks not recorded: {reason}")))
+        .ok()
+}
+
+/// One variant on one case: its timings ([`time_calls`]) and the barriers per tile declared and
+/// counted.
 fn time_variant(
     gpu: &flashrs::Gpu,
     variant: &'static VariantSpec,
@@ -580,26 +674,21 @@ fn time_variant(
 ) -> Result<Row, Failure> {
     let shape = tensors.shape();
     let kernel = gpu.kernel(variant, shape.head_dim, args.dtype.sixteen(), false)?;
-    let (warmup, iters) = (args.warmup as usize, args.iters as usize);
-    let singles = gpu.time_launches(&kernel, tensors, params, warmup, iters)?;
-    let singles = Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
-    // About a millisecond of work per replay: launch gaps amortised, long kernels not repeated needlessly.
-    let calls = ((1000.0 / singles.p50) as u32).clamp(1, args.calls_per_graph);
-    let samples = gpu.time_graph(&kernel, tensors, params, calls as usize, warmup, iters)?;
+    gpu.check_tensors_on_own_stream(tensors)?;
+    let timed = time_calls(gpu, args.repetitions(), || {
+        gpu.launch(&kernel, tensors, params, None)
+    })?;
     let counted = gpu.count_barriers(variant, tensors, params)?;
     let declared = ptx::u32_globals(embedded::PTX_SM90)
         .get(format!("{}_barriers_per_tile", kernel.symbol()).as_str())
         .copied();
-    let mut row = row_from(
+    let mut row = timed.row(
         variant.name.to_string(),
         shape,
         args.dtype.sixteen(),
         params.causal,
-        calls,
-        samples,
         None,
     )?;
-    row.event_p50_us = Some(singles.p50);
     row.layout = Some(tensors.layout());
     row.barriers_per_tile = declared;
     row.barriers_per_tile_runtime = Some(counted.per_tile);
@@ -635,6 +724,7 @@ fn time_peers(plan: &Plan, args: &Args, notes: &mut Vec<String>) -> Result<Vec<R
         args.dtype.sixteen().long_name(),
         args.calls_per_graph,
         args.warmup,
+        args.warmup_ms,
         args.iters,
     ) {
         Ok(reports) => reports,
@@ -703,6 +793,9 @@ fn peer_row(r: peers::PeerRow, dtype: DType, notes: &mut Vec<String>) -> Result<
     if let Some(method) = r.method {
         row.method = method;
     }
+    row.window = r
+        .window
+        .and_then(|[start, end]| flashrs_lab::clocks::Window::from_unix_seconds(start, end));
     Ok(Some(row))
 }
 
@@ -716,27 +809,23 @@ fn time_path(
 ) -> flashrs_lab::error::Result<Row> {
     let shape = tensors.shape();
     let mut made = path.make(gpu, shape, tensors.dtype())?;
-    let singles = gpu.time_each(args.warmup as usize, args.iters as usize, || {
-        made.launch(gpu, tensors, params)
-    })?;
-    let single_p50 = flashrs_lab::stats::median(&singles).unwrap_or(f64::INFINITY);
-    let calls = ((1000.0 / single_p50) as u32).clamp(1, args.calls_per_graph);
-    let samples = gpu.time_graph_of(calls as usize, args.warmup as usize, args.iters as usize, || {
-        made.launch(gpu, tensors, params)
-    })?;
-    let mut row = row_from(
-        path.name().into(),
-        shape,
-        tensors.dtype(),
-        params.causal,
-        calls,
-        samples,
-        Some(path.name().into()),
-    )
-    .map_err(|_| flashrs::Error::InvalidProblem(format!("{}: no valid timings", path.name())))?;
-    row.event_p50_us = Some(single_p50);
+    let no_timings = || flashrs::Error::InvalidProblem(format!("{}: no valid timings", path.name()));
+    let timed = time_calls(gpu, args.repetitions(), || made.launch(gpu, tensors, params))
+        .map_err(|_| no_timings())?;
+    let name = path.name().to_string();
+    let mut row = timed
+        .row(name.clone(), shape, tensors.dtype(), params.causal, Some(name))
+        .map_err(|_| no_timings())?;
     row.layout = Some(tensors.layout());
     Ok(row)
+}
+
+/// `--warmup-ms`: a finite number of milliseconds, 0 or more.
+fn non_negative_ms(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
+        _ => Err(format!("`{text}` is not a number of milliseconds (0 or more)")),
+    }
 }
 
 /// `KERNEL:RATIO` of `--gate`.
@@ -914,6 +1003,7 @@ mod tests {
             method_note: Some("graph capture failed (x)".into()),
             calls_per_graph: Some(2),
             samples_us: if error.is_some() { vec![] } else { vec![400.0; 3] },
+            window: Some([1.5, 2.0]),
             error: error.map(str::to_string),
         };
         let mut notes = Vec::new();
@@ -926,6 +1016,9 @@ mod tests {
             ("fa3", Some("fa3"))
         );
         assert!(fa3.peer && fa3.method == "cuda_events_back_to_back" && fa3.calls_per_graph == 2);
+        // The helper's Unix-seconds window becomes the row's, for the clock lookup.
+        let at = |s: f64| std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs_f64(s);
+        assert_eq!(fa3.window.map(|w| (w.start, w.end)), Some((at(1.5), at(2.0))));
         assert!(
             notes[0].contains("fa3") && notes[0].contains("graph capture failed"),
             "{notes:?}"

@@ -7,15 +7,14 @@ use flashrs::fp8::quantize::Fp8Inputs;
 use flashrs::{DType, Gpu, Layout, Params, Shape, VariantSpec, FP8_VARIANTS};
 use flashrs_lab::fp8::{self as lab, Fp8Tolerance, P_SCALE};
 use flashrs_lab::reference::{self, ReferenceDims};
-use flashrs_lab::stats::Summary;
-use flashrs_lab::Timing;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use serde::Serialize;
 
+use crate::bench::{time_calls, Repetitions};
 use crate::inputs;
-use crate::report::{row_from, Row};
+use crate::report::Row;
 use crate::Failure;
 
 /// An element type on the command line: the 16-bit ones, or e4m3 (FP8 inputs, 16-bit output).
@@ -582,9 +581,7 @@ pub struct BenchArgs {
     pub cases: Vec<(Shape, bool)>,
     pub variants: Vec<&'static VariantSpec>,
     pub out_dtype: DType,
-    pub iters: u32,
-    pub warmup: u32,
-    pub calls_per_graph: u32,
+    pub reps: Repetitions,
     pub json: Option<PathBuf>,
 }
 
@@ -638,6 +635,7 @@ struct BenchReport {
     gpu: String,
     iters: u32,
     warmup: u32,
+    warmup_ms: f64,
     dtype: &'static str,
     out_dtype: &'static str,
     /// Not measured here: quoted from the sources named.
@@ -648,22 +646,33 @@ struct BenchReport {
 pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
     inputs::json_to_stdout(args.json.as_deref())?;
     let gpu = inputs::open_gpu(device)?;
+    let reps = args.reps;
     println!(
         "bench --dtype e4m3 on {} (sm_{}): FP8 (output {}) and our fp16 kernels, {} timed replays \
-         of a CUDA graph of up to {} calls after {} warm-ups",
-        gpu.name, gpu.arch, args.out_dtype, args.iters, args.calls_per_graph, args.warmup
+         of a CUDA graph of up to {} calls after {} warm-ups and at least {} ms of replays",
+        gpu.name, gpu.arch, args.out_dtype, reps.iters, reps.calls_per_graph, reps.warmup, reps.warmup_ms
     );
+    let mut notes = Vec::new();
+    let clocks = crate::bench::start_clocks(&gpu, &mut notes);
     let mut rows = Vec::new();
     for &(shape, causal) in &args.cases {
         rows.extend(bench_case(&gpu, &args, shape, causal)?);
     }
+    if let Some(clocks) = clocks {
+        for r in &mut rows {
+            r.row.clocks = r.row.window.and_then(|window| clocks.during(window));
+        }
+    }
+    for note in &notes {
+        println!("note: {note}");
+    }
     println!(
-        "{:<46} {:>5} {:>26} {:>6} {:>10} {:>10} {:>10} {:>8} {:>9}",
-        "kernel", "dtype", "shape", "causal", "p50 us", "p90 us", "p99 us", "TFLOP/s", "vs fp16"
+        "{:<46} {:>5} {:>26} {:>6} {:>10} {:>10} {:>10} {:>8} {:>9} {:>5}",
+        "kernel", "dtype", "shape", "causal", "p50 us", "p90 us", "p99 us", "TFLOP/s", "vs fp16", "MHz"
     );
     for r in &rows {
         println!(
-            "{:<46} {:>5} {:>26} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>8.0} {:>9}",
+            "{:<46} {:>5} {:>26} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>8.0} {:>9} {:>5}",
             if r.pick {
                 format!("{} (pick)", r.variant)
             } else {
@@ -676,7 +685,8 @@ pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
             r.row.p90_us,
             r.row.p99_us,
             r.row.tflops,
-            r.speedup_vs_fp16.map_or("-".into(), |s| format!("{s:.2}x"))
+            r.speedup_vs_fp16.map_or("-".into(), |s| format!("{s:.2}x")),
+            r.row.clocks.map_or("-".into(), |c| format!("{:.0}", c.sm_mhz))
         );
     }
     println!("published, not measured here:");
@@ -686,8 +696,9 @@ pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
     if let Some(path) = &args.json {
         let report = BenchReport {
             gpu: gpu.name.clone(),
-            iters: args.iters,
-            warmup: args.warmup,
+            iters: reps.iters,
+            warmup: reps.warmup,
+            warmup_ms: reps.warmup_ms,
             dtype: "e4m3",
             out_dtype: args.out_dtype.long_name(),
             published_not_measured_here: PUBLISHED,
@@ -698,14 +709,8 @@ pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// About a millisecond of work per graph replay, as `bench` sizes its graphs.
-fn calls_for(single_p50_us: f64, most: u32) -> usize {
-    ((1000.0 / single_p50_us) as u32).clamp(1, most) as usize
-}
-
 fn bench_case(gpu: &Gpu, args: &BenchArgs, shape: Shape, causal: bool) -> Result<Vec<BenchRow>, Failure> {
     let params = Params { causal, scale: None };
-    let (warmup, iters) = (args.warmup as usize, args.iters as usize);
     // The same values for both: fp16 timing inputs, quantised for FP8.
     let sixteen = inputs::Inputs::for_timing(shape, DType::F16, inputs::fresh_seed());
     let (q, k, v) = sixteen.as_f32();
@@ -718,21 +723,8 @@ fn bench_case(gpu: &Gpu, args: &BenchArgs, shape: Shape, causal: bool) -> Result
             continue;
         }
         let kernel = gpu.kernel(variant, shape.head_dim, DType::F16, false)?;
-        let singles = gpu.time_launches(&kernel, &mut tensors, params, warmup, iters)?;
-        let single =
-            Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
-        let calls = calls_for(single.p50, args.calls_per_graph);
-        let samples = gpu.time_graph(&kernel, &mut tensors, params, calls, warmup, iters)?;
-        let mut row = row_from(
-            variant.name.into(),
-            shape,
-            DType::F16,
-            causal,
-            calls as u32,
-            samples,
-            None,
-        )?;
-        row.event_p50_us = Some(single.p50);
+        let timed = time_calls(gpu, args.reps, || gpu.launch(&kernel, &mut tensors, params, None))?;
+        let row = timed.row(variant.name.into(), shape, DType::F16, causal, None)?;
         fp16_rows.push(BenchRow {
             row,
             variant: variant.name.into(),
@@ -760,25 +752,13 @@ fn bench_case(gpu: &Gpu, args: &BenchArgs, shape: Shape, causal: bool) -> Result
         .map(|v| Some(v.name));
     for kernel in std::iter::once(None).chain(named) {
         let used = gpu.fp8_forward(&mut t, params, kernel)?.name;
-        let mut launch = || gpu.fp8_forward(&mut t, params, kernel).map(|_| ());
-        let singles = gpu.time_each(warmup, iters, &mut launch)?;
-        let single =
-            Summary::from_samples(&singles).ok_or_else(|| Failure::Usage("no valid timings".into()))?;
-        let calls = calls_for(single.p50, args.calls_per_graph);
-        let samples = gpu.time_graph_of(calls, warmup, iters, &mut launch)?;
-        let mut row = row_from(
-            used.into(),
-            shape,
-            args.out_dtype,
-            causal,
-            calls as u32,
-            samples,
-            None,
-        )?;
+        let timed = time_calls(gpu, args.reps, || {
+            gpu.fp8_forward(&mut t, params, kernel).map(|_| ())
+        })?;
+        let mut row = timed.row(used.into(), shape, args.out_dtype, causal, None)?;
         row.dtype = "e4m3".into();
         // K and V are one byte an element here.
         row.gbps /= 2.0;
-        row.event_p50_us = Some(single.p50);
         let speedup = fastest16.map(|f| f / row.p50_us);
         rows.push(BenchRow {
             row,

@@ -89,6 +89,10 @@ pub struct PeerRow {
     pub calls_per_graph: Option<u32>,
     #[serde(default)]
     pub samples_us: Vec<f64>,
+    /// Seconds since the Unix epoch when the timed replays began and ended (to look up the
+    /// clock they ran at); absent from helpers that predate it.
+    #[serde(default)]
+    pub window: Option<[f64; 2]>,
     pub error: Option<String>,
 }
 
@@ -99,9 +103,10 @@ pub fn torch_bench(
     dtype: &str,
     calls: u32,
     warmup: u32,
+    warmup_ms: f64,
     replays: u32,
 ) -> Result<Vec<(bool, PeerReport)>, String> {
-    peer_bench(cases, &[Peer::Torch], dtype, calls, warmup, replays)
+    peer_bench(cases, &[Peer::Torch], dtype, calls, warmup, warmup_ms, replays)
 }
 
 /// Times `peers` on `cases`, one helper run per mask. A peer missing from an otherwise working
@@ -113,6 +118,7 @@ pub fn peer_bench(
     dtype: &str,
     calls: u32,
     warmup: u32,
+    warmup_ms: f64,
     replays: u32,
 ) -> Result<Vec<(bool, PeerReport)>, String> {
     let backends: Vec<&str> = peers.iter().flat_map(|p| p.backends()).copied().collect();
@@ -128,7 +134,7 @@ pub fn peer_bench(
         }
         let spec = serde_json::json!({
             "shapes": shapes, "causal": causal, "dtype": dtype, "calls": calls,
-            "warmup": warmup, "replays": replays, "backends": backends,
+            "warmup": warmup, "warmup_ms": warmup_ms, "replays": replays, "backends": backends,
         });
         let value = helper_json(&[&spec.to_string()])?;
         let report: PeerReport = serde_json::from_value(value).map_err(|e| format!("peer helper: {e}"))?;
@@ -234,6 +240,7 @@ mod tests {
             "float16",
             1,
             1,
+            0.0,
             1,
         ) else {
             println!("python3 with torch is present: this check is for machines without");

@@ -4,6 +4,7 @@
 use flashrs::decode::SplitSource;
 use flashrs::gpu::Choice;
 use flashrs::{DType, Shape};
+use flashrs_lab::clocks::{ClockStats, Window};
 use flashrs_lab::stats::{bootstrap_speedup_ci, Summary};
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +70,13 @@ pub struct Row {
     pub splits: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub splits_source: Option<SplitSource>,
+    /// The SM clock, power and temperature during the timed replays (NVML); absent where NVML
+    /// could not be read, and in reports from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clocks: Option<ClockStats>,
+    /// When the timed replays ran, to look their clocks up; not written out.
+    #[serde(skip)]
+    pub window: Option<Window>,
     /// Per-call time of every replay, for the bootstrap intervals.
     pub samples_us: Vec<f64>,
 }
@@ -121,6 +129,9 @@ pub struct Report {
     pub gpu: String,
     pub iters: u32,
     pub warmup: u32,
+    /// `--warmup-ms`: the least milliseconds of replays before each timed set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_ms: Option<f64>,
     pub peers: Vec<String>,
     pub notes: Vec<String>,
     pub results: Vec<Row>,
@@ -171,6 +182,8 @@ pub fn row_from(
         barriers_per_tile_runtime: None,
         splits: None,
         splits_source: None,
+        clocks: None,
+        window: None,
         samples_us: samples,
     })
 }
@@ -251,7 +264,7 @@ pub fn summarise(
 
 pub fn print_table(rows: &[Row]) {
     println!(
-        "{:<40} {:>30} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>10}  splits",
+        "{:<40} {:>30} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>10} {:>5}  splits",
         "kernel",
         "shape",
         "causal",
@@ -262,7 +275,8 @@ pub fn print_table(rows: &[Row]) {
         "GB/s",
         "x naive",
         "bar/tile",
-        "launch p50"
+        "launch p50",
+        "MHz"
     );
     for r in rows {
         let barriers = match (r.barriers_per_tile, r.barriers_per_tile_runtime) {
@@ -270,7 +284,7 @@ pub fn print_table(rows: &[Row]) {
             _ => "-".into(),
         };
         println!(
-            "{:<40} {:>30} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8.0} {:>8} {:>9} {:>10}  {}",
+            "{:<40} {:>30} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>8.1} {:>8.0} {:>8} {:>9} {:>10} {:>5}  {}",
             r.kernel,
             shape_text(r),
             r.causal,
@@ -282,6 +296,7 @@ pub fn print_table(rows: &[Row]) {
             r.speedup_vs_naive.map_or("-".to_string(), |s| format!("{s:.1}")),
             barriers,
             r.event_p50_us.map_or("-".to_string(), |e| format!("{e:.2}")),
+            r.clocks.map_or("-".to_string(), |c| format!("{:.0}", c.sm_mhz)),
             splits_text(r.splits, r.splits_source),
         );
     }

@@ -620,7 +620,7 @@ impl<'g> Gates<'g> {
             let singles = gpu.time_each(3, 5, &mut launch)?;
             let single = flashrs_lab::stats::median(&singles).unwrap_or(1000.0);
             let calls = ((1000.0 / single) as usize).clamp(1, 20);
-            let samples = gpu.time_graph_of(calls, 10, iters, &mut launch)?;
+            let samples = gpu.time_graph_of(calls, 10, iters, &mut launch)?.samples_us;
             flashrs_lab::stats::median(&samples)
                 .ok_or_else(|| flashrs::Error::InvalidProblem("no valid timings".into()))
         })();
@@ -640,6 +640,8 @@ fn best_torch(args: &Args, iters: usize) -> Option<(String, f64)> {
         args.dtype.long_name(),
         20,
         10,
+        // Count-only warm-ups, as the candidates get (`tune` ranks, `bench` measures).
+        0.0,
         iters as u32,
     )
     .ok()?;

@@ -7,6 +7,7 @@
 //!   tolerance, and the RMSE of the accuracy study;
 //! - [`timing`]: event and CUDA-graph timing, occupancy, barrier counts ([`Timing`], implemented
 //!   for [`flashrs::Gpu`]);
+//! - [`clocks`]: the SM clock, power and temperature (NVML) over the timed windows;
 //! - [`stats`]: summaries of timings and bootstrap confidence intervals;
 //! - [`ptx`], [`ptxas`], [`sass`]: reading the embedded PTX, assembling it, and its SASS;
 //! - [`npy`]: NumPy `.npy` files (the CLI's inputs and outputs);
@@ -17,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod clocks;
 pub mod composed;
 pub mod cublas;
 pub mod cutensor;
@@ -32,4 +34,4 @@ pub mod stats;
 pub mod timing;
 
 pub use error::LabError;
-pub use timing::Timing;
+pub use timing::{Replays, Timing};

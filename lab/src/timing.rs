@@ -11,6 +11,31 @@ use flashrs::gpu::RECORD_WORDS;
 use flashrs::{Error, Gpu, Kernel, Params, Result, Tensors, VariantSpec};
 use flashrs::{PagedTensors, VarlenTensors};
 
+use crate::clocks::Window;
+
+/// Graph replays timed by [`Timing::time_graph_of`]: microseconds per call, one sample per replay,
+/// and when the timed replays ran (to look up the clock they ran at).
+#[derive(Clone, Debug)]
+pub struct Replays {
+    /// Per-call microseconds of each timed replay.
+    pub samples_us: Vec<f64>,
+    /// From the first timed replay's enqueue to the last one's end.
+    pub window: Window,
+}
+
+/// Warm-up replays for a graph of `calls` calls of about `call_us` each: at least `count`, and
+/// at least `min_ms` of work, so that a kernel is timed in the clock and power state its own
+/// sustained load brings the GPU to, not in what the work before it (or an idle spell) left.
+pub fn warmup_replays(count: usize, min_ms: f64, calls: usize, call_us: f64) -> usize {
+    let replay_us = calls as f64 * call_us;
+    // Also refuses NaN: only a positive replay time and minimum make a time-based warm-up.
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if !positive(replay_us) || !positive(min_ms) {
+        return count;
+    }
+    count.max((min_ms * 1000.0 / replay_us).ceil().min(1e7) as usize)
+}
+
 /// Barriers counted at run time by a variant's `_counted` twin.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq)]
 pub struct BarrierCount {
@@ -40,7 +65,8 @@ pub trait Timing {
     ) -> std::result::Result<Vec<f64>, E>;
 
     /// Times `calls` back-to-back calls of `launch` captured in one CUDA graph, replayed
-    /// `replays` times after `warmup` replays. Microseconds per call, one sample per replay.
+    /// `replays` times after `warmup` replays (see [`warmup_replays`]). Microseconds per call,
+    /// one sample per replay, and the timed replays' wall-clock window.
     /// Launch overhead is amortised the way a framework's graph capture would, which is what
     /// makes small, launch-bound shapes comparable between kernels and peers.
     fn time_graph_of<E: From<Error>>(
@@ -49,7 +75,7 @@ pub trait Timing {
         warmup: usize,
         replays: usize,
         launch: impl FnMut() -> std::result::Result<(), E>,
-    ) -> std::result::Result<Vec<f64>, E>;
+    ) -> std::result::Result<Replays, E>;
 
     /// [`time_each`](Timing::time_each) of launches of `kernel` on `tensors`.
     fn time_launches(
@@ -70,7 +96,7 @@ pub trait Timing {
         calls: usize,
         warmup: usize,
         replays: usize,
-    ) -> Result<Vec<f64>>;
+    ) -> Result<Replays>;
 
     /// Blocks of `kernel` that fit on one multiprocessor at once (registers, shared memory,
     /// threads), as the driver's occupancy calculator says.
@@ -136,7 +162,7 @@ impl Timing for Gpu {
         warmup: usize,
         replays: usize,
         mut launch: impl FnMut() -> std::result::Result<(), E>,
-    ) -> std::result::Result<Vec<f64>, E> {
+    ) -> std::result::Result<Replays, E> {
         // One eager call first: argument errors surface here, not as a failed capture.
         launch()?;
         let stream = self.stream();
@@ -160,6 +186,10 @@ impl Timing for Gpu {
         for _ in 0..warmup {
             graph.launch().map_err(driver)?;
         }
+        // Wait for the warm-up, so the window below holds the timed replays only (the GPU idles
+        // for the few microseconds this takes).
+        stream.synchronize().map_err(driver)?;
+        let started = std::time::SystemTime::now();
         let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let mut events = Vec::with_capacity(replays);
         for _ in 0..replays {
@@ -169,10 +199,15 @@ impl Timing for Gpu {
             events.push((start, end));
         }
         stream.synchronize().map_err(driver)?;
-        events
+        let window = Window {
+            start: started,
+            end: std::time::SystemTime::now(),
+        };
+        let samples_us = events
             .iter()
             .map(|(start, end)| Ok(start.elapsed_ms(end).map_err(driver)? as f64 * 1000.0 / calls as f64))
-            .collect()
+            .collect::<std::result::Result<Vec<f64>, E>>()?;
+        Ok(Replays { samples_us, window })
     }
 
     fn time_launches(
@@ -195,7 +230,7 @@ impl Timing for Gpu {
         calls: usize,
         warmup: usize,
         replays: usize,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Replays> {
         self.check_tensors_on_own_stream(tensors)?;
         self.time_graph_of(calls, warmup, replays, || {
             self.launch(kernel, tensors, params, None)
@@ -335,5 +370,19 @@ mod tests {
         );
         let torn = barrier_count(&[1, 1, 1], "k").unwrap_err().to_string();
         assert!(torn.contains("not whole records"), "{torn}");
+    }
+
+    #[test]
+    fn warmup_is_the_count_or_enough_replays_for_the_minimum_time() {
+        // 500 ms of a 0.9 ms call, one per graph: 556 replays.
+        assert_eq!(warmup_replays(10, 500.0, 1, 900.0), 556);
+        // 20 calls of 10 us per replay: 2,500 replays make 500 ms.
+        assert_eq!(warmup_replays(10, 500.0, 20, 10.0), 2500);
+        // The count wins when it is more, and without a minimum time.
+        assert_eq!(warmup_replays(1000, 500.0, 1, 900.0), 1000);
+        assert_eq!(warmup_replays(10, 0.0, 1, 900.0), 10);
+        // A call time that is not a time leaves the count alone.
+        assert_eq!(warmup_replays(10, 500.0, 1, f64::NAN), 10);
+        assert_eq!(warmup_replays(10, 500.0, 1, 0.0), 10);
     }
 }
