@@ -1174,7 +1174,7 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// | 90   | 64       | non-causal | ws m192_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
 /// | 90   | 64       | causal     | ws m192_n128_s2_pp_ov | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
 /// | 90   | 128      | non-causal | (as >= 1 wave)        | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
-/// | 90   | 128      | causal     | (as >= 1 wave)        | ws m128_n176_s2_pp_ov    | ws m128_n128_s2_pp_ov |
+/// | 90   | 128      | causal     | (as >= 1 wave)        | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
 /// | 90   | 256      | both       | (as >= 1 wave)        | ws m128_n80_s2_pp_ov     | ws m128_n80_s2_pp_ov  |
 /// | 80   | 64       | both       | (as >= 1 wave)        | mma m128_n64_w4_s2       | mma m64_n64_w4_s2_b3  |
 /// | 80   | 128      | both       | (as >= 1 wave)        | mma m128_n32_w4_s3_qsmem | mma m64_n64_w4_s2     |
@@ -1185,6 +1185,9 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// 128 on the non-causal shapes of one wave or more measured up to 4096 keys, a tie at 8192
 /// (evidence/session16/, docs/perf-notes.md v22). Causal problems keep the grid, whose
 /// longest-first order the persistent walk does not have (1.46x slower at (1,16,16384,128)).
+/// Causal problems at head dim 128 take the 128-key tile, not the 176-key one, from session 17
+/// on: 3.6-4% faster at (2,16,4096,128) in both dtypes of session 17's evidence runs and 6% in
+/// session 16's, a tie (0.3%) at (1,16,16384,128) (evidence/session17/, docs/perf-notes.md v23).
 ///
 /// Head dim 64 takes three consumer warpgroups (192-row blocks) from four waves of 128-row blocks
 /// on: 6-12% faster non-causal and 10-13% causal at (4,16,2048,64), (2,16,4096,64) and
@@ -1243,7 +1246,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         head_dim: 128,
         min_waves: 1,
         non_causal_only: false,
-        kernel: "flash_ws_m128_n176_s2_pp_ov_mbarrier",
+        kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
         arch: 90,
@@ -1601,7 +1604,7 @@ mod tests {
                 (2, 16, 4096, 128, false),
                 "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
             ),
-            ((2, 16, 4096, 128, true), "flash_ws_m128_n176_s2_pp_ov_mbarrier"),
+            ((2, 16, 4096, 128, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
             (
                 (2, 16, 4096, 64, false),
                 "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
