@@ -622,6 +622,7 @@ impl Timed {
     }
 }
 
+/// Times `launch` as [`Timed`] says, with `reps`' counts and warm-up.
 pub fn time_calls<E>(
     gpu: &flashrs::Gpu,
     reps: Repetitions,
