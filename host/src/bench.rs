@@ -249,11 +249,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     rows.extend(time_paged(&gpu, &plan, &args)?);
     rows.extend(time_varlen(&gpu, &plan, &args)?);
     rows.extend(time_peers(&plan, &args, &mut notes)?);
-    if let Some(clocks) = clocks {
-        for row in &mut rows {
-            row.clocks = row.window.and_then(|window| clocks.during(window));
-        }
-    }
+    record_clocks(clocks, &mut rows);
     if args.varlen {
         notes.extend(varlen_summary(&rows, &args));
     }
@@ -303,6 +299,15 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         Ok(())
     } else {
         Err(Failure::Check)
+    }
+}
+
+/// Each row's clocks over its timed window, from `clocks` (none without a sampler).
+pub fn record_clocks<'a>(clocks: Option<ClockSampler>, rows: impl IntoIterator<Item = &'a mut Row>) {
+    if let Some(clocks) = clocks {
+        for row in rows {
+            row.clocks = row.window.and_then(|window| clocks.during(window));
+        }
     }
 }
 

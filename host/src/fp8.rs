@@ -658,11 +658,7 @@ pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
     for &(shape, causal) in &args.cases {
         rows.extend(bench_case(&gpu, &args, shape, causal)?);
     }
-    if let Some(clocks) = clocks {
-        for r in &mut rows {
-            r.row.clocks = r.row.window.and_then(|window| clocks.during(window));
-        }
-    }
+    crate::bench::record_clocks(clocks, rows.iter_mut().map(|r| &mut r.row));
     for note in &notes {
         println!("note: {note}");
     }

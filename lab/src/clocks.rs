@@ -79,21 +79,19 @@ impl ClockSampler {
     /// callers record that as a note and time without clocks.
     pub fn start(uuid: [u8; 16], period: Duration) -> Result<ClockSampler, String> {
         let uuid = nvml_uuid(uuid);
-        // Open the device here once, so that a failure is the caller's to report; the thread
-        // opens its own handle (NVML's device handle borrows the library instance).
+        // Checked here, so that a failure is the caller's to report; the library instance then
+        // moves to the thread, which opens its own handle (a handle borrows the instance).
         let nvml = Nvml::init().map_err(|e| format!("NVML not available: {e}"))?;
         let device = nvml
             .device_by_uuid(uuid.as_str())
             .map_err(|e| format!("NVML has no device {uuid}: {e}"))?;
         read(&device).map_err(|e| format!("NVML cannot read {uuid}: {e}"))?;
-        drop(nvml);
 
         let samples = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (samples, stop) = (samples.clone(), stop.clone());
             std::thread::spawn(move || {
-                let Ok(nvml) = Nvml::init() else { return };
                 let Ok(device) = nvml.device_by_uuid(uuid.as_str()) else {
                     return;
                 };
@@ -151,18 +149,13 @@ fn stats<'a>(samples: impl Iterator<Item = &'a Sample>) -> Option<ClockStats> {
     if samples.is_empty() {
         return None;
     }
-    let median = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        let n = values.len();
-        if n % 2 == 1 {
-            values[n / 2]
-        } else {
-            (values[n / 2 - 1] + values[n / 2]) / 2.0
-        }
+    let median = |value: fn(&Sample) -> f64| {
+        let values: Vec<f64> = samples.iter().map(|s| value(s)).collect();
+        crate::stats::median(&values)
     };
     Some(ClockStats {
-        sm_mhz: median(samples.iter().map(|s| s.sm_mhz as f64).collect()),
-        power_w: median(samples.iter().map(|s| s.power_w).collect()),
+        sm_mhz: median(|s| s.sm_mhz as f64)?,
+        power_w: median(|s| s.power_w)?,
         temp_c: samples.iter().map(|s| s.temp_c).max().unwrap_or(0),
         power_capped: samples.iter().filter(|s| s.power_capped).count() as f64 / samples.len() as f64,
         samples: samples.len(),
