@@ -15,6 +15,12 @@
 #[path = "../kernels-rs/src/launch.rs"]
 pub mod launch;
 
+/// Where the overlapped `flash_ws` loop waits for its running product: the device crate's own
+/// rule, read by the check of the machine code.
+#[doc(hidden)]
+#[path = "../kernels-rs/src/schedule.rs"]
+pub mod schedule;
+
 pub mod api;
 pub mod decode;
 pub mod error;

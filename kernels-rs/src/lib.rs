@@ -19,6 +19,7 @@ pub mod attention;
 #[macro_use]
 pub mod launch;
 pub mod policy;
+pub mod schedule;
 pub mod softmax;
 pub mod tile;
 

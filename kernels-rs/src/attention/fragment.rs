@@ -12,6 +12,10 @@ use crate::arch;
 use crate::policy::{sync, BarrierPolicy, Mbarrier, SyncPoint};
 use crate::softmax::{self, RowState};
 use crate::tile::Element;
+use core::ops::Range;
+
+/// `exponentiate`'s range for every register of a fragment.
+const EVERY_REGISTER: Range<usize> = 0..usize::MAX;
 
 /// One row tile's accumulators of one thread, in the layout above.
 pub trait Fragment {
@@ -138,7 +142,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         self.mask(scores, first_key);
         let correction = self.raise_maxima::<P, COUNT, S>(scores);
         rescale(out, correction);
-        self.exponentiate(scores);
+        self.exponentiate::<S, false>(scores, EVERY_REGISTER);
         sync::<P, COUNT>(SyncPoint::RowSumExchanged);
         sync::<P, COUNT>(SyncPoint::ProbsStaged);
     }
@@ -153,8 +157,31 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     ) -> [[f32; 2]; ROW_TILES] {
         self.mask(scores, first_key);
         let correction = self.raise_maxima::<Mbarrier, false, S>(scores);
-        self.exponentiate(scores);
+        self.exponentiate::<S, false>(scores, EVERY_REGISTER);
         correction
+    }
+
+    /// `probabilities` in two parts, for a caller that waits for something in between: the
+    /// first part ends with the exponentials of each fragment's first `head` registers, which
+    /// are pinned there (LLVM would otherwise sink them into the second part's basic block);
+    /// `probabilities_tail` computes the rest.
+    #[inline(always)]
+    pub fn probabilities_head<S: Fragment>(
+        &mut self,
+        scores: &mut [S; ROW_TILES],
+        first_key: u32,
+        head: usize,
+    ) -> [[f32; 2]; ROW_TILES] {
+        self.mask(scores, first_key);
+        let correction = self.raise_maxima::<Mbarrier, false, S>(scores);
+        self.exponentiate::<S, true>(scores, 0..head);
+        correction
+    }
+
+    /// The exponentials of `probabilities_head` past its first `head` registers.
+    #[inline(always)]
+    pub fn probabilities_tail<S: Fragment>(&mut self, scores: &mut [S; ROW_TILES], head: usize) {
+        self.exponentiate::<S, false>(scores, head..usize::MAX);
     }
 
     /// Sends the scores of keys past each row's `key_end` to -inf.
@@ -212,20 +239,29 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         correction
     }
 
-    /// Turns the scores into probabilities in place and adds them to this thread's row sums.
+    /// Turns the scores of registers `regs` (whole pairs) into probabilities in place and adds
+    /// them to this thread's row sums; with `PIN`, each probability is pinned where it is
+    /// computed.
     #[inline(always)]
-    fn exponentiate<S: Fragment>(&mut self, scores: &mut [S; ROW_TILES]) {
+    fn exponentiate<S: Fragment, const PIN: bool>(&mut self, scores: &mut [S; ROW_TILES], regs: Range<usize>) {
         for (fragment, state) in scores.iter_mut().zip(self.state.iter_mut()) {
             let offset = [state[0].offset(self.scale_log2), state[1].offset(self.scale_log2)];
             // Two chains per row (the first and the second register of each pair) halve the
             // serial run of dependent adds; see docs/perf-notes.md, v11.
             let (mut first, mut second) = ([0.0f32; 2], [0.0f32; 2]);
-            for (p, pair) in fragment.registers_mut().chunks_exact_mut(2).enumerate() {
+            let registers = fragment.registers_mut();
+            for p in regs.start / 2..regs.end.min(registers.len()) / 2 {
                 let half = p % 2;
-                pair[0] = softmax::probability(pair[0], self.scale_log2, offset[half]);
-                pair[1] = softmax::probability(pair[1], self.scale_log2, offset[half]);
-                first[half] += pair[0];
-                second[half] += pair[1];
+                for value in &mut registers[2 * p..2 * p + 2] {
+                    *value = softmax::probability(*value, self.scale_log2, offset[half]);
+                    if PIN {
+                        let mut bits = value.to_bits();
+                        arch::fence_operand(&mut bits);
+                        *value = f32::from_bits(bits);
+                    }
+                }
+                first[half] += registers[2 * p];
+                second[half] += registers[2 * p + 1];
             }
             for (half, row) in state.iter_mut().enumerate() {
                 // Pinned here, beside the exponentials they add up: unpinned, LLVM sank these adds

@@ -29,6 +29,7 @@ use super::varlen::Varlen;
 use super::{longest_first_block, record_barriers, start_counting, Buffers, Problem};
 use super::{MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
+use crate::schedule::exponentials_before_wait;
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Operand};
 
@@ -1036,6 +1037,18 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         }
     }
 
+    /// In the overlapped loop's tile t: waits for tile t's V (slot `stage`, `parity`) and for tile
+    /// t - 1's P V, then releases tile t - 1's V (slot `prev_stage`).
+    ///
+    /// # Safety
+    /// `stage` and `parity` are tile t's slot in the plan's ring.
+    #[inline(always)]
+    unsafe fn retire_previous(&mut self, stage: u32, parity: u32, prev_stage: u32) {
+        arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
+        arch::wgmma_wait::<0>(self.o_acc.registers_mut());
+        self.release(V_EMPTY, prev_stage);
+    }
+
     /// The KV loop one product at a time: S, its softmax, then P V.
     #[inline(always)]
     unsafe fn serial(&mut self, tiles: u32) {
@@ -1072,10 +1085,12 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// The KV loop with two chains in flight: tile t's S = Q K^T is issued with tile t - 1's
     /// O += P V, and the softmax of the new S runs while P V is still in the tensor cores.
     ///
-    /// Tile t's V is waited for right after its softmax rather than before its product: the
-    /// mbarrier wait is a loop, so it ends the basic block that holds the exponentials, and
+    /// Tile t's V is waited for right after its softmax (at head dim 128, after its first
+    /// exponentials: `schedule::exponentials_before_wait`) rather than before its product: the
+    /// mbarrier wait is a loop, so it ends the basic block that holds those exponentials, and
     /// ptxas, which schedules within a basic block, can no longer hoist the `wait_group 0` that
     /// follows above them (it did: docs/perf-notes.md, v10; `tests/sass_schedule.rs` checks).
+    /// The exponentials after the wait share their block with the packing of P.
     /// Every warp of the warpgroup reaches that one `wait_group` at the same instruction, as
     /// `.aligned` requires (an earlier fix that put a wait in each arm of the rescale branch
     /// broke that: compute-sanitizer's synccheck, v11).
@@ -1119,10 +1134,21 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 self.turns.pass();
                 arch::wgmma_wait::<1>(self.s_acc.registers_mut());
                 self.release(K_EMPTY, stage);
-                correction = self.probabilities(t);
-                arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
-                arch::wgmma_wait::<0>(self.o_acc.registers_mut());
-                self.release(V_EMPTY, prev_stage);
+                correction = match exponentials_before_wait(G::D) {
+                    Some(head) => {
+                        let scores = core::array::from_mut(&mut self.s_acc);
+                        let correction = self.softmax.probabilities_head(scores, t * G::KEYS as u32, head);
+                        self.retire_previous(stage, parity, prev_stage);
+                        self.softmax
+                            .probabilities_tail(core::array::from_mut(&mut self.s_acc), head);
+                        correction
+                    }
+                    None => {
+                        let correction = self.probabilities(t);
+                        self.retire_previous(stage, parity, prev_stage);
+                        correction
+                    }
+                };
                 self.pack();
             } else {
                 if self.active(t - 1) {

@@ -1,0 +1,21 @@
+//! Where the overlapped `flash_ws` loop waits for the P V product it left running: a choice of
+//! instruction schedule, measured per head dim. The host library includes this file too
+//! (`#[path]` in `src/lib.rs`), so that the check of the machine code (`tests/sass_schedule.rs`)
+//! reads the same rule the kernels follow.
+
+/// How many registers of a tile's S (from its first key on, one exponential each) a consumer
+/// turns into probabilities before it waits for the last P V, at head dim `head_dim`; `None`:
+/// all of them, the wait following the whole softmax.
+///
+/// At head dim 128 the rest of the exponentials then share a basic block with the packing of P,
+/// which ptxas interleaves with them instead of leaving 32 conversions on the critical path after
+/// the last one (docs/perf-notes.md, v24): 1-4% faster on H100. Waiting after 0 registers let
+/// ptxas hoist the wait above every exponential (v10's failure, session 17's attempt); after 32,
+/// or at head dims 64 and 256 after 16, it measured slower than waiting after all of them.
+pub const fn exponentials_before_wait(head_dim: usize) -> Option<usize> {
+    if head_dim == 128 {
+        Some(16)
+    } else {
+        None
+    }
+}
