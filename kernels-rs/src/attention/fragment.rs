@@ -243,7 +243,11 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     /// them to this thread's row sums; with `PIN`, each probability is pinned where it is
     /// computed.
     #[inline(always)]
-    fn exponentiate<S: Fragment, const PIN: bool>(&mut self, scores: &mut [S; ROW_TILES], regs: Range<usize>) {
+    fn exponentiate<S: Fragment, const PIN: bool>(
+        &mut self,
+        scores: &mut [S; ROW_TILES],
+        regs: Range<usize>,
+    ) {
         for (fragment, state) in scores.iter_mut().zip(self.state.iter_mut()) {
             let offset = [state[0].offset(self.scale_log2), state[1].offset(self.scale_log2)];
             // Two chains per row (the first and the second register of each pair) halve the
