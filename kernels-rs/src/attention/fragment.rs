@@ -155,10 +155,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         scores: &mut [S; ROW_TILES],
         first_key: u32,
     ) -> [[f32; 2]; ROW_TILES] {
-        self.mask(scores, first_key);
-        let correction = self.raise_maxima::<Mbarrier, false, S>(scores);
-        self.exponentiate::<S, false>(scores, EVERY_REGISTER);
-        correction
+        self.probabilities_of::<S, false>(scores, first_key, EVERY_REGISTER)
     }
 
     /// `probabilities` in two parts, for a caller that waits for something in between: the
@@ -172,9 +169,20 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         first_key: u32,
         head: usize,
     ) -> [[f32; 2]; ROW_TILES] {
+        self.probabilities_of::<S, true>(scores, first_key, 0..head)
+    }
+
+    /// Masks, raises the maxima, and exponentiates registers `regs` (`exponentiate`).
+    #[inline(always)]
+    fn probabilities_of<S: Fragment, const PIN: bool>(
+        &mut self,
+        scores: &mut [S; ROW_TILES],
+        first_key: u32,
+        regs: Range<usize>,
+    ) -> [[f32; 2]; ROW_TILES] {
         self.mask(scores, first_key);
         let correction = self.raise_maxima::<Mbarrier, false, S>(scores);
-        self.exponentiate::<S, true>(scores, 0..head);
+        self.exponentiate::<S, PIN>(scores, regs);
         correction
     }
 

@@ -1024,6 +1024,14 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             .probabilities(core::array::from_mut(&mut self.s_acc), t * G::KEYS as u32)
     }
 
+    /// `probabilities` up to the exponentials of the first `head` registers of S
+    /// (`FragmentSoftmax::probabilities_head`).
+    #[inline(always)]
+    fn probabilities_head(&mut self, t: u32, head: usize) -> [[f32; 2]; 1] {
+        let scores = core::array::from_mut(&mut self.s_acc);
+        self.softmax.probabilities_head(scores, t * G::KEYS as u32, head)
+    }
+
     /// Packs the probabilities into `wgmma` A fragments, one per `K_STEP` keys
     /// (`Operand::pack_probabilities`). Each packed register is pinned, so that all of P exists
     /// before the first product that reads it and the chain runs without a fence.
@@ -1136,8 +1144,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 self.release(K_EMPTY, stage);
                 correction = match exponentials_before_wait(G::D) {
                     Some(head) => {
-                        let scores = core::array::from_mut(&mut self.s_acc);
-                        let correction = self.softmax.probabilities_head(scores, t * G::KEYS as u32, head);
+                        let correction = self.probabilities_head(t, head);
                         self.retire_previous(stage, parity, prev_stage);
                         self.softmax
                             .probabilities_tail(core::array::from_mut(&mut self.s_acc), head);
