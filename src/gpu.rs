@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::decode::DecodeOptions;
 use crate::embedded;
 use crate::error::{Error, Result};
-use crate::launch::LaunchArgs;
+use crate::launch::{tail_split, LaunchArgs};
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
 use crate::tma;
@@ -777,8 +777,16 @@ impl Gpu {
             uses_maps,
         )?;
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
-        let floats = decode.map_or(0, |plan| plan.workspace_floats(shape));
-        let counters = decode.map_or(0, |plan| plan.counters());
+        // Key slices: flash_decode's plan, or the persistent flash_ws's tail split.
+        let slices = match &decode {
+            Some(plan) => KeySlices {
+                splits: plan.splits,
+                floats: plan.workspace_floats(shape),
+                counters: plan.counters(),
+            },
+            None => KeySlices::tail_split(kernel.variant, shape, params.causal, &config),
+        };
+        let (floats, counters) = (slices.floats, slices.counters);
         // The cached workspace and counters are ordered on this GPU's stream only: a caller's
         // stream gets its own, zeroed, allocated and freed (after the launch) in that stream's
         // order.
@@ -838,7 +846,7 @@ impl Gpu {
             heads: shape.heads as u32,
             seq_major,
             batch_heads: (shape.batch * shape.heads) as u32,
-            kv_splits: decode.map_or(1, |plan| plan.splits),
+            kv_splits: slices.splits,
             workspace,
             split_counters,
             // Contiguous K and V: no block table (the paged launch is `paged.rs`).
@@ -849,8 +857,10 @@ impl Gpu {
         // elements the shape, dtype and grid imply (checked just above, after the last change to
         // any of them) and lives in this context (stream checked above); the shape was validated
         // when the tensors were made and cannot change since; the grid covers exactly the blocks
-        // the kernel expects for this shape (with a split, the workspace and the zeroed slice
-        // counters are the plan's); `kernel`'s launch facts cannot be changed outside the crate.
+        // the kernel expects for this shape (with a split, flash_decode's or the persistent
+        // flash_ws's tail split, the workspace and the zeroed slice counters are the ones
+        // `slices` sized for this grid); `kernel`'s launch facts cannot be changed outside the
+        // crate.
         unsafe { launch_with_args(stream, &kernel.function, config, &args) }
     }
 
@@ -1171,7 +1181,7 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 ///
 /// | arch | head dim | mask       | >= 4 waves            | >= 1 wave                | less                  |
 /// |------|----------|------------|-----------------------|--------------------------|-----------------------|
-/// | 90   | 64       | non-causal | ws m192_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
+/// | 90   | 64       | non-causal | ws m192_n128_s2_pp_ov_ps | ws m192_n128_s2_pp_ov_ps from 2048 rows, else ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
 /// | 90   | 64       | causal     | ws m192_n128_s2_pp_ov | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
 /// | 90   | 128      | non-causal | (as >= 1 wave)        | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
 /// | 90   | 128      | causal     | (as >= 1 wave)        | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
@@ -1193,7 +1203,12 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// on: 6-12% faster non-causal and 10-13% causal at (4,16,2048,64), (2,16,4096,64) and
 /// (1,16,8192,64), but 15% slower at (2,8,2048,64), where its 176 blocks fill 132 SMs 1.3 times
 /// (evidence/session12/, docs/perf-notes.md v18). Fewer, larger blocks lose to the last wave's
-/// idle SMs below about four waves (2.7 waves of 192-row blocks).
+/// idle SMs below about four waves (2.7 waves of 192-row blocks). Since the persistent kernel
+/// splits its last round over the idle SMs (session 19, `launch::tail_split`, v25) its 192-row
+/// twin wins non-causal from one wave on where a head has 2048 rows or more: 2-12% faster than
+/// the 128-row one at (2,8,2048,64), (1,8,4096,64), (2,16,2048,64) and (3,16,2048,64) in fp16
+/// and bf16, a tie at (1,16,4096,64); at (1,32,1024,64), whose last row block per head is a
+/// third full, 11% slower (evidence/session19/waves/).
 ///
 /// Small problems wanted more, smaller blocks before `flash_ws` (at (2,8,512,64) the 128-row tiles
 /// give 64 blocks for 132 SMs); on Hopper it now wins there too: at (1,8,2048,128) 30 us against
@@ -1210,6 +1225,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         min_waves: 4,
+        min_seq_q: 0,
         non_causal_only: true,
         kernel: "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
     },
@@ -1217,6 +1233,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         min_waves: 4,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_ws_m192_n128_s2_pp_ov_mbarrier",
     },
@@ -1224,6 +1241,15 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         min_waves: 1,
+        min_seq_q: 2048,
+        non_causal_only: true,
+        kernel: "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 64,
+        min_waves: 1,
+        min_seq_q: 0,
         non_causal_only: true,
         kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
     },
@@ -1231,6 +1257,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         min_waves: 1,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
@@ -1238,6 +1265,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 128,
         min_waves: 1,
+        min_seq_q: 0,
         non_causal_only: true,
         kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
     },
@@ -1245,6 +1273,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 128,
         min_waves: 1,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
@@ -1252,6 +1281,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 64,
         min_waves: 0,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
@@ -1259,6 +1289,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 128,
         min_waves: 0,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
@@ -1266,6 +1297,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 256,
         min_waves: 1,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
@@ -1273,6 +1305,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 90,
         head_dim: 256,
         min_waves: 0,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
@@ -1280,6 +1313,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 80,
         head_dim: 64,
         min_waves: 1,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_mma_m128_n64_w4_s2_light",
     },
@@ -1287,6 +1321,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 80,
         head_dim: 64,
         min_waves: 0,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_mma_m64_n64_w4_s2_b3_light",
     },
@@ -1294,6 +1329,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 80,
         head_dim: 128,
         min_waves: 1,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_mma_m128_n32_w4_s3_qsmem_light",
     },
@@ -1301,6 +1337,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         arch: 80,
         head_dim: 128,
         min_waves: 0,
+        min_seq_q: 0,
         non_causal_only: false,
         kernel: "flash_mma_m64_n64_w4_s2_light",
     },
@@ -1357,6 +1394,55 @@ pub fn dispatch_candidates(
     candidates
 }
 
+/// The key slices of one launch and what they need: `splits` slices per row block (1: none),
+/// `floats` of workspace and `counters` slice counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KeySlices {
+    splits: u32,
+    floats: usize,
+    counters: usize,
+}
+
+impl KeySlices {
+    const NONE: KeySlices = KeySlices {
+        splits: 1,
+        floats: 0,
+        counters: 0,
+    };
+
+    /// The persistent flash_ws's tail split (`launch::tail_split`) for a launch of `variant` on
+    /// `shape` over the grid `config`: non-causal problems only, whose items are all the same size
+    /// (a causal problem's last round holds its shortest items, whose slices would save little).
+    /// `FLASHRS_TAIL_SPLIT=0` turns it off, for measuring it.
+    fn tail_split(variant: &VariantSpec, shape: Shape, causal: bool, config: &LaunchConfig) -> KeySlices {
+        if variant.family != Family::FlashWs || !variant.persistent || causal || !tail_split_enabled() {
+            return KeySlices::NONE;
+        }
+        let Ok(items) = u32::try_from(
+            (shape.seq_q as u64).div_ceil(variant.block_m as u64) * (shape.batch * shape.heads) as u64,
+        ) else {
+            return KeySlices::NONE;
+        };
+        let grid = config.grid_dim.0;
+        let tiles = u32::try_from((shape.seq_k as u64).div_ceil(variant.block_n as u64)).unwrap_or(u32::MAX);
+        let splits = tail_split::slices(items, grid, tiles);
+        let consumers = variant.block_m / 64;
+        KeySlices {
+            splits,
+            floats: tail_split::workspace_floats(items, grid, splits, consumers, shape.head_dim as u32)
+                as usize,
+            counters: tail_split::counters(items, grid, splits, consumers) as usize,
+        }
+    }
+}
+
+/// Whether the persistent flash_ws splits its last round (`KeySlices::tail_split`): yes unless
+/// `FLASHRS_TAIL_SPLIT` is `0`, read once.
+fn tail_split_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var_os("FLASHRS_TAIL_SPLIT").is_none_or(|v| v != "0"))
+}
+
 /// The tuned table, parsed once: the file `FLASHRS_TUNED` names when set (so a fresh
 /// `tune --save --table FILE` takes effect without a rebuild), else the one compiled into the
 /// library (`tuned/h100.json`; a unit test keeps an unparsable one from shipping). `None` when
@@ -1380,6 +1466,8 @@ pub struct DispatchEntry {
     pub head_dim: usize,
     /// At least this many waves of 128-row query blocks (blocks per multiprocessor).
     pub min_waves: usize,
+    /// At least this many query rows per head (0: any).
+    pub min_seq_q: usize,
     /// The entry applies to non-causal problems only (a causal one reads on to the next).
     pub non_causal_only: bool,
     /// The variant the entry picks, by name.
@@ -1410,6 +1498,7 @@ pub fn default_variant(shape: Shape, causal: bool, sms: usize, arch: u32) -> &'s
             e.arch <= arch
                 && e.head_dim == shape.head_dim
                 && blocks >= e.min_waves * sms
+                && shape.seq_q >= e.min_seq_q
                 && !(causal && e.non_causal_only)
         })
         .and_then(|e| VariantSpec::by_name(e.kernel))
@@ -1610,7 +1699,12 @@ mod tests {
                 "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
             ),
             ((2, 16, 4096, 64, true), "flash_ws_m192_n128_s2_pp_ov_mbarrier"),
-            ((2, 8, 2048, 64, false), "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"),
+            // From one wave on, at 2048 rows or more, the 192-row twin (its last round split).
+            ((2, 8, 2048, 64, false), "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier"),
+            (
+                (1, 32, 1024, 64, false),
+                "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+            ),
             ((2, 8, 2048, 64, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
             ((1, 8, 2048, 128, false), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
             ((2, 16, 4096, 256, false), "flash_ws_m128_n80_s2_pp_ov_mbarrier"),

@@ -962,3 +962,75 @@ fn forced_split_counts_match_the_reference_or_are_refused() {
     assert!(err.to_string().contains("does not split the keys"), "{err}");
     assert!(gpu.split_plan(&kernel, shape, DecodeOptions::default()).is_err());
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn persistent_tail_split_matches_the_reference() {
+    use flashrs::launch::tail_split;
+    use flashrs::Family;
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(rand::rng().random());
+    let persistent = VARIANTS
+        .iter()
+        .filter(|v| v.family == Family::FlashWs && v.persistent && v.min_arch <= gpu.arch);
+    for variant in persistent {
+        for &head_dim in variant.head_dims {
+            // One block per SM: a round of `sm_count` items and 3 more, the last row block of
+            // each head short, the keys not a whole number of tiles; grouped heads.
+            let heads = gpu.sm_count.div_ceil(3) + 1;
+            let shape = Shape {
+                seq_q: 3 * variant.block_m as usize - 17,
+                seq_k: 9 * variant.block_n as usize + 5,
+                ..Shape::new(1, heads, 1, head_dim).with_heads_kv(1)
+            };
+            let items = 3 * heads as u32;
+            let tiles = shape.seq_k.div_ceil(variant.block_n as usize) as u32;
+            let slices = tail_split::slices(items, gpu.sm_count as u32, tiles);
+            assert!(
+                slices >= 2,
+                "{}: the shape must split ({items} items)",
+                variant.name
+            );
+            for dtype in DType::ALL {
+                let params = Params {
+                    causal: false,
+                    scale: None,
+                };
+                let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
+                gpu.request_lse(&mut tensors).unwrap();
+                let (q, k) = (
+                    gpu.download(tensors.q()).unwrap(),
+                    gpu.download(tensors.k()).unwrap(),
+                );
+                let lse_expected = reference::log_sum_exp_f64(
+                    &widen(dtype, &q),
+                    &widen(dtype, &k),
+                    shape.reference_dims(),
+                    false,
+                    params.scale_for(head_dim) as f64,
+                );
+                // Twice: the first launch must leave its slice counters at 0 for the second, and
+                // the merge must not depend on which slice finished last.
+                let mut first: Option<Vec<u16>> = None;
+                for launch in 0..2 {
+                    gpu.poison(&mut tensors).unwrap();
+                    gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
+                    let what = format!(
+                        "{} on {shape} {dtype}, {slices} slices, launch {launch}",
+                        variant.name
+                    );
+                    assert_output_matches(&gpu, &tensors, &expected, &what);
+                    let lse = gpu.download(tensors.lse().unwrap()).unwrap();
+                    for (row, (&a, &r)) in lse.iter().zip(&lse_expected).enumerate() {
+                        assert!((a as f64 - r).abs() <= 1e-3, "{what}: lse row {row}: {a} vs {r}");
+                    }
+                    let out = gpu.download(tensors.out()).unwrap();
+                    match &first {
+                        Some(first) => assert!(*first == out, "{what}: not bit-identical to launch 0"),
+                        None => first = Some(out),
+                    }
+                }
+            }
+        }
+    }
+}

@@ -51,15 +51,18 @@ macro_rules! with_launch_params {
             /// builds for this call (`maps`); 0 for every other kernel.
             tensor_maps: u64,
             /// flash_decode: slices the key range is split into (1: the blocks write the output
-            /// directly); 1 for every other family.
+            /// directly); the persistent flash_ws: slices of each item of its last round
+            /// (`tail_split`); 1 for every other family.
             kv_splits: u32,
             /// flash_decode with `kv_splits > 1` (and its combine kernel): fp32 partial outputs
             /// `[kv_splits, B*H, S_q, D]`, then their base-2 log-sum-exps `[kv_splits, B*H, S_q]`;
-            /// 0 otherwise.
+            /// the persistent flash_ws with `kv_splits > 1`: `tail_split::workspace_floats`
+            /// floats; 0 otherwise.
             workspace: u64 as *mut f32,
-            /// flash_decode with `kv_splits > 1`: one `u32` per (KV head, row block) of the grid,
-            /// 0 between launches, counting the slices whose partials are written; the block
-            /// that completes the count merges the slices and sets it back to 0. 0 otherwise.
+            /// flash_decode with `kv_splits > 1`: one `u32` per (KV head, row block) of the grid
+            /// (the persistent flash_ws: `tail_split::counters` of them), 0 between launches,
+            /// counting the slices whose partials are written; the block that completes the count
+            /// merges the slices and sets it back to 0. 0 otherwise.
             split_counters: u64 as *mut u32,
             /// flash_decode's paged entry points: the block table `[B, max_blocks]` (int32), the
             /// cache page holding each `block_size` keys of each sequence; 0 for every other kernel.
@@ -101,6 +104,116 @@ pub mod maps {
     pub const MAPS: usize = 4;
     /// Bytes of one encoded map (`CUtensorMap`).
     pub const MAP_BYTES: usize = 128;
+}
+
+/// The tail split of the persistent `flash_ws` (`attention::ws`), planned the same way by the
+/// host (which sizes the workspace and passes `kv_splits`) and the device (which derives its
+/// items from the grid).
+///
+/// A persistent grid of `grid` blocks walks `items` work items of equal size in rounds of `grid`.
+/// When the last round holds only `items % grid` of them, most blocks sit idle while those few
+/// run a whole item (at head dim 64, 704 items of 192 rows on 132 SMs: 5.33 rounds take 6 item
+/// times). The split cuts each item of that last round into `slices` key ranges, one per block,
+/// and the last slice of an item to finish merges the others' partial results into the output
+/// (as `flash_decode` merges its slices): the last round takes about `1 / slices` of an item.
+pub mod tail_split {
+    /// Fewest KV tiles a slice gets: below that, its pipeline fill, Q copy and the merge cost
+    /// more than the tiles it takes off the last round.
+    pub const MIN_TILES: u32 = 2;
+
+    /// Most slices of one item (bounds the merge's loop).
+    pub const MAX_SLICES: u32 = 8;
+
+    /// Slices per item of the last round, for a grid of `grid` blocks over `items` items of
+    /// `tiles` KV tiles each: as many as the idle blocks allow; 1 (no split) when the rounds are
+    /// full or a slice would get fewer than `MIN_TILES` tiles.
+    pub const fn slices(items: u32, grid: u32, tiles: u32) -> u32 {
+        let tail = tail_items(items, grid);
+        if tail == 0 {
+            return 1;
+        }
+        let slices = grid / tail;
+        let slices = if slices < tiles / MIN_TILES {
+            slices
+        } else {
+            tiles / MIN_TILES
+        };
+        let slices = if slices < MAX_SLICES { slices } else { MAX_SLICES };
+        if slices < 2 {
+            1
+        } else {
+            slices
+        }
+    }
+
+    /// Items of the last, partial round (0 when every round is full or there is no grid).
+    pub const fn tail_items(items: u32, grid: u32) -> u32 {
+        if grid == 0 {
+            0
+        } else {
+            items % grid
+        }
+    }
+
+    /// Floats one consumer warpgroup's slice writes: for each of its 128 threads, the
+    /// `head_dim / 2` accumulators of O it holds (64 rows x `head_dim` over 128 threads) and the
+    /// (maximum, sum) of its two rows.
+    pub const fn slot_floats(head_dim: u32) -> u32 {
+        128 * (head_dim / 2 + 4)
+    }
+
+    /// The workspace of a split launch, in floats: every slice's slot of every consumer
+    /// warpgroup (`consumers = block_m / 64`); 0 without a split.
+    pub const fn workspace_floats(items: u32, grid: u32, slices: u32, consumers: u32, head_dim: u32) -> u64 {
+        if slices < 2 {
+            return 0;
+        }
+        tail_items(items, grid) as u64 * slices as u64 * consumers as u64 * slot_floats(head_dim) as u64
+    }
+
+    /// Slice counters of a split launch: one per (item of the last round, consumer warpgroup).
+    pub const fn counters(items: u32, grid: u32, slices: u32, consumers: u32) -> u32 {
+        if slices < 2 {
+            0
+        } else {
+            tail_items(items, grid) * consumers
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn splits_only_a_short_last_round() {
+            // Head dim 64, 192-row blocks: 704 items on 132 SMs leave 44 for the last round.
+            assert_eq!(slices(704, 132, 16), 3);
+            assert_eq!(slices(704, 132, 32), 3);
+            // 1024 items of 128 rows: the last round is 100 of 132, nothing to gain.
+            assert_eq!(slices(1024, 132, 16), 1);
+            // Full rounds, fewer items than blocks.
+            assert_eq!(slices(660, 132, 16), 1);
+            assert_eq!(slices(100, 132, 16), 1);
+            // Few tiles bound the slices; so does MAX_SLICES.
+            assert_eq!(slices(704, 132, 4), 2);
+            assert_eq!(slices(704, 132, 3), 1);
+            assert_eq!(slices(133, 132, 64), MAX_SLICES);
+            assert_eq!(slices(0, 0, 16), 1);
+        }
+
+        #[test]
+        fn workspace_holds_every_slot_and_a_counter_per_warpgroup() {
+            assert_eq!(workspace_floats(704, 132, 3, 3, 64), 44 * 3 * 3 * 128 * 36);
+            assert_eq!(counters(704, 132, 3, 3), 44 * 3);
+            assert_eq!(workspace_floats(704, 132, 1, 3, 64), 0);
+            assert_eq!(counters(704, 132, 1, 3), 0);
+            // Every block of the last round has at most one slice.
+            for (items, grid, tiles) in [(704u32, 132u32, 16u32), (300, 132, 64), (133, 132, 64)] {
+                let s = slices(items, grid, tiles);
+                assert!(tail_items(items, grid) * s <= grid);
+            }
+        }
+    }
 }
 
 /// The geometry of `fp8_transpose_v` (e4m3 V transposed before `flash_ws_fp8`), which the host

@@ -74,6 +74,28 @@ pub fn named_barrier_arrive(id: u32, threads: u32) {
     unsafe { asm!("bar.arrive {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack)) };
 }
 
+/// Emits `bar.red.or.pred id, threads`: `named_barrier_sync` that also returns, to every thread,
+/// whether any of the `threads` passed `true`.
+#[inline(always)]
+pub fn named_barrier_any(id: u32, threads: u32, value: bool) -> bool {
+    let any: u32;
+    // Safety: touches no memory; as `named_barrier_sync`.
+    unsafe {
+        asm!(
+            "{{ .reg .pred %p_in, %p_any;",
+            "setp.ne.u32 %p_in, {v}, 0;",
+            "bar.red.or.pred %p_any, {id}, {n}, %p_in;",
+            "selp.u32 {any}, 1, 0, %p_any; }}",
+            id = in(reg32) id,
+            n = in(reg32) threads,
+            v = in(reg32) value as u32,
+            any = out(reg32) any,
+            options(nostack)
+        )
+    };
+    any != 0
+}
+
 /// Emits `trap`: aborts the kernel; the host sees a launch failure.
 #[inline(always)]
 pub fn trap() -> ! {

@@ -97,6 +97,17 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         softmax
     }
 
+    /// The same rows with their keys counted from key `first`: a slice of a split key range
+    /// then numbers its tiles from 0, and its loop carries no offset.
+    #[inline(always)]
+    pub fn keys_from(mut self, first: u32) -> Self {
+        for key_end in self.key_end.as_flattened_mut() {
+            *key_end = key_end.saturating_sub(first);
+        }
+        self.warp_key_end = self.warp_key_end.saturating_sub(first);
+        self
+    }
+
     /// As `new`, for a warp whose rows are not consecutive query positions (`flash_decode` packs
     /// the query heads that share a KV head into one tile): `key_end(row)` is the key end of the
     /// warp's row `row` (counted from `warp_first_row`, as `row` returns them). Masking is then
@@ -285,6 +296,14 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                 row.row_sum = f32::from_bits(bits);
             }
         }
+    }
+
+    /// The running state of this thread's rows (`[row tile][half]`), its row sums still this
+    /// thread's share until the epilogue adds up each quad's: for merging partial results of
+    /// the same rows over other keys (`RowState::merge`).
+    #[inline(always)]
+    pub fn states_mut(&mut self) -> &mut [[RowState; 2]; ROW_TILES] {
+        &mut self.state
     }
 
     /// The epilogue for kernels that place their rows themselves: completes each row's sum over

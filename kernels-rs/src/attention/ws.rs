@@ -29,7 +29,9 @@ use super::varlen::Varlen;
 use super::{longest_first_block, record_barriers, start_counting, Buffers, Problem};
 use super::{MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
+use crate::launch::tail_split;
 use crate::schedule::exponentials_before_wait;
+use crate::softmax::RowState;
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Operand};
 
@@ -186,29 +188,89 @@ fn slot<const STAGES: usize>(t: u32) -> (u32, u32) {
     (t % STAGES as u32, (t / STAGES as u32) & 1)
 }
 
-/// Runs `$work` (an expression of `$i`, the item's index in the block, `$head`, `$first_row` and
+/// Runs `$body` (an expression of `$i`, the item's index in the block, `$work`, the item, and
 /// `$ring`, the KV tiles of the items before, that yields the item's own KV tiles) on each of the
 /// block's items; evaluates to the total of the tiles. Without `PERSISTENT` a straight call, no
 /// loop: a loop around the kernel's body costs the non-persistent kernels registers (ptxas
 /// spilled), and a closure in place of the macro was not inlined (its body ended up a PTX call).
 macro_rules! for_each_item {
-    ($schedule:expr, |$i:ident, $head:ident, $first_row:ident, $ring:ident| $work:expr) => {{
+    ($schedule:expr, |$i:ident, $work:ident, $ring:ident| $body:expr) => {{
         let schedule = $schedule;
         let mut $ring: u32 = 0;
         if schedule.persistent() {
             let mut $i: u32 = 0;
-            while let Some(($head, $first_row)) = schedule.item($i) {
-                $ring += $work;
+            while let Some($work) = schedule.item($i) {
+                $ring += $body;
                 $i += 1;
             }
         } else {
             // Safety: the kernel returned at its start when the block has no item.
-            let ($head, $first_row) = unsafe { schedule.item(0).unwrap_unchecked() };
+            let $work = unsafe { schedule.item(0).unwrap_unchecked() };
             let $i: u32 = 0;
-            $ring = $work;
+            $ring = $body;
         }
         $ring
     }};
+}
+
+/// One work item: `BLOCK_M` query rows of a head, with all of their KV tiles or, for a slice of
+/// a split item (`launch::tail_split`), a range of them.
+#[derive(Clone, Copy)]
+struct Work {
+    head: usize,
+    first_row: u32,
+    split: Split,
+}
+
+/// Which slice of its item a work item is: `part` of `parts` (1: the whole item), the item being
+/// the `tail`-th of the persistent grid's last round (its counters and workspace slots). Packed
+/// in one word (`tail << 16 | part << 8 | parts`): it lives through the KV loop of the persistent
+/// consumers, which have no register to spare (three words of it spilled at head dim 64).
+#[derive(Clone, Copy)]
+struct Split(u32);
+
+impl Split {
+    const WHOLE: Split = Split(1);
+
+    /// Slice `part` of `parts` of the `tail`-th item (`parts <= tail_split::MAX_SLICES`, `tail`
+    /// below a grid's size).
+    #[inline(always)]
+    fn new(tail: u32, part: u32, parts: u32) -> Self {
+        Split(tail << 16 | part << 8 | parts)
+    }
+
+    #[inline(always)]
+    fn tail(&self) -> u32 {
+        self.0 >> 16
+    }
+
+    #[inline(always)]
+    fn part(&self) -> u32 {
+        (self.0 >> 8) & 0xff
+    }
+
+    #[inline(always)]
+    fn parts(&self) -> u32 {
+        self.0 & 0xff
+    }
+
+    #[inline(always)]
+    fn is_split(&self) -> bool {
+        self.parts() > 1
+    }
+
+    /// The slice's share of an item's `tiles` KV tiles: (first tile, tiles), the parts differing
+    /// by at most one tile.
+    #[inline(always)]
+    fn range(&self, tiles: u32) -> (u32, u32) {
+        if !self.is_split() {
+            return (0, tiles);
+        }
+        let (part, parts) = (self.part(), self.parts());
+        let first = part * tiles / parts;
+        let end = (part + 1) * tiles / parts;
+        (first, end - first)
+    }
 }
 
 /// The work items one block computes: (query head, first query row) pairs of `BLOCK_M` rows.
@@ -222,7 +284,8 @@ macro_rules! for_each_item {
 /// slower at (1,16,16384,128), docs/perf-notes.md v12); inside a causal head the last row blocks,
 /// which see the most keys, go first. (Not `longest_first_block`'s groups: striding through
 /// those, the blocks whose first items were a group's longest got the longest of every group,
-/// 1.5x slower: v17.)
+/// 1.5x slower: v17.) With `kv_splits > 1` the items of the last round, `launch::tail_split`'s
+/// tail, are cut into that many slices each, and the walk takes the slices after the whole items.
 #[derive(Clone, Copy)]
 struct Schedule<const PERSISTENT: bool> {
     block_m: u32,
@@ -230,6 +293,8 @@ struct Schedule<const PERSISTENT: bool> {
     row_blocks: u32,
     batch_heads: u32,
     causal: bool,
+    /// With `PERSISTENT`: the slices of each item of the last round (1 without a split).
+    slices: u32,
     /// Without `PERSISTENT`: the block's one head (`None` past the last) and its KV tiles.
     head: Option<usize>,
     tiles: u32,
@@ -262,6 +327,8 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
             row_blocks: problem.seq_q.div_ceil(block_m),
             batch_heads: problem.batch_heads,
             causal: problem.causal,
+            // The host's plan (`launch::tail_split::slices`) for this grid, or 1.
+            slices: if PERSISTENT { problem.kv_splits.max(1) } else { 1 },
             head: if PERSISTENT { None } else { head },
             tiles: single_tiles,
             longest_first: if longest_first {
@@ -272,14 +339,15 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
         }
     }
 
-    /// The KV tiles of the item whose first query row is `first_row`.
+    /// The KV tiles of `work`: (first tile, tiles).
     #[inline(always)]
-    fn tiles(&self, problem: &Problem, first_row: u32) -> u32 {
-        if PERSISTENT {
-            problem.kv_tiles(first_row, self.block_m, self.block_n)
+    fn tiles(&self, problem: &Problem, work: &Work) -> (u32, u32) {
+        let tiles = if PERSISTENT {
+            problem.kv_tiles(work.first_row, self.block_m, self.block_n)
         } else {
             self.tiles
-        }
+        };
+        work.split.range(tiles)
     }
 
     #[inline(always)]
@@ -287,29 +355,64 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
         PERSISTENT
     }
 
+    /// Which slice of its item the block's `i`-th item is (`Split::WHOLE` for all of them
+    /// without a split).
+    #[inline(always)]
+    fn split_of(&self, i: u32) -> Split {
+        if !PERSISTENT || self.slices == 1 {
+            return Split::WHOLE;
+        }
+        self.item(i).map_or(Split::WHOLE, |work| work.split)
+    }
+
     /// The block's `i`-th item, `None` past its last.
     #[inline(always)]
-    fn item(&self, i: u32) -> Option<(usize, u32)> {
+    fn item(&self, i: u32) -> Option<Work> {
+        let whole = |head: usize, row_block: u32| Work {
+            head,
+            first_row: row_block * self.block_m,
+            split: Split::WHOLE,
+        };
         if !PERSISTENT {
             let head = self.head.filter(|_| i == 0)?;
             if self.longest_first > 0 {
                 let (head, row_block) = longest_first_block(self.batch_heads, self.longest_first)?;
-                return Some((head, row_block * self.block_m));
+                return Some(whole(head, row_block));
             }
-            return Some((head, arch::block_idx_x() * self.block_m));
+            return Some(whole(head, arch::block_idx_x()));
         }
-        let w = arch::block_idx_x() + i * arch::grid_dim_x();
-        if w >= self.row_blocks * self.batch_heads {
-            return None;
-        }
-        let (head, row_block) = (w / self.row_blocks, w % self.row_blocks);
+        let (w, items) = (
+            arch::block_idx_x() + i * arch::grid_dim_x(),
+            self.row_blocks * self.batch_heads,
+        );
+        // Worked out per item rather than kept: a word less through the KV loop.
+        let whole_items = if self.slices > 1 {
+            items - tail_split::tail_items(items, arch::grid_dim_x())
+        } else {
+            items
+        };
+        let (item, split) = if w < whole_items {
+            (w, Split::WHOLE)
+        } else {
+            // The last round's items, a slice per block.
+            let (tail, part) = ((w - whole_items) / self.slices, (w - whole_items) % self.slices);
+            let item = whole_items + tail;
+            if item >= items {
+                return None;
+            }
+            (item, Split::new(tail, part, self.slices))
+        };
+        let (head, row_block) = (item / self.row_blocks, item % self.row_blocks);
         // Causal: a head's last row blocks, which see the most keys, first.
         let row_block = if self.causal {
             self.row_blocks - 1 - row_block
         } else {
             row_block
         };
-        Some((head as usize, row_block * self.block_m))
+        Some(Work {
+            split,
+            ..whole(head as usize, row_block)
+        })
     }
 }
 
@@ -322,7 +425,8 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
 /// tensor maps of Q, K, V and the output (`src/tma.rs`) for this shape and tiles. With `VARLEN` (never with
 /// `PERSISTENT`): the tensors packed as `attention::varlen` says, the maps of a batch of one of
 /// `total_q` (`total_k`) rows, `cu_q`/`cu_k` checked by the host, and grid x the row blocks of
-/// the longest sequence.
+/// the longest sequence. With `PERSISTENT` and `kv_splits > 1`: the workspace and zeroed slice
+/// counters of `launch::tail_split` for this grid and `kv_splits`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_ws<
@@ -439,19 +543,10 @@ pub unsafe fn flash_ws<
         let (schedule, consumer) = (schedule(), warpgroup - 1);
         let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
-        tiles = for_each_item!(&schedule, |i, head, first_row, ring| {
-            let last = schedule.item(i + 1).is_none();
-            // Safety: `head` is one of the problem's heads.
-            let (item_problem, value_scale) = unsafe { descaled::<G::Input>(&problem, head) };
-            let item = Item {
-                index: i,
-                head,
-                first_row,
-                ring,
-                tiles: schedule.tiles(&problem, first_row),
-                last,
-                value_scale,
-            };
+        tiles = for_each_item!(&schedule, |i, work, ring| {
+            // Safety: `work.head` is one of the problem's heads.
+            let (item_problem, value_scale) = unsafe { descaled::<G::Input>(&problem, work.head) };
+            let item = Item::of(&schedule, &problem, i, &work, ring, value_scale);
             Consumer::<G, STAGES, PINGPONG>::new(
                 &plan,
                 &item_problem,
@@ -468,6 +563,9 @@ pub unsafe fn flash_ws<
                 CONSUMERS as u32,
                 OVERLAP,
                 staged_output,
+                // Worked out again after the KV loop rather than kept through it: the persistent
+                // consumers at head dim 64 have no register to spare there (it spilled).
+                || schedule.split_of(i),
             )
         });
     }
@@ -536,7 +634,8 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
     let kv_bytes = Plan::<G, STAGES>::KV_TILE;
     // A box is 128 bytes of a row (the swizzle span) by a tile's rows: `128 / BYTES` elements.
     let box_columns = 128 / G::Input::BYTES as i32;
-    for_each_item!(schedule, |i, head, first_row, ring| {
+    for_each_item!(schedule, |i, work, ring| {
+        let (head, first_row) = (work.head, work.first_row);
         // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
         let (batch, q_head) = problem.map_coordinates(head);
         let kv_head = q_head / problem.kv_group as i32;
@@ -568,10 +667,12 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
         // Varlen: the sequence's rows start at its first packed row (0 otherwise).
         let q_row = problem.varlen.q_start + first_row;
         load(plan.q, block_m, MAP_Q, plan.q_full(), q_row, q_head);
-        let tiles = problem.kv_tiles(first_row, block_m, G::KEYS as u32);
+        let (first_tile, tiles) = work
+            .split
+            .range(problem.kv_tiles(first_row, block_m, G::KEYS as u32));
         for t in 0..tiles {
             let (stage, parity) = slot::<STAGES>(ring + t);
-            let first_key = problem.varlen.k_start + t * G::KEYS as u32;
+            let first_key = problem.varlen.k_start + (first_tile + t) * G::KEYS as u32;
             arch::mbarrier_wait(plan.barrier(K_EMPTY, stage), parity ^ 1);
             arch::mbarrier_arrive_expect_tx(plan.barrier(K_FULL, stage), kv_bytes);
             let k_full = plan.barrier(K_FULL, stage);
@@ -623,6 +724,33 @@ impl OutputPath {
     }
 }
 
+impl Item {
+    /// The block's `i`-th item `work`, its tiles starting at `ring` in the ring, its output
+    /// scaled by `value_scale`.
+    #[inline(always)]
+    fn of<const PERSISTENT: bool>(
+        schedule: &Schedule<PERSISTENT>,
+        problem: &Problem,
+        i: u32,
+        work: &Work,
+        ring: u32,
+        value_scale: f32,
+    ) -> Self {
+        let last = schedule.item(i + 1).is_none();
+        let (first_tile, tiles) = schedule.tiles(problem, work);
+        Item {
+            index: i,
+            head: work.head,
+            first_row: work.first_row,
+            ring,
+            first_tile,
+            tiles,
+            last,
+            value_scale,
+        }
+    }
+}
+
 /// One work item as a consumer warpgroup sees it.
 struct Item {
     /// The item's place in the block's list (0, 1, ...): the parity of Q's barriers.
@@ -631,6 +759,8 @@ struct Item {
     first_row: u32,
     /// KV tiles of the block's items before this one: where its tiles start in the ring.
     ring: u32,
+    /// The item's KV tiles `first_tile ..` (all of them unless it is a slice of a split item).
+    first_tile: u32,
     tiles: u32,
     /// The block's last item.
     last: bool,
@@ -773,12 +903,18 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         reuses_q: bool,
     ) -> Self {
         let group_row0 = 64 * consumer;
+        // A slice of a split item counts its keys from its first tile's (so that its loop's tile
+        // numbers start at 0, as a whole item's).
+        let first_key = item.first_tile * G::KEYS as u32;
+        let warp_first_row = item.first_row + group_row0 + 16 * (arch::warp_id() % 4);
         Consumer {
             plan,
             operands: Operands::new(plan, 64 * consumers, group_row0),
             turns: Turns::new(consumer, consumers),
-            softmax: FragmentSoftmax::new(problem, item.first_row + group_row0 + 16 * (arch::warp_id() % 4)),
-            group_key_end: problem.key_end(item.first_row + group_row0 + 63),
+            softmax: FragmentSoftmax::new(problem, warp_first_row).keys_from(first_key),
+            group_key_end: problem
+                .key_end(item.first_row + group_row0 + 63)
+                .saturating_sub(first_key),
             lane: arch::lane_id(),
             ring: item.ring,
             reuses_q,
@@ -797,7 +933,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     ///
     /// # Safety
     /// `out` is the problem's output and `item.head` one of its heads; the plan's barriers exist;
-    /// a `TensorStore`'s map is the encoded map of `out` in boxes of 64 rows. `D` is the
+    /// a `TensorStore`'s map is the encoded map of `out` in boxes of 64 rows; where
+    /// `split_of_item` says the item is a slice of a split one, as `merge_slices`. `D` is the
     /// shape's head dim, `G::D`, as the const parameter that `finish` needs (stable Rust cannot
     /// pass an associated constant as one).
     #[inline(always)]
@@ -811,6 +948,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         consumers: u32,
         overlap: bool,
         staged_output: OutputPath,
+        split_of_item: impl Fn() -> Split,
     ) -> u32 {
         const { assert!(D == G::D) };
         if PINGPONG && item.index == 0 && consumer + 1 == consumers {
@@ -826,6 +964,20 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         if PINGPONG && consumer == 0 && item.last {
             self.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
         }
+        let split = split_of_item();
+        let writes_output = !split.is_split()
+            // Safety: a split item's workspace slots and counters are the launch's (the
+            // caller's contract).
+            || unsafe { self.merge_slices::<D>(problem, split, consumer, consumers) };
+        if !writes_output {
+            // Another slice writes the item's output. The copy engine may still read the last
+            // item's O out of the block's own tile, which must outlive that.
+            let own_tile = matches!(staged_output, OutputPath::OwnTile(_));
+            if own_tile && item.last && arch::thread_idx_x().is_multiple_of(128) {
+                arch::bulk_wait_group_read_all();
+            }
+            return item.tiles;
+        }
         match staged_output {
             OutputPath::Registers => {
                 // The head's rows worked out by every thread, before the per-row branches (a
@@ -839,6 +991,106 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             path => self.store_staged::<T, D>(problem, out, item, (consumer, consumers), path),
         }
         item.tiles
+    }
+
+    /// A slice of a split item (`launch::tail_split`): writes this warpgroup's partial O and row
+    /// states to its slot of the workspace and counts the slice done on the item's counter. The
+    /// warpgroup whose count completes the item's slices sets the counter back to 0 for the next
+    /// launch, reads every slice's slot back and merges them, in the slices' order, into its
+    /// accumulators and row states, and returns true: it writes the item's output. The others
+    /// return false.
+    ///
+    /// Each thread writes and reads only the accumulators it holds (a slot is laid out by
+    /// register, then thread, so that a warp's stores are whole lines), so the merge needs no
+    /// shared memory; the slices' row maxima and sums of one row meet in the same thread.
+    ///
+    /// # Safety
+    /// `problem.workspace` holds `launch::tail_split::workspace_floats` floats and
+    /// `problem.split_counters` its `counters` for this grid and `split.parts`, the counters 0
+    /// before the launch's first slice counted; every thread of the warpgroup calls it.
+    #[inline(always)]
+    unsafe fn merge_slices<const D: usize>(
+        &mut self,
+        problem: &Problem,
+        split: Split,
+        consumer: u32,
+        consumers: u32,
+    ) -> bool {
+        let thread = arch::thread_idx_x() % 128;
+        let regs = G::Output::REGS;
+        // Slot `part` of this warpgroup, at this thread's first float.
+        let slot = |part: u32| {
+            let index = (split.tail() * split.parts() + part) * consumers + consumer;
+            problem
+                .workspace
+                .add(index as usize * tail_split::slot_floats(D as u32) as usize + thread as usize)
+        };
+        // (maximum, sum) of the thread's row `half`, after its accumulators.
+        let state_at = |at: *mut f32, half: usize| {
+            (
+                at.add((regs + 2 * half) * 128),
+                at.add((regs + 2 * half + 1) * 128),
+            )
+        };
+        let mine = slot(split.part());
+        for (r, &o) in self.o_acc.registers().iter().enumerate() {
+            *mine.add(r * 128) = o;
+        }
+        for (half, state) in self.softmax.states_mut()[0].iter().enumerate() {
+            let (max, sum) = state_at(mine, half);
+            (*max, *sum) = (state.row_max, state.row_sum);
+        }
+        // This thread's slot before the warpgroup's count, every thread's before thread 0's.
+        arch::fence_acq_rel_gpu();
+        let barrier = epilogue_barrier(consumer);
+        arch::named_barrier_sync(barrier, 128);
+        let mut last = false;
+        if thread == 0 {
+            let counter = problem
+                .split_counters
+                .add((split.tail() * consumers + consumer) as usize);
+            last = arch::atomic_add_u32(counter, 1) + 1 == split.parts();
+            if last {
+                arch::st_global_u32(counter, 0); // every slice has counted: nobody adds any more
+            }
+        }
+        // The same in every thread; made provably warp-uniform, so that the epilogue after it
+        // (its quad sums' shuffles) stays on the converged path.
+        if arch::warp_uniform(arch::named_barrier_any(barrier, 128, last) as u32) == 0 {
+            return false;
+        }
+        // The other slices' slots, written before their counts, which ours followed. Every slot,
+        // this one's too, is merged from memory in the slices' order: the output is then the
+        // same whichever slice finished last (`verify --repeat` wants it bit-identical).
+        arch::fence_acq_rel_gpu();
+        let scale_log2 = problem.scale_log2;
+        let first = slot(0);
+        for (r, o) in self.o_acc.registers_mut().iter_mut().enumerate() {
+            *o = *first.add(r * 128);
+        }
+        for (half, state) in self.softmax.states_mut()[0].iter_mut().enumerate() {
+            let (max, sum) = state_at(first, half);
+            (state.row_max, state.row_sum) = (*max, *sum);
+        }
+        for part in 1..split.parts() {
+            let theirs = slot(part);
+            for half in 0..2 {
+                let (max, sum) = state_at(theirs, half);
+                let other = RowState {
+                    row_max: *max,
+                    row_sum: *sum,
+                };
+                let (w_merged, w_part) = self.softmax.states_mut()[0][half].merge(other, scale_log2);
+                // Row `half`'s accumulators are registers 4j + 2 half and the one after.
+                let o = self.o_acc.registers_mut();
+                for j in 0..regs / 4 {
+                    for r in [4 * j + 2 * half, 4 * j + 2 * half + 1] {
+                        o[r] = w_merged * o[r] + w_part * *theirs.add(r * 128);
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// The epilogue through shared memory: the warpgroup writes its 64 normalised rows of O into
