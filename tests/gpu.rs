@@ -49,6 +49,30 @@ fn problem(
     (gpu.tensors(shape, dtype, &q, &k, &v).unwrap(), expected)
 }
 
+/// As `problem`, with the log-sum-exp requested and its float64 reference.
+fn problem_with_lse(
+    gpu: &Gpu,
+    shape: Shape,
+    params: Params,
+    dtype: DType,
+    rng: &mut StdRng,
+) -> (flashrs::Tensors, Vec<f64>, Vec<f64>) {
+    let (mut tensors, expected) = problem(gpu, shape, params, dtype, rng);
+    gpu.request_lse(&mut tensors).unwrap();
+    let (q, k) = (
+        gpu.download(tensors.q()).unwrap(),
+        gpu.download(tensors.k()).unwrap(),
+    );
+    let lse_expected = reference::log_sum_exp_f64(
+        &widen(dtype, &q),
+        &widen(dtype, &k),
+        shape.reference_dims(),
+        params.causal,
+        params.scale_for(shape.head_dim) as f64,
+    );
+    (tensors, expected, lse_expected)
+}
+
 /// Runs every variant on `shape` against the float64 reference, output poisoned with NaN.
 fn check_all(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
     for dtype in DType::ALL {
@@ -212,19 +236,8 @@ fn grouped_query_attention_and_log_sum_exp_match_the_reference() {
     ] {
         for dtype in DType::ALL {
             let params = Params { causal, scale: None };
-            let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
-            gpu.request_lse(&mut tensors).unwrap();
-            let (q, k) = (
-                gpu.download(tensors.q()).unwrap(),
-                gpu.download(tensors.k()).unwrap(),
-            );
-            let lse_expected = reference::log_sum_exp_f64(
-                &widen(dtype, &q),
-                &widen(dtype, &k),
-                shape.reference_dims(),
-                causal,
-                params.scale_for(shape.head_dim) as f64,
-            );
+            let (mut tensors, expected, lse_expected) =
+                problem_with_lse(&gpu, shape, params, dtype, &mut rng);
             for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
                 gpu.poison(&mut tensors).unwrap();
                 gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
@@ -996,19 +1009,8 @@ fn persistent_tail_split_matches_the_reference() {
                     causal: false,
                     scale: None,
                 };
-                let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
-                gpu.request_lse(&mut tensors).unwrap();
-                let (q, k) = (
-                    gpu.download(tensors.q()).unwrap(),
-                    gpu.download(tensors.k()).unwrap(),
-                );
-                let lse_expected = reference::log_sum_exp_f64(
-                    &widen(dtype, &q),
-                    &widen(dtype, &k),
-                    shape.reference_dims(),
-                    false,
-                    params.scale_for(head_dim) as f64,
-                );
+                let (mut tensors, expected, lse_expected) =
+                    problem_with_lse(&gpu, shape, params, dtype, &mut rng);
                 // Twice: the first launch must leave its slice counters at 0 for the second, and
                 // the merge must not depend on which slice finished last.
                 let mut first: Option<Vec<u16>> = None;
