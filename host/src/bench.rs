@@ -71,6 +71,17 @@ pub struct Args {
     /// Most back-to-back calls per CUDA graph; fewer for long kernels (about 1 ms per replay).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     calls_per_graph: u32,
+    /// Time everything this many times. A round is one whole measurement: our kernels (with
+    /// `--block-size`'s and `--varlen`'s rows) and the peers, one side after the other. Odd
+    /// rounds time ours first, even rounds the peers first: an H100 under sustained load is
+    /// power-capped and its clock follows its thermal history, so a single pass favours
+    /// whichever side ran on the cooler card. Each row is then the one of the round whose p50
+    /// is the median of its rounds (for an even count the lower of the middle two), every
+    /// figure from that one measurement; the JSON lists each round's p50 (`rounds_p50_us`). A
+    /// row missing from a round (a peer that failed once) is the median of the rounds it has.
+    /// Not with `--dtype e4m3`.
+    #[arg(long, default_value_t = crate::report::single_round())]
+    rounds: u32,
     /// Peers to measure in the same run, comma-separated: `torch` (its SDPA backends: flash, i.e.
     /// FlashAttention-2, cuDNN and memory-efficient), `fa3` (the FlashAttention-3 algorithm from
     /// flash-attn-4's `flash_attn.cute`, on Hopper), both through python3 + torch. A peer that is
@@ -124,10 +135,18 @@ struct Plan {
     variants: Vec<&'static VariantSpec>,
     gates: Vec<(String, f64)>,
     peers: Vec<Peer>,
+    /// `--rounds`, at least one.
+    rounds: u32,
 }
 
 impl Plan {
     fn new(args: &Args) -> Result<Plan, Failure> {
+        // Checked here rather than by clap, so that the line is the project's own usage error.
+        if args.rounds == 0 {
+            return Err(Failure::Usage(
+                "--rounds 0: at least one round is needed to measure anything".into(),
+            ));
+        }
         let masks: &[bool] = if args.causal { &[true] } else { &[false] };
         let mut peers: Vec<Peer> = Vec::new();
         for &peer in &args.peers {
@@ -174,6 +193,7 @@ impl Plan {
             variants: inputs::variants(&args.kernels)?,
             gates,
             peers,
+            rounds: args.rounds,
         })
     }
 }
@@ -198,6 +218,7 @@ fn fp8_args(args: &Args) -> Result<crate::fp8::BenchArgs, Failure> {
         (args.plot.is_some(), "--plot"),
         (!args.block_size.is_empty(), "--block-size"),
         (args.varlen, "--varlen"),
+        (args.rounds != 1, "--rounds"),
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         return Err(Failure::Usage(format!(
@@ -240,16 +261,18 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     println!(
         "bench on {} (sm_{}): per kernel and case, {} timed replays of a CUDA graph of up to {} calls \
          (p50..p99 per call) and {} single launches (launch p50), after {} warm-ups and at least {} ms \
-         of replays",
-        gpu.name, gpu.arch, args.iters, args.calls_per_graph, args.iters, args.warmup, args.warmup_ms
+         of replays{}",
+        gpu.name,
+        gpu.arch,
+        args.iters,
+        args.calls_per_graph,
+        args.iters,
+        args.warmup,
+        args.warmup_ms,
+        rounds_text(plan.rounds)
     );
     let mut notes = Vec::new();
-    let clocks = start_clocks(&gpu, &mut notes);
-    let mut rows = time_ours(&gpu, &plan, &args, &mut notes)?;
-    rows.extend(time_paged(&gpu, &plan, &args)?);
-    rows.extend(time_varlen(&gpu, &plan, &args)?);
-    rows.extend(time_peers(&plan, &args, &mut notes)?);
-    record_clocks(clocks, &mut rows);
+    let rows = measure(&gpu, &plan, &args, &mut notes)?;
     if args.varlen {
         notes.extend(varlen_summary(&rows, &args));
     }
@@ -285,6 +308,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             iters: args.iters,
             warmup: args.warmup,
             warmup_ms: Some(args.warmup_ms),
+            rounds: plan.rounds,
             peers: plan.peers.iter().map(|p| p.name().to_string()).collect(),
             notes,
             results: rows,
@@ -302,8 +326,248 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     }
 }
 
+/// The header line's end: how many rounds and how they are told apart; nothing for one.
+fn rounds_text(rounds: u32) -> String {
+    if rounds > 1 {
+        format!(
+            ", in {rounds} rounds (odd rounds ours first, even rounds the peers first; each row from \
+             its median round)"
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// Which side a round times first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    OursFirst,
+    PeersFirst,
+}
+
+impl Order {
+    fn describe(self) -> &'static str {
+        match self {
+            Order::OursFirst => "ours first",
+            Order::PeersFirst => "peers first",
+        }
+    }
+}
+
+/// The order of round `round` (counted from 1): ours first on odd rounds, the peers first on
+/// even ones. Whichever side runs first starts on a card that has idled (the peer helper's
+/// start-up, the gap between rounds) and so at a higher clock; alternating keeps that from
+/// favouring one side in every round.
+fn round_order(round: u32) -> Order {
+    if round % 2 == 1 {
+        Order::OursFirst
+    } else {
+        Order::PeersFirst
+    }
+}
+
+/// Every round of the run, each row with the clocks of its own timed window, merged into one
+/// row per thing measured ([`merge_rounds`]); the rounds' notes join `notes` ([`merge_notes`]).
+fn measure(
+    gpu: &flashrs::Gpu,
+    plan: &Plan,
+    args: &Args,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, Failure> {
+    let clocks = start_clocks(gpu, notes);
+    let mut rounds = Vec::new();
+    let mut round_notes = Vec::new();
+    for round in 1..=plan.rounds {
+        let order = round_order(round);
+        if plan.rounds > 1 {
+            println!("round {round}/{}: {}", plan.rounds, order.describe());
+        }
+        let mut these_notes = Vec::new();
+        let mut rows = time_round(gpu, plan, args, order, &mut these_notes)?;
+        // Per round, while the sampler still runs: each row's window is its own round's.
+        record_clocks(clocks.as_ref(), &mut rows);
+        rounds.push(rows);
+        round_notes.push(these_notes);
+    }
+    notes.extend(merge_notes(round_notes));
+    Ok(merge_rounds(rounds))
+}
+
+/// One round: ours ([`time_ours`], [`time_paged`], [`time_varlen`]) and the peers, in `order`.
+/// The rows list ours before the peers' either way, as a single pass always has.
+fn time_round(
+    gpu: &flashrs::Gpu,
+    plan: &Plan,
+    args: &Args,
+    order: Order,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, Failure> {
+    let (mut ours, peers) = match order {
+        Order::OursFirst => {
+            let ours = time_our_side(gpu, plan, args, notes)?;
+            (ours, time_peers(plan, args, notes)?)
+        }
+        Order::PeersFirst => {
+            let peers = time_peers(plan, args, notes)?;
+            (time_our_side(gpu, plan, args, notes)?, peers)
+        }
+    };
+    ours.extend(peers);
+    Ok(ours)
+}
+
+/// Our side of a round: the variants and library paths on every case, then the paged and
+/// varlen entry points.
+fn time_our_side(
+    gpu: &flashrs::Gpu,
+    plan: &Plan,
+    args: &Args,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, Failure> {
+    let mut rows = time_ours(gpu, plan, args, notes)?;
+    rows.extend(time_paged(gpu, plan, args)?);
+    rows.extend(time_varlen(gpu, plan, args)?);
+    Ok(rows)
+}
+
+/// What a row measured, apart from how long it took: rows of different rounds with the same
+/// key are one measurement repeated. Every field that tells the rows of one pass apart: those
+/// [`summarise`] and [`gate_failures`] match cases on, and the kernel, side, element type,
+/// layout, page size and varlen lengths that tell rows of one case apart.
+#[derive(Clone, Copy, PartialEq)]
+struct RowKey<'a> {
+    kernel: &'a str,
+    backend: Option<&'a str>,
+    peer: bool,
+    shape: [usize; 4],
+    seq_k: usize,
+    heads_kv: usize,
+    causal: bool,
+    dtype: &'a str,
+    layout: Option<flashrs::Layout>,
+    block_size: Option<usize>,
+    varlen_lens: Option<&'a [usize]>,
+}
+
+impl<'a> RowKey<'a> {
+    fn of(row: &'a Row) -> RowKey<'a> {
+        RowKey {
+            kernel: &row.kernel,
+            backend: row.backend.as_deref(),
+            peer: row.peer,
+            shape: row.shape,
+            seq_k: row.seq_k,
+            heads_kv: row.heads_kv,
+            causal: row.causal,
+            dtype: &row.dtype,
+            layout: row.layout,
+            block_size: row.block_size,
+            varlen_lens: row.varlen_lens.as_deref(),
+        }
+    }
+}
+
+/// The position, among one row's rounds' p50s, of the round it is merged from: the median, or
+/// for an even count the lower of the middle two, so that the merged row is always one real
+/// measurement and never an average of two. Equal p50s keep round order.
+fn median_round(p50s: &[f64]) -> usize {
+    let mut by_time: Vec<usize> = (0..p50s.len()).collect();
+    by_time.sort_by(|&a, &b| p50s[a].total_cmp(&p50s[b]));
+    by_time
+        .get(p50s.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The rows of several rounds, one per thing measured ([`RowKey`]): the row of its median
+/// round ([`median_round`]), so that every field (p90, clocks, samples..) stays that of one
+/// measurement, with every round's p50 in `rounds_p50_us`. A row missing from some rounds (a
+/// peer that failed once) is merged from those it has. Rows keep the order they were first
+/// timed in. A single round is returned as it is.
+fn merge_rounds(rounds: Vec<Vec<Row>>) -> Vec<Row> {
+    if rounds.len() <= 1 {
+        return rounds.into_iter().flatten().collect();
+    }
+    // A key's n-th row in one round goes with its n-th in the others: a case listed twice is
+    // timed twice in every round.
+    let mut groups: Vec<((RowKey, usize), Timings)> = Vec::new();
+    for (round, rows) in rounds.iter().enumerate() {
+        let mut seen: Vec<RowKey> = Vec::new();
+        for (index, row) in rows.iter().enumerate() {
+            let key = RowKey::of(row);
+            let id = (key, seen.iter().filter(|&&k| k == key).count());
+            seen.push(key);
+            let at = match groups.iter().position(|(other, _)| *other == id) {
+                Some(at) => at,
+                None => {
+                    groups.push((id, Timings::default()));
+                    groups.len() - 1
+                }
+            };
+            groups[at].1.at.push((round, index));
+            groups[at].1.p50s.push(row.p50_us);
+        }
+    }
+    let groups: Vec<Timings> = groups.into_iter().map(|(_, timings)| timings).collect();
+    let mut slots: Vec<Vec<Option<Row>>> = rounds
+        .into_iter()
+        .map(|rows| rows.into_iter().map(Some).collect())
+        .collect();
+    let mut merged = Vec::with_capacity(groups.len());
+    for timings in groups {
+        let (round, index) = timings.at[median_round(&timings.p50s)];
+        // Every (round, index) is in exactly one group, so its row is still in its slot.
+        if let Some(mut row) = slots[round][index].take() {
+            row.rounds_p50_us = Some(timings.p50s);
+            merged.push(row);
+        }
+    }
+    merged
+}
+
+/// One thing's rows in the rounds that timed it, in round order: where each is (round, index
+/// in that round's rows) and its p50.
+#[derive(Default)]
+struct Timings {
+    at: Vec<(usize, usize)>,
+    p50s: Vec<f64>,
+}
+
+/// The notes of every round, each once, in the order first raised; one raised in only some
+/// rounds (a peer that failed once) names them, so that a row's missing rounds can be traced.
+/// A single round's notes are kept as they are.
+fn merge_notes(rounds: Vec<Vec<String>>) -> Vec<String> {
+    if rounds.len() <= 1 {
+        return rounds.into_iter().flatten().collect();
+    }
+    let mut raised: Vec<(String, Vec<usize>)> = Vec::new();
+    for (round, notes) in rounds.iter().enumerate() {
+        for note in notes {
+            match raised.iter_mut().find(|(n, _)| n == note) {
+                Some((_, in_rounds)) => {
+                    if !in_rounds.contains(&(round + 1)) {
+                        in_rounds.push(round + 1);
+                    }
+                }
+                None => raised.push((note.clone(), vec![round + 1])),
+            }
+        }
+    }
+    raised
+        .into_iter()
+        .map(|(note, in_rounds)| {
+            if in_rounds.len() == rounds.len() {
+                return note;
+            }
+            let list: Vec<String> = in_rounds.iter().map(|r| r.to_string()).collect();
+            let plural = if in_rounds.len() > 1 { "s" } else { "" };
+            format!("{note} (round{plural} {} of {})", list.join(", "), rounds.len())
+        })
+        .collect()
+}
+
 /// Each row's clocks over its timed window, from `clocks` (none without a sampler).
-pub fn record_clocks<'a>(clocks: Option<ClockSampler>, rows: impl IntoIterator<Item = &'a mut Row>) {
+pub fn record_clocks<'a>(clocks: Option<&ClockSampler>, rows: impl IntoIterator<Item = &'a mut Row>) {
     if let Some(clocks) = clocks {
         for row in rows {
             row.clocks = row.window.and_then(|window| clocks.during(window));
@@ -1085,6 +1349,183 @@ mod tests {
         let beside = cases(&["bench", "--shapes", "small", "--shape", "1,32,1,4096,128"]);
         assert_eq!(beside.len(), cases(&["bench", "--shapes", "small"]).len() + 1);
         assert!(cases(&["bench"]).len() > 1);
+    }
+
+    /// `row`'s, timed in `round` (recorded in its launch p50, to tell which round a merged row
+    /// came from) at `p50`.
+    fn row_of_round(kernel: &str, peer: bool, round: u32, p50: f64) -> Row {
+        let mut row = row(kernel, peer, p50);
+        row.event_p50_us = Some(round as f64);
+        row
+    }
+
+    /// The round a merged row was taken from, and its p50s of every round.
+    fn origin(row: &Row) -> (Option<f64>, Option<&[f64]>) {
+        (row.event_p50_us, row.rounds_p50_us.as_deref())
+    }
+
+    #[test]
+    fn the_merged_row_is_the_median_round_or_the_lower_middle_one() {
+        assert_eq!(median_round(&[30.0, 10.0, 20.0]), 2);
+        assert_eq!(median_round(&[10.0, 40.0, 30.0, 20.0]), 3, "20 of 10, 20, 30, 40");
+        assert_eq!(median_round(&[5.0]), 0);
+        assert_eq!(median_round(&[7.0, 6.0]), 1, "the lower of two");
+        // Three rounds: the middle p50, with every other figure of that same round.
+        let three = vec![
+            vec![row_of_round("a", false, 1, 12.0)],
+            vec![row_of_round("a", false, 2, 10.0)],
+            vec![row_of_round("a", false, 3, 11.0)],
+        ];
+        let merged = merge_rounds(three);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(origin(&merged[0]), (Some(3.0), Some(&[12.0, 10.0, 11.0][..])));
+        assert_eq!((merged[0].p50_us, merged[0].p90_us), (11.0, 11.0));
+        assert_eq!(merged[0].samples_us, [11.0; 5]);
+        // Four rounds: the lower of the middle two (11 of 10, 11, 12, 13), never their mean.
+        let four = [13.0, 12.0, 10.0, 11.0]
+            .iter()
+            .zip(1..)
+            .map(|(&p50, round)| vec![row_of_round("a", false, round, p50)])
+            .collect();
+        let merged = merge_rounds(four);
+        assert_eq!(
+            origin(&merged[0]),
+            (Some(4.0), Some(&[13.0, 12.0, 10.0, 11.0][..]))
+        );
+        assert_eq!(merged[0].p50_us, 11.0);
+    }
+
+    #[test]
+    fn a_row_missing_from_a_round_merges_from_the_rounds_it_has() {
+        let rounds = vec![
+            vec![
+                row_of_round("a", false, 1, 10.0),
+                row_of_round("torch_cudnn", true, 1, 9.0),
+            ],
+            // The peer failed in this round.
+            vec![row_of_round("a", false, 2, 12.0)],
+            vec![
+                row_of_round("a", false, 3, 11.0),
+                row_of_round("torch_cudnn", true, 3, 8.0),
+            ],
+        ];
+        let merged = merge_rounds(rounds);
+        let kernels: Vec<&str> = merged.iter().map(|r| r.kernel.as_str()).collect();
+        assert_eq!(kernels, ["a", "torch_cudnn"]);
+        assert_eq!(origin(&merged[0]), (Some(3.0), Some(&[10.0, 12.0, 11.0][..])));
+        assert_eq!(origin(&merged[1]), (Some(3.0), Some(&[9.0, 8.0][..])));
+        // A row first timed in a later round is kept too, after those timed before it.
+        let late = merge_rounds(vec![vec![], vec![row_of_round("fa3", true, 2, 7.0)]]);
+        assert_eq!(origin(&late[0]), (Some(2.0), Some(&[7.0][..])));
+    }
+
+    #[test]
+    fn rows_merge_only_with_the_same_measurement_of_other_rounds() {
+        let paged = |round: u32, p50: f64| {
+            let mut row = row_of_round("a", false, round, p50);
+            row.block_size = Some(16);
+            row
+        };
+        let bshd = |round: u32, p50: f64| {
+            let mut row = row_of_round("a", false, round, p50);
+            row.layout = Some(flashrs::Layout::Bshd);
+            row
+        };
+        let round = |r: u32, p50: f64| {
+            vec![
+                row_of_round("a", false, r, p50),
+                paged(r, p50 + 100.0),
+                bshd(r, p50 + 200.0),
+                row_of_round("a", true, r, p50 + 300.0),
+                // The same case listed twice: its second timing goes with the others' second.
+                row_of_round("a", false, r, p50 + 400.0),
+            ]
+        };
+        let merged = merge_rounds(vec![round(1, 1.0), round(2, 2.0), round(3, 3.0)]);
+        let p50s: Vec<Vec<f64>> = merged
+            .iter()
+            .map(|r| r.rounds_p50_us.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            p50s,
+            [
+                [1.0, 2.0, 3.0],
+                [101.0, 102.0, 103.0],
+                [201.0, 202.0, 203.0],
+                [301.0, 302.0, 303.0],
+                [401.0, 402.0, 403.0]
+            ]
+        );
+        assert_eq!(merged[1].block_size, Some(16));
+        assert_eq!(merged[2].layout, Some(flashrs::Layout::Bshd));
+        assert!(merged[3].peer && !merged[4].peer);
+    }
+
+    #[test]
+    fn odd_rounds_time_ours_first_and_even_rounds_the_peers_first() {
+        let orders: Vec<Order> = (1..=4).map(round_order).collect();
+        assert_eq!(
+            orders,
+            [
+                Order::OursFirst,
+                Order::PeersFirst,
+                Order::OursFirst,
+                Order::PeersFirst
+            ]
+        );
+        assert_eq!(round_order(2).describe(), "peers first");
+    }
+
+    #[test]
+    fn one_round_leaves_rows_and_notes_as_they_are() {
+        let rows = vec![
+            row("a", false, 10.0),
+            row("a", false, 10.0),
+            row("torch_cudnn", true, 9.0),
+        ];
+        let merged = merge_rounds(vec![rows]);
+        assert_eq!(merged.len(), 3, "nothing merged within a round");
+        assert!(merged.iter().all(|r| r.rounds_p50_us.is_none()));
+        let json = serde_json::to_value(&merged[0]).unwrap();
+        assert!(json.get("rounds_p50_us").is_none(), "{json}");
+        let notes = vec!["x".to_string(), "x".to_string()];
+        assert_eq!(merge_notes(vec![notes.clone()]), notes);
+        assert_eq!(rounds_text(1), "");
+        assert!(rounds_text(3).contains("3 rounds"));
+        let args = parse_args(&["bench"]).ok().unwrap();
+        assert_eq!(Plan::new(&args).ok().unwrap().rounds, 1);
+    }
+
+    #[test]
+    fn notes_of_several_rounds_come_once_naming_the_rounds_of_a_partial_one() {
+        let notes = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let merged = merge_notes(vec![
+            notes(&["torch 2.9"]),
+            notes(&["torch 2.9", "fa3 failed"]),
+            notes(&["torch 2.9", "fa3 failed"]),
+        ]);
+        assert_eq!(merged, ["torch 2.9", "fa3 failed (rounds 2, 3 of 3)"]);
+        let once = merge_notes(vec![notes(&["x"]), notes(&[])]);
+        assert_eq!(once, ["x (round 1 of 2)"]);
+    }
+
+    #[test]
+    fn zero_rounds_is_a_usage_error_and_fp8_refuses_rounds() {
+        let zero = parse_args(&["bench", "--rounds", "0"]).ok().unwrap();
+        let Err(Failure::Usage(line)) = Plan::new(&zero) else {
+            panic!("--rounds 0 accepted");
+        };
+        assert!(line.contains("--rounds") && line.lines().count() == 1, "{line}");
+        let three = parse_args(&["bench", "--rounds", "3"]).ok().unwrap();
+        assert_eq!(Plan::new(&three).ok().unwrap().rounds, 3);
+        let fp8 = |rounds: &str| {
+            let args = parse_args(&["bench", "--dtype", "e4m3", "--rounds", rounds])
+                .ok()
+                .unwrap();
+            fp8_args(&args)
+        };
+        assert!(matches!(fp8("2"), Err(Failure::Usage(line)) if line.starts_with("--rounds")));
+        assert!(fp8("1").is_ok());
     }
 
     #[test]

@@ -658,7 +658,9 @@ pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
     for &(shape, causal) in &args.cases {
         rows.extend(bench_case(&gpu, &args, shape, causal)?);
     }
-    crate::bench::record_clocks(clocks, rows.iter_mut().map(|r| &mut r.row));
+    crate::bench::record_clocks(clocks.as_ref(), rows.iter_mut().map(|r| &mut r.row));
+    // Nothing more to time: stop sampling.
+    drop(clocks);
     for note in &notes {
         println!("note: {note}");
     }

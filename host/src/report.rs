@@ -74,6 +74,12 @@ pub struct Row {
     /// could not be read, and in reports from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks: Option<ClockStats>,
+    /// `bench --rounds N` with N > 1: this row's p50 in every round it ran, in round order (a
+    /// round where it did not run, such as one where its peer failed, left out); every other
+    /// field is that of the round with the median p50. Absent for a single round, and in
+    /// reports from before rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds_p50_us: Option<Vec<f64>>,
     /// When the timed replays ran, to look their clocks up; not written out.
     #[serde(skip)]
     pub window: Option<Window>,
@@ -132,10 +138,19 @@ pub struct Report {
     /// `--warmup-ms`: the least milliseconds of replays before each timed set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup_ms: Option<f64>,
+    /// `--rounds`: how many times everything was timed, each row then taken from its median
+    /// round; reports from before rounds timed once.
+    #[serde(default = "single_round")]
+    pub rounds: u32,
     pub peers: Vec<String>,
     pub notes: Vec<String>,
     pub results: Vec<Row>,
     pub summary: Vec<ShapeSummary>,
+}
+
+/// One round: `bench --rounds`' default, and what a report from before rounds measured.
+pub fn single_round() -> u32 {
+    1
 }
 
 /// The part of a saved `Report` that `plot` redraws from.
@@ -183,6 +198,7 @@ pub fn row_from(
         splits: None,
         splits_source: None,
         clocks: None,
+        rounds_p50_us: None,
         window: None,
         samples_us: samples,
     })

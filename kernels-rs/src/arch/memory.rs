@@ -143,6 +143,31 @@ pub unsafe fn st_shared_v4_u32(addr: SharedAddr, v: [u32; 4]) {
          b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack));
 }
 
+/// Emits `ld.global.v2.b32`: 8 bytes of global memory into registers.
+///
+/// # Safety
+/// `ptr` must be valid for an 8-byte aligned read of global memory that no thread writes
+/// concurrently.
+#[inline(always)]
+pub unsafe fn ld_global_v2_u32(ptr: *const u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    asm!("ld.global.v2.b32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+         p = in(reg64) ptr, options(pure, readonly, nostack));
+    [a, b]
+}
+
+/// Emits `ld.global.v4.b32`: 16 bytes of global memory into registers.
+///
+/// # Safety
+/// As `ld_global_v2_u32`, for 16 bytes at a 16-byte aligned `ptr`.
+#[inline(always)]
+pub unsafe fn ld_global_v4_u32(ptr: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    asm!("ld.global.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+         c = out(reg32) c, d = out(reg32) d, p = in(reg64) ptr, options(pure, readonly, nostack));
+    [a, b, c, d]
+}
+
 /// Emits `st.global.v4.b32`: 16 bytes from registers to global memory.
 ///
 /// # Safety

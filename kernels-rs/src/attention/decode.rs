@@ -667,6 +667,9 @@ impl<const D: usize> Merge<D> {
     }
 }
 
+/// Slices whose partial rows one warp's merge loads at once (`Partials::merge_row`).
+const MERGE_BATCH: usize = 8;
+
 /// The workspace of a split launch: `[kv_splits, B*H, S_q, D]` fp32 partial outputs, then
 /// `[kv_splits, B*H, S_q]` base-2 log-sum-exps, one slice per split (varlen: `[kv_splits, H,
 /// total_q, ..]`, the packed sequences as a batch of one of `total_q` rows).
@@ -722,6 +725,10 @@ impl Partials {
     /// the normalised sum, the log-sum-exp `(max + log2(sum)) ln 2`. Slices that saw no key weigh
     /// nothing; a row that saw none gives 0 and `-inf`.
     ///
+    /// The slices come in batches of `MERGE_BATCH` whose loads are all issued before any is used:
+    /// one trip to L2 per batch, where a slice at a time (its weight, then its row) took two per
+    /// slice, and this merge is the launch's tail (32 slices at grouped decode).
+    ///
     /// # Safety
     /// Every slice's row is written and visible to this warp; `out` and `problem.lse` are the
     /// problem's, `head` and `position` inside it.
@@ -742,14 +749,33 @@ impl Partials {
         let max = arch::warp_max(max);
         let mut total = 0.0f32;
         let mut acc = [0.0f32; 4];
-        for split in 0..self.splits {
-            let slice = self.slice(split);
-            let w = weight(*slice.lse2::<D>(head, position), max);
-            if w != 0.0 {
+        let last = self.splits - 1;
+        for first in (0..self.splits).step_by(MERGE_BATCH) {
+            // Past the last slice the batch reads the last one again and weighs it 0: every
+            // load stays inside the workspace and none waits on a branch.
+            let slice = |i: usize| self.slice((first + i).min(last));
+            let lse: [f32; MERGE_BATCH] = core::array::from_fn(|i| *slice(i).lse2::<D>(head, position));
+            let rows: [[f32; 4]; MERGE_BATCH] = core::array::from_fn(|i| {
+                // Every slice wrote its row (0 where it saw no key), so the unweighted read of a
+                // slice with weight 0 is finite and adds nothing.
+                let part = slice(i).output_row::<D>(head, position).add(lane as usize * cols) as *const u32;
+                let words = if D == 128 {
+                    arch::ld_global_v4_u32(part)
+                } else {
+                    let [a, b] = arch::ld_global_v2_u32(part);
+                    [a, b, 0, 0]
+                };
+                words.map(f32::from_bits)
+            });
+            for i in 0..MERGE_BATCH {
+                let w = if first + i < self.splits {
+                    weight(lse[i], max)
+                } else {
+                    0.0
+                };
                 total += w;
-                let part = slice.output_row::<D>(head, position).add(lane as usize * cols);
                 for c in 0..cols {
-                    acc[c] = arch::fma(w, *part.add(c), acc[c]);
+                    acc[c] = arch::fma(w, rows[i][c], acc[c]);
                 }
             }
         }
