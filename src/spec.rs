@@ -92,6 +92,10 @@ impl Family {
 /// a 64 x `block_n` product).
 pub const WS_BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
 
+/// The key tiles `flash_ws_fp8` can have: widths of an e4m3 S = Q K^T product
+/// (`kernels-rs/src/arch/wgmma.rs`), each a whole number of K's boxes (`FP8_K_BOX_ROWS`).
+pub const FP8_BLOCK_N: [u32; 4] = [96, 128, 192, 224];
+
 /// Dynamic shared memory one block can have on sm_90 (227 KB).
 pub const MAX_SMEM_BYTES: u32 = 227 * 1024;
 
@@ -517,14 +521,21 @@ impl Spec {
                     ))
                 }
             }
-            // flash_ws's rules, and key tiles of whole 128-byte rows of transposed V (the e4m3
-            // `wgmma` shapes are n128 and n256: the key tile and the head dims).
+            // flash_ws's rules, and key tiles of a width the e4m3 S = Q K^T has an instance for
+            // (`FP8_BLOCK_N`; O += P V is n128 or n256, the head dims).
             Family::FlashWsFp8 => {
                 let mbarrier = self.policy == Some(Policy::Mbarrier);
-                if m == 128 && n == 128 && self.stages >= 1 && mbarrier && self.min_blocks_per_sm.is_none() {
+                if (m == 128 || m == 192)
+                    && FP8_BLOCK_N.contains(&n)
+                    && self.stages >= 1
+                    && mbarrier
+                    && self.min_blocks_per_sm.is_none()
+                {
                     Ok(())
                 } else {
-                    problem("block_m 128, block_n 128, stages >= 1, mbarrier policy, no min_blocks_per_sm")
+                    problem(&format!(
+                        "block_m 128 or 192, block_n one of {FP8_BLOCK_N:?}, stages >= 1, mbarrier policy, no min_blocks_per_sm"
+                    ))
                 }
             }
             // Every warp holds all the rows (16 or 32: the output accumulators of two row tiles
@@ -590,13 +601,36 @@ impl Spec {
                 self.name()
             ));
         }
+        if self.family == Family::FlashWsFp8 {
+            // Two consumers have 240 registers each, three 160: beside O's 64 x D accumulators
+            // a tile's scores and probabilities fit at head dim 256 with 128 keys, and with three
+            // consumers at head dim 128 with 96 keys at most (`kernels-rs/src/attention/ws.rs`).
+            let fits = match (self.block_m, d) {
+                (128, 128) => true,
+                (128, _) => self.block_n == 128,
+                (_, 128) => self.block_n <= 96,
+                _ => false,
+            };
+            if !fits {
+                return Err(format!(
+                    "{}: e4m3 tiles of {} rows by {} keys do not fit the registers at head dim {d}",
+                    self.name(),
+                    self.block_m,
+                    self.block_n
+                ));
+            }
+        }
         if matches!(self.family, Family::FlashWs | Family::FlashWsFp8) {
-            // Q's buffer holds 16-bit elements either way (the output leaves through it).
-            let input_bytes = if self.family.fp8() { 1 } else { 2 };
-            let bytes = 1024
-                + self.block_m * d * 2
-                + 2 * self.stages * self.block_n * d * input_bytes
-                + 8 * (2 + 4 * self.stages);
+            // Q's buffer holds 16-bit elements either way (the output leaves through it); a slot
+            // of e4m3 tiles holds K and transposed V in whole boxes of 128 keys
+            // (`kernels-rs/src/attention/ws.rs`, `v_tile_bytes`).
+            let (k_tile, v_tile) = if self.family.fp8() {
+                (self.block_n * d, self.block_n.div_ceil(128) * 128 * d)
+            } else {
+                (self.block_n * d * 2, self.block_n * d * 2)
+            };
+            let bytes =
+                1024 + self.block_m * d * 2 + self.stages * (k_tile + v_tile) + 8 * (2 + 4 * self.stages);
             if bytes > MAX_SMEM_BYTES {
                 return Err(format!(
                     "{}: at head dim {d} the tiles take {bytes} bytes of shared memory, more than the {MAX_SMEM_BYTES} a block can have",

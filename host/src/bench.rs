@@ -79,7 +79,9 @@ pub struct Args {
     /// is the median of its rounds (for an even count the lower of the middle two), every
     /// figure from that one measurement; the JSON lists each round's p50 (`rounds_p50_us`). A
     /// row missing from a round (a peer that failed once) is the median of the rounds it has.
-    /// Not with `--dtype e4m3`.
+    /// With `--dtype e4m3` the two sides are the e4m3 rows (the pick and every FP8 variant) and
+    /// our fp16 kernels, odd rounds e4m3 first; each FP8/fp16 speedup is then taken from the
+    /// merged rows, both from their median rounds.
     #[arg(long, default_value_t = crate::report::single_round())]
     rounds: u32,
     /// Peers to measure in the same run, comma-separated: `torch` (its SDPA backends: flash, i.e.
@@ -141,12 +143,7 @@ struct Plan {
 
 impl Plan {
     fn new(args: &Args) -> Result<Plan, Failure> {
-        // Checked here rather than by clap, so that the line is the project's own usage error.
-        if args.rounds == 0 {
-            return Err(Failure::Usage(
-                "--rounds 0: at least one round is needed to measure anything".into(),
-            ));
-        }
+        let rounds = check_rounds(args.rounds)?;
         let masks: &[bool] = if args.causal { &[true] } else { &[false] };
         let mut peers: Vec<Peer> = Vec::new();
         for &peer in &args.peers {
@@ -193,9 +190,20 @@ impl Plan {
             variants: inputs::variants(&args.kernels)?,
             gates,
             peers,
-            rounds: args.rounds,
+            rounds,
         })
     }
+}
+
+/// `--rounds`, refused at 0. Checked here rather than by clap, so that the line is the project's
+/// own usage error.
+fn check_rounds(rounds: u32) -> Result<u32, Failure> {
+    if rounds == 0 {
+        return Err(Failure::Usage(
+            "--rounds 0: at least one round is needed to measure anything".into(),
+        ));
+    }
+    Ok(rounds)
 }
 
 /// `--shapes`, or its default for the dtype; none when only `--shape`s are given.
@@ -218,13 +226,13 @@ fn fp8_args(args: &Args) -> Result<crate::fp8::BenchArgs, Failure> {
         (args.plot.is_some(), "--plot"),
         (!args.block_size.is_empty(), "--block-size"),
         (args.varlen, "--varlen"),
-        (args.rounds != 1, "--rounds"),
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         return Err(Failure::Usage(format!(
             "{flag} is not available with --dtype e4m3 (no FP8 peer runs here; see the published figures it prints)"
         )));
     }
+    let rounds = check_rounds(args.rounds)?;
     inputs::check_json_outputs([&args.json])?;
     let masks: &[bool] = if args.causal { &[true] } else { &[false] };
     let mut notes = Vec::new();
@@ -244,6 +252,7 @@ fn fp8_args(args: &Args) -> Result<crate::fp8::BenchArgs, Failure> {
         variants: crate::fp8::variants(&args.kernels)?,
         out_dtype: args.out_dtype.unwrap_or(DType::Bf16),
         reps: args.repetitions(),
+        rounds,
         json: args.json.clone(),
     })
 }
@@ -269,7 +278,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         args.iters,
         args.warmup,
         args.warmup_ms,
-        rounds_text(plan.rounds)
+        rounds_text(plan.rounds, OUR_SIDES)
     );
     let mut notes = Vec::new();
     let rows = measure(&gpu, &plan, &args, &mut notes)?;
@@ -326,11 +335,17 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     }
 }
 
+/// The names of a round's two sides: the one timed first on odd rounds, and the other.
+pub(crate) type Sides = [&'static str; 2];
+
+/// The 16-bit bench's sides: our kernels and the peers.
+const OUR_SIDES: Sides = ["ours", "the peers"];
+
 /// The header line's end: how many rounds and how they are told apart; nothing for one.
-fn rounds_text(rounds: u32) -> String {
+pub(crate) fn rounds_text(rounds: u32, [odd, even]: Sides) -> String {
     if rounds > 1 {
         format!(
-            ", in {rounds} rounds (odd rounds ours first, even rounds the peers first; each row from \
+            ", in {rounds} rounds (odd rounds {odd} first, even rounds {even} first; each row from \
              its median round)"
         )
     } else {
@@ -338,18 +353,18 @@ fn rounds_text(rounds: u32) -> String {
     }
 }
 
-/// Which side a round times first.
+/// Which side a round times first: ours (for `--dtype e4m3`, the e4m3 rows) or the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Order {
+pub(crate) enum Order {
     OursFirst,
     PeersFirst,
 }
 
 impl Order {
-    fn describe(self) -> &'static str {
+    fn describe(self, [ours, other]: Sides) -> String {
         match self {
-            Order::OursFirst => "ours first",
-            Order::PeersFirst => "peers first",
+            Order::OursFirst => format!("{ours} first"),
+            Order::PeersFirst => format!("{other} first"),
         }
     }
 }
@@ -358,7 +373,7 @@ impl Order {
 /// even ones. Whichever side runs first starts on a card that has idled (the peer helper's
 /// start-up, the gap between rounds) and so at a higher clock; alternating keeps that from
 /// favouring one side in every round.
-fn round_order(round: u32) -> Order {
+pub(crate) fn round_order(round: u32) -> Order {
     if round % 2 == 1 {
         Order::OursFirst
     } else {
@@ -366,31 +381,46 @@ fn round_order(round: u32) -> Order {
     }
 }
 
-/// Every round of the run, each row with the clocks of its own timed window, merged into one
-/// row per thing measured ([`merge_rounds`]); the rounds' notes join `notes` ([`merge_notes`]).
+/// Every round of the run ([`time_round`]), merged ([`measure_rounds`]).
 fn measure(
     gpu: &flashrs::Gpu,
     plan: &Plan,
     args: &Args,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Row>, Failure> {
+    measure_rounds(gpu, plan.rounds, OUR_SIDES, notes, |order, notes| {
+        time_round(gpu, plan, args, order, notes)
+    })
+}
+
+/// `rounds` rounds of `time_round` (given each round's [`round_order`] and the round's notes),
+/// each row with the clocks of its own timed window, merged into one row per thing measured
+/// ([`merge_rounds`]); the rounds' notes join `notes` ([`merge_notes`]). `sides` name the
+/// orders in each round's line.
+pub(crate) fn measure_rounds<R: AsRef<Row> + AsMut<Row>>(
+    gpu: &flashrs::Gpu,
+    rounds: u32,
+    sides: Sides,
+    notes: &mut Vec<String>,
+    mut time_round: impl FnMut(Order, &mut Vec<String>) -> Result<Vec<R>, Failure>,
+) -> Result<Vec<R>, Failure> {
     let clocks = start_clocks(gpu, notes);
-    let mut rounds = Vec::new();
+    let mut timed = Vec::new();
     let mut round_notes = Vec::new();
-    for round in 1..=plan.rounds {
+    for round in 1..=rounds {
         let order = round_order(round);
-        if plan.rounds > 1 {
-            println!("round {round}/{}: {}", plan.rounds, order.describe());
+        if rounds > 1 {
+            println!("round {round}/{rounds}: {}", order.describe(sides));
         }
         let mut these_notes = Vec::new();
-        let mut rows = time_round(gpu, plan, args, order, &mut these_notes)?;
+        let mut rows = time_round(order, &mut these_notes)?;
         // Per round, while the sampler still runs: each row's window is its own round's.
-        record_clocks(clocks.as_ref(), &mut rows);
-        rounds.push(rows);
+        record_clocks(clocks.as_ref(), rows.iter_mut().map(AsMut::as_mut));
+        timed.push(rows);
         round_notes.push(these_notes);
     }
     notes.extend(merge_notes(round_notes));
-    Ok(merge_rounds(rounds))
+    Ok(merge_rounds(timed))
 }
 
 /// One round: ours ([`time_ours`], [`time_paged`], [`time_varlen`]) and the peers, in `order`.
@@ -483,8 +513,9 @@ fn median_round(p50s: &[f64]) -> usize {
 /// round ([`median_round`]), so that every field (p90, clocks, samples..) stays that of one
 /// measurement, with every round's p50 in `rounds_p50_us`. A row missing from some rounds (a
 /// peer that failed once) is merged from those it has. Rows keep the order they were first
-/// timed in. A single round is returned as it is.
-fn merge_rounds(rounds: Vec<Vec<Row>>) -> Vec<Row> {
+/// timed in. A single round is returned as it is. `R` is a [`Row`] or a row with more beside
+/// it (the FP8 bench's), merged by its `Row` and kept whole.
+pub(crate) fn merge_rounds<R: AsRef<Row> + AsMut<Row>>(rounds: Vec<Vec<R>>) -> Vec<R> {
     if rounds.len() <= 1 {
         return rounds.into_iter().flatten().collect();
     }
@@ -494,6 +525,7 @@ fn merge_rounds(rounds: Vec<Vec<Row>>) -> Vec<Row> {
     for (round, rows) in rounds.iter().enumerate() {
         let mut seen: Vec<RowKey> = Vec::new();
         for (index, row) in rows.iter().enumerate() {
+            let row = row.as_ref();
             let key = RowKey::of(row);
             let id = (key, seen.iter().filter(|&&k| k == key).count());
             seen.push(key);
@@ -509,7 +541,7 @@ fn merge_rounds(rounds: Vec<Vec<Row>>) -> Vec<Row> {
         }
     }
     let groups: Vec<Timings> = groups.into_iter().map(|(_, timings)| timings).collect();
-    let mut slots: Vec<Vec<Option<Row>>> = rounds
+    let mut slots: Vec<Vec<Option<R>>> = rounds
         .into_iter()
         .map(|rows| rows.into_iter().map(Some).collect())
         .collect();
@@ -518,7 +550,7 @@ fn merge_rounds(rounds: Vec<Vec<Row>>) -> Vec<Row> {
         let (round, index) = timings.at[median_round(&timings.p50s)];
         // Every (round, index) is in exactly one group, so its row is still in its slot.
         if let Some(mut row) = slots[round][index].take() {
-            row.rounds_p50_us = Some(timings.p50s);
+            row.as_mut().rounds_p50_us = Some(timings.p50s);
             merged.push(row);
         }
     }
@@ -1473,7 +1505,8 @@ mod tests {
                 Order::PeersFirst
             ]
         );
-        assert_eq!(round_order(2).describe(), "peers first");
+        assert_eq!(round_order(2).describe(OUR_SIDES), "the peers first");
+        assert_eq!(round_order(3).describe(["e4m3", "fp16"]), "e4m3 first");
     }
 
     #[test]
@@ -1490,8 +1523,12 @@ mod tests {
         assert!(json.get("rounds_p50_us").is_none(), "{json}");
         let notes = vec!["x".to_string(), "x".to_string()];
         assert_eq!(merge_notes(vec![notes.clone()]), notes);
-        assert_eq!(rounds_text(1), "");
-        assert!(rounds_text(3).contains("3 rounds"));
+        assert_eq!(rounds_text(1, OUR_SIDES), "");
+        let text = rounds_text(3, OUR_SIDES);
+        assert!(
+            text.contains("3 rounds (odd rounds ours first, even rounds the peers first"),
+            "{text}"
+        );
         let args = parse_args(&["bench"]).ok().unwrap();
         assert_eq!(Plan::new(&args).ok().unwrap().rounds, 1);
     }
@@ -1510,7 +1547,7 @@ mod tests {
     }
 
     #[test]
-    fn zero_rounds_is_a_usage_error_and_fp8_refuses_rounds() {
+    fn zero_rounds_is_a_usage_error_and_fp8_takes_rounds() {
         let zero = parse_args(&["bench", "--rounds", "0"]).ok().unwrap();
         let Err(Failure::Usage(line)) = Plan::new(&zero) else {
             panic!("--rounds 0 accepted");
@@ -1524,8 +1561,15 @@ mod tests {
                 .unwrap();
             fp8_args(&args)
         };
-        assert!(matches!(fp8("2"), Err(Failure::Usage(line)) if line.starts_with("--rounds")));
-        assert!(fp8("1").is_ok());
+        assert_eq!(fp8("3").ok().map(|a| a.rounds), Some(3));
+        assert_eq!(fp8("1").ok().map(|a| a.rounds), Some(1));
+        let Err(Failure::Usage(line)) = fp8("0") else {
+            panic!("--dtype e4m3 --rounds 0 accepted");
+        };
+        assert!(
+            line.starts_with("--rounds 0") && line.lines().count() == 1,
+            "{line}"
+        );
     }
 
     #[test]

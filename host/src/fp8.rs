@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use serde::Serialize;
 
-use crate::bench::{time_calls, Repetitions};
+use crate::bench::{measure_rounds, rounds_text, time_calls, Order, Repetitions, Sides};
 use crate::inputs;
 use crate::report::Row;
 use crate::Failure;
@@ -582,6 +582,8 @@ pub struct BenchArgs {
     pub variants: Vec<&'static VariantSpec>,
     pub out_dtype: DType,
     pub reps: Repetitions,
+    /// `--rounds`, at least one: the e4m3 side and the fp16 side alternating ([`round_sides`]).
+    pub rounds: u32,
     pub json: Option<PathBuf>,
 }
 
@@ -598,9 +600,95 @@ pub struct BenchRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out_dtype: Option<&'static str>,
     /// For e4m3 rows: our fastest fp16 kernel's p50 on the same case over this row's, in this
-    /// run (above 1: FP8 is faster).
+    /// run (above 1: FP8 is faster); with `--rounds`, both of the merged rows, each from its
+    /// median round ([`set_speedups`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup_vs_fp16: Option<f64>,
+}
+
+impl BenchRow {
+    fn is_e4m3(&self) -> bool {
+        self.row.dtype == "e4m3"
+    }
+}
+
+impl AsRef<Row> for BenchRow {
+    fn as_ref(&self) -> &Row {
+        &self.row
+    }
+}
+
+impl AsMut<Row> for BenchRow {
+    fn as_mut(&mut self) -> &mut Row {
+        &mut self.row
+    }
+}
+
+/// The two sides of an FP8 round: the e4m3 rows (the pick and every FP8 variant) and our fp16
+/// kernels the dispatch weighs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    E4m3,
+    Fp16,
+}
+
+/// The sides' names in the header and each round's line: e4m3 (first on odd rounds), fp16.
+const SIDES: Sides = ["e4m3", "fp16"];
+
+/// The order a round times the sides in: e4m3 first where the 16-bit bench times ours first
+/// (odd rounds), fp16 first on even rounds.
+fn round_sides(order: Order) -> [Side; 2] {
+    match order {
+        Order::OursFirst => [Side::E4m3, Side::Fp16],
+        Order::PeersFirst => [Side::Fp16, Side::E4m3],
+    }
+}
+
+/// One round of `cases` cases: every case's rows of one side, then every case's of the other,
+/// in `order`'s sides ([`round_sides`]); `time(side, case)` times one side on one case. The rows
+/// come back case by case, e4m3 before fp16, whichever side ran first.
+fn time_round<E>(
+    cases: usize,
+    order: Order,
+    mut time: impl FnMut(Side, usize) -> Result<Vec<BenchRow>, E>,
+) -> Result<Vec<BenchRow>, E> {
+    let (mut e4m3, mut fp16) = (Vec::new(), Vec::new());
+    for side in round_sides(order) {
+        for case in 0..cases {
+            let rows = time(side, case)?;
+            match side {
+                Side::E4m3 => e4m3.push(rows),
+                Side::Fp16 => fp16.push(rows),
+            }
+        }
+    }
+    Ok(e4m3
+        .into_iter()
+        .zip(fp16)
+        .flat_map(|(e4m3, fp16)| e4m3.into_iter().chain(fp16))
+        .collect())
+}
+
+/// Each e4m3 row's `speedup_vs_fp16`: the fastest fp16 row's p50 on its case over its own (none
+/// where no fp16 kernel ran on the case); fp16 rows get none. Run on the merged rows, so that
+/// with `--rounds` both times are of their median rounds, never of one round's single pass.
+fn set_speedups(rows: &mut [BenchRow]) {
+    let case = |r: &Row| (r.shape, r.seq_k, r.heads_kv, r.causal);
+    let fastest: Vec<Option<f64>> = rows
+        .iter()
+        .map(|r| {
+            rows.iter()
+                .filter(|f| !f.is_e4m3() && case(&f.row) == case(&r.row))
+                .map(|f| f.row.p50_us)
+                .min_by(f64::total_cmp)
+        })
+        .collect();
+    for (row, fastest) in rows.iter_mut().zip(fastest) {
+        row.speedup_vs_fp16 = match row.is_e4m3() {
+            true => fastest.map(|f| f / row.row.p50_us),
+            false => None,
+        };
+    }
 }
 
 /// FP8 attention speeds published by others, quoted beside ours: not measured here.
@@ -636,6 +724,9 @@ struct BenchReport {
     iters: u32,
     warmup: u32,
     warmup_ms: f64,
+    /// `--rounds`: how many times everything was timed, each row then taken from its median
+    /// round (as in `bench`'s 16-bit report).
+    rounds: u32,
     dtype: &'static str,
     out_dtype: &'static str,
     /// Not measured here: quoted from the sources named.
@@ -649,18 +740,31 @@ pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
     let reps = args.reps;
     println!(
         "bench --dtype e4m3 on {} (sm_{}): FP8 (output {}) and our fp16 kernels, {} timed replays \
-         of a CUDA graph of up to {} calls after {} warm-ups and at least {} ms of replays",
-        gpu.name, gpu.arch, args.out_dtype, reps.iters, reps.calls_per_graph, reps.warmup, reps.warmup_ms
+         of a CUDA graph of up to {} calls after {} warm-ups and at least {} ms of replays{}",
+        gpu.name,
+        gpu.arch,
+        args.out_dtype,
+        reps.iters,
+        reps.calls_per_graph,
+        reps.warmup,
+        reps.warmup_ms,
+        rounds_text(args.rounds, SIDES)
     );
     let mut notes = Vec::new();
-    let clocks = crate::bench::start_clocks(&gpu, &mut notes);
-    let mut rows = Vec::new();
-    for &(shape, causal) in &args.cases {
-        rows.extend(bench_case(&gpu, &args, shape, causal)?);
-    }
-    crate::bench::record_clocks(clocks.as_ref(), rows.iter_mut().map(|r| &mut r.row));
-    // Nothing more to time: stop sampling.
-    drop(clocks);
+    let mut rows = measure_rounds(&gpu, args.rounds, SIDES, &mut notes, |order, _| {
+        // One seed per case for the round, both sides: the same values, as fp16 and quantised.
+        let seed = inputs::fresh_seed();
+        time_round(args.cases.len(), order, |side, case| {
+            let (shape, causal) = args.cases[case];
+            let seed = seed.wrapping_add(case as u64);
+            match side {
+                Side::E4m3 => time_e4m3(&gpu, &args, shape, causal, seed),
+                Side::Fp16 => time_fp16(&gpu, &args, shape, causal, seed),
+            }
+        })
+    })?;
+    // After the merge: each ratio from the two merged rows.
+    set_speedups(&mut rows);
     for note in &notes {
         println!("note: {note}");
     }
@@ -697,6 +801,7 @@ pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
             iters: reps.iters,
             warmup: reps.warmup,
             warmup_ms: reps.warmup_ms,
+            rounds: args.rounds,
             dtype: "e4m3",
             out_dtype: args.out_dtype.long_name(),
             published_not_measured_here: PUBLISHED,
@@ -707,14 +812,18 @@ pub fn bench(device: usize, args: BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn bench_case(gpu: &Gpu, args: &BenchArgs, shape: Shape, causal: bool) -> Result<Vec<BenchRow>, Failure> {
+/// Our fp16 kernels the dispatch weighs on one case (those that run here), on inputs drawn
+/// from `seed`.
+fn time_fp16(
+    gpu: &Gpu,
+    args: &BenchArgs,
+    shape: Shape,
+    causal: bool,
+    seed: u64,
+) -> Result<Vec<BenchRow>, Failure> {
     let params = Params { causal, scale: None };
-    // The same values for both: fp16 timing inputs, quantised for FP8.
-    let sixteen = inputs::Inputs::for_timing(shape, DType::F16, inputs::fresh_seed());
-    let (q, k, v) = sixteen.as_f32();
-    let fp8 = Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v)?;
-    drop((q, k, v));
-    let mut fp16_rows = Vec::new();
+    let sixteen = inputs::Inputs::for_timing(shape, DType::F16, seed);
+    let mut rows = Vec::new();
     let mut tensors = gpu.tensors(shape, DType::F16, &sixteen.q, &sixteen.k, &sixteen.v)?;
     for (variant, _) in gpu.dispatch_candidates(shape, DType::F16, causal) {
         if !variant.head_dims.contains(&shape.head_dim) || variant.min_arch > gpu.arch {
@@ -723,7 +832,7 @@ fn bench_case(gpu: &Gpu, args: &BenchArgs, shape: Shape, causal: bool) -> Result
         let kernel = gpu.kernel(variant, shape.head_dim, DType::F16, false)?;
         let timed = time_calls(gpu, args.reps, || gpu.launch(&kernel, &mut tensors, params, None))?;
         let row = timed.row(variant.name.into(), shape, DType::F16, causal, None)?;
-        fp16_rows.push(BenchRow {
+        rows.push(BenchRow {
             row,
             variant: variant.name.into(),
             pick: false,
@@ -731,8 +840,26 @@ fn bench_case(gpu: &Gpu, args: &BenchArgs, shape: Shape, causal: bool) -> Result
             speedup_vs_fp16: None,
         });
     }
-    drop(tensors);
-    let fastest16 = fp16_rows.iter().map(|r| r.row.p50_us).min_by(f64::total_cmp);
+    gpu.synchronize()?;
+    Ok(rows)
+}
+
+/// The library's FP8 pick and every FP8 variant asked for on one case, on the fp16 inputs
+/// drawn from `seed` (as [`time_fp16`]'s) quantised; their speedups are set after the rounds
+/// are merged ([`set_speedups`]).
+fn time_e4m3(
+    gpu: &Gpu,
+    args: &BenchArgs,
+    shape: Shape,
+    causal: bool,
+    seed: u64,
+) -> Result<Vec<BenchRow>, Failure> {
+    let params = Params { causal, scale: None };
+    let fp8 = {
+        let sixteen = inputs::Inputs::for_timing(shape, DType::F16, seed);
+        let (q, k, v) = sixteen.as_f32();
+        Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v)?
+    };
     let mut rows = Vec::new();
     let mut t = gpu.fp8_tensors(
         shape,
@@ -757,17 +884,15 @@ fn bench_case(gpu: &Gpu, args: &BenchArgs, shape: Shape, causal: bool) -> Result
         row.dtype = "e4m3".into();
         // K and V are one byte an element here.
         row.gbps /= 2.0;
-        let speedup = fastest16.map(|f| f / row.p50_us);
         rows.push(BenchRow {
             row,
             variant: used.into(),
             pick: kernel.is_none(),
             out_dtype: Some(args.out_dtype.long_name()),
-            speedup_vs_fp16: speedup,
+            speedup_vs_fp16: None,
         });
     }
     gpu.synchronize()?;
-    rows.extend(fp16_rows);
     Ok(rows)
 }
 
@@ -783,6 +908,108 @@ mod tests {
         let err = "e5m2".parse::<Elem>().unwrap_err();
         assert!(err.contains("e4m3") && err.lines().count() == 1, "{err}");
         assert_eq!(Elem::E4m3.to_string(), "e4m3");
+    }
+
+    /// A bench row of `kernel` on `shape`, e4m3 or fp16, every replay at `p50`.
+    fn bench_row(kernel: &str, e4m3: bool, pick: bool, case: (Shape, bool), p50: f64) -> BenchRow {
+        let (shape, causal) = case;
+        let dtype = if e4m3 { DType::Bf16 } else { DType::F16 };
+        let mut row = crate::report::row_from(kernel.into(), shape, dtype, causal, 1, vec![p50; 5], None)
+            .ok()
+            .unwrap();
+        if e4m3 {
+            row.dtype = "e4m3".into();
+        }
+        BenchRow {
+            row,
+            variant: kernel.into(),
+            pick,
+            out_dtype: e4m3.then_some("bfloat16"),
+            // Stale on purpose: the merged rows' speedups must replace it.
+            speedup_vs_fp16: Some(9.0),
+        }
+    }
+
+    #[test]
+    fn rounds_alternate_the_e4m3_and_fp16_sides_and_list_each_case_e4m3_first() {
+        let case = (Shape::new(2, 16, 4096, 128), false);
+        for round in 1..=4 {
+            let mut calls = Vec::new();
+            let rows = time_round(2, crate::bench::round_order(round), |side, c| {
+                calls.push((side, c));
+                let name = format!("{side:?}{c}");
+                Ok::<_, ()>(vec![bench_row(&name, side == Side::E4m3, false, case, 1.0)])
+            })
+            .unwrap();
+            let first = if round % 2 == 1 { Side::E4m3 } else { Side::Fp16 };
+            let second = if first == Side::E4m3 {
+                Side::Fp16
+            } else {
+                Side::E4m3
+            };
+            assert_eq!(
+                calls,
+                [(first, 0), (first, 1), (second, 0), (second, 1)],
+                "round {round}: one side on every case, then the other"
+            );
+            let names: Vec<&str> = rows.iter().map(|r| r.variant.as_str()).collect();
+            assert_eq!(names, ["E4m30", "Fp160", "E4m31", "Fp161"], "round {round}");
+        }
+        assert_eq!(SIDES, ["e4m3", "fp16"]);
+        // A side that fails ends the round there.
+        let mut calls = 0;
+        let failed = time_round(3, Order::OursFirst, |_, _| {
+            calls += 1;
+            Err::<Vec<BenchRow>, _>("lost")
+        });
+        assert_eq!((failed.err(), calls), (Some("lost"), 1));
+    }
+
+    #[test]
+    fn speedups_come_from_the_merged_rows_of_the_same_case() {
+        let case = (Shape::new(2, 16, 4096, 256), false);
+        let causal = (case.0, true);
+        let fp8 = "flash_fp8_ws_m128_n128";
+        let round = |[pick, named, fast16, slow16]: [f64; 4]| {
+            vec![
+                bench_row(fp8, true, true, case, pick),
+                bench_row(fp8, true, false, case, named),
+                bench_row("fp16_a", false, false, case, fast16),
+                bench_row("fp16_b", false, false, case, slow16),
+                // The causal case has no fp16 row: no speedup, whatever the other case's.
+                bench_row(fp8, true, true, causal, 50.0),
+            ]
+        };
+        // Each round's own ratio for the pick: 1.5, 1.73, 1.78; the merged rows' is 160 / 100.
+        let rounds = vec![
+            round([100.0, 105.0, 150.0, 170.0]),
+            round([110.0, 95.0, 200.0, 190.0]),
+            round([90.0, 120.0, 160.0, 180.0]),
+        ];
+        let mut rows = crate::bench::merge_rounds(rounds);
+        set_speedups(&mut rows);
+        let got: Vec<(bool, f64, Option<f64>)> = rows
+            .iter()
+            .map(|r| (r.pick, r.row.p50_us, r.speedup_vs_fp16))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (true, 100.0, Some(160.0 / 100.0)),
+                (false, 105.0, Some(160.0 / 105.0)),
+                (false, 160.0, None),
+                (false, 180.0, None),
+                (true, 50.0, None),
+            ]
+        );
+        let json = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(json["rounds_p50_us"], serde_json::json!([100.0, 110.0, 90.0]));
+        assert_eq!(json["speedup_vs_fp16"], serde_json::json!(1.6));
+        // One round: the same ratio as the single pass had.
+        let mut one = crate::bench::merge_rounds(vec![round([100.0, 105.0, 150.0, 170.0])]);
+        set_speedups(&mut one);
+        assert_eq!(one[0].speedup_vs_fp16, Some(1.5));
+        assert!(one[0].row.rounds_p50_us.is_none());
     }
 
     #[test]

@@ -87,6 +87,20 @@ pub struct Row {
     pub samples_us: Vec<f64>,
 }
 
+/// A row as `bench --rounds` merges it ([`crate::bench::merge_rounds`]), alike for a bare row
+/// and for one with more beside it.
+impl AsRef<Row> for Row {
+    fn as_ref(&self) -> &Row {
+        self
+    }
+}
+
+impl AsMut<Row> for Row {
+    fn as_mut(&mut self) -> &mut Row {
+        self
+    }
+}
+
 /// One case: our fastest kernel against the peers. Where no kernel of ours ran (a head dim we
 /// lack), `ours` and every ratio are null and the peers' numbers stand alone.
 #[derive(Serialize)]

@@ -104,6 +104,12 @@ pub mod maps {
     pub const MAPS: usize = 4;
     /// Bytes of one encoded map (`CUtensorMap`).
     pub const MAP_BYTES: usize = 128;
+    /// Rows of Q's box for the e4m3 kernels, whose maps are encoded once for every variant
+    /// (`flash_ws_fp8`: 128 or 192 query rows, each a whole number of boxes).
+    pub const FP8_Q_BOX_ROWS: u32 = 64;
+    /// Rows of K's box for the e4m3 kernels (key tiles of 96 to 224 keys). Transposed V's box is
+    /// 128 keys (one 128-byte swizzle span) by the head dim.
+    pub const FP8_K_BOX_ROWS: u32 = 32;
 }
 
 /// The tail split of the persistent `flash_ws` (`attention::ws`), planned the same way by the
@@ -220,15 +226,15 @@ pub mod tail_split {
 /// launches with these numbers: blocks of `TILE` keys by `TILE` columns, `THREADS` threads,
 /// `SMEM_BYTES` of dynamic shared memory.
 pub mod fp8_transpose {
-    /// Keys one block transposes, and head-dim columns.
-    pub const TILE: u32 = 64;
+    /// Keys one block transposes: eight groups of 16, one per four lanes of a warp.
+    pub const KEYS_PER_BLOCK: u32 = 128;
+    /// Head-dim columns one warp moves: 16 bytes of each key.
+    pub const COLUMNS_PER_WARP: u32 = 16;
     /// Threads per block.
     pub const THREADS: u32 = 256;
-    /// Bytes between keys in the block's shared copy: 64 columns and one word, so that the 16
-    /// keys one thread gathers from a column fall into different banks.
-    pub const PITCH: u32 = TILE + 4;
-    /// Dynamic shared memory per block.
-    pub const SMEM_BYTES: u32 = TILE * PITCH;
+    /// Head-dim columns one block moves (its warps side by side): 128, so head dims 128 and 256
+    /// are one and two blocks wide.
+    pub const COLUMNS_PER_BLOCK: u32 = THREADS / 32 * COLUMNS_PER_WARP;
 }
 
 /// The order in which a causal grid's blocks take their work items (`Problem::block_item` and the

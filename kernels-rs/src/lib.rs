@@ -170,7 +170,7 @@ include!(env!("FLASHRS_KERNEL_TABLE"));
 
 /// V transposed for the e4m3 kernels (`attention::fp8::transpose_v`), one entry point per head
 /// dim, taking the attention launch's parameters: `v` the e4m3 V, `out` the transposed copy. Grid
-/// `(B * H_kv, ceil(keys_padded / 64), D / 64)`, `launch::fp8_transpose::THREADS` threads.
+/// `(B * H_kv, ceil(keys_padded / 128), D / 128)`, `launch::fp8_transpose::THREADS` threads.
 macro_rules! fp8_transpose_v {
     ($name:ident, $d:literal) => {
         with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT| {

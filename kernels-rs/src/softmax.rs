@@ -21,6 +21,16 @@ use crate::arch;
 /// (`fragment::rescale`) instead of doing them for a small growth (docs/perf-notes.md, v16).
 pub const MAX_SLACK_LOG2: f32 = 8.0;
 
+/// How [`RowState::rescale_lazily`] gets the factor of a row that keeps its maximum (exactly 1
+/// either way): a choice of schedule per kernel, not of result.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum KeptFactor {
+    /// Through the same `ex2` as a moved maximum, of the selected maximum: no branch.
+    Computed,
+    /// 1 without the `ex2`: a branch, which ptxas turns into a predicated `ex2`.
+    Skipped,
+}
+
 #[derive(Clone, Copy)]
 pub struct RowState {
     pub row_max: f32,
@@ -51,13 +61,16 @@ impl RowState {
     }
 
     /// `rescale`, except that the row keeps its maximum (and the factor is 1) while the tile's
-    /// exceeds it by at most `MAX_SLACK_LOG2` once scaled.
+    /// exceeds it by at most `MAX_SLACK_LOG2` once scaled. `kept_factor`: how the factor 1 of a
+    /// kept maximum comes about. Computed (a select) was faster for the 16-bit kernels, skipped
+    /// (a predicated `ex2`) for e4m3 at head dim 256 (docs/perf-notes.md, v16 and v27).
     #[inline(always)]
-    pub fn rescale_lazily(&mut self, tile_max: f32, scale_log2: f32) -> f32 {
-        // A select, not an early return: a predicated `ex2` for the factor measured slower
-        // (docs/perf-notes.md, v16). (-inf) - (-inf) is NaN, which fails the test: an empty row
-        // takes its first maximum.
+    pub fn rescale_lazily(&mut self, tile_max: f32, scale_log2: f32, kept_factor: KeptFactor) -> f32 {
+        // (-inf) - (-inf) is NaN, which fails the test: an empty row takes its first maximum.
         let kept = (tile_max - self.row_max) * scale_log2 <= MAX_SLACK_LOG2;
+        if kept && kept_factor == KeptFactor::Skipped {
+            return 1.0;
+        }
         self.rescale(if kept { self.row_max } else { tile_max }, scale_log2)
     }
 

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{
     fill_nan, launch_config, launch_with_args, nan, nan_lse, optional_ptr_mut, DeviceBuffer, Gpu,
 };
-use crate::launch::{fp8_transpose, LaunchArgs};
+use crate::launch::{fp8_transpose, maps, LaunchArgs};
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
 use crate::tma::{self, MapGeometry};
@@ -218,7 +218,7 @@ impl Gpu {
             check_len("lse", lse.len(), shape.lse_len().unwrap_or(0), shape)?;
         }
         let transpose = self.cached_function(&format!("fp8_transpose_v_d{}", shape.head_dim))?;
-        let key_blocks = keys_padded(shape).div_ceil(fp8_transpose::TILE as usize);
+        let key_blocks = keys_padded(shape).div_ceil(fp8_transpose::KEYS_PER_BLOCK as usize);
         let transpose_grid = LaunchConfig {
             grid_dim: (
                 kv_heads as u32,
@@ -226,10 +226,10 @@ impl Gpu {
                     .ok()
                     .filter(|&y| y <= 65_535)
                     .ok_or_else(|| Error::InvalidProblem(format!("{shape}: too many keys for e4m3")))?,
-                shape.head_dim as u32 / fp8_transpose::TILE,
+                shape.head_dim as u32 / fp8_transpose::COLUMNS_PER_BLOCK,
             ),
             block_dim: (fp8_transpose::THREADS, 1, 1),
-            shared_mem_bytes: fp8_transpose::SMEM_BYTES,
+            shared_mem_bytes: 0,
         };
         let config = launch_config(&kernel, shape);
         let Fp8Tensors {
@@ -287,7 +287,7 @@ impl Gpu {
         };
         // Safety: an e4m3 variant's entry point with the launch parameter list; the maps were
         // encoded from these buffers for this shape and layout when they were made (private
-        // since), for the tiles every e4m3 variant has (128 query rows, 128 keys); the descales
+        // since), for the boxes every e4m3 variant loads (`encode_maps`); the descales
         // hold `3 * B * H_kv` floats, the output and LSE what the shape implies (checked above);
         // the grid is `launch_config`'s for this non-persistent variant.
         unsafe { launch_with_args(stream, &kernel.function, config, &args) }?;
@@ -296,7 +296,9 @@ impl Gpu {
 }
 
 /// Encodes the maps of Q, K, transposed V (e4m3 bytes) and the output, for the tiles of every
-/// e4m3 variant, and copies them to the GPU.
+/// e4m3 variant (Q and K in boxes of `FP8_Q_BOX_ROWS` and `FP8_K_BOX_ROWS` rows, which every
+/// variant's tiles are a whole number of; transposed V in boxes of 128 keys), and copies them to
+/// the GPU.
 fn encode_maps(
     stream: &Arc<CudaStream>,
     shape: Shape,
@@ -305,7 +307,9 @@ fn encode_maps(
     [q, k, v_transposed]: [&DeviceBuffer<u8>; 3],
     out: &DeviceBuffer<u16>,
 ) -> Result<CudaSlice<u8>> {
-    debug_assert!(FP8_VARIANTS.iter().all(|v| v.block_m == 128 && v.block_n == 128));
+    debug_assert!(FP8_VARIANTS
+        .iter()
+        .all(|v| v.block_m % maps::FP8_Q_BOX_ROWS == 0 && v.block_n % maps::FP8_K_BOX_ROWS == 0));
     let heads_kv = shape.heads_kv;
     let q_map = MapGeometry::of_elements(
         1,
@@ -314,9 +318,17 @@ fn encode_maps(
         shape.heads,
         shape.seq_q,
         shape.head_dim,
-        128,
+        maps::FP8_Q_BOX_ROWS,
     );
-    let k_map = MapGeometry::of_elements(1, layout, shape.batch, heads_kv, shape.seq_k, shape.head_dim, 128);
+    let k_map = MapGeometry::of_elements(
+        1,
+        layout,
+        shape.batch,
+        heads_kv,
+        shape.seq_k,
+        shape.head_dim,
+        maps::FP8_K_BOX_ROWS,
+    );
     let v_map = MapGeometry::transposed(shape.batch, heads_kv, keys_padded(shape), shape.head_dim);
     let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
     for (geometry, buffer) in [(q_map, q), (k_map, k), (v_map, v_transposed)] {

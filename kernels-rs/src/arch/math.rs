@@ -119,3 +119,16 @@ pub fn pack_e4m3x4(x: [f32; 4]) -> u32 {
 pub fn unpack_f16x2(packed: u32) -> (f32, f32) {
     (f16_to_f32(packed as u16), f16_to_f32((packed >> 16) as u16))
 }
+
+/// Emits `prmt.b32 r, a, b, SELECTOR`: byte `i` of `r` is byte `SELECTOR`'s nibble `i` of the
+/// eight bytes `b:a` (0-3 from `a`, 4-7 from `b`).
+#[inline(always)]
+pub fn byte_perm<const SELECTOR: u32>(a: u32, b: u32) -> u32 {
+    let r: u32;
+    // Safety: arithmetic on registers; touches no memory.
+    unsafe {
+        asm!("prmt.b32 {r}, {a}, {b}, {s};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b,
+             s = const SELECTOR, options(pure, nomem, nostack))
+    };
+    r
+}

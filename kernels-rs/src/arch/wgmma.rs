@@ -194,6 +194,23 @@ wgmma_family_e4m3!(256, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21
     96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127],
     wgmma_m64n256k32_ss_e4m3, wgmma_m64n256k32_rs_e4m3);
 
+// The other e4m3 key tiles at head dim 128 (S = Q K^T only; O += P V stays n128 or n256).
+wgmma_fn!(
+    /// Emits `wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3` with A and B descriptors.
+    ss wgmma_m64n96k32_ss_e4m3, u64, 96, "e4m3", [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47]);
+wgmma_fn!(
+    /// Emits `wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3` with A and B descriptors.
+    ss wgmma_m64n192k32_ss_e4m3, u64, 192, "e4m3", [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95]);
+wgmma_fn!(
+    /// Emits `wgmma.mma_async.sync.aligned.m64n224k32.f32.e4m3.e4m3` with A and B descriptors.
+    ss wgmma_m64n224k32_ss_e4m3, u64, 224, "e4m3", [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
+    96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111]);
+
 wgmma_family!(64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
     wgmma_m64n64k16_ss_f16, wgmma_m64n64k16_ss_bf16, wgmma_m64n64k16_rs_f16, wgmma_m64n64k16_rs_bf16);
 wgmma_family!(80, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
@@ -292,7 +309,7 @@ pub unsafe fn wgmma_rs<const BF16: bool, const CHAIN: u8, const R: usize>(
 }
 
 /// `acc (+)= A B` for a 64 x (2R) x 32 e4m3 product, A and B from shared-memory descriptors
-/// (both K-major); R = 64 or 128.
+/// (both K-major); R = 48, 64, 96, 112 or 128.
 ///
 /// # Safety
 /// As the products it dispatches to (`wgmma_m64n128k32_ss_e4m3` and its kin).
@@ -304,7 +321,10 @@ pub unsafe fn wgmma_ss_e4m3<const CHAIN: u8, const R: usize>(
     accumulate: bool,
 ) {
     match R {
+        48 => wgmma_m64n96k32_ss_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
         64 => wgmma_m64n128k32_ss_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
+        96 => wgmma_m64n192k32_ss_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
+        112 => wgmma_m64n224k32_ss_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
         128 => wgmma_m64n256k32_ss_e4m3::<CHAIN>(cast(acc), a, b, accumulate),
         _ => super::trap(),
     }

@@ -7,8 +7,8 @@
 //! row pitch must be a multiple of 16 bytes) and, inside each group of 16, put in the order the
 //! kernel's P fragments take them (`key_of_slot`), so that no byte of P has to move between threads.
 
-use crate::arch::{self, SharedAddr};
-use crate::launch::fp8_transpose::{PITCH, TILE};
+use crate::arch;
+use crate::launch::fp8_transpose::{COLUMNS_PER_WARP, KEYS_PER_BLOCK, THREADS};
 
 /// The key (of its group of 16) that slot `slot` of the transposed copy holds: the 8-bit `wgmma`
 /// A fragment gives a thread slots `4t .. 4t + 3` of each 16 (`tile::E4m3`), where its scores are
@@ -21,10 +21,15 @@ pub const fn key_of_slot(slot: u32) -> u32 {
 
 /// Transposes V (e4m3 bytes, `[B, H_kv, S_k, D]`, or `[B, S_k, H_kv, D]` with `seq_major`) into
 /// `out`, `[B, H_kv, D, keys_padded]` in `key_of_slot` order, zeros past `seq_k`. Grid
-/// `(B * H_kv, keys_padded / 64 rounded up, D / 64)`, with the threads and shared memory of
-/// `launch::fp8_transpose`. Block `(x, y, z)` moves keys `64y ..` and columns `64z ..` of KV head `x`
-/// through shared memory: coalesced 16-byte reads of key rows, coalesced 16-byte writes of
-/// column rows.
+/// `(B * H_kv, keys_padded / KEYS_PER_BLOCK rounded up, D / COLUMNS_PER_BLOCK)` with
+/// `launch::fp8_transpose`'s threads and no shared memory.
+///
+/// Lane `4g + w` of a warp takes group `g` (of the block's eight groups of 16 keys) and the four
+/// keys that its slots `4w .. 4w + 3` hold, reads 16 bytes (the warp's 16 columns) of each key,
+/// turns the 4 x 4 byte blocks around in registers and writes its four slots of each column:
+/// a warp's store is then 128 contiguous bytes of one column's row, and nothing goes through
+/// shared memory (the first version gathered bytes there and reached a third of the copy rate:
+/// docs/perf-notes.md, FP8 v1).
 ///
 /// # Safety
 /// `v` holds the `B * H_kv` heads of `seq_k` rows of `d` bytes the layout says, `out` the
@@ -32,57 +37,55 @@ pub const fn key_of_slot(slot: u32) -> u32 {
 /// at least `seq_k`, and the launch is the grid above.
 pub unsafe fn transpose_v(v: *const u8, out: *mut u8, seq_k: u32, heads_kv: u32, d: u32, seq_major: bool) {
     let keys_padded = seq_k.div_ceil(16) * 16;
-    let (head, first_key, first_column) = (
-        arch::block_idx_x(),
-        arch::block_idx_y() * TILE,
-        arch::block_idx_z() * TILE,
-    );
-    let thread = arch::thread_idx_x();
-    let tile: SharedAddr = arch::dynamic_smem_base();
-
-    // Each thread reads 16 columns of one key: four threads a key's 64 bytes.
-    let (row, chunk) = (thread / 4, thread % 4);
-    let key = first_key + row;
-    let words: [u32; 4] = if key < seq_k {
-        let (batch, h) = ((head / heads_kv) as usize, (head % heads_kv) as usize);
-        let row_index = if seq_major {
+    let head = arch::block_idx_x();
+    let lane = arch::lane_id();
+    let (group, quad) = (lane / 4, lane % 4);
+    let first_slot = arch::block_idx_y() * KEYS_PER_BLOCK + 16 * group;
+    if first_slot >= keys_padded {
+        return;
+    }
+    let column = (arch::block_idx_z() * (THREADS / 32) + arch::warp_id()) * COLUMNS_PER_WARP;
+    let (batch, h) = ((head / heads_kv) as usize, (head % heads_kv) as usize);
+    // Row `i` is the key in slot `4 quad + i`; its word `j` holds columns `column + 4j ..`.
+    let rows: [[u32; 4]; 4] = core::array::from_fn(|i| {
+        let key = first_slot + key_of_slot(4 * quad + i as u32);
+        if key >= seq_k {
+            return [0; 4];
+        }
+        let row = if seq_major {
             (batch * seq_k as usize + key as usize) * heads_kv as usize + h
         } else {
             head as usize * seq_k as usize + key as usize
         };
-        let src = v.add(row_index * d as usize + (first_column + 16 * chunk) as usize);
-        // Safety: inside V (the caller's contract); rows and chunks are 16-byte aligned.
-        unsafe { (src as *const [u32; 4]).read() }
-    } else {
-        [0; 4]
-    };
-    for (i, word) in words.into_iter().enumerate() {
-        // Safety: inside the block's `SMEM_BYTES`.
-        unsafe { arch::st_shared_u32(tile + row * PITCH + 16 * chunk + 4 * i as u32, word) };
-    }
-    arch::sync_threads();
-
-    // Each thread writes 16 keys (slots) of one column.
-    let (column, group) = (thread / 4, thread % 4);
-    let first_slot = first_key + 16 * group;
-    if first_slot >= keys_padded {
-        return;
-    }
-    let byte = |slot: u32| {
-        let key = 16 * group + key_of_slot(slot);
-        // Safety: inside the block's `SMEM_BYTES`.
-        let word = unsafe { arch::ld_shared_u32(tile + key * PITCH + (column & !3)) };
-        (word >> (8 * (column % 4))) & 0xff
-    };
-    let packed: [u32; 4] = core::array::from_fn(|w| {
-        byte(4 * w as u32)
-            | byte(4 * w as u32 + 1) << 8
-            | byte(4 * w as u32 + 2) << 16
-            | byte(4 * w as u32 + 3) << 24
+        // Safety: inside V (the caller's contract); rows and the 16 columns are 16-byte aligned.
+        unsafe { arch::ld_global_v4_u32(v.add(row * d as usize + column as usize) as *const u32) }
     });
-    let row = (head as usize * d as usize + (first_column + column) as usize) * keys_padded as usize;
-    let dst = out.add(row + first_slot as usize);
-    // Safety: inside the copy (the caller's contract); `keys_padded` and `first_slot` are multiples
-    // of 16, so the 16 bytes are aligned and inside the row.
-    unsafe { (dst as *mut [u32; 4]).write(packed) };
+    for j in 0..4 {
+        let columns = transpose_4x4([rows[0][j], rows[1][j], rows[2][j], rows[3][j]]);
+        for (b, word) in columns.into_iter().enumerate() {
+            let c = column as usize + 4 * j + b;
+            let at =
+                (head as usize * d as usize + c) * keys_padded as usize + (first_slot + 4 * quad) as usize;
+            // Safety: inside the copy (the caller's contract); `keys_padded` and `first_slot` are
+            // multiples of 16, so the word is aligned and inside the row.
+            unsafe { arch::st_global_u32(out.add(at) as *mut u32, word) };
+        }
+    }
+}
+
+/// Byte `i` of word `b` of the result is byte `b` of word `i` of `rows`: a 4 x 4 transpose of
+/// bytes in eight byte permutes.
+#[inline(always)]
+fn transpose_4x4([r0, r1, r2, r3]: [u32; 4]) -> [u32; 4] {
+    // Interleave bytes 0-1 and 2-3 of each pair of rows, then the pairs' halves.
+    let low01 = arch::byte_perm::<0x5140>(r0, r1);
+    let high01 = arch::byte_perm::<0x7362>(r0, r1);
+    let low23 = arch::byte_perm::<0x5140>(r2, r3);
+    let high23 = arch::byte_perm::<0x7362>(r2, r3);
+    [
+        arch::byte_perm::<0x5410>(low01, low23),
+        arch::byte_perm::<0x7632>(low01, low23),
+        arch::byte_perm::<0x5410>(high01, high23),
+        arch::byte_perm::<0x7632>(high01, high23),
+    ]
 }

@@ -10,7 +10,7 @@
 use super::Problem;
 use crate::arch;
 use crate::policy::{sync, BarrierPolicy, Mbarrier, SyncPoint};
-use crate::softmax::{self, RowState};
+use crate::softmax::{self, KeptFactor, RowState};
 use crate::tile::Element;
 use core::ops::Range;
 
@@ -151,7 +151,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     ) {
         sync::<P, COUNT>(SyncPoint::ScoresComputed);
         self.mask(scores, first_key);
-        let correction = self.raise_maxima::<P, COUNT, S>(scores);
+        let correction = self.raise_maxima::<P, COUNT, S>(scores, KeptFactor::Computed);
         rescale(out, correction);
         self.exponentiate::<S, false>(scores, EVERY_REGISTER);
         sync::<P, COUNT>(SyncPoint::RowSumExchanged);
@@ -159,14 +159,16 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     }
 
     /// `step` without its rescale of the output and without barriers, for a kernel whose output
-    /// product is still running: returns the corrections to apply once it has completed.
+    /// product is still running: returns the corrections to apply once it has completed (of a
+    /// kept maximum: `kept_factor`, `RowState::rescale_lazily`).
     #[inline(always)]
     pub fn probabilities<S: Fragment>(
         &mut self,
         scores: &mut [S; ROW_TILES],
         first_key: u32,
+        kept_factor: KeptFactor,
     ) -> [[f32; 2]; ROW_TILES] {
-        self.probabilities_of::<S, false>(scores, first_key, EVERY_REGISTER)
+        self.probabilities_of::<S, false>(scores, first_key, EVERY_REGISTER, kept_factor)
     }
 
     /// `probabilities` in two parts, for a caller that waits for something in between: the
@@ -179,8 +181,9 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         scores: &mut [S; ROW_TILES],
         first_key: u32,
         head: usize,
+        kept_factor: KeptFactor,
     ) -> [[f32; 2]; ROW_TILES] {
-        self.probabilities_of::<S, true>(scores, first_key, 0..head)
+        self.probabilities_of::<S, true>(scores, first_key, 0..head, kept_factor)
     }
 
     /// Masks, raises the maxima, and exponentiates registers `regs` (`exponentiate`).
@@ -190,9 +193,10 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         scores: &mut [S; ROW_TILES],
         first_key: u32,
         regs: Range<usize>,
+        kept_factor: KeptFactor,
     ) -> [[f32; 2]; ROW_TILES] {
         self.mask(scores, first_key);
-        let correction = self.raise_maxima::<Mbarrier, false, S>(scores);
+        let correction = self.raise_maxima::<Mbarrier, false, S>(scores, kept_factor);
         self.exponentiate::<S, PIN>(scores, regs);
         correction
     }
@@ -228,6 +232,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     fn raise_maxima<P: BarrierPolicy, const COUNT: bool, S: Fragment>(
         &mut self,
         scores: &[S; ROW_TILES],
+        kept_factor: KeptFactor,
     ) -> [[f32; 2]; ROW_TILES] {
         let mut tile_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
         for (fragment, max) in scores.iter().zip(tile_max.iter_mut()) {
@@ -252,7 +257,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         for mt in 0..ROW_TILES {
             for half in 0..2 {
                 correction[mt][half] =
-                    self.state[mt][half].rescale_lazily(tile_max[mt][half], self.scale_log2);
+                    self.state[mt][half].rescale_lazily(tile_max[mt][half], self.scale_log2, kept_factor);
             }
         }
         correction

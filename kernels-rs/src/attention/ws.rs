@@ -2,8 +2,9 @@
 //! FlashAttention-3.
 //!
 //! The block is one *producer* warpgroup and `CONSUMERS` *consumer* warpgroups (64 query rows
-//! each, `BLOCK_M = 64 * CONSUMERS`: two, or three at head dim 64, where the softmax outweighs
-//! the products and a third warpgroup hides more of it). They never meet at a block barrier
+//! each, `BLOCK_M = 64 * CONSUMERS`: two, or three where rows are 128 bytes (16-bit head dim 64,
+//! e4m3 head dim 128), where the softmax outweighs the products and a third warpgroup hides more
+//! of it). They never meet at a block barrier
 //! inside the KV loop:
 //!
 //! - The producer (one thread of warpgroup 0, its registers cut by `setmaxnreg`) copies Q once
@@ -27,11 +28,11 @@ use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::Varlen;
 use super::{longest_first_block, record_barriers, start_counting, Buffers, Problem};
-use super::{MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
+use super::{FP8_K_BOX_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::launch::tail_split;
 use crate::schedule::exponentials_before_wait;
-use crate::softmax::RowState;
+use crate::softmax::{KeptFactor, RowState};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Operand};
 
@@ -106,7 +107,7 @@ impl SmemShape {
     const fn ring_bytes(self) -> u32 {
         ATOM_BYTES
             + swizzled::tile_bytes(self.block_m, self.d)
-            + 2 * self.stages as u32 * (self.block_n * self.d * self.input_bytes) as u32
+            + self.stages as u32 * slot_bytes(self.block_n, self.d, self.input_bytes)
             + 8 * (2 + 4 * self.stages as u32)
     }
 
@@ -114,6 +115,28 @@ impl SmemShape {
     const fn output_tile_bytes(self) -> u32 {
         ATOM_BYTES + swizzled::tile_bytes(self.block_m, self.d)
     }
+}
+
+/// Bytes of a K tile of `keys` rows of `d` elements of `input_bytes`.
+const fn k_tile_bytes(keys: usize, d: usize, input_bytes: usize) -> u32 {
+    (keys * d * input_bytes) as u32
+}
+
+/// Bytes of a V tile: as K's, or for 8-bit inputs (V transposed, `[D, keys]`) whole 128-key
+/// boxes of D rows. A tile of 192 or 224 keys then holds a second box of 128 of which the products
+/// read 64 or 96: the copy engine's boxes in the 128-byte swizzle are at most 128 bytes wide, and
+/// one width for every tile keeps V's map and the `wgmma` descriptors the 128-key tile's.
+const fn v_tile_bytes(keys: usize, d: usize, input_bytes: usize) -> u32 {
+    if input_bytes == 1 {
+        (keys.div_ceil(128) * 128 * d) as u32
+    } else {
+        k_tile_bytes(keys, d, input_bytes)
+    }
+}
+
+/// Bytes of a ring slot: a K tile, then a V tile.
+const fn slot_bytes(keys: usize, d: usize, input_bytes: usize) -> u32 {
+    k_tile_bytes(keys, d, input_bytes) + v_tile_bytes(keys, d, input_bytes)
 }
 
 /// Where the tiles and the barriers live in shared memory, for tiles of shape `G` (its keys, head
@@ -128,8 +151,10 @@ struct Plan<G: WarpgroupShape, const STAGES: usize> {
 }
 
 impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
-    /// Bytes of a K or V tile (V transposed or not: the same elements).
-    const KV_TILE: u32 = (G::KEYS * G::D * G::Input::BYTES) as u32;
+    /// Bytes of a K tile, of a V tile (`v_tile_bytes`), and of a ring slot (K, then V).
+    const K_TILE: u32 = k_tile_bytes(G::KEYS, G::D, G::Input::BYTES);
+    const V_TILE: u32 = v_tile_bytes(G::KEYS, G::D, G::Input::BYTES);
+    const SLOT: u32 = Self::K_TILE + Self::V_TILE;
     /// Bytes of a row of Q or K: `D * BYTES`, in column blocks of 128.
     const ROW_BYTES: u32 = (G::D * G::Input::BYTES) as u32;
 
@@ -139,7 +164,7 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     fn new(block_m: u32, output_buffer: bool) -> Self {
         let q = swizzled::atom_aligned(arch::dynamic_smem_base());
         let kv = q + swizzled::tile_bytes(block_m as usize, G::D);
-        let barriers = kv + 2 * STAGES as u32 * Self::KV_TILE;
+        let barriers = kv + STAGES as u32 * Self::SLOT;
         let o = if output_buffer {
             swizzled::atom_aligned(barriers + 8 * (2 + 4 * STAGES as u32))
         } else {
@@ -155,11 +180,11 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     }
     #[inline(always)]
     fn k(&self, stage: u32) -> SharedAddr {
-        self.kv + stage * 2 * Self::KV_TILE
+        self.kv + stage * Self::SLOT
     }
     #[inline(always)]
     fn v(&self, stage: u32) -> SharedAddr {
-        self.k(stage) + Self::KV_TILE
+        self.k(stage) + Self::K_TILE
     }
     #[inline(always)]
     fn q_full(&self) -> SharedAddr {
@@ -451,12 +476,18 @@ pub unsafe fn flash_ws<
     const {
         assert!(G::KEYS == BLOCK_N && G::D == D);
         assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1);
-        assert!(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64));
+        // Three consumers have 160 registers each: room beside O's 64 x D accumulators for a
+        // tile's scores and probabilities with 128-byte rows only (16-bit head dim 64, e4m3 128).
+        assert!(CONSUMERS == 2 || (CONSUMERS == 3 && D * G::Input::BYTES == 128));
         assert!(!(VARLEN && PERSISTENT));
-        // 8-bit inputs: whole 128-byte rows of Q, K and transposed V, and the output through Q's
-        // buffer (one item per block, dense), where the descales are the block's head's.
+        // 8-bit inputs: whole 128-byte rows of Q and K, key tiles of whole boxes of K's rows
+        // (`FP8_K_BOX_ROWS`; `FP8_Q_BOX_ROWS` divides 64 * CONSUMERS), and the output through Q's buffer (one item per block, dense), where
+        // the descales are the block's head's.
         let bytes = G::Input::BYTES;
-        assert!(bytes == 2 || ((D * bytes).is_multiple_of(128) && BLOCK_N.is_multiple_of(128)));
+        assert!(
+            bytes == 2
+                || ((D * bytes).is_multiple_of(128) && BLOCK_N.is_multiple_of(FP8_K_BOX_ROWS as usize))
+        );
         assert!(bytes == 2 || !(VARLEN || PERSISTENT));
     };
     let block_m = 64 * CONSUMERS as u32;
@@ -631,25 +662,41 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
         arch::prefetch_tensormap(map(i));
     }
     let block_m = schedule.block_m;
-    let kv_bytes = Plan::<G, STAGES>::KV_TILE;
-    // A box is 128 bytes of a row (the swizzle span) by a tile's rows: `128 / BYTES` elements.
+    let (k_bytes, v_bytes) = (Plan::<G, STAGES>::K_TILE, Plan::<G, STAGES>::V_TILE);
+    // A box is 128 bytes of a row (the swizzle span) by a tile's rows (`128 / BYTES` elements),
+    // but for 8-bit Q and K: by `FP8_Q_BOX_ROWS` and `FP8_K_BOX_ROWS` rows.
     let box_columns = 128 / G::Input::BYTES as i32;
+    let (q_box_rows, k_box_rows) = if G::Input::BYTES == 1 {
+        (FP8_Q_BOX_ROWS, FP8_K_BOX_ROWS)
+    } else {
+        (block_m, G::KEYS as u32)
+    };
     for_each_item!(schedule, |i, work, ring| {
         let (head, first_row) = (work.head, work.first_row);
         // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
         let (batch, q_head) = problem.map_coordinates(head);
         let kv_head = q_head / problem.kv_group as i32;
-        // A tile of Q or K is a box per 128 bytes of its rows, one column block each.
+        // A tile of Q or K is a box per 128 bytes of its rows (one column block each) and
+        // `box_rows` of its rows (rows are 128-byte lines inside a column block).
         let row_bytes = Plan::<G, STAGES>::ROW_BYTES;
-        let load = |dst: SharedAddr, rows: u32, m: usize, bar: SharedAddr, row: u32, head: i32| {
-            for block in 0..row_bytes / 128 {
-                let at = [box_columns * block as i32, row as i32, head, batch];
-                arch::tma_load_4d(dst + block * swizzled::column_block_bytes(rows), map(m), bar, at);
-            }
-        };
-        // Transposed V (`[D, keys]` per head): a box per 128 keys, D rows each.
+        let load =
+            |dst: SharedAddr, rows: u32, box_rows: u32, m: usize, bar: SharedAddr, row: u32, head: i32| {
+                for block in 0..row_bytes / 128 {
+                    for part in 0..rows / box_rows {
+                        let at = [
+                            box_columns * block as i32,
+                            (row + part * box_rows) as i32,
+                            head,
+                            batch,
+                        ];
+                        let to = dst + block * swizzled::column_block_bytes(rows) + part * box_rows * 128;
+                        arch::tma_load_4d(to, map(m), bar, at);
+                    }
+                }
+            };
+        // Transposed V (`[D, keys]` per head): a box per 128 keys (or part of 128), D rows each.
         let load_transposed = |dst: SharedAddr, bar: SharedAddr, first_key: u32, head: i32| {
-            for block in 0..(G::KEYS * G::Input::BYTES) as u32 / 128 {
+            for block in 0..G::KEYS.div_ceil(128) as u32 {
                 let at = [first_key as i32 + box_columns * block as i32, 0, head, batch];
                 arch::tma_load_4d(
                     dst + block * swizzled::column_block_bytes(G::D as u32),
@@ -666,7 +713,7 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
         arch::mbarrier_arrive_expect_tx(plan.q_full(), block_m * row_bytes);
         // Varlen: the sequence's rows start at its first packed row (0 otherwise).
         let q_row = problem.varlen.q_start + first_row;
-        load(plan.q, block_m, MAP_Q, plan.q_full(), q_row, q_head);
+        load(plan.q, block_m, q_box_rows, MAP_Q, plan.q_full(), q_row, q_head);
         let (first_tile, tiles) = work
             .split
             .range(problem.kv_tiles(first_row, block_m, G::KEYS as u32));
@@ -674,16 +721,25 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
             let (stage, parity) = slot::<STAGES>(ring + t);
             let first_key = problem.varlen.k_start + (first_tile + t) * G::KEYS as u32;
             arch::mbarrier_wait(plan.barrier(K_EMPTY, stage), parity ^ 1);
-            arch::mbarrier_arrive_expect_tx(plan.barrier(K_FULL, stage), kv_bytes);
+            arch::mbarrier_arrive_expect_tx(plan.barrier(K_FULL, stage), k_bytes);
             let k_full = plan.barrier(K_FULL, stage);
-            load(plan.k(stage), G::KEYS as u32, MAP_K, k_full, first_key, kv_head);
+            load(
+                plan.k(stage),
+                G::KEYS as u32,
+                k_box_rows,
+                MAP_K,
+                k_full,
+                first_key,
+                kv_head,
+            );
             arch::mbarrier_wait(plan.barrier(V_EMPTY, stage), parity ^ 1);
-            arch::mbarrier_arrive_expect_tx(plan.barrier(V_FULL, stage), kv_bytes);
+            arch::mbarrier_arrive_expect_tx(plan.barrier(V_FULL, stage), v_bytes);
             let v_full = plan.barrier(V_FULL, stage);
             if G::Input::V_TRANSPOSED {
                 load_transposed(plan.v(stage), v_full, first_key, kv_head);
             } else {
-                load(plan.v(stage), G::KEYS as u32, MAP_V, v_full, first_key, kv_head);
+                let keys = G::KEYS as u32;
+                load(plan.v(stage), keys, keys, MAP_V, v_full, first_key, kv_head);
             }
         }
         tiles
@@ -783,7 +839,7 @@ struct Operands<G: WarpgroupShape, const STAGES: usize> {
 
 impl<G: WarpgroupShape, const STAGES: usize> Operands<G, STAGES> {
     /// Bytes from one ring slot to the next (its K tile and its V tile).
-    const SLOT_BYTES: u32 = 2 * Plan::<G, STAGES>::KV_TILE;
+    const SLOT_BYTES: u32 = Plan::<G, STAGES>::SLOT;
 
     #[inline(always)]
     fn new(plan: &Plan<G, STAGES>, block_m: u32, group_row0: u32) -> Self {
@@ -1272,8 +1328,21 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// The softmax of tile `t`'s scores, in place; returns the corrections of O.
     #[inline(always)]
     fn probabilities(&mut self, t: u32) -> [[f32; 2]; 1] {
+        let scores = core::array::from_mut(&mut self.s_acc);
         self.softmax
-            .probabilities(core::array::from_mut(&mut self.s_acc), t * G::KEYS as u32)
+            .probabilities(scores, t * G::KEYS as u32, Self::kept_factor())
+    }
+
+    /// How a kept row maximum's factor comes about (`RowState::rescale_lazily`): the branch
+    /// around its `ex2` measured 4-5% faster for e4m3 at head dim 256 and within the noise at
+    /// 128; the select for 16-bit inputs (docs/perf-notes.md, v16 and v27).
+    #[inline(always)]
+    fn kept_factor() -> KeptFactor {
+        if G::Input::BYTES == 1 && G::D == 256 {
+            KeptFactor::Skipped
+        } else {
+            KeptFactor::Computed
+        }
     }
 
     /// `probabilities` up to the exponentials of the first `head` registers of S
@@ -1281,7 +1350,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     #[inline(always)]
     fn probabilities_head(&mut self, t: u32, head: usize) -> [[f32; 2]; 1] {
         let scores = core::array::from_mut(&mut self.s_acc);
-        self.softmax.probabilities_head(scores, t * G::KEYS as u32, head)
+        self.softmax
+            .probabilities_head(scores, t * G::KEYS as u32, head, Self::kept_factor())
     }
 
     /// Packs the probabilities into `wgmma` A fragments, one per `K_STEP` keys
