@@ -786,24 +786,8 @@ impl Gpu {
             },
             None => KeySlices::tail_split(kernel.variant, shape, params.causal, &config),
         };
-        let (floats, counters) = (slices.floats, slices.counters);
-        // The cached workspace and counters are ordered on this GPU's stream only: a caller's
-        // stream gets its own, zeroed, allocated and freed (after the launch) in that stream's
-        // order.
-        let own = floats > 0 && *tensors.stream != *self.stream;
-        let call_workspace = if own {
-            let partials = tensors.stream.alloc_zeros::<f32>(floats)?;
-            Some((partials, tensors.stream.alloc_zeros::<u32>(counters)?))
-        } else {
-            None
-        };
-        let (workspace, split_counters) = match &call_workspace {
-            Some((partials, counters)) => (
-                partials.device_ptr(&tensors.stream).0,
-                counters.device_ptr(&tensors.stream).0,
-            ),
-            None => (self.decode_workspace(floats)?, self.decode_counters(counters)?),
-        };
+        let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
+        let (workspace, split_counters) = slice_buffers.addresses(&tensors.stream);
         let Tensors {
             q,
             k,
@@ -1397,8 +1381,8 @@ pub fn dispatch_candidates(
 /// The key slices of one launch and what they need: `splits` slices per row block (1: none),
 /// `floats` of workspace and `counters` slice counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct KeySlices {
-    splits: u32,
+pub(crate) struct KeySlices {
+    pub(crate) splits: u32,
     floats: usize,
     counters: usize,
 }
@@ -1410,12 +1394,19 @@ impl KeySlices {
         counters: 0,
     };
 
-    /// The persistent flash_ws's tail split (`launch::tail_split`) for a launch of `variant` on
-    /// `shape` over the grid `config`: non-causal problems only, whose items are all the same size
-    /// (a causal problem's last round holds its shortest items, whose slices would save little).
+    /// The tail split (`launch::tail_split`) of a persistent flash_ws or flash_ws_fp8 launch of
+    /// `variant` on `shape` over the grid `config`: non-causal problems only, whose items are all
+    /// the same size (a causal problem's last round holds its shortest items, whose slices would
+    /// save little).
     /// `FLASHRS_TAIL_SPLIT=0` turns it off, for measuring it.
-    fn tail_split(variant: &VariantSpec, shape: Shape, causal: bool, config: &LaunchConfig) -> KeySlices {
-        if variant.family != Family::FlashWs || !variant.persistent || causal || !tail_split_enabled() {
+    pub(crate) fn tail_split(
+        variant: &VariantSpec,
+        shape: Shape,
+        causal: bool,
+        config: &LaunchConfig,
+    ) -> KeySlices {
+        let warp_specialised = matches!(variant.family, Family::FlashWs | Family::FlashWsFp8);
+        if !warp_specialised || !variant.persistent || causal || !tail_split_enabled() {
             return KeySlices::NONE;
         }
         let Ok(items) = u32::try_from(
@@ -1436,8 +1427,47 @@ impl KeySlices {
     }
 }
 
-/// Whether the persistent flash_ws splits its last round (`KeySlices::tail_split`): yes unless
-/// `FLASHRS_TAIL_SPLIT` is `0`, read once.
+/// The workspace and slice counters of one launch's `KeySlices`: this GPU's cached ones, or, on
+/// a caller's stream, the launch's own.
+pub(crate) enum SliceBuffers {
+    /// The cached workspace and counters (addresses; 0 for none), ordered on this GPU's stream.
+    Cached(u64, u64),
+    /// Zeroed, allocated and freed (after the launch) in the order of the caller's stream.
+    Own(CudaSlice<f32>, CudaSlice<u32>),
+}
+
+impl SliceBuffers {
+    /// The device addresses of the workspace and the counters.
+    pub(crate) fn addresses(&self, stream: &Arc<CudaStream>) -> (u64, u64) {
+        match self {
+            SliceBuffers::Cached(workspace, counters) => (*workspace, *counters),
+            SliceBuffers::Own(partials, counters) => {
+                (partials.device_ptr(stream).0, counters.device_ptr(stream).0)
+            }
+        }
+    }
+}
+
+impl Gpu {
+    /// The buffers `slices` needs for a launch on `stream`. The cached workspace and counters are
+    /// ordered on this GPU's stream only, so a caller's stream gets its own.
+    pub(crate) fn slice_buffers(&self, slices: KeySlices, stream: &Arc<CudaStream>) -> Result<SliceBuffers> {
+        let (floats, counters) = (slices.floats, slices.counters);
+        if floats > 0 && **stream != *self.stream {
+            return Ok(SliceBuffers::Own(
+                stream.alloc_zeros::<f32>(floats)?,
+                stream.alloc_zeros::<u32>(counters)?,
+            ));
+        }
+        Ok(SliceBuffers::Cached(
+            self.decode_workspace(floats)?,
+            self.decode_counters(counters)?,
+        ))
+    }
+}
+
+/// Whether the persistent flash_ws and flash_ws_fp8 split their last round
+/// (`KeySlices::tail_split`): yes unless `FLASHRS_TAIL_SPLIT` is `0`, read once.
 fn tail_split_enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ENABLED.get_or_init(|| std::env::var_os("FLASHRS_TAIL_SPLIT").is_none_or(|v| v != "0"))

@@ -286,7 +286,15 @@ impl Spec {
                 "persistent",
             ],
             Family::FlashDecode => &["block_m", "block_n", "warps", "stages", "policy"],
-            Family::FlashWsFp8 => &["block_m", "block_n", "stages", "policy", "pingpong", "overlap"],
+            Family::FlashWsFp8 => &[
+                "block_m",
+                "block_n",
+                "stages",
+                "policy",
+                "pingpong",
+                "overlap",
+                "persistent",
+            ],
         };
         if let Some((name, _)) = given.iter().find(|(name, set)| *set && !takes.contains(name)) {
             return Err(format!("`{name}` is not a {} parameter", family.name()));
@@ -457,8 +465,8 @@ impl Spec {
         if self.overlap && !warp_specialised {
             return problem("overlap is for flash_ws and flash_ws_fp8");
         }
-        if self.persistent && self.family != Family::FlashWs {
-            return problem("persistent is for flash_ws");
+        if self.persistent && !warp_specialised {
+            return problem("persistent is for flash_ws and flash_ws_fp8");
         }
         if self.sub_n.is_some() && self.family != Family::FlashMma {
             return problem("sub_n is for flash_mma");

@@ -64,13 +64,17 @@ impl VariantSpec {
     pub fn by_name(name: &str) -> Option<&'static VariantSpec> {
         VARIANTS
             .iter()
-            .chain(EXPERIMENTAL_VARIANTS)
+            .chain(EXPERIMENTAL_VARIANTS.iter().filter(|v| !v.family.fp8()))
             .find(|v| v.name == name)
     }
 
-    /// The e4m3 variant called `name` (`FP8_VARIANTS`).
+    /// The e4m3 variant called `name`, among `FP8_VARIANTS` and the experimental e4m3 ones
+    /// (which only a name reaches).
     pub fn fp8_by_name(name: &str) -> Option<&'static VariantSpec> {
-        FP8_VARIANTS.iter().find(|v| v.name == name)
+        FP8_VARIANTS
+            .iter()
+            .chain(EXPERIMENTAL_VARIANTS.iter().filter(|v| v.family.fp8()))
+            .find(|v| v.name == name)
     }
 }
 
@@ -139,8 +143,13 @@ mod tests {
     #[test]
     fn experimental_variants_are_reached_by_name_only() {
         for v in EXPERIMENTAL_VARIANTS {
-            assert!(!VARIANTS.iter().any(|listed| listed.name == v.name), "{}", v.name);
-            assert_eq!(VariantSpec::by_name(v.name).map(|found| found.name), Some(v.name));
+            let listed = VARIANTS.iter().chain(FP8_VARIANTS);
+            assert!(!listed.clone().any(|listed| listed.name == v.name), "{}", v.name);
+            let found = match v.family.fp8() {
+                true => VariantSpec::fp8_by_name(v.name),
+                false => VariantSpec::by_name(v.name),
+            };
+            assert_eq!(found.map(|found| found.name), Some(v.name));
         }
     }
 

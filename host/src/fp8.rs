@@ -90,7 +90,7 @@ pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> 
     names
         .iter()
         .map(|n| {
-            FP8_VARIANTS.iter().find(|v| v.name == n.as_str()).ok_or_else(|| {
+            VariantSpec::fp8_by_name(n).ok_or_else(|| {
                 let known: Vec<&str> = FP8_VARIANTS.iter().map(|v| v.name).collect();
                 Failure::Usage(format!(
                     "--dtype e4m3: `{n}` is not an FP8 variant ({})",

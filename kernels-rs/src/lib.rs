@@ -139,11 +139,11 @@ macro_rules! flash_ws {
 macro_rules! flash_ws_fp8 {
     ($name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
-     pingpong = $pp:literal, overlap = $ov:literal, persistent = false) => {
+     pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         kernel!(@export $name, $counted, $smem,
-            attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 1, persistent: false }.bytes(), $barriers,
+            attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 1, persistent: $ps }.bytes(), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
-            |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, E4m3, $d, $bm, $bn, $stages, $pp, $ov, false));
+            |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, E4m3, $d, $bm, $bn, $stages, $pp, $ov, $ps));
     };
 }
 

@@ -19,7 +19,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfi
 
 use crate::error::{Error, Result};
 use crate::gpu::{
-    fill_nan, launch_config, launch_with_args, nan, nan_lse, optional_ptr_mut, DeviceBuffer, Gpu,
+    fill_nan, launch_config, launch_with_args, nan, nan_lse, optional_ptr_mut, DeviceBuffer, Gpu, KeySlices,
 };
 use crate::launch::{fp8_transpose, maps, LaunchArgs};
 use crate::layout::Layout;
@@ -232,6 +232,11 @@ impl Gpu {
             shared_mem_bytes: 0,
         };
         let config = launch_config(&kernel, shape);
+        // A persistent variant's tail split (its workspace and zeroed counters live until the
+        // launch is enqueued).
+        let slices = KeySlices::tail_split(variant, shape, params.causal, &config);
+        let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
+        let (workspace, split_counters) = slice_buffers.addresses(&tensors.stream);
         let Fp8Tensors {
             q,
             k,
@@ -261,7 +266,6 @@ impl Gpu {
             heads: shape.heads as u32,
             seq_major: (*layout == Layout::Bshd) as u32,
             batch_heads: (shape.batch * shape.heads) as u32,
-            kv_splits: 1,
             ..LaunchArgs::default()
         };
         let transpose_args = LaunchArgs {
@@ -283,13 +287,17 @@ impl Gpu {
             lse: lse_ptr,
             tensor_maps: maps_ptr,
             descale: descale_ptr,
+            kv_splits: slices.splits,
+            workspace,
+            split_counters,
             ..common
         };
         // Safety: an e4m3 variant's entry point with the launch parameter list; the maps were
         // encoded from these buffers for this shape and layout when they were made (private
         // since), for the boxes every e4m3 variant loads (`encode_maps`); the descales
         // hold `3 * B * H_kv` floats, the output and LSE what the shape implies (checked above);
-        // the grid is `launch_config`'s for this non-persistent variant.
+        // the grid is `launch_config`'s for this variant, and with a tail split the workspace and
+        // the zeroed counters are the ones `slices` sized for that grid.
         unsafe { launch_with_args(stream, &kernel.function, config, &args) }?;
         Ok(variant)
     }

@@ -481,14 +481,14 @@ pub unsafe fn flash_ws<
         assert!(CONSUMERS == 2 || (CONSUMERS == 3 && D * G::Input::BYTES == 128));
         assert!(!(VARLEN && PERSISTENT));
         // 8-bit inputs: whole 128-byte rows of Q and K, key tiles of whole boxes of K's rows
-        // (`FP8_K_BOX_ROWS`; `FP8_Q_BOX_ROWS` divides 64 * CONSUMERS), and the output through Q's buffer (one item per block, dense), where
-        // the descales are the block's head's.
+        // (`FP8_K_BOX_ROWS`; `FP8_Q_BOX_ROWS` divides 64 * CONSUMERS), dense (the descales are
+        // per head of a batch, not per packed sequence).
         let bytes = G::Input::BYTES;
         assert!(
             bytes == 2
                 || ((D * bytes).is_multiple_of(128) && BLOCK_N.is_multiple_of(FP8_K_BOX_ROWS as usize))
         );
-        assert!(bytes == 2 || !(VARLEN || PERSISTENT));
+        assert!(bytes == 2 || !VARLEN);
     };
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
@@ -1036,6 +1036,13 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         }
         match staged_output {
             OutputPath::Registers => {
+                // V's descale, which `store_staged` folds into its normaliser (1 for 16-bit
+                // inputs, where this is no code).
+                if G::Input::BYTES == 1 {
+                    for o in self.o_acc.registers_mut() {
+                        *o *= item.value_scale;
+                    }
+                }
                 // The head's rows worked out by every thread, before the per-row branches (a
                 // division: see `store_staged`'s coordinates; this path is the persistent
                 // kernel's).
