@@ -65,6 +65,9 @@ fn epilogue_barrier(consumer: u32) -> u32 {
 /// Consumer warpgroups a block may have (named barrier ids are set aside for this many).
 const MAX_CONSUMERS: u32 = 3;
 
+/// The dynamic shared memory one block may have on sm_90.
+const BLOCK_SMEM_LIMIT: u32 = 227 * 1024;
+
 /// What sets a block's shared memory: head dim `d`, `block_m` query rows, a ring of `stages`
 /// slots of `block_n` keys, `input_bytes` per element of Q, K and V, and whether the block is
 /// `persistent` (then it may get an output tile of its own: `output_buffer`).
@@ -84,10 +87,11 @@ impl SmemShape {
     /// and the mbarriers (Q full, Q empty, then K full, V full, K empty, V empty per stage); then,
     /// where `output_buffer`, an output tile of its own.
     pub const fn bytes(self) -> u32 {
+        let ring = self.ring_bytes(self.q_buffers());
         if self.output_buffer() {
-            self.ring_bytes() + self.output_tile_bytes()
+            ring + self.output_tile_bytes()
         } else {
-            self.ring_bytes()
+            ring
         }
     }
 
@@ -99,16 +103,34 @@ impl SmemShape {
     /// v20): 2-5% faster at head dim 128; at 64, where an item is short and its O small, from 4%
     /// slower to 3% faster with two consumer warpgroups and 6-12% slower with three, so not there.
     pub const fn output_buffer(self) -> bool {
-        const BLOCK_SMEM_LIMIT: u32 = 227 * 1024;
-        self.persistent && self.d >= 128 && self.ring_bytes() + self.output_tile_bytes() <= BLOCK_SMEM_LIMIT
+        self.persistent && self.d >= 128 && self.ring_bytes(1) + self.output_tile_bytes() <= BLOCK_SMEM_LIMIT
     }
 
-    /// `bytes` without an output tile.
-    const fn ring_bytes(self) -> u32 {
+    /// Q's buffers: two for a persistent block where both fit beside the ring (and the output
+    /// tile, which comes first), else one. With two the producer copies the next item's Q, and
+    /// the ring its first KV tiles, while this item still runs; with one it could do so only once
+    /// every consumer had issued the item's last S = Q K^T, and the next item's consumers waited
+    /// for those copies. Measured (ncu, docs/perf-notes.md v30): 1-3% fewer cycles at head dim
+    /// 128, level at 64, where the wait only moved to the next item's first turn.
+    pub const fn q_buffers(self) -> u32 {
+        let output = if self.output_buffer() {
+            self.output_tile_bytes()
+        } else {
+            0
+        };
+        if self.persistent && self.ring_bytes(2) + output <= BLOCK_SMEM_LIMIT {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// `bytes` without an output tile, with `q_buffers` Q tiles.
+    const fn ring_bytes(self, q_buffers: u32) -> u32 {
         ATOM_BYTES
-            + swizzled::tile_bytes(self.block_m, self.d)
+            + q_buffers * swizzled::tile_bytes(self.block_m, self.d)
             + self.stages as u32 * slot_bytes(self.block_n, self.d, self.input_bytes)
-            + 8 * (2 + 4 * self.stages as u32)
+            + 8 * (2 * q_buffers + 4 * self.stages as u32)
     }
 
     /// The output tile's bytes after the ring: its alignment slack and the tile.
@@ -142,7 +164,10 @@ const fn slot_bytes(keys: usize, d: usize, input_bytes: usize) -> u32 {
 /// Where the tiles and the barriers live in shared memory, for tiles of shape `G` (its keys, head
 /// dim and operand) in a ring of `STAGES` slots.
 struct Plan<G: WarpgroupShape, const STAGES: usize> {
+    /// Q's first buffer; the second (`SmemShape::q_buffers`) follows it.
     q: SharedAddr,
+    q_tile: u32,
+    q_buffers: u32,
     kv: SharedAddr,
     barriers: SharedAddr,
     /// Where O is staged on its way out: Q's buffer, or a tile of its own (`SmemShape::output_buffer`).
@@ -158,20 +183,23 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     /// Bytes of a row of Q or K: `D * BYTES`, in column blocks of 128.
     const ROW_BYTES: u32 = (G::D * G::Input::BYTES) as u32;
 
-    /// The plan of a block of `block_m` query rows; `output_buffer`: O gets a tile of its own,
-    /// 1024-byte aligned after the barriers.
+    /// The plan of a block of `block_m` query rows with `q_buffers` Q tiles; `output_buffer`: O
+    /// gets a tile of its own, 1024-byte aligned after the barriers.
     #[inline(always)]
-    fn new(block_m: u32, output_buffer: bool) -> Self {
+    fn new(block_m: u32, output_buffer: bool, q_buffers: u32) -> Self {
         let q = swizzled::atom_aligned(arch::dynamic_smem_base());
-        let kv = q + swizzled::tile_bytes(block_m as usize, G::D);
+        let q_tile = swizzled::tile_bytes(block_m as usize, G::D);
+        let kv = q + q_buffers * q_tile;
         let barriers = kv + STAGES as u32 * Self::SLOT;
         let o = if output_buffer {
-            swizzled::atom_aligned(barriers + 8 * (2 + 4 * STAGES as u32))
+            swizzled::atom_aligned(barriers + 8 * (2 * q_buffers + 4 * STAGES as u32))
         } else {
             q
         };
         Plan {
             q,
+            q_tile,
+            q_buffers,
             kv,
             barriers,
             o,
@@ -186,19 +214,34 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     fn v(&self, stage: u32) -> SharedAddr {
         self.k(stage) + Self::K_TILE
     }
+    /// Q's buffer `buffer`.
     #[inline(always)]
-    fn q_full(&self) -> SharedAddr {
-        self.barriers
+    fn q(&self, buffer: u32) -> SharedAddr {
+        self.q + buffer * self.q_tile
+    }
+    /// The Q buffer of the block's `item`-th work item and the parity of its round: items take
+    /// the buffers in turn.
+    #[inline(always)]
+    fn q_slot(&self, item: u32) -> (u32, u32) {
+        if self.q_buffers == 2 {
+            (item & 1, (item >> 1) & 1)
+        } else {
+            (0, item & 1)
+        }
+    }
+    #[inline(always)]
+    fn q_full(&self, buffer: u32) -> SharedAddr {
+        self.barriers + 8 * buffer
     }
     /// Q's buffer is free: every consumer warp's last S = Q K^T of a work item has completed.
     #[inline(always)]
-    fn q_empty(&self) -> SharedAddr {
-        self.barriers + 8
+    fn q_empty(&self, buffer: u32) -> SharedAddr {
+        self.barriers + 8 * (self.q_buffers + buffer)
     }
     /// Barrier `kind` (0 K full, 1 V full, 2 K empty, 3 V empty) of `stage`.
     #[inline(always)]
     fn barrier(&self, kind: u32, stage: u32) -> SharedAddr {
-        self.barriers + 8 * (2 + kind * STAGES as u32 + stage)
+        self.barriers + 8 * (2 * self.q_buffers + kind * STAGES as u32 + stage)
     }
 }
 
@@ -492,15 +535,15 @@ pub unsafe fn flash_ws<
     };
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
-    let output_buffer = SmemShape {
+    let smem = SmemShape {
         d: D,
         block_m: block_m as usize,
         block_n: BLOCK_N,
         stages: STAGES,
         input_bytes: G::Input::BYTES,
         persistent: PERSISTENT,
-    }
-    .output_buffer();
+    };
+    let output_buffer = smem.output_buffer();
     // A persistent grid has no block without work (the host launches at most one per item).
     let head = if PERSISTENT { None } else { problem.head() };
     if !PERSISTENT && head.is_none() {
@@ -521,12 +564,14 @@ pub unsafe fn flash_ws<
     };
     // Q, K and V are read through the tensor maps.
     let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
-    let plan = Plan::<G, STAGES>::new(block_m, output_buffer);
+    let plan = Plan::<G, STAGES>::new(block_m, output_buffer, smem.q_buffers());
 
     if thread == 0 {
-        arch::mbarrier_init(plan.q_full(), 1);
-        if PERSISTENT {
-            arch::mbarrier_init(plan.q_empty(), 4 * CONSUMERS as u32);
+        for buffer in 0..smem.q_buffers() {
+            arch::mbarrier_init(plan.q_full(buffer), 1);
+            if PERSISTENT {
+                arch::mbarrier_init(plan.q_empty(buffer), 4 * CONSUMERS as u32);
+            }
         }
         for stage in 0..STAGES as u32 {
             arch::mbarrier_init(plan.barrier(K_FULL, stage), 1);
@@ -706,14 +751,24 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
                 );
             }
         };
+        let (q_buffer, q_parity) = plan.q_slot(i);
         if PERSISTENT {
-            // Parity flipped, as for the ring's slots: the first item finds Q's buffer free.
-            arch::mbarrier_wait(plan.q_empty(), (i & 1) ^ 1);
+            // Parity flipped, as for the ring's slots: the first items find Q's buffers free.
+            arch::mbarrier_wait(plan.q_empty(q_buffer), q_parity ^ 1);
         }
-        arch::mbarrier_arrive_expect_tx(plan.q_full(), block_m * row_bytes);
+        let q_full = plan.q_full(q_buffer);
+        arch::mbarrier_arrive_expect_tx(q_full, block_m * row_bytes);
         // Varlen: the sequence's rows start at its first packed row (0 otherwise).
         let q_row = problem.varlen.q_start + first_row;
-        load(plan.q, block_m, q_box_rows, MAP_Q, plan.q_full(), q_row, q_head);
+        load(
+            plan.q(q_buffer),
+            block_m,
+            q_box_rows,
+            MAP_Q,
+            q_full,
+            q_row,
+            q_head,
+        );
         let (first_tile, tiles) = work
             .split
             .range(problem.kv_tiles(first_row, block_m, G::KEYS as u32));
@@ -842,7 +897,7 @@ impl<G: WarpgroupShape, const STAGES: usize> Operands<G, STAGES> {
     const SLOT_BYTES: u32 = Plan::<G, STAGES>::SLOT;
 
     #[inline(always)]
-    fn new(plan: &Plan<G, STAGES>, block_m: u32, group_row0: u32) -> Self {
+    fn new(plan: &Plan<G, STAGES>, q: SharedAddr, block_m: u32, group_row0: u32) -> Self {
         // V as it sits: transposed, K-major like K (column blocks of D rows); or its own rows,
         // read MN-major (column blocks of BLOCK_N rows).
         let v = if G::Input::V_TRANSPOSED {
@@ -855,7 +910,7 @@ impl<G: WarpgroupShape, const STAGES: usize> Operands<G, STAGES> {
             )
         };
         Operands {
-            q: SmemDescriptor::sw128(plan.q + group_row0 * ROW_BYTES, 16, ATOM_BYTES),
+            q: SmemDescriptor::sw128(q + group_row0 * ROW_BYTES, 16, ATOM_BYTES),
             k: SmemDescriptor::sw128(plan.k(0), 16, ATOM_BYTES),
             v,
             q_column_block: swizzled::column_block_bytes(block_m),
@@ -941,6 +996,9 @@ struct Consumer<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool
     ring: u32,
     /// Q's buffer takes another item's Q after this one (persistent): release it when done.
     reuses_q: bool,
+    /// The item's Q buffer and the parity of its round (`Plan::q_slot`).
+    q_buffer: u32,
+    q_parity: u32,
     o_acc: G::Output,
     s_acc: G::Scores,
     p_frag: G::Packed,
@@ -963,9 +1021,12 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // numbers start at 0, as a whole item's).
         let first_key = item.first_tile * G::KEYS as u32;
         let warp_first_row = item.first_row + group_row0 + 16 * (arch::warp_id() % 4);
+        let (q_buffer, q_parity) = plan.q_slot(item.index);
         Consumer {
             plan,
-            operands: Operands::new(plan, 64 * consumers, group_row0),
+            operands: Operands::new(plan, plan.q(q_buffer), 64 * consumers, group_row0),
+            q_buffer,
+            q_parity,
             turns: Turns::new(consumer, consumers),
             softmax: FragmentSoftmax::new(problem, warp_first_row).keys_from(first_key),
             group_key_end: problem
@@ -1010,7 +1071,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         if PINGPONG && item.index == 0 && consumer + 1 == consumers {
             self.turns.pass(); // consumer 0 goes first
         }
-        arch::mbarrier_wait(self.plan.q_full(), item.index & 1);
+        arch::mbarrier_wait(self.plan.q_full(self.q_buffer), self.q_parity);
         let tiles = item.tiles;
         if overlap {
             self.overlapped(tiles);
@@ -1194,7 +1255,11 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         arch::named_barrier_sync(barrier, 128);
         // `plan.o` is `plan.q` without an own tile; chosen by the path, which folds at compile
         // time, the grid kernels' SASS stays what it was (read through `plan.o` it did not).
-        let staging = if own_tile { self.plan.o } else { self.plan.q };
+        let staging = if own_tile {
+            self.plan.o
+        } else {
+            self.plan.q(self.q_buffer)
+        };
         let (q, o_acc, pair) = (staging, self.o_acc, self.lane % 4);
         let head = item.head;
         self.softmax.finish_with(|_, half, row, state| {
@@ -1290,7 +1355,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     #[inline(always)]
     fn release_q(&self) {
         if self.reuses_q {
-            self.arrive(self.plan.q_empty());
+            self.arrive(self.plan.q_empty(self.q_buffer));
         }
     }
 
@@ -1386,7 +1451,9 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         self.release(V_EMPTY, prev_stage);
     }
 
-    /// The KV loop one product at a time: S, its softmax, then P V.
+    /// The KV loop one product at a time: S, its softmax, then P V. With ping-pong the turns
+    /// go round the exponentials, not the products: the warpgroups take the exponential unit in
+    /// turn while the others' products run (docs/perf-notes.md, v31).
     #[inline(always)]
     unsafe fn serial(&mut self, tiles: u32) {
         if tiles == 0 {
@@ -1395,26 +1462,34 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         for t in 0..tiles {
             let (stage, parity) = self.slot(t);
             arch::mbarrier_wait(self.plan.barrier(K_FULL, stage), parity);
-            self.turns.wait();
             if self.active(t) {
                 self.scores::<false>(stage);
             }
             if t + 1 == tiles {
                 self.release_q();
             }
-            self.turns.pass();
             self.release(K_EMPTY, stage);
-            if self.active(t) {
-                let correction = self.probabilities(t);
+            let active = self.active(t);
+            // The row maxima before the turn (a chain of shuffles): only the exponentials take it.
+            // The turn's wait and hand-over stay outside the branches: inside them (one pair in
+            // each arm) the loop measured 15-22% slower (docs/perf-notes.md, v31).
+            let correction = if active {
+                self.probabilities_head(t, 0)
+            } else {
+                [[1.0f32; 2]; 1]
+            };
+            self.turns.wait();
+            if active {
+                self.softmax
+                    .probabilities_tail(core::array::from_mut(&mut self.s_acc), 0);
                 fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                 self.pack();
             }
+            self.turns.pass();
             arch::mbarrier_wait(self.plan.barrier(V_FULL, stage), parity);
-            self.turns.wait();
             if self.active(t) {
                 self.attend::<false>(stage);
             }
-            self.turns.pass();
             self.release(V_EMPTY, stage);
         }
     }
