@@ -214,6 +214,28 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     fn v(&self, stage: u32) -> SharedAddr {
         self.k(stage) + Self::K_TILE
     }
+    /// Initialises the plan's barriers: the full ones wait for the producer's one arrival (and
+    /// its bytes), the empty ones for every one of `consumer_warps` once it has read the tile (Q's
+    /// empty ones: its last S = Q K^T of an item), Q's only in a `persistent` block.
+    ///
+    /// # Safety
+    /// Called by one thread, before any thread waits on or arrives at these barriers.
+    #[inline(always)]
+    unsafe fn init_barriers(&self, consumer_warps: u32, persistent: bool) {
+        for buffer in 0..self.q_buffers {
+            arch::mbarrier_init(self.q_full(buffer), 1);
+            if persistent {
+                arch::mbarrier_init(self.q_empty(buffer), consumer_warps);
+            }
+        }
+        for stage in 0..STAGES as u32 {
+            arch::mbarrier_init(self.barrier(K_FULL, stage), 1);
+            arch::mbarrier_init(self.barrier(V_FULL, stage), 1);
+            arch::mbarrier_init(self.barrier(K_EMPTY, stage), consumer_warps);
+            arch::mbarrier_init(self.barrier(V_EMPTY, stage), consumer_warps);
+        }
+        arch::fence_mbarrier_init();
+    }
     /// Q's buffer `buffer`.
     #[inline(always)]
     fn q(&self, buffer: u32) -> SharedAddr {
@@ -567,20 +589,7 @@ pub unsafe fn flash_ws<
     let plan = Plan::<G, STAGES>::new(block_m, output_buffer, smem.q_buffers());
 
     if thread == 0 {
-        for buffer in 0..smem.q_buffers() {
-            arch::mbarrier_init(plan.q_full(buffer), 1);
-            if PERSISTENT {
-                arch::mbarrier_init(plan.q_empty(buffer), 4 * CONSUMERS as u32);
-            }
-        }
-        for stage in 0..STAGES as u32 {
-            arch::mbarrier_init(plan.barrier(K_FULL, stage), 1);
-            arch::mbarrier_init(plan.barrier(V_FULL, stage), 1);
-            // Every consumer warp arrives once it has read the tile.
-            arch::mbarrier_init(plan.barrier(K_EMPTY, stage), 4 * CONSUMERS as u32);
-            arch::mbarrier_init(plan.barrier(V_EMPTY, stage), 4 * CONSUMERS as u32);
-        }
-        arch::fence_mbarrier_init();
+        plan.init_barriers(4 * CONSUMERS as u32, PERSISTENT);
     }
     // The one block barrier: the mbarriers exist before anyone waits on them.
     arch::sync_threads();
