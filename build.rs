@@ -339,11 +339,12 @@ fn build_ptx(
             "RUSTFLAGS",
             // Full unrolling keeps every fragment array in registers (no local memory); the link
             // step is skipped because the PTX is taken from --emit=asm.
-            // sm_90a needs PTX ISA 8.0 (LLVM's default for sm_90 is 7.8).
+            // sm_90a needs PTX ISA 8.0 (LLVM's default for sm_90 is 7.8); `sm90a` gates the
+            // device code sm_80 lacks (kernels-rs/src/arch/grid.rs).
             format!(
                 "-C target-cpu={arch} -C linker=/bin/true -C llvm-args=-unroll-threshold=2000{}",
                 if arch.ends_with('a') {
-                    " -C target-feature=+ptx80"
+                    " -C target-feature=+ptx80 --cfg sm90a"
                 } else {
                     ""
                 }

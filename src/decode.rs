@@ -454,7 +454,15 @@ impl Gpu {
         args: &LaunchArgs,
     ) -> Result<()> {
         // Safety: the caller's contract.
-        unsafe { launch_with_args(self.stream(), &kernel.function, config, args) }
+        unsafe {
+            launch_with_args(
+                self.stream(),
+                &kernel.function,
+                config,
+                args,
+                self.dependent_launches,
+            )
+        }
     }
 
     fn decode_state(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute_enum};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
-    PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use serde::Serialize;
@@ -41,6 +40,8 @@ pub struct Gpu {
     /// The SM clock the driver reports (kHz): cycles to seconds for `micro`; `None` if unknown.
     pub clock_khz: Option<u32>,
     globals: BTreeMap<&'static str, u32>,
+    /// Launches dependent on the kernel before them (`dependent_launches`).
+    pub(crate) dependent_launches: bool,
     functions: Mutex<HashMap<String, CudaFunction>>,
     /// flash_decode's workspace and cached facts (`decode.rs`).
     pub(crate) decode: crate::decode::State,
@@ -282,29 +283,71 @@ impl Tensors {
     }
 }
 
-/// Pushes every field of a `LaunchArgs` as one kernel argument, in parameter order.
-macro_rules! push_launch_args {
-    ($builder:ident, $args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
-        $($builder.arg(&$args.$field);)*
+/// The address of every field of a `LaunchArgs`, in parameter order: the driver's parameter list.
+macro_rules! launch_arg_addresses {
+    ($list:ident, $args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
+        $($list.push(&$args.$field as *const $host as *mut std::ffi::c_void);)*
     };
 }
 
-/// Launches `function` on `stream` with `args` pushed as its parameter list.
+/// Whether launches on Hopper are made dependent on the kernel before them in the stream
+/// (programmatic dependent launch): on unless `FLASHRS_PDL=0`. Every entry point waits for the
+/// kernel before at its first instruction (`kernels-rs/src/arch/grid.rs`), so a dependent launch
+/// only lets its blocks be scheduled, and their set-up run, while that kernel finishes.
+fn dependent_launches(arch: u32) -> bool {
+    arch == 90 && std::env::var_os("FLASHRS_PDL").is_none_or(|v| v != "0")
+}
+
+/// Launches `function` on `stream` with `args` pushed as its parameter list; with `dependent`,
+/// as a programmatic dependent launch (see `dependent_launches`).
 ///
 /// # Safety
 /// `function` takes the launch parameter list (`kernels-rs/src/launch.rs`), and `args` and
 /// `config` satisfy its contract: buffers as long as the shape says, live in `stream`'s context,
-/// the grid it expects.
+/// the grid it expects. With `dependent`, `function` is an sm_90a entry point (which waits for
+/// the kernel before it at its first instruction).
 pub(crate) unsafe fn launch_with_args(
     stream: &CudaStream,
     function: &CudaFunction,
     config: LaunchConfig,
     args: &LaunchArgs,
+    dependent: bool,
 ) -> Result<()> {
-    let mut builder = stream.launch_builder(function);
-    with_launch_params!(push_launch_args!(builder, args;));
-    // Safety: the caller's contract.
-    unsafe { builder.launch(config) }?;
+    use cudarc::driver::sys;
+    let mut params: Vec<*mut std::ffi::c_void> = Vec::new();
+    with_launch_params!(launch_arg_addresses!(params, args;));
+    let mut attribute = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value: sys::CUlaunchAttributeValue {
+            programmaticStreamSerializationAllowed: 1,
+        },
+    };
+    let (grid, block) = (config.grid_dim, config.block_dim);
+    let launch = sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
+        sharedMemBytes: config.shared_mem_bytes,
+        hStream: stream.cu_stream(),
+        attrs: &mut attribute,
+        numAttrs: dependent as u32,
+    };
+    stream.context().bind_to_thread()?;
+    // Safety: the caller's contract; `params` points at `args`' fields, which outlive the call
+    // (the driver copies the parameters before it returns).
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &launch,
+            function.cu_function(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()?;
     Ok(())
 }
 
@@ -370,6 +413,7 @@ impl Gpu {
             compute_capability,
             max_smem_optin,
             globals: embedded::u32_globals(ptx_text),
+            dependent_launches: dependent_launches(arch),
             functions: Mutex::new(HashMap::new()),
             decode: Default::default(),
         })
@@ -845,7 +889,7 @@ impl Gpu {
         // flash_ws's tail split, the workspace and the zeroed slice counters are the ones
         // `slices` sized for this grid); `kernel`'s launch facts cannot be changed outside the
         // crate.
-        unsafe { launch_with_args(stream, &kernel.function, config, &args) }
+        unsafe { launch_with_args(stream, &kernel.function, config, &args, self.dependent_launches) }
     }
 
     /// Encodes the tensor maps of Q, K, V and the output for `variant`'s tiles and copies them to the GPU,

@@ -229,3 +229,54 @@ fn varlen_entry_points_exist_with_their_barriers() {
     }
     assert!(checked >= 16, "only {checked} varlen entry points");
 }
+
+/// The library launches every sm_90a entry point as dependent on the kernel before it
+/// (programmatic dependent launch, `flashrs::Gpu`), which may then still be writing this one's
+/// inputs or reading its outputs: no entry may touch memory other than its parameters before its
+/// `griddepcontrol.wait`. The sm_80 PTX, whose launches stay serialised, has none; nor has
+/// `softmax_rows_<dtype>`, which the lab's composed paths launch through cudarc, serialised.
+#[test]
+fn sm90_entries_wait_for_the_kernel_before_them_first() {
+    for (arch, arch_number, text) in modules() {
+        for entry in ptx::entries(text) {
+            let wait = entry
+                .body
+                .iter()
+                .position(|line| line.starts_with("griddepcontrol.wait"));
+            if arch_number < 90 {
+                assert!(wait.is_none(), "{arch}: {} has griddepcontrol", entry.name);
+                continue;
+            }
+            if entry.name.starts_with("softmax_rows_") {
+                continue;
+            }
+            let wait = wait.unwrap_or_else(|| panic!("{arch}: {} never waits", entry.name));
+            let memory = |line: &str| {
+                let op = line.split_whitespace().next().unwrap_or("");
+                let is_access = [
+                    "ld.",
+                    "st.",
+                    "cp.",
+                    "atom.",
+                    "red.",
+                    "prefetch",
+                    "mbarrier.",
+                    "wgmma.",
+                ]
+                .iter()
+                .any(|p| op.starts_with(p));
+                is_access && !op.starts_with("ld.param")
+            };
+            let early: Vec<&str> = entry.body[..wait]
+                .iter()
+                .copied()
+                .filter(|line| memory(line))
+                .collect();
+            assert!(
+                early.is_empty(),
+                "{arch}: {} touches memory before its wait: {early:?}",
+                entry.name
+            );
+        }
+    }
+}

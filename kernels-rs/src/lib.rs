@@ -93,6 +93,11 @@ macro_rules! kernel {
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name($($field: launch_param_type!($host $(as $device)?)),*) {
             const $count: bool = $counting;
+            // Launched as dependent on the kernel before (sm_90, `Gpu`'s default): wait for it
+            // before any global memory access, then let the next launch's blocks take the SMs
+            // ours leave (arch/grid.rs).
+            arch::wait_for_prerequisite_grids();
+            arch::launch_dependents();
             let args = launch::LaunchArgs { $($field: $field as $host),* };
             let $io = args.buffers();
             let $p = args.problem();

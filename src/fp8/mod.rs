@@ -276,7 +276,15 @@ impl Gpu {
         // Safety: `fp8_transpose_v_d<D>` with the launch parameter list; V holds the `kv_len`
         // bytes the shape and layout imply and the copy `B * H_kv * D * keys_padded` (both checked
         // above); the grid is the one the kernel documents for this shape.
-        unsafe { launch_with_args(stream, &transpose, transpose_grid, &transpose_args) }?;
+        unsafe {
+            launch_with_args(
+                stream,
+                &transpose,
+                transpose_grid,
+                &transpose_args,
+                self.dependent_launches,
+            )
+        }?;
         let (out_ptr, _out) = out.device_ptr_mut(stream);
         let (lse_ptr, _lse) = optional_ptr_mut(lse.as_deref_mut(), stream);
         let args = LaunchArgs {
@@ -298,7 +306,7 @@ impl Gpu {
         // hold `3 * B * H_kv` floats, the output and LSE what the shape implies (checked above);
         // the grid is `launch_config`'s for this variant, and with a tail split the workspace and
         // the zeroed counters are the ones `slices` sized for that grid.
-        unsafe { launch_with_args(stream, &kernel.function, config, &args) }?;
+        unsafe { launch_with_args(stream, &kernel.function, config, &args, self.dependent_launches) }?;
         Ok(variant)
     }
 }

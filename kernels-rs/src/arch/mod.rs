@@ -4,6 +4,7 @@
 //! kernel never requires reading assembly, and reading the PTX never requires guessing which
 //! Rust line produced an instruction.
 
+pub mod grid;
 pub mod index;
 pub mod math;
 pub mod mbarrier;
@@ -15,6 +16,7 @@ pub mod warp;
 pub mod warpgroup;
 pub mod wgmma;
 
+pub use grid::*;
 pub use index::*;
 pub use math::*;
 pub use mbarrier::*;
