@@ -285,8 +285,8 @@ impl Tensors {
 
 /// The address of every field of a `LaunchArgs`, in parameter order: the driver's parameter list.
 macro_rules! launch_arg_addresses {
-    ($list:ident, $args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
-        $($list.push(&$args.$field as *const $host as *mut std::ffi::c_void);)*
+    ($args:ident; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
+        [$(&$args.$field as *const $host as *mut std::ffi::c_void),*]
     };
 }
 
@@ -314,8 +314,7 @@ pub(crate) unsafe fn launch_with_args(
     dependent: bool,
 ) -> Result<()> {
     use cudarc::driver::sys;
-    let mut params: Vec<*mut std::ffi::c_void> = Vec::new();
-    with_launch_params!(launch_arg_addresses!(params, args;));
+    let mut params = with_launch_params!(launch_arg_addresses!(args;));
     let mut attribute = sys::CUlaunchAttribute {
         id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
         pad: [0; 4],
