@@ -96,14 +96,17 @@ impl SmemShape {
     }
 
     /// Whether a block gets an output tile of its own in shared memory: a persistent block,
-    /// whose Q buffer holds the next item's Q by the time this item's O is done, at head dims
-    /// from 128 on, where the tile fits beside the ring in the 227 KB a block may have. O then
-    /// leaves through it by the copy engine while the next item's products run
-    /// (`OutputPath::OwnTile`); without it, straight from registers. Measured (docs/perf-notes.md,
-    /// v20): 2-5% faster at head dim 128; at 64, where an item is short and its O small, from 4%
-    /// slower to 3% faster with two consumer warpgroups and 6-12% slower with three, so not there.
+    /// whose Q buffer holds the next item's Q by the time this item's O is done, where the tile
+    /// fits beside the ring in the 227 KB a block may have, at head dims from 128 on or with two
+    /// consumer warpgroups. O then leaves through it by the copy engine while the next item's
+    /// products run (`OutputPath::OwnTile`); without it, straight from registers. Measured
+    /// (docs/perf-notes.md): 2-5% faster at head dim 128 (v20); at 64 with two consumers 1-4%
+    /// faster since the dependent launch and two Q buffers (v36; v20 had -4% to +3%), with three
+    /// 6-12% slower (v20), so not there.
     pub const fn output_buffer(self) -> bool {
-        self.persistent && self.d >= 128 && self.ring_bytes(1) + self.output_tile_bytes() <= BLOCK_SMEM_LIMIT
+        self.persistent
+            && (self.d >= 128 || self.block_m == 128)
+            && self.ring_bytes(1) + self.output_tile_bytes() <= BLOCK_SMEM_LIMIT
     }
 
     /// Q's buffers: two for a persistent block where both fit beside the ring (and the output
