@@ -97,16 +97,13 @@ impl SmemShape {
 
     /// Whether a block gets an output tile of its own in shared memory: a persistent block,
     /// whose Q buffer holds the next item's Q by the time this item's O is done, where the tile
-    /// fits beside the ring in the 227 KB a block may have, at head dims from 128 on or with two
-    /// consumer warpgroups. O then leaves through it by the copy engine while the next item's
-    /// products run (`OutputPath::OwnTile`); without it, straight from registers. Measured
-    /// (docs/perf-notes.md): 2-5% faster at head dim 128 (v20); at 64 with two consumers 1-4%
-    /// faster since the dependent launch and two Q buffers (v36; v20 had -4% to +3%), with three
-    /// 6-12% slower (v20), so not there.
+    /// fits beside the ring in the 227 KB a block may have (not at head dim 256). O then leaves
+    /// through it by the copy engine while the next item's products run (`OutputPath::OwnTile`);
+    /// without it, straight from registers. Measured (docs/perf-notes.md): 2-5% faster at head
+    /// dim 128 (v20); at 64, since the dependent launch and two Q buffers, 1-6% faster with two
+    /// consumers (v36) and level to 1% faster with three (v37), where v20 had found it slower.
     pub const fn output_buffer(self) -> bool {
-        self.persistent
-            && (self.d >= 128 || self.block_m == 128)
-            && self.ring_bytes(1) + self.output_tile_bytes() <= BLOCK_SMEM_LIMIT
+        self.persistent && self.ring_bytes(1) + self.output_tile_bytes() <= BLOCK_SMEM_LIMIT
     }
 
     /// Q's buffers: two for a persistent block where both fit beside the ring (and the output
