@@ -1524,11 +1524,15 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // Tile 0's scores alone.
         let (first_stage, first_parity) = self.slot(0);
         arch::mbarrier_wait(self.plan.barrier(K_FULL, first_stage), first_parity);
+        // The turn is held for the issue only, as in the loop: waiting for the product inside it
+        // kept the other warpgroups from the tensor cores for its whole latency, at every item's
+        // start (docs/perf-notes.md, v38).
         self.turns.wait();
         if self.active(0) {
-            self.scores::<false>(first_stage);
+            self.scores::<true>(first_stage);
         }
         self.turns.pass();
+        arch::wgmma_wait::<0>(self.s_acc.registers_mut());
         self.release(K_EMPTY, first_stage);
         if self.active(0) {
             // Nothing is accumulated yet, so the correction has nothing to scale.
@@ -1587,9 +1591,10 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         self.turns.wait();
         if self.active(tiles - 1) {
             fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
-            self.attend::<false>(stage);
+            self.attend::<true>(stage);
         }
         self.turns.pass();
+        arch::wgmma_wait::<0>(self.o_acc.registers_mut());
         self.release(V_EMPTY, stage);
     }
 }
