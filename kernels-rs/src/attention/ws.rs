@@ -1524,9 +1524,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // Tile 0's scores alone.
         let (first_stage, first_parity) = self.slot(0);
         arch::mbarrier_wait(self.plan.barrier(K_FULL, first_stage), first_parity);
-        // The turn is held for the issue only, as in the loop: waiting for the product inside it
-        // kept the other warpgroups from the tensor cores for its whole latency, at every item's
-        // start (docs/perf-notes.md, v38).
+        // The turn is held for the issue only, here and after the loop as inside it: one rule
+        // for every turn (waiting inside it measured the same: docs/perf-notes.md, v38).
         self.turns.wait();
         if self.active(0) {
             self.scores::<true>(first_stage);
