@@ -95,23 +95,16 @@ impl RowState {
         }
     }
 
-    /// Takes in `other`, the state of the same row over other keys (another slice of a split key
-    /// range), and returns the weights by which this state's and `other`'s output accumulators
-    /// enter the merged one. A part that saw no key weighs 0.
+    /// The factor by which the output accumulator of this state, one of several over disjoint
+    /// key ranges of the row (the slices of a split item), enters their merged one, whose
+    /// maximum is `max`: 0 for a range that saw no key.
     #[inline(always)]
-    pub fn merge(&mut self, other: RowState, scale_log2: f32) -> (f32, f32) {
-        let max = arch::max(self.row_max, other.row_max);
-        let weight = |part_max: f32| {
-            if part_max == f32::NEG_INFINITY {
-                0.0
-            } else {
-                arch::exp2((part_max - max) * scale_log2)
-            }
-        };
-        let (mine, theirs) = (weight(self.row_max), weight(other.row_max));
-        self.row_max = max;
-        self.row_sum = mine * self.row_sum + theirs * other.row_sum;
-        (mine, theirs)
+    pub fn weight(&self, max: f32, scale_log2: f32) -> f32 {
+        if self.row_max == f32::NEG_INFINITY {
+            0.0
+        } else {
+            arch::exp2((self.row_max - max) * scale_log2)
+        }
     }
 
     /// The factor that turns the accumulated output into the softmax average (0 for a row that

@@ -202,6 +202,31 @@ pub unsafe fn atomic_add_u32(ptr: *mut u32, value: u32) -> u32 {
     old
 }
 
+/// Emits `atom.acq_rel.gpu.global.add.u32`: as `atomic_add_u32`, and also a release of this
+/// thread's earlier accesses and an acquire for its later ones, at GPU scope.
+///
+/// # Safety
+/// As `atomic_add_u32`.
+#[inline(always)]
+pub unsafe fn atomic_add_acq_rel_u32(ptr: *mut u32, value: u32) -> u32 {
+    let old: u32;
+    asm!("atom.acq_rel.gpu.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) ptr,
+         v = in(reg32) value, options(nostack));
+    old
+}
+
+/// Emits `ld.acquire.gpu.global.u32`: the word at `ptr`, this thread's later accesses ordered after
+/// the read (at GPU scope), for waiting on another block's count.
+///
+/// # Safety
+/// `ptr` must be valid for a 4-byte aligned read of global memory.
+#[inline(always)]
+pub unsafe fn ld_acquire_u32(ptr: *const u32) -> u32 {
+    let value: u32;
+    asm!("ld.acquire.gpu.global.u32 {v}, [{p}];", v = out(reg32) value, p = in(reg64) ptr, options(nostack));
+    value
+}
+
 /// Emits `st.global.b16`.
 ///
 /// # Safety

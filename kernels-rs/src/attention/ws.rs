@@ -62,6 +62,19 @@ fn epilogue_barrier(consumer: u32) -> u32 {
     FIRST + consumer
 }
 
+/// Slots a split item's merge reads at once (`Consumer::merge_slices`): as many as the
+/// consumer's registers hold beside the merged result, at `D / 2 + 4` floats each.
+const fn merge_batch(d: usize) -> usize {
+    match d {
+        0..=64 => MAX_MERGE_BATCH,
+        65..=128 => 2,
+        _ => 1,
+    }
+}
+
+/// The most slots `merge_batch` gives.
+const MAX_MERGE_BATCH: usize = 3;
+
 /// Consumer warpgroups a block may have (named barrier ids are set aside for this many).
 const MAX_CONSUMERS: u32 = 3;
 
@@ -1126,16 +1139,23 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         item.tiles
     }
 
-    /// A slice of a split item (`launch::tail_split`): writes this warpgroup's partial O and row
-    /// states to its slot of the workspace and counts the slice done on the item's counter. The
-    /// warpgroup whose count completes the item's slices sets the counter back to 0 for the next
-    /// launch, reads every slice's slot back and merges them, in the slices' order, into its
-    /// accumulators and row states, and returns true: it writes the item's output. The others
-    /// return false.
+    /// A slice of a split item (`launch::tail_split`). Thread 0 first counts the slice done on
+    /// the item's counter, whose low half counts the slices done and whose high half
+    /// (`PUBLISHED`) those whose partial result is in the workspace. Every slice writes this
+    /// warpgroup's partial O and row states to its slot. One that is not the last done then
+    /// counts its slot published and returns false. The last done waits until every other slice
+    /// has published, sets the counter back to 0 for the next launch, reads the slots
+    /// (`merge_batch` at a time) and merges them, in the slices' order, into its accumulators
+    /// and row states, and returns true: it writes the item's output. (Where the last to finish
+    /// published and counted first and then read one slot after another, its merge waited for
+    /// about six round trips to memory, now about two: 1.5% at (2,8,2048,64),
+    /// docs/perf-notes.md, v40.)
     ///
-    /// Each thread writes and reads only the accumulators it holds (a slot is laid out by
-    /// register, then thread, so that a warp's stores are whole lines), so the merge needs no
-    /// shared memory; the slices' row maxima and sums of one row meet in the same thread.
+    /// The wait cannot hang: the slices it waits for counted done before it, so they are
+    /// running, and they publish without waiting on anything. Each thread writes and reads only
+    /// the accumulators it holds (a slot is laid out by register, then thread, so that a warp's
+    /// accesses are whole lines), so the merge needs no shared memory; the slices' row maxima and
+    /// sums of one row meet in the same thread.
     ///
     /// # Safety
     /// `problem.workspace` holds `launch::tail_split::workspace_floats` floats and
@@ -1149,11 +1169,14 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         consumer: u32,
         consumers: u32,
     ) -> bool {
+        const PUBLISHED: u32 = 1 << 16;
+        const { assert!(tail_split::MAX_SLICES < PUBLISHED) };
         let thread = arch::thread_idx_x() % 128;
+        let parts = split.parts();
         let regs = G::Output::REGS;
         // Slot `part` of this warpgroup, at this thread's first float.
         let slot = |part: u32| {
-            let index = (split.tail() * split.parts() + part) * consumers + consumer;
+            let index = (split.tail() * parts + part) * consumers + consumer;
             problem
                 .workspace
                 .add(index as usize * tail_split::slot_floats(D as u32) as usize + thread as usize)
@@ -1165,6 +1188,15 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 at.add((regs + 2 * half + 1) * 128),
             )
         };
+        let counter = problem
+            .split_counters
+            .add((split.tail() * consumers + consumer) as usize);
+        let barrier = epilogue_barrier(consumer);
+        let mut seen = 0;
+        if thread == 0 {
+            seen = arch::atomic_add_acq_rel_u32(counter, 1);
+        }
+        let last = thread == 0 && seen % PUBLISHED + 1 == parts;
         let mine = slot(split.part());
         for (r, &o) in self.o_acc.registers().iter().enumerate() {
             *mine.add(r * 128) = o;
@@ -1173,57 +1205,105 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             let (max, sum) = state_at(mine, half);
             (*max, *sum) = (state.row_max, state.row_sum);
         }
-        // This thread's slot before the warpgroup's count, every thread's before thread 0's.
-        arch::fence_acq_rel_gpu();
-        let barrier = epilogue_barrier(consumer);
-        arch::named_barrier_sync(barrier, 128);
-        let mut last = false;
-        if thread == 0 {
-            let counter = problem
-                .split_counters
-                .add((split.tail() * consumers + consumer) as usize);
-            last = arch::atomic_add_u32(counter, 1) + 1 == split.parts();
-            if last {
-                arch::st_global_u32(counter, 0); // every slice has counted: nobody adds any more
-            }
-        }
         // The same in every thread; made provably warp-uniform, so that the epilogue after it
         // (its quad sums' shuffles) stays on the converged path.
         if arch::warp_uniform(arch::named_barrier_any(barrier, 128, last) as u32) == 0 {
+            // This thread's slot before the warpgroup's count, every thread's before thread 0's.
+            arch::fence_acq_rel_gpu();
+            arch::named_barrier_sync(barrier, 128);
+            if thread == 0 {
+                arch::atomic_add_u32(counter, PUBLISHED);
+            }
             return false;
         }
-        // The other slices' slots, written before their counts, which ours followed. Every slot,
-        // this one's too, is merged from memory in the slices' order: the output is then the
-        // same whichever slice finished last (`verify --repeat` wants it bit-identical).
-        arch::fence_acq_rel_gpu();
+        if thread == 0 {
+            // Acquires the other slots, written before their counts; then nobody adds any more.
+            while seen / PUBLISHED + 1 < parts {
+                seen = arch::ld_acquire_u32(counter);
+            }
+            arch::st_global_u32(counter, 0);
+        }
+        // Thread 0's acquire before every thread's reads. Every slot, this one's too (the
+        // thread's own writes), is merged from memory in the slices' order: the output is then
+        // the same whichever slice finished last (`verify --repeat` wants it bit-identical).
+        arch::named_barrier_sync(barrier, 128);
+        // Slots in batches: each batch's reads all in flight before its merges.
+        let batch = merge_batch(D) as u32;
         let scale_log2 = problem.scale_log2;
-        let first = slot(0);
-        for (r, o) in self.o_acc.registers_mut().iter_mut().enumerate() {
-            *o = *first.add(r * 128);
+        let mut merged = [RowState::EMPTY; 2];
+        let mut first = 0;
+        while first < parts {
+            let (slot, counted) = (
+                |b: u32| slot((first + b).min(parts - 1)),
+                |b: u32| first + b < parts,
+            );
+            if first == 0 {
+                self.merge_batch::<true>(&mut merged, batch, slot, counted, state_at, scale_log2);
+            } else {
+                self.merge_batch::<false>(&mut merged, batch, slot, counted, state_at, scale_log2);
+            }
+            first += batch;
         }
-        for (half, state) in self.softmax.states_mut()[0].iter_mut().enumerate() {
-            let (max, sum) = state_at(first, half);
-            (state.row_max, state.row_sum) = (*max, *sum);
-        }
-        for part in 1..split.parts() {
-            let theirs = slot(part);
-            for half in 0..2 {
-                let (max, sum) = state_at(theirs, half);
-                let other = RowState {
-                    row_max: *max,
+        self.softmax.states_mut()[0] = merged;
+        true
+    }
+
+    /// One batch of `merge_slices`' merge (`FIRST`: the first one): `batch` slots, `slot(b)` being the `b`-th's at this
+    /// thread's first float and `state_at(slot, half)` where its row `half`'s (maximum, sum) are,
+    /// those that are not `counted(b)` weighing 0. Merges them, in order, into the accumulators
+    /// and the row states `merged` of the slots before. Every read comes before the merges that
+    /// use it, so that ptxas may have all of them in flight; the merged row maxima cover the whole
+    /// batch, so that the accumulators are scaled once per batch.
+    ///
+    /// # Safety
+    /// Every slot `slot` gives holds a slice's partial result, written before this thread's reads.
+    #[inline(always)]
+    unsafe fn merge_batch<const FIRST: bool>(
+        &mut self,
+        merged: &mut [RowState; 2],
+        batch: u32,
+        slot: impl Fn(u32) -> *mut f32,
+        counted: impl Fn(u32) -> bool,
+        state_at: impl Fn(*mut f32, usize) -> (*mut f32, *mut f32),
+        scale_log2: f32,
+    ) {
+        let mut scales = [0.0; 2];
+        let mut weights = [[0.0; 2]; MAX_MERGE_BATCH];
+        for (half, state) in merged.iter_mut().enumerate() {
+            let part = |b: u32| {
+                let (max, sum) = state_at(slot(b), half);
+                let max = if counted(b) { *max } else { f32::NEG_INFINITY };
+                RowState {
+                    row_max: max,
                     row_sum: *sum,
-                };
-                let (w_merged, w_part) = self.softmax.states_mut()[0][half].merge(other, scale_log2);
-                // Row `half`'s accumulators are registers 4j + 2 half and the one after.
-                let o = self.o_acc.registers_mut();
-                for j in 0..regs / 4 {
-                    for r in [4 * j + 2 * half, 4 * j + 2 * half + 1] {
-                        o[r] = w_merged * o[r] + w_part * *theirs.add(r * 128);
+                }
+            };
+            let max = (0..batch).fold(state.row_max, |max, b| arch::max(max, part(b).row_max));
+            scales[half] = state.weight(max, scale_log2);
+            state.row_sum *= scales[half];
+            for b in 0..batch {
+                let part = part(b);
+                weights[b as usize][half] = part.weight(max, scale_log2);
+                state.row_sum = arch::fma(weights[b as usize][half], part.row_sum, state.row_sum);
+            }
+            state.row_max = max;
+        }
+        // Row `half`'s accumulators are registers 4j + 2 half and the one after. (Looped over as
+        // here, LLVM unrolls the loops at head dim 256 too; one loop over all registers it left
+        // rolled, and the consumer's arrays went to local memory.)
+        let o = self.o_acc.registers_mut();
+        for half in 0..2 {
+            for j in 0..G::Output::REGS / 4 {
+                for r in [4 * j + 2 * half, 4 * j + 2 * half + 1] {
+                    // The first batch's accumulators start at 0 (the item's are in its slot):
+                    // no register of them is live while its reads are in flight.
+                    o[r] = if FIRST { 0.0 } else { o[r] * scales[half] };
+                    for b in 0..batch {
+                        o[r] = arch::fma(weights[b as usize][half], *slot(b).add(r * 128), o[r]);
                     }
                 }
             }
         }
-        true
     }
 
     /// The epilogue through shared memory: the warpgroup writes its 64 normalised rows of O into
