@@ -101,10 +101,20 @@ pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> 
         .collect()
 }
 
+/// The key/value heads of a grouped-query twin of a problem of `heads` query heads: the most
+/// that divide them and are at most a quarter of them (1 below 4 heads); 133 heads get 19 (a
+/// quarter, 33, is not a divisor, and such a problem is invalid).
+fn grouped_heads_kv(heads: usize) -> usize {
+    (1..=(heads / 4).max(1))
+        .rev()
+        .find(|kv| heads.is_multiple_of(*kv))
+        .unwrap_or(1)
+}
+
 /// The problems of an FP8 run: the cases asked for whose head dim has an FP8 kernel (an
 /// explicit `--shape` without one is an error, a shape set's is skipped with a note), and with
-/// `grouped` a grouped-query twin of each (`H_kv = H / 4`, or 1 below 4 heads) unless
-/// `heads_kv` fixes the key/value heads of all.
+/// `grouped` a grouped-query twin of each (`grouped_heads_kv`) unless `heads_kv` fixes the
+/// key/value heads of all.
 pub fn cases(
     sets: &[String],
     explicit: &[Shape],
@@ -153,7 +163,7 @@ pub fn cases(
             None => {
                 push(shape);
                 if grouped && shape.heads > 1 && shape.heads_kv == shape.heads {
-                    push(shape.with_heads_kv(if shape.heads < 4 { 1 } else { shape.heads / 4 }));
+                    push(shape.with_heads_kv(grouped_heads_kv(shape.heads)));
                 }
             }
         }
@@ -908,6 +918,30 @@ mod tests {
         let err = "e5m2".parse::<Elem>().unwrap_err();
         assert!(err.contains("e4m3") && err.lines().count() == 1, "{err}");
         assert_eq!(Elem::E4m3.to_string(), "e4m3");
+    }
+
+    #[test]
+    fn grouped_twins_divide_the_heads() {
+        for (heads, kv) in [
+            (1, 1),
+            (2, 1),
+            (4, 1),
+            (7, 1),
+            (8, 2),
+            (16, 4),
+            (32, 8),
+            (133, 19),
+            (12, 3),
+        ] {
+            assert_eq!(grouped_heads_kv(heads), kv, "{heads} heads");
+        }
+        for heads in 1..300 {
+            let kv = grouped_heads_kv(heads);
+            assert!(
+                heads.is_multiple_of(kv) && (kv <= heads / 4 || kv == 1),
+                "{heads} heads: {kv}"
+            );
+        }
     }
 
     /// A bench row of `kernel` on `shape`, e4m3 or fp16, every replay at `p50`.
