@@ -64,7 +64,7 @@ fn epilogue_barrier(consumer: u32) -> u32 {
 
 /// Slots a split item's merge reads at once (`Consumer::merge_slices`): as many as the
 /// consumer's registers hold beside the merged result, at `D / 2 + 4` floats each.
-const fn merge_batch(d: usize) -> usize {
+const fn merge_batch_slots(d: usize) -> usize {
     match d {
         0..=64 => MAX_MERGE_BATCH,
         65..=128 => 2,
@@ -72,7 +72,7 @@ const fn merge_batch(d: usize) -> usize {
     }
 }
 
-/// The most slots `merge_batch` gives.
+/// The most slots `merge_batch_slots` gives.
 const MAX_MERGE_BATCH: usize = 3;
 
 /// Consumer warpgroups a block may have (named barrier ids are set aside for this many).
@@ -1145,10 +1145,10 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// warpgroup's partial O and row states to its slot. One that is not the last done then
     /// counts its slot published and returns false. The last done waits until every other slice
     /// has published, sets the counter back to 0 for the next launch, reads the slots
-    /// (`merge_batch` at a time) and merges them, in the slices' order, into its accumulators
-    /// and row states, and returns true: it writes the item's output. (Where the last to finish
-    /// published and counted first and then read one slot after another, its merge waited for
-    /// about six round trips to memory, now about two: 1.5% at (2,8,2048,64),
+    /// (`merge_batch_slots` at a time) and merges them, in the slices' order, into its
+    /// accumulators and row states, and returns true: it writes the item's output. (Where the
+    /// last to finish published and counted first and then read one slot after another, its
+    /// merge waited for about six round trips to memory, now about two: 1.5% at (2,8,2048,64),
     /// docs/perf-notes.md, v40.)
     ///
     /// The wait cannot hang: the slices it waits for counted done before it, so they are
@@ -1228,7 +1228,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // the same whichever slice finished last (`verify --repeat` wants it bit-identical).
         arch::named_barrier_sync(barrier, 128);
         // Slots in batches: each batch's reads all in flight before its merges.
-        let batch = merge_batch(D) as u32;
+        let batch = merge_batch_slots(D) as u32;
         let scale_log2 = problem.scale_log2;
         let mut merged = [RowState::EMPTY; 2];
         let mut first = 0;
@@ -1248,12 +1248,13 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         true
     }
 
-    /// One batch of `merge_slices`' merge (`FIRST`: the first one): `batch` slots, `slot(b)` being the `b`-th's at this
-    /// thread's first float and `state_at(slot, half)` where its row `half`'s (maximum, sum) are,
-    /// those that are not `counted(b)` weighing 0. Merges them, in order, into the accumulators
-    /// and the row states `merged` of the slots before. Every read comes before the merges that
-    /// use it, so that ptxas may have all of them in flight; the merged row maxima cover the whole
-    /// batch, so that the accumulators are scaled once per batch.
+    /// One batch of `merge_slices`' merge (`FIRST`: the first one): `batch` slots, `slot(b)`
+    /// being the `b`-th's at this thread's first float and `state_at(slot, half)` where its row
+    /// `half`'s (maximum, sum) are, those that are not `counted(b)` weighing 0. Merges them, in
+    /// order, into the accumulators and the row states `merged` of the slots before. Every read
+    /// comes before the merges that use it, so that ptxas may have all of them in flight; the
+    /// merged row maxima cover the whole batch, so that the accumulators are scaled once per
+    /// batch.
     ///
     /// # Safety
     /// Every slot `slot` gives holds a slice's partial result, written before this thread's reads.
