@@ -354,10 +354,11 @@ pub(crate) unsafe fn launch_with_args(
 const MAX_GRID_Y: u32 = 65_535;
 
 /// Words (`u32`) a barrier-counting twin records per block in the barrier log of its launch,
-/// indexed by the block's linear index: the block barriers counted, the KV tiles processed, the
-/// SM clock cycles from the start of the KV loop to the end of the epilogue, and the SM the block
-/// ran on (`record_barriers` in `kernels-rs/src/attention/mod.rs` writes them).
-pub const RECORD_WORDS: usize = 4;
+/// indexed by the block's linear index (`launch::record`): the block barriers counted, the KV
+/// tiles processed, the SM clock cycles from the start of the KV loop to the end of the
+/// epilogue, the SM the block ran on (`record_barriers` in `kernels-rs/src/attention/mod.rs`
+/// writes them), then `flash_ws`'s timeline of the block's first work items (`record_event`).
+pub const RECORD_WORDS: usize = crate::launch::record::WORDS as usize;
 
 impl Gpu {
     /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a

@@ -486,7 +486,10 @@ fn every_buffer_mismatch_is_a_typed_error() {
         let config = flashrs::gpu::launch_config(&kernel, shape);
         (config.grid_dim.0 * config.grid_dim.1 * config.grid_dim.2) as usize
     };
-    let mut short_log = gpu.stream().alloc_zeros::<u32>(4 * blocks - 1).unwrap();
+    let mut short_log = gpu
+        .stream()
+        .alloc_zeros::<u32>(flashrs::gpu::RECORD_WORDS * blocks - 1)
+        .unwrap();
     let err = gpu.launch(&kernel, &mut tensors, params, Some(&mut short_log));
     assert!(
         matches!(

@@ -16,6 +16,7 @@ mod plot;
 mod profile;
 mod report;
 mod stress;
+mod trace;
 mod tune;
 mod varlen;
 mod verify;
@@ -66,6 +67,10 @@ enum Command {
     /// gated (compiled, correct, then timed); `--save` records the winner for the library.
     /// `--splits`: the same for flash_decode's count of key slices on a decode-like shape.
     Tune(tune::Args),
+    /// Where a flash_ws launch's blocks spend their cycles item by item: one launch of its
+    /// instrumented twin after warm-up launches; per item position, the median over blocks of the
+    /// wait for Q, the KV loop, a split item's merge, the epilogue and the gap between items.
+    Trace(trace::Args),
     /// Assemble the embedded PTX to cubins with ptxas (no GPU needed), so that a GPU machine
     /// skips the driver's JIT: set FLASHRS_CUBIN_DIR to the folder there.
     Cubin(cubin::Args),
@@ -138,6 +143,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => profile::run(cli.device, args),
         Command::Micro(args) => micro::run(cli.device, args),
         Command::Tune(args) => tune::run(cli.device, args),
+        Command::Trace(args) => trace::run(cli.device, args),
         Command::Cubin(args) => cubin::run(args),
         Command::ProfileTarget(args) => profile::run_target(cli.device, args),
     };

@@ -222,6 +222,33 @@ pub mod tail_split {
     }
 }
 
+/// What an instrumented (counted) twin records per block of its launch, in the barrier log at
+/// `block * WORDS` (the block's linear index): a header of `HEADER` words (the block barriers
+/// counted, the KV tiles, the SM cycles of the consumers' work, the SM), then the timeline of
+/// its first `TRACED_ITEMS` work items (`flash_ws` only; zeros elsewhere): for each, the low 32
+/// bits of the SM clock at each of `EVENTS` points of the first consumer warpgroup's work on it.
+pub mod record {
+    /// Words (`u32`) of the header.
+    pub const HEADER: u32 = 4;
+    /// Work items whose timeline a block records (a persistent block's first ones).
+    pub const TRACED_ITEMS: u32 = 12;
+    /// Points of an item's timeline, in the order they happen (the constants below).
+    pub const EVENTS: u32 = 5;
+    /// The consumer is ready for the item.
+    pub const START: u32 = 0;
+    /// Its Q has landed.
+    pub const READY: u32 = 1;
+    /// Its last P V has completed.
+    pub const LOOP_END: u32 = 2;
+    /// A split item's slices merged (or this slice's slot published); for a whole item, right
+    /// after `LOOP_END`.
+    pub const MERGED: u32 = 3;
+    /// Its output stored, or handed to the copy engine.
+    pub const DONE: u32 = 4;
+    /// Words per block.
+    pub const WORDS: u32 = HEADER + TRACED_ITEMS * EVENTS;
+}
+
 /// The geometry of `fp8_transpose_v` (e4m3 V transposed before `flash_ws_fp8`), which the host
 /// launches with these numbers: blocks of `TILE` keys by `TILE` columns, `THREADS` threads,
 /// `SMEM_BYTES` of dynamic shared memory.

@@ -31,6 +31,7 @@ pub mod reference;
 pub mod sass;
 pub mod search;
 pub mod stats;
+pub mod timeline;
 pub mod timing;
 
 pub use error::LabError;

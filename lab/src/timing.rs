@@ -12,6 +12,7 @@ use flashrs::{Error, Gpu, Kernel, Params, Result, Tensors, VariantSpec};
 use flashrs::{PagedTensors, VarlenTensors};
 
 use crate::clocks::Window;
+use crate::timeline::{timelines, BlockTimeline};
 
 /// Graph replays timed by [`Timing::time_graph_of`]: microseconds per call, one sample per replay,
 /// and when the timed replays ran (to look up the clock they ran at).
@@ -110,6 +111,15 @@ pub trait Timing {
         tensors: &mut Tensors,
         params: Params,
     ) -> Result<BarrierCount>;
+
+    /// Runs `variant`'s counted twin once on `tensors` and returns its blocks' timelines
+    /// ([`crate::timeline`]; none for a family that records none).
+    fn trace_items(
+        &self,
+        variant: &'static VariantSpec,
+        tensors: &mut Tensors,
+        params: Params,
+    ) -> Result<Vec<BlockTimeline>>;
 
     /// [`count_barriers`](Timing::count_barriers) for the counted twin of `variant`'s paged entry
     /// point (a `flash_decode` variant).
@@ -261,6 +271,19 @@ impl Timing for Gpu {
         barrier_count(&self.download(&log)?, kernel.symbol())
     }
 
+    fn trace_items(
+        &self,
+        variant: &'static VariantSpec,
+        tensors: &mut Tensors,
+        params: Params,
+    ) -> Result<Vec<BlockTimeline>> {
+        let shape = tensors.shape();
+        let kernel = self.kernel(variant, shape.head_dim, tensors.dtype(), true)?;
+        let mut log = zeroed_log(self, &kernel, shape)?;
+        self.launch(&kernel, tensors, params, Some(&mut log))?;
+        timelines(&self.download(&log)?)
+    }
+
     fn count_paged_barriers(
         &self,
         variant: &'static VariantSpec,
@@ -346,29 +369,40 @@ pub fn barrier_count(log: &[u32], symbol: &str) -> Result<BarrierCount> {
 mod tests {
     use super::*;
 
+    /// Barrier logs of the given headers (barriers, tiles, cycles, SM), each padded to a record.
+    fn log_of(headers: &[[u32; 4]]) -> Vec<u32> {
+        let mut log = vec![0; headers.len() * RECORD_WORDS];
+        for (record, header) in log.chunks_exact_mut(RECORD_WORDS).zip(headers) {
+            record[..4].copy_from_slice(header);
+        }
+        log
+    }
+
     #[test]
     fn a_log_gives_barriers_and_cycles_per_tile_over_the_blocks_that_had_tiles() {
         // Records: barriers, tiles, cycles, SM. The third block had no tiles (past its rows).
-        let log = [12, 6, 600, 0, 4, 2, 400, 1, 0, 0, 0, 1, 8, 4, 1200, 2];
+        let log = log_of(&[[12, 6, 600, 0], [4, 2, 400, 1], [0, 0, 0, 1], [8, 4, 1200, 2]]);
         let count = barrier_count(&log, "k").unwrap();
         assert_eq!(count.per_tile, 2.0);
         assert_eq!((count.blocks, count.tiles, count.sms_used), (4, 12, 3));
         // Cycles per tile 100, 200, 300: the median.
         assert_eq!(count.cycles_per_tile, 200.0);
         // No tiles anywhere: nothing to disagree with.
-        let idle = barrier_count(&[0, 0, 0, 5], "k").unwrap();
+        let idle = barrier_count(&log_of(&[[0, 0, 0, 5]]), "k").unwrap();
         assert_eq!((idle.per_tile, idle.cycles_per_tile, idle.blocks), (0.0, 0.0, 1));
     }
 
     #[test]
     fn blocks_that_disagree_or_a_torn_log_are_errors_naming_the_kernel() {
-        let log = [12, 6, 600, 0, 6, 2, 400, 1];
+        let log = log_of(&[[12, 6, 600, 0], [6, 2, 400, 1]]);
         let message = barrier_count(&log, "flash_x_counted").unwrap_err().to_string();
         assert!(
             message.contains("flash_x_counted: block 1 ran 6 barriers over 2 tiles"),
             "{message}"
         );
-        let torn = barrier_count(&[1, 1, 1], "k").unwrap_err().to_string();
+        let torn = barrier_count(&log[..RECORD_WORDS + 3], "k")
+            .unwrap_err()
+            .to_string();
         assert!(torn.contains("not whole records"), "{torn}");
     }
 

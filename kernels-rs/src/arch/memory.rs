@@ -202,15 +202,16 @@ pub unsafe fn atomic_add_u32(ptr: *mut u32, value: u32) -> u32 {
     old
 }
 
-/// Emits `atom.acq_rel.gpu.global.add.u32`: as `atomic_add_u32`, and also a release of this
-/// thread's earlier accesses and an acquire for its later ones, at GPU scope.
+/// Emits `atom.acquire.gpu.global.add.u32`: as `atomic_add_u32`, and an acquire for this thread's
+/// later accesses at GPU scope (no release of its earlier ones, which would cost a `MEMBAR.GPU`
+/// before the atomic).
 ///
 /// # Safety
 /// As `atomic_add_u32`.
 #[inline(always)]
-pub unsafe fn atomic_add_acq_rel_u32(ptr: *mut u32, value: u32) -> u32 {
+pub unsafe fn atomic_add_acquire_u32(ptr: *mut u32, value: u32) -> u32 {
     let old: u32;
-    asm!("atom.acq_rel.gpu.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) ptr,
+    asm!("atom.acquire.gpu.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) ptr,
          v = in(reg32) value, options(nostack));
     old
 }

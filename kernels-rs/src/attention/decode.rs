@@ -145,7 +145,7 @@ macro_rules! flash_decode_varlen {
 /// ROW_TILES)`; `problem.workspace` must hold the split partials when `kv_splits > 1`, and
 /// `problem.split_counters` one counter per (KV head, row block) of the grid, each 0; the block
 /// has `32 * NUM_WARPS` threads and `smem_bytes` of dynamic shared memory; with `COUNT`,
-/// `barrier_log` holds four `u32` per block. With `PAGED`, K and V are the paged cache that
+/// `barrier_log` holds `launch::record::WORDS` `u32` per block. With `PAGED`, K and V are the paged cache that
 /// `problem.pages` describes (`attention::paged`): `seqlens` holds `B` lengths and the table
 /// lists an existing page for every key below each length. With `VARLEN`, Q, K, V, the output
 /// and the LSE are packed as `attention::varlen` says, `cu_q`/`cu_k` checked by the host, and the

@@ -305,10 +305,16 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
 
     /// The running state of this thread's rows (`[row tile][half]`), its row sums still this
     /// thread's share until the epilogue adds up each quad's: for merging partial results of
-    /// the same rows over other keys (`RowState::merge`).
+    /// the same rows over other keys (`RowState::weight`).
     #[inline(always)]
     pub fn states_mut(&mut self) -> &mut [[RowState; 2]; ROW_TILES] {
         &mut self.state
+    }
+
+    /// As `states_mut`, to read.
+    #[inline(always)]
+    pub fn states(&self) -> &[[RowState; 2]; ROW_TILES] {
+        &self.state
     }
 
     /// The epilogue for kernels that place their rows themselves: completes each row's sum over

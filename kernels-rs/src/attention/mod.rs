@@ -62,7 +62,7 @@ pub mod warp_mma;
 pub mod wgmma;
 pub mod ws;
 
-use crate::launch::causal_order;
+use crate::launch::{causal_order, record};
 use crate::softmax::RowState;
 use crate::tile::Rows;
 
@@ -357,26 +357,49 @@ pub fn start_counting<const COUNT: bool>(recorder: u32) -> u64 {
     }
 }
 
-/// What the instrumented build records per block, four u32 indexed by the block's linear index:
-/// the block barriers thread 0 counted (see `policy::sync`), the KV tiles, the SM clock cycles from
-/// `start_counting` to here (the KV loop and the epilogue), and the SM the block ran on. The cycles
-/// per tile are what `micro` ranks configurations by. Written by thread `recorder`, the one that
-/// called `start_counting`.
+/// What the instrumented build records per block, the header of its record
+/// (`launch::record`), indexed by the block's linear index: the block barriers thread 0 counted
+/// (see `policy::sync`), the KV tiles, the SM clock cycles from `start_counting` to here (the KV
+/// loop and the epilogue), and the SM the block ran on. The cycles per tile are what `micro`
+/// ranks configurations by. Written by thread `recorder`, the one that called `start_counting`.
 ///
 /// # Safety
-/// `barrier_log` must hold four `u32` per block of the grid.
+/// `barrier_log` must hold `launch::record::WORDS` `u32` per block of the grid.
 #[inline(always)]
 pub unsafe fn record_barriers(barrier_log: *mut u32, tiles: u32, started: u64, recorder: u32) {
     use crate::arch;
     if arch::thread_idx_x() == recorder {
         let cycles = arch::clock64().wrapping_sub(started).min(u32::MAX as u64) as u32;
         let barriers = arch::barrier_counter_load();
-        let y = arch::block_idx_y() as usize + arch::block_idx_z() as usize * arch::grid_dim_y() as usize;
-        let block = y * arch::grid_dim_x() as usize + arch::block_idx_x() as usize;
-        let record = barrier_log.add(4 * block);
+        let record = barrier_log.add(linear_block() * record::WORDS as usize);
         arch::st_global_u32(record, barriers);
         arch::st_global_u32(record.add(1), tiles);
         arch::st_global_u32(record.add(2), cycles);
         arch::st_global_u32(record.add(3), arch::sm_id());
     }
+}
+
+/// The instrumented build's timeline: thread `recorder` records the SM clock (its low 32 bits)
+/// at point `event` of the block's `item`-th work item (`launch::record`), for the first
+/// `TRACED_ITEMS` items; nothing when not counting. Where an item's cycles go beyond its tiles
+/// (its start, the wait for its Q, a split item's merge, the epilogue) is read from these.
+///
+/// # Safety
+/// As `record_barriers`.
+#[inline(always)]
+pub unsafe fn record_event<const COUNT: bool>(barrier_log: *mut u32, item: u32, event: u32, recorder: u32) {
+    use crate::arch;
+    if COUNT && arch::thread_idx_x() == recorder && item < record::TRACED_ITEMS {
+        let word = record::HEADER + item * record::EVENTS + event;
+        let at = barrier_log.add(linear_block() * record::WORDS as usize + word as usize);
+        arch::st_global_u32(at, arch::clock64() as u32);
+    }
+}
+
+/// The block's linear index in its grid (x fastest, then y, then z).
+#[inline(always)]
+fn linear_block() -> usize {
+    use crate::arch;
+    let y = arch::block_idx_y() as usize + arch::block_idx_z() as usize * arch::grid_dim_y() as usize;
+    y * arch::grid_dim_x() as usize + arch::block_idx_x() as usize
 }

@@ -54,7 +54,7 @@ macro_rules! flash_wgmma {
 /// Launched as `attention`'s calling convention says: `q`, `k`, `v` and `out` hold the tensors
 /// `problem` describes (and `problem.lse`, when not null, `[B, H, S_q]` fp32), the grid covers
 /// `problem`, the block has `128 * WARPGROUPS` threads and the `smem_bytes` of dynamic shared memory, and with
-/// `COUNT` `barrier_log` holds four `u32` per block.
+/// `COUNT` `barrier_log` holds `launch::record::WORDS` `u32` per block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_wgmma<

@@ -27,10 +27,10 @@
 use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::Varlen;
-use super::{longest_first_block, record_barriers, start_counting, Buffers, Problem};
+use super::{longest_first_block, record_barriers, record_event, start_counting, Buffers, Problem};
 use super::{FP8_K_BOX_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
-use crate::launch::tail_split;
+use crate::launch::{record, tail_split};
 use crate::schedule::exponentials_before_wait;
 use crate::softmax::{KeptFactor, RowState};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
@@ -363,15 +363,17 @@ impl Split {
     }
 
     /// The slice's share of an item's `tiles` KV tiles: (first tile, tiles), the parts differing
-    /// by at most one tile.
+    /// by at most one tile and part 0 among the largest: it then usually finishes last and
+    /// merges, its own partial result first in the slices' order (`merge_slices`).
     #[inline(always)]
     fn range(&self, tiles: u32) -> (u32, u32) {
         if !self.is_split() {
             return (0, tiles);
         }
-        let (part, parts) = (self.part(), self.parts());
-        let first = part * tiles / parts;
-        let end = (part + 1) * tiles / parts;
+        // Counted from the last part, whose share `floor` makes the smallest.
+        let from_end = self.parts() - 1 - self.part();
+        let first = tiles - (from_end + 1) * tiles / self.parts();
+        let end = tiles - from_end * tiles / self.parts();
         (first, end - first)
     }
 }
@@ -642,10 +644,14 @@ pub unsafe fn flash_ws<
         let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
         tiles = for_each_item!(&schedule, |i, work, ring| {
+            // The instrumented twin's timeline of the item (no code otherwise).
+            // Safety: the instrumented twin's log has a record per block (the launch's contract).
+            let mark = move |event: u32| unsafe { record_event::<COUNT>(barrier_log, i, event, RECORDER) };
+            mark(record::START);
             // Safety: `work.head` is one of the problem's heads.
             let (item_problem, value_scale) = unsafe { descaled::<G::Input>(&problem, work.head) };
             let item = Item::of(&schedule, &problem, i, &work, ring, value_scale);
-            Consumer::<G, STAGES, PINGPONG>::new(
+            let tiles = Consumer::<G, STAGES, PINGPONG>::new(
                 &plan,
                 &item_problem,
                 consumer,
@@ -664,7 +670,10 @@ pub unsafe fn flash_ws<
                 // Worked out again after the KV loop rather than kept through it: the persistent
                 // consumers at head dim 64 have no register to spare there (it spilled).
                 || schedule.split_of(i),
-            )
+                mark,
+            );
+            mark(record::DONE);
+            tiles
         });
     }
     if COUNT {
@@ -1068,7 +1077,9 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
 
     /// The item's KV loop (`overlap`: the overlapped one) and epilogue, for consumer `consumer` of
     /// `consumers`; returns the item's KV tiles. Unless `staged_output` is `Registers`, O goes out
-    /// through Q's buffer, which the block's item must be the last to use.
+    /// through Q's buffer, which the block's item must be the last to use. `mark(event)` at the
+    /// points of the item's timeline (`launch::record`; the instrumented twin's, no code
+    /// otherwise).
     ///
     /// # Safety
     /// `out` is the problem's output and `item.head` one of its heads; the plan's barriers exist;
@@ -1088,18 +1099,21 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         overlap: bool,
         staged_output: OutputPath,
         split_of_item: impl Fn() -> Split,
+        mark: impl Fn(u32),
     ) -> u32 {
         const { assert!(D == G::D) };
         if PINGPONG && item.index == 0 && consumer + 1 == consumers {
             self.turns.pass(); // consumer 0 goes first
         }
         arch::mbarrier_wait(self.plan.q_full(self.q_buffer), self.q_parity);
+        mark(record::READY);
         let tiles = item.tiles;
         if overlap {
             self.overlapped(tiles);
         } else {
             self.serial(tiles);
         }
+        mark(record::LOOP_END);
         if PINGPONG && consumer == 0 && item.last {
             self.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
         }
@@ -1108,6 +1122,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             // Safety: a split item's workspace slots and counters are the launch's (the
             // caller's contract).
             || unsafe { self.merge_slices::<D>(problem, split, consumer, consumers) };
+        mark(record::MERGED);
         if !writes_output {
             // Another slice writes the item's output. The copy engine may still read the last
             // item's O out of the block's own tile, which must outlive that.
@@ -1142,14 +1157,15 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// A slice of a split item (`launch::tail_split`). Thread 0 first counts the slice done on
     /// the item's counter, whose low half counts the slices done and whose high half
     /// (`PUBLISHED`) those whose partial result is in the workspace. Every slice writes this
-    /// warpgroup's partial O and row states to its slot. One that is not the last done then
-    /// counts its slot published and returns false. The last done waits until every other slice
-    /// has published, sets the counter back to 0 for the next launch, reads the slots
-    /// (`merge_batch_slots` at a time) and merges them, in the slices' order, into its
-    /// accumulators and row states, and returns true: it writes the item's output. (Where the
-    /// last to finish published and counted first and then read one slot after another, its
-    /// merge waited for about six round trips to memory, now about two: 1.5% at (2,8,2048,64),
-    /// docs/perf-notes.md, v40.)
+    /// warpgroup's partial O and row states to its slot, except the last done when it is part 0,
+    /// whose result comes first in the merge's order and enters from its registers. One that is
+    /// not the last done then counts its slot published and returns false. The last done waits
+    /// until every other slice has published, sets the counter back to 0 for the next launch,
+    /// reads the slots (`merge_batch_slots` at a time) and merges them, in the slices' order,
+    /// into its accumulators and row states, and returns true: it writes the item's output.
+    /// (Where the last to finish published and counted first and then read one slot after
+    /// another, its merge waited for about six round trips to memory, now about two: 1.5% at
+    /// (2,8,2048,64), docs/perf-notes.md, v40; v41 measured the rest as bytes.)
     ///
     /// The wait cannot hang: the slices it waits for counted done before it, so they are
     /// running, and they publish without waiting on anything. Each thread writes and reads only
@@ -1194,24 +1210,44 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         let barrier = epilogue_barrier(consumer);
         let mut seen = 0;
         if thread == 0 {
-            seen = arch::atomic_add_acq_rel_u32(counter, 1);
+            // Acquire only: nothing of this slice is published yet, so there is nothing to release
+            // (which would cost a `MEMBAR.GPU` before the atomic).
+            seen = arch::atomic_add_acquire_u32(counter, 1);
         }
         let last = thread == 0 && seen % PUBLISHED + 1 == parts;
-        let mine = slot(split.part());
-        for (r, &o) in self.o_acc.registers().iter().enumerate() {
-            *mine.add(r * 128) = o;
-        }
-        for (half, state) in self.softmax.states_mut()[0].iter().enumerate() {
-            let (max, sum) = state_at(mine, half);
-            (*max, *sum) = (state.row_max, state.row_sum);
+        // Part 0 comes first in the merge's order and has the most tiles, so it usually merges:
+        // then its partial result enters from its registers and never goes through its slot (a
+        // third of the merge's bytes at three slices). The other parts write theirs at once,
+        // under the count's round trip (after the broadcast below, their counts came ~0.6k
+        // cycles later: docs/perf-notes.md, v42); part 0 only once it knows it is not merging.
+        let write_slot = || {
+            let mine = slot(split.part());
+            for (r, &o) in self.o_acc.registers().iter().enumerate() {
+                *mine.add(r * 128) = o;
+            }
+            for (half, state) in self.softmax.states()[0].iter().enumerate() {
+                let (max, sum) = state_at(mine, half);
+                (*max, *sum) = (state.row_max, state.row_sum);
+            }
+        };
+        let part_zero = split.part() == 0;
+        if !part_zero {
+            write_slot();
         }
         // The same in every thread; made provably warp-uniform, so that the epilogue after it
         // (its quad sums' shuffles) stays on the converged path.
-        if arch::warp_uniform(arch::named_barrier_any(barrier, 128, last) as u32) == 0 {
-            // This thread's slot before the warpgroup's count, every thread's before thread 0's.
-            arch::fence_acq_rel_gpu();
+        let last_done = arch::warp_uniform(arch::named_barrier_any(barrier, 128, last) as u32) != 0;
+        let own_first = last_done && part_zero;
+        if part_zero && !last_done {
+            write_slot();
+        }
+        if !last_done {
+            // Every thread's slot before thread 0's fence (the barrier), which releases them all
+            // (a release is cumulative) before the count: one `MEMBAR.GPU` for the warpgroup, not
+            // one per thread.
             arch::named_barrier_sync(barrier, 128);
             if thread == 0 {
+                arch::fence_acq_rel_gpu();
                 arch::atomic_add_u32(counter, PUBLISHED);
             }
             return false;
@@ -1237,10 +1273,12 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 |b: u32| slot((first + b).min(parts - 1)),
                 |b: u32| first + b < parts,
             );
-            if first == 0 {
-                self.merge_batch::<true>(&mut merged, batch, slot, counted, state_at, scale_log2);
+            if first > 0 {
+                self.merge_batch::<false, false>(&mut merged, batch, slot, counted, state_at, scale_log2);
+            } else if own_first {
+                self.merge_batch::<true, true>(&mut merged, batch, slot, counted, state_at, scale_log2);
             } else {
-                self.merge_batch::<false>(&mut merged, batch, slot, counted, state_at, scale_log2);
+                self.merge_batch::<true, false>(&mut merged, batch, slot, counted, state_at, scale_log2);
             }
             first += batch;
         }
@@ -1250,7 +1288,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
 
     /// One batch of `merge_slices`' merge (`FIRST`: the first one): `batch` slots, `slot(b)`
     /// being the `b`-th's at this thread's first float and `state_at(slot, half)` where its row
-    /// `half`'s (maximum, sum) are, those that are not `counted(b)` weighing 0. Merges them, in
+    /// `half`'s (maximum, sum) are, those that are not `counted(b)` weighing 0; with `OWN_FIRST`
+    /// the first slot's result is the one in this consumer's registers, not read. Merges them, in
     /// order, into the accumulators and the row states `merged` of the slots before. Every read
     /// comes before the merges that use it, so that ptxas may have all of them in flight; the
     /// merged row maxima cover the whole batch, so that the accumulators are scaled once per
@@ -1259,7 +1298,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// # Safety
     /// Every slot `slot` gives holds a slice's partial result, written before this thread's reads.
     #[inline(always)]
-    unsafe fn merge_batch<const FIRST: bool>(
+    unsafe fn merge_batch<const FIRST: bool, const OWN_FIRST: bool>(
         &mut self,
         merged: &mut [RowState; 2],
         batch: u32,
@@ -1268,10 +1307,15 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         state_at: impl Fn(*mut f32, usize) -> (*mut f32, *mut f32),
         scale_log2: f32,
     ) {
+        const { assert!(FIRST || !OWN_FIRST) };
+        let own_states = self.softmax.states()[0];
         let mut scales = [0.0; 2];
         let mut weights = [[0.0; 2]; MAX_MERGE_BATCH];
         for (half, state) in merged.iter_mut().enumerate() {
             let part = |b: u32| {
+                if OWN_FIRST && b == 0 {
+                    return own_states[half];
+                }
                 let (max, sum) = state_at(slot(b), half);
                 let max = if counted(b) { *max } else { f32::NEG_INFINITY };
                 RowState {
@@ -1296,11 +1340,18 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         for half in 0..2 {
             for j in 0..G::Output::REGS / 4 {
                 for r in [4 * j + 2 * half, 4 * j + 2 * half + 1] {
-                    // The first batch's accumulators start at 0 (the item's are in its slot):
-                    // no register of them is live while its reads are in flight.
+                    // The first batch's accumulators start at 0 (the item's are in its slot,
+                    // or with `OWN_FIRST` are slot 0's value): the same operations whichever
+                    // slice merges, so the output is bit-identical.
+                    let own = o[r];
                     o[r] = if FIRST { 0.0 } else { o[r] * scales[half] };
                     for b in 0..batch {
-                        o[r] = arch::fma(weights[b as usize][half], *slot(b).add(r * 128), o[r]);
+                        let value = if OWN_FIRST && b == 0 {
+                            own
+                        } else {
+                            *slot(b).add(r * 128)
+                        };
+                        o[r] = arch::fma(weights[b as usize][half], value, o[r]);
                     }
                 }
             }
