@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::decode::DecodeOptions;
 use crate::embedded;
 use crate::error::{Error, Result};
+use crate::launch::item_walk::ItemWalk;
 use crate::launch::{tail_split, LaunchArgs};
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -879,7 +880,8 @@ impl Gpu {
             split_counters,
             // Contiguous K and V: no block table (the paged launch is `paged.rs`).
             ..LaunchArgs::default()
-        };
+        }
+        .walking(item_walk(kernel.variant, shape, &config, slices.splits));
         // Safety: the arguments are the kernels' parameter list (kernels-rs/src/launch.rs, the
         // same list the entry points are generated from); every buffer holds exactly the
         // elements the shape, dtype and grid imply (checked just above, after the last change to
@@ -1471,6 +1473,25 @@ impl KeySlices {
     }
 }
 
+/// The walk over the work items of a persistent flash_ws or flash_ws_fp8 launch of `variant` on
+/// `shape` over the grid `config`, with `splits` slices per item of its last round
+/// (`KeySlices::tail_split`); none for every other launch.
+pub(crate) fn item_walk(variant: &VariantSpec, shape: Shape, config: &LaunchConfig, splits: u32) -> ItemWalk {
+    let warp_specialised = matches!(variant.family, Family::FlashWs | Family::FlashWsFp8);
+    if !warp_specialised || !variant.persistent {
+        return ItemWalk::default();
+    }
+    let row_blocks = (shape.seq_q as u32).div_ceil(variant.block_m);
+    let batch_heads = (shape.batch * shape.heads) as u32;
+    ItemWalk::new(
+        row_blocks,
+        batch_heads,
+        shape.heads as u32,
+        config.grid_dim.0,
+        splits,
+    )
+}
+
 /// The workspace and slice counters of one launch's `KeySlices`: this GPU's cached ones, or, on
 /// a caller's stream, the launch's own.
 pub(crate) enum SliceBuffers {
@@ -1849,12 +1870,12 @@ mod tests {
     fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
         // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
         // workspace and its slice counters; the block table and lengths; the varlen prefix sums;
-        // the e4m3 descales), the scalars as 32 bits: a field's type changing silently would
-        // change every kernel's signature.
+        // the e4m3 descales) and the item walk's three divisors as u64, the scalars as 32 bits:
+        // a field's type changing silently would change every kernel's signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 25);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 14);
-        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 11);
+        assert_eq!(bytes.len(), 30);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 17);
+        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 13);
     }
 
     fn lens_for(shape: Shape) -> BufferLens {

@@ -506,6 +506,8 @@ impl Gpu {
             cu_seqlens_k: 0,
             // 16-bit inputs.
             descale: 0,
+            // Not the persistent flash_ws: no item walk.
+            ..LaunchArgs::default()
         };
         // Safety: a paged flash_decode entry point (only `paged_kernel` makes a `PagedKernel`)
         // with the launch parameter list; Q, the output and the LSE hold what the shape implies,

@@ -83,6 +83,17 @@ macro_rules! with_launch_params {
             /// flash_ws_fp8: the e4m3 inputs' descale factors, `[3, B, H_kv]` fp32 (Q's, K's,
             /// V's; a query head uses its KV head's entry); 0 for every other kernel.
             descale: u64 as *const f32,
+            /// The persistent flash_ws: the positions of its walk over the work items that are
+            /// whole items (`item_walk::ItemWalk`); 0 for every other kernel.
+            walk_whole_items: u32,
+            /// The persistent flash_ws: the positions of the walk, whole items and slices.
+            walk_length: u32,
+            /// The persistent flash_ws: `item_walk::Divisor` bits of the query row blocks per head.
+            walk_row_blocks: u64,
+            /// The persistent flash_ws: `item_walk::Divisor` bits of the slices per split item.
+            walk_slices: u64,
+            /// The persistent flash_ws: `item_walk::Divisor` bits of the query heads (`H`).
+            walk_heads: u64,
         }
     };
 }
@@ -218,6 +229,172 @@ pub mod tail_split {
                 let s = slices(items, grid, tiles);
                 assert!(tail_items(items, grid) * s <= grid);
             }
+        }
+    }
+}
+
+/// The persistent `flash_ws`'s walk over its work items, prepared by the host for each launch so
+/// that the device finds a block's next item with multiplies: a division by a value known only at
+/// run time is ~20 instructions through the reciprocal unit on the GPU, and the item loop did six
+/// or more of them between two items (~1k cycles, docs/perf-notes.md, v43).
+pub mod item_walk {
+    use super::tail_split;
+
+    /// Division by a divisor `d` fixed for a launch: `n / d` as a multiply-high, an add and a
+    /// shift, exact for every `u32` `n` (Granlund and Montgomery's round-up method: a 33-bit
+    /// multiplier `2^32 + multiplier`, `shift = ceil(log2 d)`).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Divisor {
+        multiplier: u32,
+        shift: u32,
+    }
+
+    impl Divisor {
+        /// Division by `d` (`d = 0` divides by 1: a launch that has no such divisor).
+        pub const fn new(d: u32) -> Self {
+            let d = if d == 0 { 1 } else { d as u64 };
+            // ceil(log2 d): 0 for d = 1.
+            let shift = 64 - (d - 1).leading_zeros();
+            // floor(2^32 (2^shift - d) / d) + 1, below 2^32 as 2^shift - d < d.
+            let multiplier = ((1u64 << 32) * ((1u64 << shift) - d) / d + 1) as u32;
+            Divisor { multiplier, shift }
+        }
+
+        /// `n / d`.
+        #[inline(always)]
+        pub fn quotient(self, n: u32) -> u32 {
+            let high = (n as u64 * self.multiplier as u64) >> 32;
+            ((high + n as u64) >> self.shift) as u32
+        }
+
+        /// `(n / d, n % d)`, `d` being this divisor's.
+        #[inline(always)]
+        pub fn div_rem(self, n: u32, d: u32) -> (u32, u32) {
+            let q = self.quotient(n);
+            (q, n - q * d)
+        }
+
+        /// As a launch parameter.
+        pub const fn to_bits(self) -> u64 {
+            self.multiplier as u64 | (self.shift as u64) << 32
+        }
+
+        /// From a launch parameter.
+        #[inline(always)]
+        pub const fn from_bits(bits: u64) -> Self {
+            Divisor {
+                multiplier: bits as u32,
+                shift: (bits >> 32) as u32,
+            }
+        }
+    }
+
+    /// A persistent launch's walk: position `w` (block `b`'s `i`-th item is `b + i * grid`) is
+    /// item `w` while `w < whole_items`, then slice `(w - whole_items) % slices` of item
+    /// `whole_items + (w - whole_items) / slices` (`tail_split`), up to `length`; an item is
+    /// (head, row block) = `(item / row_blocks, item % row_blocks)`.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct ItemWalk {
+        /// Positions that are whole items.
+        pub whole_items: u32,
+        /// Positions of the walk: whole items, then the slices of the last round's.
+        pub length: u32,
+        /// Query row blocks per head.
+        pub row_blocks: Divisor,
+        /// Slices per item of the last round.
+        pub slices: Divisor,
+        /// Query heads per batch entry: a head's coordinates in the tensor maps.
+        pub heads: Divisor,
+    }
+
+    impl ItemWalk {
+        /// The walk over `row_blocks * batch_heads` items on `grid` blocks, each item of the last
+        /// round cut into `slices` (1: none), the heads `heads` per batch entry.
+        pub const fn new(row_blocks: u32, batch_heads: u32, heads: u32, grid: u32, slices: u32) -> Self {
+            let items = row_blocks.saturating_mul(batch_heads);
+            let (whole_items, length) = if slices > 1 {
+                let tail = tail_split::tail_items(items, grid);
+                (items - tail, items - tail + tail * slices)
+            } else {
+                (items, items)
+            };
+            ItemWalk {
+                whole_items,
+                length,
+                row_blocks: Divisor::new(row_blocks),
+                slices: Divisor::new(slices),
+                heads: Divisor::new(heads),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn check(d: u32, n: u32) {
+            assert_eq!(Divisor::new(d).quotient(n), n / d, "{n} / {d}");
+        }
+
+        #[test]
+        fn divides_exactly() {
+            // Every numerator up to 2^16 for the small divisors, the edges for all of them.
+            for d in 1..=300u32 {
+                for n in 0..=1 << 16 {
+                    check(d, n);
+                }
+            }
+            let edges = |d: u32| {
+                let m = d.wrapping_mul(u32::MAX / d);
+                [
+                    0,
+                    1,
+                    d - 1,
+                    d,
+                    d.saturating_add(1),
+                    m.wrapping_sub(1),
+                    m,
+                    u32::MAX - 1,
+                    u32::MAX,
+                ]
+            };
+            let mut divisors: Vec<u32> = (1..=5000).collect();
+            for k in 1..32 {
+                divisors.extend([(1u32 << k) - 1, 1 << k, (1u32 << k) + 1]);
+            }
+            divisors.extend([u32::MAX, u32::MAX - 1, 641, 6_700_417, 2_147_483_647]);
+            // A fixed pseudo-random sequence (splitmix64) of numerators.
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = || {
+                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                (z ^ (z >> 31)) as u32
+            };
+            for d in divisors {
+                for n in edges(d) {
+                    check(d, n);
+                }
+                for _ in 0..200 {
+                    check(d, next());
+                }
+            }
+            // A launch without the divisor divides by 1.
+            assert_eq!(Divisor::new(0).quotient(12345), 12345);
+            let d = Divisor::new(192);
+            assert_eq!(Divisor::from_bits(d.to_bits()), d);
+        }
+
+        #[test]
+        fn walks_every_item_and_slice_once() {
+            // (2,8,2048,64) in 192-row items on 132 SMs: 132 whole items, 44 cut in three.
+            let walk = ItemWalk::new(11, 16, 8, 132, 3);
+            assert_eq!((walk.whole_items, walk.length), (132, 132 + 44 * 3));
+            let walk = ItemWalk::new(11, 16, 8, 132, 1);
+            assert_eq!((walk.whole_items, walk.length), (176, 176));
+            let (q, r) = walk.row_blocks.div_rem(175, 11);
+            assert_eq!((q, r), (15, 10));
         }
     }
 }
@@ -437,3 +614,17 @@ macro_rules! define_launch_args {
 }
 
 with_launch_params!(define_launch_args!());
+
+impl LaunchArgs {
+    /// These parameters with the persistent flash_ws's walk over its items (`item_walk`).
+    pub fn walking(self, walk: item_walk::ItemWalk) -> Self {
+        LaunchArgs {
+            walk_whole_items: walk.whole_items,
+            walk_length: walk.length,
+            walk_row_blocks: walk.row_blocks.to_bits(),
+            walk_slices: walk.slices.to_bits(),
+            walk_heads: walk.heads.to_bits(),
+            ..self
+        }
+    }
+}

@@ -58,6 +58,13 @@ impl launch::LaunchArgs {
                 self.seq_q,
             ),
             descale: self.descale as *const f32,
+            walk: launch::item_walk::ItemWalk {
+                whole_items: self.walk_whole_items,
+                length: self.walk_length,
+                row_blocks: launch::item_walk::Divisor::from_bits(self.walk_row_blocks),
+                slices: launch::item_walk::Divisor::from_bits(self.walk_slices),
+                heads: launch::item_walk::Divisor::from_bits(self.walk_heads),
+            },
         }
     }
 }
@@ -225,6 +232,7 @@ macro_rules! softmax_rows {
                 pages: attention::paged::PageTable::NONE,
                 varlen: attention::varlen::Varlen::dense(core::ptr::null(), core::ptr::null(), seq_q),
                 descale: core::ptr::null(),
+                walk: launch::item_walk::ItemWalk::default(),
             };
             attention::rows::softmax_rows::<$t>(scores, probs, problem)
         }

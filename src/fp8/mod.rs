@@ -299,7 +299,8 @@ impl Gpu {
             workspace,
             split_counters,
             ..common
-        };
+        }
+        .walking(crate::gpu::item_walk(variant, shape, &config, slices.splits));
         // Safety: an e4m3 variant's entry point with the launch parameter list; the maps were
         // encoded from these buffers for this shape and layout when they were made (private
         // since), for the boxes every e4m3 variant loads (`encode_maps`); the descales

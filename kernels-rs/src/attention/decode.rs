@@ -817,12 +817,17 @@ unsafe fn merge_if_last<T: Element, const D: usize>(
     thread: u32,
     warps: u32,
 ) {
-    // This thread's partial rows before the block's count, every thread's before thread 0's.
-    arch::fence_acq_rel_gpu();
+    // Every thread's partial rows before thread 0's fence (the barrier), which releases them all
+    // before the count (a release is cumulative): one `MEMBAR.GPU` per block, not one per thread
+    // (as flash_ws's tail split, docs/perf-notes.md v41).
     arch::sync_threads();
     if thread == 0 {
+        arch::fence_acq_rel_gpu();
         let last = arch::atomic_add_u32(counter, 1) + 1 == problem.kv_splits;
         if last {
+            // The other slices' rows, written before their counts that ours followed: acquired
+            // here, and by every thread through the barrier below.
+            arch::fence_acq_rel_gpu();
             arch::st_global_u32(counter, 0); // every slice has counted: nobody adds any more
         }
         arch::st_shared_u32(flag, last as u32);
@@ -831,8 +836,6 @@ unsafe fn merge_if_last<T: Element, const D: usize>(
     if arch::ld_shared_u32(flag) == 0 {
         return;
     }
-    // The other slices' rows, written before their counts that ours followed.
-    arch::fence_acq_rel_gpu();
     let partials = Partials::new(problem, 0);
     let lane = arch::lane_id();
     for row in (arch::warp_id()..block_m).step_by(warps as usize) {

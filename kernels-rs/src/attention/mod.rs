@@ -144,6 +144,9 @@ pub struct Problem {
     /// flash_ws_fp8: the descale factors of Q, K and V per KV head (`launch.rs`); null for every
     /// other kernel.
     pub descale: *const f32,
+    /// The persistent flash_ws: its walk over the work items, as the host prepared it for the
+    /// launch's grid (`ItemWalk::default()` for every other kernel).
+    pub walk: crate::launch::item_walk::ItemWalk,
 }
 
 impl Problem {
@@ -242,6 +245,14 @@ impl Problem {
     pub fn map_coordinates(&self, head: usize) -> (i32, i32) {
         let heads = self.heads as usize;
         ((head / heads) as i32, (head % heads) as i32)
+    }
+
+    /// `map_coordinates` by the launch's prepared divisor of the heads (`ItemWalk::heads`): the
+    /// persistent flash_ws's, which works them out per item.
+    #[inline(always)]
+    pub fn walked_map_coordinates(&self, head: usize) -> (i32, i32) {
+        let (batch, head) = self.walk.heads.div_rem(head as u32, self.heads);
+        (batch as i32, head as i32)
     }
 
     /// Where query `row` of `head` goes in the output (laid out like Q).

@@ -30,6 +30,7 @@ use super::varlen::Varlen;
 use super::{longest_first_block, record_barriers, record_event, start_counting, Buffers, Problem};
 use super::{FP8_K_BOX_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
+use crate::launch::item_walk::ItemWalk;
 use crate::launch::{record, tail_split};
 use crate::schedule::exponentials_before_wait;
 use crate::softmax::{KeptFactor, RowState};
@@ -400,6 +401,8 @@ struct Schedule<const PERSISTENT: bool> {
     causal: bool,
     /// With `PERSISTENT`: the slices of each item of the last round (1 without a split).
     slices: u32,
+    /// With `PERSISTENT`: the walk over the items, as the host prepared it for this grid.
+    walk: ItemWalk,
     /// Without `PERSISTENT`: the block's one head (`None` past the last) and its KV tiles.
     head: Option<usize>,
     tiles: u32,
@@ -434,6 +437,7 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
             causal: problem.causal,
             // The host's plan (`launch::tail_split::slices`) for this grid, or 1.
             slices: if PERSISTENT { problem.kv_splits.max(1) } else { 1 },
+            walk: problem.walk,
             head: if PERSISTENT { None } else { head },
             tiles: single_tiles,
             longest_first: if longest_first {
@@ -486,28 +490,23 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
             }
             return Some(whole(head, arch::block_idx_x()));
         }
-        let (w, items) = (
-            arch::block_idx_x() + i * arch::grid_dim_x(),
-            self.row_blocks * self.batch_heads,
-        );
-        // Worked out per item rather than kept: a word less through the KV loop.
-        let whole_items = if self.slices > 1 {
-            items - tail_split::tail_items(items, arch::grid_dim_x())
-        } else {
-            items
-        };
-        let (item, split) = if w < whole_items {
+        // The walk's divisions are multiplies by the host's reciprocals (`ItemWalk`).
+        let (w, walk) = (arch::block_idx_x() + i * arch::grid_dim_x(), self.walk);
+        if w >= walk.length {
+            return None;
+        }
+        let (item, split) = if w < walk.whole_items {
             (w, Split::WHOLE)
         } else {
             // The last round's items, a slice per block.
-            let (tail, part) = ((w - whole_items) / self.slices, (w - whole_items) % self.slices);
-            let item = whole_items + tail;
-            if item >= items {
-                return None;
-            }
-            (item, Split::new(tail, part, self.slices))
+            let (tail, part) = walk.slices.div_rem(w - walk.whole_items, self.slices);
+            (walk.whole_items + tail, Split::new(tail, part, self.slices))
         };
-        let (head, row_block) = (item / self.row_blocks, item % self.row_blocks);
+        let (head, row_block) = walk.row_blocks.div_rem(item, self.row_blocks);
+        // Two compares keep every item inside the problem whatever the walk says.
+        if head >= self.batch_heads || row_block >= self.row_blocks {
+            return None;
+        }
         // Causal: a head's last row blocks, which see the most keys, first.
         let row_block = if self.causal {
             self.row_blocks - 1 - row_block
@@ -750,7 +749,11 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
     for_each_item!(schedule, |i, work, ring| {
         let (head, first_row) = (work.head, work.first_row);
         // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
-        let (batch, q_head) = problem.map_coordinates(head);
+        let (batch, q_head) = if PERSISTENT {
+            problem.walked_map_coordinates(head)
+        } else {
+            problem.map_coordinates(head)
+        };
         let kv_head = q_head / problem.kv_group as i32;
         // A tile of Q or K is a box per 128 bytes of its rows (one column block each) and
         // `box_rows` of its rows (rows are 128-byte lines inside a column block).
@@ -1446,7 +1449,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // warp-converged, and the KV loop's descriptor arithmetic left the uniform datapath
         // (docs/perf-notes.md, v22). The grid kernels, with no loop around it, keep their code.
         let early = if own_tile {
-            problem.map_coordinates(head)
+            problem.walked_map_coordinates(head)
         } else {
             (0, 0)
         };
