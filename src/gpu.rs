@@ -293,8 +293,9 @@ macro_rules! launch_arg_addresses {
 
 /// Whether launches on Hopper are made dependent on the kernel before them in the stream
 /// (programmatic dependent launch): on unless `FLASHRS_PDL=0`. Every entry point waits for the
-/// kernel before at its first instruction (`kernels-rs/src/arch/grid.rs`), so a dependent launch
-/// only lets its blocks be scheduled (up to that wait) while that kernel finishes.
+/// kernel before at its first instruction (`kernels-rs/src/arch/grid.rs`), `flash_ws` after its
+/// set-up in shared memory and registers, so a dependent launch only lets its blocks be scheduled
+/// (and `flash_ws`'s set up) while that kernel finishes.
 fn dependent_launches(arch: u32) -> bool {
     arch == 90 && std::env::var_os("FLASHRS_PDL").is_none_or(|v| v != "0")
 }

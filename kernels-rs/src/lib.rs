@@ -90,7 +90,7 @@ impl launch::LaunchArgs {
 /// barriers its policy declares per KV tile. Every entry point's parameters are the list in
 /// `launch.rs`, gathered into one `LaunchArgs` before the body.
 macro_rules! kernel {
-    (@entry $name:ident, $counting:literal,
+    (@entry $name:ident, $counting:literal, wait_at_entry = $wait_at_entry:literal,
      |$io:ident, $p:ident, $count:ident|
      $body:expr;
      $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
@@ -102,8 +102,11 @@ macro_rules! kernel {
             const $count: bool = $counting;
             // Launched as dependent on the kernel before (sm_90, `Gpu`'s default): wait for it
             // before any global memory access, then let the next launch's blocks take the SMs
-            // ours leave (arch/grid.rs).
-            arch::wait_for_prerequisite_grids();
+            // ours leave (arch/grid.rs). A body that sets up its block first (shared memory and
+            // registers only) waits itself, after that set-up (`wait_at_entry = false`).
+            if $wait_at_entry {
+                arch::wait_for_prerequisite_grids();
+            }
             arch::launch_dependents();
             let args = launch::LaunchArgs { $($field: $field as $host),* };
             let $io = args.buffers();
@@ -112,9 +115,9 @@ macro_rules! kernel {
         }
     };
     (@export $name:ident, $counted:ident, $smem_name:ident, $smem:expr, $barriers_name:ident,
-     $barriers:expr, |$($arg:ident),*| $body:expr) => {
-        with_launch_params!(kernel!(@entry $name, false, |$($arg),*| $body;));
-        with_launch_params!(kernel!(@entry $counted, true, |$($arg),*| $body;));
+     $barriers:expr, wait_at_entry = $wait:literal, |$($arg:ident),*| $body:expr) => {
+        with_launch_params!(kernel!(@entry $name, false, wait_at_entry = $wait, |$($arg),*| $body;));
+        with_launch_params!(kernel!(@entry $counted, true, wait_at_entry = $wait, |$($arg),*| $body;));
         #[no_mangle]
         #[used]
         pub static $smem_name: u32 = $smem;
@@ -132,7 +135,7 @@ macro_rules! flash_ws {
      pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         kernel!(@export $name, $counted, $smem,
             attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 2, persistent: $ps }.bytes(), $barriers,
-            <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = false,
             |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps));
     };
     (@body $io:ident, $p:ident, $count:ident, $varlen:literal, $t:ty, $input:ty, $d:literal,
@@ -154,7 +157,7 @@ macro_rules! flash_ws_fp8 {
      pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         kernel!(@export $name, $counted, $smem,
             attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 1, persistent: $ps }.bytes(), $barriers,
-            <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = false,
             |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, E4m3, $d, $bm, $bn, $stages, $pp, $ov, $ps));
     };
 }
@@ -166,9 +169,9 @@ macro_rules! flash_ws_varlen {
     ($name:ident $counted:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
      pingpong = $pp:literal, overlap = $ov:literal, persistent = false) => {
-        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
+        with_launch_params!(kernel!(@entry $name, false, wait_at_entry = false, |io, p, COUNT|
             flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
-        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
+        with_launch_params!(kernel!(@entry $counted, true, wait_at_entry = false, |io, p, COUNT|
             flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
     };
 }
@@ -185,7 +188,7 @@ include!(env!("FLASHRS_KERNEL_TABLE"));
 /// `(B * H_kv, ceil(keys_padded / 128), D / 128)`, `launch::fp8_transpose::THREADS` threads.
 macro_rules! fp8_transpose_v {
     ($name:ident, $d:literal) => {
-        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT| {
+        with_launch_params!(kernel!(@entry $name, false, wait_at_entry = true, |io, p, COUNT| {
             let _ = COUNT;
             attention::fp8::transpose_v(
                 io.v as *const u8,

@@ -100,7 +100,7 @@ macro_rules! flash_decode {
         kernel!(@export $name, $counted, $smem,
             $crate::attention::decode::smem_bytes($d, $bm, $bn, $stages, $w,
                 <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE == 0), $barriers,
-            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = true,
             |io, p, COUNT| flash_decode!(@body io, p, COUNT, false, false, $t, $policy, $d, $bm, $bn, $w, $stages));
     };
     (@body $io:ident, $p:ident, $count:ident, $paged:literal, $varlen:literal, $t:ty, $policy:ty,
@@ -114,9 +114,9 @@ macro_rules! flash_decode {
     (@twins $name:ident $counted:ident, $paged:literal, $varlen:literal,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, w = $w:literal,
      stages = $stages:literal) => {
-        with_launch_params!(kernel!(@entry $name, false, |io, p, COUNT|
+        with_launch_params!(kernel!(@entry $name, false, wait_at_entry = true, |io, p, COUNT|
             flash_decode!(@body io, p, COUNT, $paged, $varlen, $t, $policy, $d, $bm, $bn, $w, $stages);));
-        with_launch_params!(kernel!(@entry $counted, true, |io, p, COUNT|
+        with_launch_params!(kernel!(@entry $counted, true, wait_at_entry = true, |io, p, COUNT|
             flash_decode!(@body io, p, COUNT, $paged, $varlen, $t, $policy, $d, $bm, $bn, $w, $stages);));
     };
 }

@@ -34,7 +34,7 @@ macro_rules! flash_mma {
      stages = $stages:literal, q_in_regs = $qr:literal, sub_n = $sub:literal) => {
         kernel!(@export $name, $counted, $smem,
             $crate::attention::mma::smem_bytes($d, $bm, $bn, $stages), $barriers,
-            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = true,
             |io, p, COUNT| $crate::attention::mma::flash_mma::<
                 $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr,
                 $crate::attention::shape::Warp<{ $sub / 8 }, { $d / 8 }, { $d / 16 }>,

@@ -16,7 +16,7 @@ pub const WARPS: usize = 4;
 /// names, then `Spec::kernel_args`), expanded through `kernel!` in `lib.rs`.
 macro_rules! naive {
     ($name:ident $counted:ident $smem:ident $barriers:ident, $t:ty, d = $d:literal) => {
-        kernel!(@export $name, $counted, $smem, 0, $barriers, 0,
+        kernel!(@export $name, $counted, $smem, 0, $barriers, 0, wait_at_entry = true,
             |io, p, COUNT| {
                 let _ = COUNT;
                 $crate::attention::naive::naive::<$t, $d, { $d / 32 }>(io, p)

@@ -33,7 +33,7 @@ macro_rules! flash_scalar {
      vec = $vec:literal, stages = $stages:literal) => {
         kernel!(@export $name, $counted, $smem,
             $crate::attention::scalar::smem_bytes($d, $bm, $bn, $stages), $barriers,
-            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = true,
             |io, p, COUNT| $crate::attention::scalar::flash_scalar::<
                 $t, $policy, COUNT, $d, $bm, $bn, $w, $vec, $stages,
                 { $bm / $w }, { $bn / 32 }, { $d / 32 },

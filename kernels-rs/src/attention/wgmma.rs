@@ -42,7 +42,7 @@ macro_rules! flash_wgmma {
      pingpong = $pp:literal) => {
         kernel!(@export $name, $counted, $smem,
             $crate::attention::wgmma::smem_bytes($d, $bm, $bn, $stages), $barriers,
-            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE,
+            <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = true,
             |io, p, COUNT| $crate::attention::wgmma::flash_wgmma::<
                 $t, $policy, COUNT, $d, $bn, { $bm / 64 }, $stages, $pp,
                 $crate::attention::shape::Warpgroup<$t, { $bn / 2 }, { $d / 2 }, { $bn / 16 }>,

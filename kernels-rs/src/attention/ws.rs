@@ -587,6 +587,8 @@ pub unsafe fn flash_ws<
     }
     // Varlen: the block's sequence as a batch of one, its head the in-sequence one.
     let (io, problem, head) = if VARLEN {
+        // The sequence's bounds are in global memory, which the kernel before may still write.
+        arch::wait_for_prerequisite_grids();
         // Safety: not persistent (asserted above), so the block has a head.
         let block_head = unsafe { head.unwrap_unchecked() };
         let heads = problem.heads as usize;
@@ -632,13 +634,19 @@ pub unsafe fn flash_ws<
     // from it, then stay in uniform registers (docs/perf-notes.md, v13).
     let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
     let mut tiles = 0;
+    // The set-up above (the barriers, the one block barrier) and the register split touch only
+    // shared memory and registers, so they run while the launch before this one may still be
+    // finishing (programmatic dependent launch, `arch::grid`); every thread that touches global
+    // memory waits for it first, here (docs/perf-notes.md, v44).
     if warpgroup == 0 {
         split_registers(warpgroup, CONSUMERS, PERSISTENT);
+        arch::wait_for_prerequisite_grids();
         if thread == 0 {
             produce::<G, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
         }
     } else {
         split_registers(warpgroup, CONSUMERS, PERSISTENT);
+        arch::wait_for_prerequisite_grids();
         let (schedule, consumer) = (schedule(), warpgroup - 1);
         let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
