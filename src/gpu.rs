@@ -235,6 +235,9 @@ pub struct Tensors {
     /// The tensor maps of the last `flash_ws` launch (host bytes and their device copy), reused
     /// while the buffers and tile sizes stay the same.
     maps: MapCache,
+    /// The item table of the last causal persistent `flash_ws` launch (`causal_item_table`),
+    /// reused while the problem and grid stay the same.
+    walk_table: TableCache,
 }
 
 impl Tensors {
@@ -585,6 +588,7 @@ impl Gpu {
             layout,
             stream: self.stream.clone(),
             maps: None,
+            walk_table: None,
         })
     }
 
@@ -647,6 +651,7 @@ impl Gpu {
             layout,
             stream: stream.clone(),
             maps: None,
+            walk_table: None,
         })
     }
 
@@ -834,6 +839,12 @@ impl Gpu {
         };
         let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
         let (workspace, split_counters) = slice_buffers.addresses(&tensors.stream);
+        // A causal persistent launch walks the host's item table, in the tensors' stream's order.
+        let table = causal_item_table(kernel.variant, shape, params.causal, config.grid_dim.0);
+        let has_table = table.is_some();
+        if let Some(table) = table {
+            upload_cached(&tensors.stream, table, &mut tensors.walk_table)?;
+        }
         let Tensors {
             q,
             k,
@@ -842,6 +853,7 @@ impl Gpu {
             lse,
             maps,
             stream,
+            walk_table,
             ..
         } = tensors;
         let stream: &CudaStream = stream;
@@ -855,6 +867,13 @@ impl Gpu {
         let (log_ptr, _log_guard) = optional_ptr_mut(barrier_log, stream);
         let (tensor_maps, _maps_guard) = match maps {
             Some((_, buffer)) if uses_maps => {
+                let (ptr, guard) = buffer.device_ptr(stream);
+                (ptr, Some(guard))
+            }
+            _ => (0, None),
+        };
+        let (walk_table, _table_guard) = match walk_table {
+            Some((_, buffer)) if has_table => {
                 let (ptr, guard) = buffer.device_ptr(stream);
                 (ptr, Some(guard))
             }
@@ -882,7 +901,10 @@ impl Gpu {
             // Contiguous K and V: no block table (the paged launch is `paged.rs`).
             ..LaunchArgs::default()
         }
-        .walking(item_walk(kernel.variant, shape, &config, slices.splits));
+        .walking(ItemWalk {
+            table: walk_table,
+            ..item_walk(kernel.variant, shape, &config, slices.splits)
+        });
         // Safety: the arguments are the kernels' parameter list (kernels-rs/src/launch.rs, the
         // same list the entry points are generated from); every buffer holds exactly the
         // elements the shape, dtype and grid imply (checked just above, after the last change to
@@ -890,8 +912,9 @@ impl Gpu {
         // when the tensors were made and cannot change since; the grid covers exactly the blocks
         // the kernel expects for this shape (with a split, flash_decode's or the persistent
         // flash_ws's tail split, the workspace and the zeroed slice counters are the ones
-        // `slices` sized for this grid); `kernel`'s launch facts cannot be changed outside the
-        // crate.
+        // `slices` sized for this grid; with a causal persistent flash_ws, the item table is
+        // `causal_item_table`'s for this grid); `kernel`'s launch facts cannot be changed outside
+        // the crate.
         unsafe { launch_with_args(stream, &kernel.function, config, &args, self.dependent_launches) }
     }
 
@@ -913,7 +936,7 @@ impl Gpu {
             let (address, _sync) = buffer.device_ptr(&tensors.stream);
             bytes.extend_from_slice(&geometry.encode(dtype, address)?);
         }
-        upload_maps(&tensors.stream, bytes, &mut tensors.maps)
+        upload_cached(&tensors.stream, bytes, &mut tensors.maps)
     }
 
     /// Blocks of `kernel` that fit on one multiprocessor at once (registers, shared memory,
@@ -998,20 +1021,31 @@ fn kernel_image(cubin_dir: Option<std::path::PathBuf>, target: &str, ptx_text: &
 }
 
 /// Encoded tensor maps (host bytes) and their device copy, kept beside the buffers they describe.
-pub(crate) type MapCache = Option<(Vec<u8>, CudaSlice<u8>)>;
+pub(crate) type MapCache = Cached<u8>;
 
-/// Puts the encoded maps `bytes` on the GPU, in `stream`'s order before the launch that reads
-/// them, unless `cache` already holds the same bytes (same buffers, shape, layout and tiles).
-pub(crate) fn upload_maps(stream: &Arc<CudaStream>, bytes: Vec<u8>, cache: &mut MapCache) -> Result<()> {
+/// The host values of a launch's constant data and their device copy (`upload_cached`).
+pub(crate) type Cached<T> = Option<(Vec<T>, CudaSlice<T>)>;
+
+/// A causal persistent launch's item table (`causal_item_table`).
+type TableCache = Cached<u32>;
+
+/// Copies `values` to the device on `stream` into `cache`, unless the copy there already holds
+/// them; a buffer of another length is replaced. The copy is ordered before the launches that
+/// follow on `stream`.
+pub(crate) fn upload_cached<T: cudarc::driver::DeviceRepr + PartialEq>(
+    stream: &Arc<CudaStream>,
+    values: Vec<T>,
+    cache: &mut Cached<T>,
+) -> Result<()> {
     match cache {
-        Some((cached, _)) if *cached == bytes => {}
-        Some((cached, buffer)) => {
-            stream.memcpy_htod(&bytes, buffer)?;
-            *cached = bytes;
+        Some((cached, _)) if *cached == values => {}
+        Some((cached, buffer)) if buffer.len() == values.len() => {
+            stream.memcpy_htod(&values, buffer)?;
+            *cached = values;
         }
-        None => {
-            let buffer = stream.clone_htod(&bytes)?;
-            *cache = Some((bytes, buffer));
+        _ => {
+            let buffer = stream.clone_htod(&values)?;
+            *cache = Some((values, buffer));
         }
     }
     Ok(())
@@ -1225,7 +1259,12 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// next item's loads run under each item's end: 1-11% faster than the grid at head dims 64 and
 /// 128 on the non-causal shapes of one wave or more measured up to 4096 keys, a tie at 8192
 /// (evidence/session16/, docs/perf-notes.md v22). Causal problems keep the grid, whose
-/// longest-first order the persistent walk does not have (1.46x slower at (1,16,16384,128)).
+/// longest-first order the persistent walk by positions does not have (1.46x slower at
+/// (1,16,16384,128)). Since v45 (session 30) a causal persistent launch walks the host's item
+/// table instead (`causal_item_table`, the grid's order dealt out ahead): 4-9% faster than the
+/// grid at (2,16,4096,128) and (4,16,2048,128), 6-7% at (4,16,2048,64), 1% at (1,16,16384,128)
+/// (evidence/session30/c6/, c8/). The causal rows move to the persistent twins once the README's
+/// bench (`PICKS_BENCH`, to which a test holds this table) has timed them there.
 /// Causal problems at head dim 128 take the 128-key tile, not the 176-key one, from session 17
 /// on: 3.6-4% faster at (2,16,4096,128) in both dtypes of session 17's evidence runs and 6% in
 /// session 16's, a tie (0.3%) at (1,16,16384,128) (evidence/session17/, docs/perf-notes.md v23).
@@ -1493,6 +1532,65 @@ pub(crate) fn item_walk(variant: &VariantSpec, shape: Shape, config: &LaunchConf
     )
 }
 
+/// The item table (`launch::item_walk::table`) of a persistent `flash_ws` launch of `variant` on
+/// a causal `shape` over `grid` blocks; `None` for every other launch, which walks by positions.
+///
+/// A causal item sees from one tile of keys to all of them, so the positions' walk (block `b`
+/// takes items `b, b + grid, ...`) deals the blocks unequal work: 1.46x slower than the grid
+/// kernel at (1,16,16384,128) (docs/perf-notes.md, v22). The grid kernel's blocks take their
+/// items in the longest-first order of `launch::causal_order` as SMs come free; here the host
+/// deals that order out the same way ahead of time (list scheduling: each item to the block whose
+/// items so far end first, by their KV tiles and a fixed cost per item), so that a persistent
+/// block runs the grid kernel's schedule without its per-block start and end (docs/perf-notes.md,
+/// v45).
+pub(crate) fn causal_item_table(
+    variant: &VariantSpec,
+    shape: Shape,
+    causal: bool,
+    grid: u32,
+) -> Option<Vec<u32>> {
+    use crate::launch::{causal_order, item_walk::table};
+    use std::cmp::Reverse;
+    // An item's cost in quarter tiles: its KV tiles and the fixed cost of starting it.
+    const QUARTERS_PER_TILE: u64 = 4;
+    const ITEM_QUARTERS: u64 = 1;
+    if variant.family != Family::FlashWs || !variant.persistent || !causal || grid == 0 {
+        return None;
+    }
+    let (block_m, block_n) = (variant.block_m, variant.block_n);
+    let (seq_q, seq_k) = (shape.seq_q as u32, shape.seq_k as u32);
+    let row_blocks = seq_q.div_ceil(block_m);
+    let batch_heads = u32::try_from(shape.batch * shape.heads).ok()?;
+    let items = row_blocks.checked_mul(batch_heads)?;
+    let group = causal_order::max_heads_per_group(seq_k, shape.head_dim as u32, shape.kv_group() as u32);
+    // The keys a row block's last row sees, bottom-right aligned (`Problem::key_end`).
+    let tiles = |row_block: u32| {
+        let last_row = (row_block * block_m + block_m).min(seq_q) - 1;
+        let key_end = (last_row as i64 + 1 + seq_k as i64 - seq_q as i64).clamp(0, seq_k as i64);
+        (key_end as u64).div_ceil(block_n as u64)
+    };
+    let mut ends: std::collections::BinaryHeap<Reverse<(u64, u32)>> =
+        (0..grid).map(|b| Reverse((0, b))).collect();
+    let mut lists = vec![Vec::new(); grid as usize];
+    for item in 0..items {
+        let (head, row_block) = causal_order::item(item, row_blocks, batch_heads, group);
+        let Reverse((end, block)) = ends.pop()?;
+        lists[block as usize].push([head, row_block]);
+        ends.push(Reverse((
+            end + QUARTERS_PER_TILE * tiles(row_block) + ITEM_QUARTERS,
+            block,
+        )));
+    }
+    let mut words = Vec::with_capacity(table::words(grid, items));
+    words.push(0);
+    for list in &lists {
+        words.push(words.last().copied().unwrap_or(0) + list.len() as u32);
+    }
+    words.resize(table::pairs_start(grid) as usize, 0);
+    words.extend(lists.iter().flatten().flatten());
+    Some(words)
+}
+
 /// The workspace and slice counters of one launch's `KeySlices`: this GPU's cached ones, or, on
 /// a caller's stream, the launch's own.
 pub(crate) enum SliceBuffers {
@@ -1612,6 +1710,68 @@ pub fn default_variant(shape: Shape, causal: bool, sms: usize, arch: u32) -> &'s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causal_item_table_deals_every_item_once_and_evenly() {
+        use crate::launch::item_walk::table;
+        let persistent = VariantSpec::by_name("flash_ws_m128_n128_s2_pp_ov_ps_mbarrier").unwrap();
+        let cross = Shape {
+            seq_q: 300,
+            seq_k: 1000,
+            ..Shape::new(2, 3, 0, 128).with_heads_kv(1)
+        };
+        for (shape, grid) in [
+            (Shape::new(2, 16, 4096, 128), 132u32),
+            (Shape::new(1, 3, 1000, 128), 5),
+            (cross, 4),
+            (Shape::new(1, 1, 1, 128), 1),
+        ] {
+            let words = causal_item_table(persistent, shape, true, grid).unwrap();
+            let row_blocks = (shape.seq_q as u32).div_ceil(persistent.block_m);
+            let heads = (shape.batch * shape.heads) as u32;
+            let items = row_blocks * heads;
+            assert_eq!(words.len(), table::words(grid, items), "{shape}");
+            let offsets = &words[..=grid as usize];
+            assert_eq!((offsets[0], offsets[grid as usize]), (0, items), "{shape}");
+            assert!(offsets.windows(2).all(|w| w[0] <= w[1]), "{shape}");
+            let pairs: Vec<[u32; 2]> = words[table::pairs_start(grid) as usize..]
+                .chunks(2)
+                .map(|p| [p[0], p[1]])
+                .collect();
+            let mut seen = vec![false; items as usize];
+            for &[head, row_block] in &pairs {
+                assert!(head < heads && row_block < row_blocks, "{shape}");
+                let at = (head * row_blocks + row_block) as usize;
+                assert!(!seen[at], "{shape}: item ({head}, {row_block}) twice");
+                seen[at] = true;
+            }
+            assert!(seen.iter().all(|&s| s), "{shape}");
+            // No block's work past the lightest's by more than the longest item (list
+            // scheduling's bound), in the table's cost (quarter tiles; a self-attention row
+            // block `r` of 128 rows sees `r + 1` tiles of 128 keys).
+            if shape.seq_q == shape.seq_k {
+                let cost = |row_block: u32| 4 * (row_block as usize + 1) + 1;
+                let loads: Vec<usize> = offsets
+                    .windows(2)
+                    .map(|w| {
+                        pairs[w[0] as usize..w[1] as usize]
+                            .iter()
+                            .map(|p| cost(p[1]))
+                            .sum()
+                    })
+                    .collect();
+                let (least, most) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
+                assert!(
+                    most - least <= cost(row_blocks - 1),
+                    "{shape}: loads {least}..{most}"
+                );
+            }
+        }
+        let square = Shape::new(2, 16, 4096, 128);
+        assert_eq!(causal_item_table(persistent, square, false, 132), None);
+        let grid_kernel = VariantSpec::by_name("flash_ws_m128_n128_s2_pp_ov_mbarrier").unwrap();
+        assert_eq!(causal_item_table(grid_kernel, square, true, 132), None);
+    }
 
     /// The bench run the README's results table comes from (`scripts/readme_table.py`).
     const PICKS_BENCH: &str = "evidence/bench_h100.json";
@@ -1871,11 +2031,12 @@ mod tests {
     fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
         // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
         // workspace and its slice counters; the block table and lengths; the varlen prefix sums;
-        // the e4m3 descales) and the item walk's three divisors as u64, the scalars as 32 bits:
-        // a field's type changing silently would change every kernel's signature.
+        // the e4m3 descales; the item walk's table) and the item walk's three divisors as u64,
+        // the scalars as 32 bits: a field's type changing silently would change every kernel's
+        // signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 30);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 17);
+        assert_eq!(bytes.len(), 31);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 18);
         assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 13);
     }
 

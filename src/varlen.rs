@@ -306,6 +306,20 @@ pub fn varlen_variants(head_dim: usize, arch: u32) -> impl Iterator<Item = &'sta
         .filter(move |v| v.has_varlen() && v.min_arch <= arch && v.head_dims.contains(&head_dim))
 }
 
+/// The tiles of the dense dispatch's kernel for causal problems of one wave at `head_dim` on
+/// `arch` (the fastest measured), as a variant without `persistent`: its grid twin, since a
+/// persistent kernel has no varlen entry points. `None` where the dispatch has no such entry.
+fn dense_tiles(head_dim: usize, arch: u32) -> Option<crate::spec::Spec> {
+    crate::gpu::DISPATCH
+        .iter()
+        .find(|e| e.arch <= arch && e.head_dim == head_dim && e.min_waves == 1 && !e.non_causal_only)
+        .and_then(|e| VariantSpec::by_name(e.kernel))
+        .map(|v| crate::spec::Spec {
+            persistent: false,
+            ..v.spec
+        })
+}
+
 impl Gpu {
     /// The `_varlen` entry point of `variant` for `head_dim` and `dtype`, or its
     /// barrier-counting twin; a variant without one is refused in one line.
@@ -341,17 +355,13 @@ impl Gpu {
     ) -> Result<&'static VariantSpec> {
         let group = heads / heads_kv.max(1);
         let few_rows = group * batch.max_q() <= 32;
-        // The dense dispatch's kernel for problems of one wave at this head dim where it has a
-        // varlen twin (the fastest measured), else the family's first compiled variant. Its
-        // entry for either mask: the non-causal ones name persistent kernels, which have none.
-        let dense = crate::gpu::DISPATCH
-            .iter()
-            .find(|e| e.arch <= self.arch && e.head_dim == head_dim && e.min_waves == 1 && !e.non_causal_only)
-            .map(|e| e.kernel);
+        // The dense dispatch's tiles where a variant has them, else the family's first compiled
+        // variant.
+        let dense = dense_tiles(head_dim, self.arch);
         let pick = |family: Family| {
             varlen_variants(head_dim, self.arch)
                 .filter(|v| v.family == family)
-                .min_by_key(|v| Some(v.name) != dense)
+                .min_by_key(|v| Some(v.spec) != dense)
         };
         let chosen = if few_rows {
             pick(Family::FlashDecode).or_else(|| pick(Family::FlashWs))
@@ -508,7 +518,7 @@ impl Gpu {
             let (address, _sync) = buffer.device_ptr(&stream);
             bytes.extend_from_slice(&geometry.encode(tensors.dtype, address)?);
         }
-        crate::gpu::upload_maps(&stream, bytes, &mut tensors.maps)
+        crate::gpu::upload_cached(&stream, bytes, &mut tensors.maps)
     }
 
     /// Launches `kernel` on the packed tensors (asynchronously, on this GPU's stream); for a
@@ -633,6 +643,21 @@ impl Gpu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On Hopper a varlen batch takes the grid twin of the dense dispatch's pick at head dims 64
+    /// and 128 (whose picks from one wave on are persistent, without varlen entry points).
+    #[test]
+    fn varlen_takes_the_grid_twin_of_the_dense_pick() {
+        for head_dim in [64, 128] {
+            let tiles = dense_tiles(head_dim, 90).expect("a one-wave entry");
+            let twin = varlen_variants(head_dim, 90).find(|v| v.spec == tiles);
+            assert_eq!(
+                twin.map(|v| v.name),
+                Some("flash_ws_m128_n128_s2_pp_ov_mbarrier"),
+                "head dim {head_dim}"
+            );
+        }
+    }
 
     /// Every refusal is one line naming varlen.
     fn refused<T: std::fmt::Debug>(result: Result<T>) -> String {

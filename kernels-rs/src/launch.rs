@@ -94,6 +94,9 @@ macro_rules! with_launch_params {
             walk_slices: u64,
             /// The persistent flash_ws: `item_walk::Divisor` bits of the query heads (`H`).
             walk_heads: u64,
+            /// The persistent flash_ws on a causal problem: the device address of the table of
+            /// each block's items (`item_walk::table`); 0 for the walk by positions.
+            walk_table: u64,
         }
     };
 }
@@ -305,6 +308,9 @@ pub mod item_walk {
         pub slices: Divisor,
         /// Query heads per batch entry: a head's coordinates in the tensor maps.
         pub heads: Divisor,
+        /// The device address of the host's list of each block's items (`table`), 0 for none:
+        /// then the positions above say them.
+        pub table: u64,
     }
 
     impl ItemWalk {
@@ -324,7 +330,26 @@ pub mod item_walk {
                 row_blocks: Divisor::new(row_blocks),
                 slices: Divisor::new(slices),
                 heads: Divisor::new(heads),
+                table: 0,
             }
+        }
+    }
+
+    /// The layout of a walk's item table (`ItemWalk::table`), which the host builds where the
+    /// positions would deal the blocks unequal work (causal problems, whose items see from one to
+    /// all of the keys): `u32` words, first `grid + 1` offsets (block `b`'s items are the
+    /// `offsets[b] .. offsets[b + 1]`-th), padded to an even count, then one (query head, row
+    /// block) pair per item, each block's in the order it takes them.
+    pub mod table {
+        /// The word where the pairs start: after the offsets, at an 8-byte boundary (a pair is
+        /// one 8-byte load).
+        pub const fn pairs_start(grid: u32) -> u32 {
+            (grid + 2) / 2 * 2
+        }
+
+        /// Words of the table of `items` items on `grid` blocks.
+        pub const fn words(grid: u32, items: u32) -> usize {
+            pairs_start(grid) as usize + 2 * items as usize
         }
     }
 
@@ -624,6 +649,7 @@ impl LaunchArgs {
             walk_row_blocks: walk.row_blocks.to_bits(),
             walk_slices: walk.slices.to_bits(),
             walk_heads: walk.heads.to_bits(),
+            walk_table: walk.table,
             ..self
         }
     }

@@ -64,6 +64,7 @@ impl launch::LaunchArgs {
                 row_blocks: launch::item_walk::Divisor::from_bits(self.walk_row_blocks),
                 slices: launch::item_walk::Divisor::from_bits(self.walk_slices),
                 heads: launch::item_walk::Divisor::from_bits(self.walk_heads),
+                table: self.walk_table,
             },
         }
     }

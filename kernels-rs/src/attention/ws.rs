@@ -30,7 +30,7 @@ use super::varlen::Varlen;
 use super::{longest_first_block, record_barriers, record_event, start_counting, Buffers, Problem};
 use super::{FP8_K_BOX_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
-use crate::launch::item_walk::ItemWalk;
+use crate::launch::item_walk::{table, ItemWalk};
 use crate::launch::{record, tail_split};
 use crate::schedule::exponentials_before_wait;
 use crate::softmax::{KeptFactor, RowState};
@@ -474,6 +474,21 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
         self.item(i).map_or(Split::WHOLE, |work| work.split)
     }
 
+    /// The block's `i`-th item in the host's table (`launch::item_walk::table`): (query head, row
+    /// block), `None` past its last.
+    ///
+    /// # Safety
+    /// `walk.table` is the address of the table the host built for this grid.
+    #[inline(always)]
+    unsafe fn listed_item(&self, i: u32) -> Option<(u32, u32)> {
+        let (table, block) = (self.walk.table as *const u32, arch::block_idx_x() as usize);
+        let (first, end) = (*table.add(block), *table.add(block + 1));
+        let at = first.checked_add(i).filter(|&at| at < end)?;
+        let pairs = table.add(table::pairs_start(arch::grid_dim_x()) as usize);
+        let [head, row_block] = arch::ld_global_v2_u32(pairs.add(2 * at as usize));
+        Some((head, row_block))
+    }
+
     /// The block's `i`-th item, `None` past its last.
     #[inline(always)]
     fn item(&self, i: u32) -> Option<Work> {
@@ -489,6 +504,15 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
                 return Some(whole(head, row_block));
             }
             return Some(whole(head, arch::block_idx_x()));
+        }
+        if self.walk.table != 0 {
+            // Safety: the host's table for this grid (`item_walk::table`), read only.
+            let (head, row_block) = unsafe { self.listed_item(i)? };
+            // Two compares keep every item inside the problem whatever the table says.
+            if head >= self.batch_heads || row_block >= self.row_blocks {
+                return None;
+            }
+            return Some(whole(head as usize, row_block));
         }
         // The walk's divisions are multiplies by the host's reciprocals (`ItemWalk`).
         let (w, walk) = (arch::block_idx_x() + i * arch::grid_dim_x(), self.walk);
