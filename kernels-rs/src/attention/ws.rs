@@ -55,6 +55,17 @@ fn split_registers(warpgroup: u32, consumers: usize, persistent: bool) {
     }
 }
 
+/// The last of a warpgroup's set-up, in its role's branch: its registers (`split_registers`), then
+/// the wait for the launch before this one (programmatic dependent launch, `arch::grid`). The
+/// block's set-up before it (its barriers, its one block barrier) and the split touch only shared
+/// memory and registers, so they run while that launch may still be finishing; global memory
+/// waits for it (docs/perf-notes.md, v44).
+#[inline(always)]
+fn set_up_roles(warpgroup: u32, consumers: usize, persistent: bool) {
+    split_registers(warpgroup, consumers, persistent);
+    arch::wait_for_prerequisite_grids();
+}
+
 /// Named barrier of consumer warpgroup `c`'s epilogue (after the ping-pong turns' ids).
 #[inline(always)]
 fn epilogue_barrier(consumer: u32) -> u32 {
@@ -658,19 +669,13 @@ pub unsafe fn flash_ws<
     // from it, then stay in uniform registers (docs/perf-notes.md, v13).
     let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
     let mut tiles = 0;
-    // The set-up above (the barriers, the one block barrier) and the register split touch only
-    // shared memory and registers, so they run while the launch before this one may still be
-    // finishing (programmatic dependent launch, `arch::grid`); every thread that touches global
-    // memory waits for it first, here (docs/perf-notes.md, v44).
     if warpgroup == 0 {
-        split_registers(warpgroup, CONSUMERS, PERSISTENT);
-        arch::wait_for_prerequisite_grids();
+        set_up_roles(warpgroup, CONSUMERS, PERSISTENT);
         if thread == 0 {
             produce::<G, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
         }
     } else {
-        split_registers(warpgroup, CONSUMERS, PERSISTENT);
-        arch::wait_for_prerequisite_grids();
+        set_up_roles(warpgroup, CONSUMERS, PERSISTENT);
         let (schedule, consumer) = (schedule(), warpgroup - 1);
         let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
