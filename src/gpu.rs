@@ -236,7 +236,7 @@ pub struct Tensors {
     /// while the buffers and tile sizes stay the same.
     maps: MapCache,
     /// The item table of the last causal persistent `flash_ws` launch (`causal_item_table`),
-    /// reused while the problem and grid stay the same.
+    /// dealt again only for another variant, shape or grid.
     walk_table: TableCache,
 }
 
@@ -839,11 +839,19 @@ impl Gpu {
         };
         let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
         let (workspace, split_counters) = slice_buffers.addresses(&tensors.stream);
-        // A causal persistent launch walks the host's item table, in the tensors' stream's order.
-        let table = causal_item_table(kernel.variant, shape, params.causal, config.grid_dim.0);
-        let has_table = table.is_some();
-        if let Some(table) = table {
-            upload_cached(&tensors.stream, table, &mut tensors.walk_table)?;
+        // A causal persistent launch walks the host's item table: dealt once per variant, shape
+        // and grid, and copied in the tensors' stream's order.
+        let has_table = walks_item_table(kernel.variant, params.causal);
+        let table_key = (kernel.variant.name, shape, config.grid_dim.0);
+        if has_table
+            && tensors
+                .walk_table
+                .as_ref()
+                .is_none_or(|(key, _)| *key != table_key)
+        {
+            let table = causal_item_table(kernel.variant, shape, config.grid_dim.0)
+                .ok_or_else(|| too_large(shape))?;
+            tensors.walk_table = Some((table_key, tensors.stream.clone_htod(&table)?));
         }
         let Tensors {
             q,
@@ -936,7 +944,7 @@ impl Gpu {
             let (address, _sync) = buffer.device_ptr(&tensors.stream);
             bytes.extend_from_slice(&geometry.encode(dtype, address)?);
         }
-        upload_cached(&tensors.stream, bytes, &mut tensors.maps)
+        upload_maps(&tensors.stream, bytes, &mut tensors.maps)
     }
 
     /// Blocks of `kernel` that fit on one multiprocessor at once (registers, shared memory,
@@ -1021,35 +1029,28 @@ fn kernel_image(cubin_dir: Option<std::path::PathBuf>, target: &str, ptx_text: &
 }
 
 /// Encoded tensor maps (host bytes) and their device copy, kept beside the buffers they describe.
-pub(crate) type MapCache = Cached<u8>;
+pub(crate) type MapCache = Option<(Vec<u8>, CudaSlice<u8>)>;
 
-/// The host values of a launch's constant data and their device copy (`upload_cached`).
-pub(crate) type Cached<T> = Option<(Vec<T>, CudaSlice<T>)>;
-
-/// A causal persistent launch's item table (`causal_item_table`).
-type TableCache = Cached<u32>;
-
-/// Copies `values` to the device on `stream` into `cache`, unless the copy there already holds
-/// them; a buffer of another length is replaced. The copy is ordered before the launches that
-/// follow on `stream`.
-pub(crate) fn upload_cached<T: cudarc::driver::DeviceRepr + PartialEq>(
-    stream: &Arc<CudaStream>,
-    values: Vec<T>,
-    cache: &mut Cached<T>,
-) -> Result<()> {
+/// Puts the encoded maps `bytes` on the GPU, in `stream`'s order before the launch that reads
+/// them, unless `cache` already holds the same bytes (same buffers, shape, layout and tiles).
+pub(crate) fn upload_maps(stream: &Arc<CudaStream>, bytes: Vec<u8>, cache: &mut MapCache) -> Result<()> {
     match cache {
-        Some((cached, _)) if *cached == values => {}
-        Some((cached, buffer)) if buffer.len() == values.len() => {
-            stream.memcpy_htod(&values, buffer)?;
-            *cached = values;
+        Some((cached, _)) if *cached == bytes => {}
+        Some((cached, buffer)) => {
+            stream.memcpy_htod(&bytes, buffer)?;
+            *cached = bytes;
         }
-        _ => {
-            let buffer = stream.clone_htod(&values)?;
-            *cache = Some((values, buffer));
+        None => {
+            let buffer = stream.clone_htod(&bytes)?;
+            *cache = Some((bytes, buffer));
         }
     }
     Ok(())
 }
+
+/// A causal persistent launch's item table (`causal_item_table`): the variant, shape and grid it
+/// was dealt for, and its device copy.
+type TableCache = Option<((&'static str, Shape, u32), CudaSlice<u32>)>;
 
 /// The NaN bit pattern of `dtype`, for poisoning outputs.
 pub fn nan(dtype: DType) -> u16 {
@@ -1532,8 +1533,15 @@ pub(crate) fn item_walk(variant: &VariantSpec, shape: Shape, config: &LaunchConf
     )
 }
 
+/// Whether a launch of `variant` walks an item table (`causal_item_table`): a persistent
+/// `flash_ws` on a causal problem. Every other launch walks by positions, or has one item.
+pub(crate) fn walks_item_table(variant: &VariantSpec, causal: bool) -> bool {
+    variant.family == Family::FlashWs && variant.persistent && causal
+}
+
 /// The item table (`launch::item_walk::table`) of a persistent `flash_ws` launch of `variant` on
-/// a causal `shape` over `grid` blocks; `None` for every other launch, which walks by positions.
+/// a causal `shape` over `grid` blocks (`walks_item_table`); `None` when the items do not count
+/// in a `u32` or there is no block.
 ///
 /// A causal item sees from one tile of keys to all of them, so the positions' walk (block `b`
 /// takes items `b, b + grid, ...`) deals the blocks unequal work: 1.46x slower than the grid
@@ -1543,18 +1551,13 @@ pub(crate) fn item_walk(variant: &VariantSpec, shape: Shape, config: &LaunchConf
 /// items so far end first, by their KV tiles and a fixed cost per item), so that a persistent
 /// block runs the grid kernel's schedule without its per-block start and end (docs/perf-notes.md,
 /// v45).
-pub(crate) fn causal_item_table(
-    variant: &VariantSpec,
-    shape: Shape,
-    causal: bool,
-    grid: u32,
-) -> Option<Vec<u32>> {
+pub(crate) fn causal_item_table(variant: &VariantSpec, shape: Shape, grid: u32) -> Option<Vec<u32>> {
     use crate::launch::{causal_order, item_walk::table};
     use std::cmp::Reverse;
     // An item's cost in quarter tiles: its KV tiles and the fixed cost of starting it.
     const QUARTERS_PER_TILE: u64 = 4;
     const ITEM_QUARTERS: u64 = 1;
-    if variant.family != Family::FlashWs || !variant.persistent || !causal || grid == 0 {
+    if grid == 0 {
         return None;
     }
     let (block_m, block_n) = (variant.block_m, variant.block_n);
@@ -1726,7 +1729,7 @@ mod tests {
             (cross, 4),
             (Shape::new(1, 1, 1, 128), 1),
         ] {
-            let words = causal_item_table(persistent, shape, true, grid).unwrap();
+            let words = causal_item_table(persistent, shape, grid).unwrap();
             let row_blocks = (shape.seq_q as u32).div_ceil(persistent.block_m);
             let heads = (shape.batch * shape.heads) as u32;
             let items = row_blocks * heads;
@@ -1767,10 +1770,10 @@ mod tests {
                 );
             }
         }
-        let square = Shape::new(2, 16, 4096, 128);
-        assert_eq!(causal_item_table(persistent, square, false, 132), None);
+        assert!(walks_item_table(persistent, true));
+        assert!(!walks_item_table(persistent, false));
         let grid_kernel = VariantSpec::by_name("flash_ws_m128_n128_s2_pp_ov_mbarrier").unwrap();
-        assert_eq!(causal_item_table(grid_kernel, square, true, 132), None);
+        assert!(!walks_item_table(grid_kernel, true));
     }
 
     /// The bench run the README's results table comes from (`scripts/readme_table.py`).

@@ -536,7 +536,7 @@ impl Gpu {
             bytes[place * tma::MAP_BYTES..][..tma::MAP_BYTES]
                 .copy_from_slice(&geometry.encode(tensors.dtype, address)?);
         }
-        crate::gpu::upload_cached(&stream, bytes, &mut tensors.maps)
+        crate::gpu::upload_maps(&stream, bytes, &mut tensors.maps)
     }
 }
 

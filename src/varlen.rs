@@ -518,7 +518,7 @@ impl Gpu {
             let (address, _sync) = buffer.device_ptr(&stream);
             bytes.extend_from_slice(&geometry.encode(tensors.dtype, address)?);
         }
-        crate::gpu::upload_cached(&stream, bytes, &mut tensors.maps)
+        crate::gpu::upload_maps(&stream, bytes, &mut tensors.maps)
     }
 
     /// Launches `kernel` on the packed tensors (asynchronously, on this GPU's stream); for a
