@@ -955,13 +955,13 @@ mod tests {
         }
     }
 
-    /// The causal rule of `kernels-rs/src/attention/mod.rs` (`Problem::key_end`): bottom-right
-    /// aligned, query `i` sees key `j` iff `j <= i + seq_k - seq_q`.
+    /// The keys query `position` sees (`Shape::causal_key_end`, or all of them).
     fn key_end(shape: Shape, causal: bool, position: u32) -> u32 {
-        if !causal {
-            return shape.seq_k as u32;
+        if causal {
+            shape.causal_key_end(position)
+        } else {
+            shape.seq_k as u32
         }
-        (position as i64 + 1 + shape.seq_k as i64 - shape.seq_q as i64).clamp(0, shape.seq_k as i64) as u32
     }
 
     /// The whole split path modelled in float64 on the CPU with the kernel's index arithmetic:

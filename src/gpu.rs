@@ -1566,11 +1566,10 @@ pub(crate) fn causal_item_table(variant: &VariantSpec, shape: Shape, grid: u32) 
     let batch_heads = u32::try_from(shape.batch * shape.heads).ok()?;
     let items = row_blocks.checked_mul(batch_heads)?;
     let group = causal_order::max_heads_per_group(seq_k, shape.head_dim as u32, shape.kv_group() as u32);
-    // The keys a row block's last row sees, bottom-right aligned (`Problem::key_end`).
+    // The KV tiles of the keys a row block's last row sees.
     let tiles = |row_block: u32| {
         let last_row = (row_block * block_m + block_m).min(seq_q) - 1;
-        let key_end = (last_row as i64 + 1 + seq_k as i64 - seq_q as i64).clamp(0, seq_k as i64);
-        (key_end as u64).div_ceil(block_n as u64)
+        (shape.causal_key_end(last_row) as u64).div_ceil(block_n as u64)
     };
     let mut ends: std::collections::BinaryHeap<Reverse<(u64, u32)>> =
         (0..grid).map(|b| Reverse((0, b))).collect();

@@ -45,6 +45,13 @@ impl Shape {
         Shape { heads_kv, ..self }
     }
 
+    /// The keys query row `row` sees under the causal mask (`Params::causal`, bottom-right
+    /// aligned): `0..` the returned end, `row + 1 + seq_k - seq_q` clamped to `0..=seq_k`. The
+    /// host's copy of the kernels' rule (`Problem::key_end` in kernels-rs/src/attention/mod.rs).
+    pub fn causal_key_end(&self, row: u32) -> u32 {
+        (row as i64 + 1 + self.seq_k as i64 - self.seq_q as i64).clamp(0, self.seq_k as i64) as u32
+    }
+
     /// Query heads per key/value head.
     pub fn kv_group(&self) -> usize {
         self.heads / self.heads_kv.max(1)
