@@ -1248,24 +1248,22 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// | arch | head dim | mask       | >= 4 waves            | >= 1 wave                | less                  |
 /// |------|----------|------------|-----------------------|--------------------------|-----------------------|
 /// | 90   | 64       | non-causal | ws m192_n128_s2_pp_ov_ps | ws m192_n128_s2_pp_ov_ps from 2048 rows, else ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
-/// | 90   | 64       | causal     | ws m192_n128_s2_pp_ov | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
-/// | 90   | 128      | non-causal | (as >= 1 wave)        | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
-/// | 90   | 128      | causal     | (as >= 1 wave)        | ws m128_n128_s2_pp_ov    | ws m128_n128_s2_pp_ov |
+/// | 90   | 64       | causal     | ws m192_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
+/// | 90   | 128      | both       | (as >= 1 wave)        | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
 /// | 90   | 256      | both       | (as >= 1 wave)        | ws m128_n80_s2_pp_ov     | ws m128_n80_s2_pp_ov  |
 /// | 80   | 64       | both       | (as >= 1 wave)        | mma m128_n64_w4_s2       | mma m64_n64_w4_s2_b3  |
 /// | 80   | 128      | both       | (as >= 1 wave)        | mma m128_n32_w4_s3_qsmem | mma m64_n64_w4_s2     |
 ///
-/// Non-causal problems from one wave on take the persistent twins (`_ps`, one block per SM
-/// walking the work items): since v22 (session 16) their KV loop is the grid kernels' and the
-/// next item's loads run under each item's end: 1-11% faster than the grid at head dims 64 and
-/// 128 on the non-causal shapes of one wave or more measured up to 4096 keys, a tie at 8192
-/// (evidence/session16/, docs/perf-notes.md v22). Causal problems keep the grid, whose
-/// longest-first order the persistent walk by positions does not have (1.46x slower at
+/// Problems from one wave on take the persistent twins (`_ps`, one block per SM walking the
+/// work items): since v22 (session 16) their KV loop is the grid kernels' and the next item's
+/// loads run under each item's end: 1-11% faster than the grid at head dims 64 and 128 on the
+/// non-causal shapes of one wave or more measured up to 4096 keys, a tie at 8192
+/// (evidence/session16/, docs/perf-notes.md v22). Causal problems kept the grid until session 31:
+/// a persistent walk by positions lacks the grid's longest-first order (1.46x slower at
 /// (1,16,16384,128)). Since v45 (session 30) a causal persistent launch walks the host's item
 /// table instead (`causal_item_table`, the grid's order dealt out ahead): 4-9% faster than the
 /// grid at (2,16,4096,128) and (4,16,2048,128), 6-7% at (4,16,2048,64), 1% at (1,16,16384,128)
-/// (evidence/session30/c6/, c8/). The causal rows move to the persistent twins once the README's
-/// bench (`PICKS_BENCH`, to which a test holds this table) has timed them there.
+/// (evidence/session30/c6/, c8/), and the README's bench (`PICKS_BENCH`) times it as the pick.
 /// Causal problems at head dim 128 take the 128-key tile, not the 176-key one, from session 17
 /// on: 3.6-4% faster at (2,16,4096,128) in both dtypes of session 17's evidence runs and 6% in
 /// session 16's, a tie (0.3%) at (1,16,16384,128) (evidence/session17/, docs/perf-notes.md v23).
@@ -1297,16 +1295,8 @@ pub const DISPATCH: &[DispatchEntry] = &[
         head_dim: 64,
         min_waves: 4,
         min_seq_q: 0,
-        non_causal_only: true,
-        kernel: "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
-    },
-    DispatchEntry {
-        arch: 90,
-        head_dim: 64,
-        min_waves: 4,
-        min_seq_q: 0,
         non_causal_only: false,
-        kernel: "flash_ws_m192_n128_s2_pp_ov_mbarrier",
+        kernel: "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
     },
     DispatchEntry {
         arch: 90,
@@ -1321,23 +1311,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         head_dim: 64,
         min_waves: 1,
         min_seq_q: 0,
-        non_causal_only: true,
-        kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
-    },
-    DispatchEntry {
-        arch: 90,
-        head_dim: 64,
-        min_waves: 1,
-        min_seq_q: 0,
         non_causal_only: false,
-        kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
-    },
-    DispatchEntry {
-        arch: 90,
-        head_dim: 128,
-        min_waves: 1,
-        min_seq_q: 0,
-        non_causal_only: true,
         kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
     },
     DispatchEntry {
@@ -1346,7 +1320,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 1,
         min_seq_q: 0,
         non_causal_only: false,
-        kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
+        kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
     },
     DispatchEntry {
         arch: 90,
@@ -1943,27 +1917,31 @@ mod tests {
             default_variant(big, false, 132, 80).name,
             "flash_mma_m128_n32_w4_s3_qsmem_light"
         );
-        // Non-causal from one wave on: the persistent twins; causal: the grid kernels, in their
-        // longest-first order. Head dim 64: three consumer warpgroups from four waves of 128-row
-        // blocks on. Below one wave the grid kernel (a persistent block would have one item).
+        // From one wave on the persistent twins (causal ones walk the host's item table, in the
+        // grid's longest-first order). Head dim 64: three consumer warpgroups from four waves of
+        // 128-row blocks on. Below one wave the grid kernel (a persistent block would have one item).
         let cases = [
             (
                 (2, 16, 4096, 128, false),
                 "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
             ),
-            ((2, 16, 4096, 128, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
+            (
+                (2, 16, 4096, 128, true),
+                "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+            ),
             (
                 (2, 16, 4096, 64, false),
                 "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
             ),
-            ((2, 16, 4096, 64, true), "flash_ws_m192_n128_s2_pp_ov_mbarrier"),
+            ((2, 16, 4096, 64, true), "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier"),
             // From one wave on, at 2048 rows or more, the 192-row twin (its last round split).
             ((2, 8, 2048, 64, false), "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier"),
             (
                 (1, 32, 1024, 64, false),
                 "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
             ),
-            ((2, 8, 2048, 64, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
+            ((2, 8, 2048, 64, true), "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"),
+            ((2, 8, 512, 64, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
             ((1, 8, 2048, 128, false), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
             ((2, 16, 4096, 256, false), "flash_ws_m128_n80_s2_pp_ov_mbarrier"),
             ((2, 16, 4096, 256, true), "flash_ws_m128_n80_s2_pp_ov_mbarrier"),

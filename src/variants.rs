@@ -135,7 +135,8 @@ mod tests {
         // Added in session 12: three consumer warpgroups at head dim 64.
         "flash_ws_m192_n128_s2_pp_ov_mbarrier",
         "flash_ws_m192_n128_s3_pp_ov_mbarrier",
-        // Added in session 16: persistent twins, the dispatch's non-causal picks.
+        // Added in session 16: persistent twins, the dispatch's picks from one wave on (causal
+        // ones since session 31).
         "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
         "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
     ];
