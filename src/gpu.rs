@@ -1248,6 +1248,7 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// | arch | head dim | mask       | >= 4 waves            | >= 1 wave                | less                  |
 /// |------|----------|------------|-----------------------|--------------------------|-----------------------|
 /// | 90   | 64       | non-causal | ws m192_n128_s2_pp_ov_ps | ws m192_n128_s2_pp_ov_ps from 2048 rows, else ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
+/// | 90   | 64       | non-causal, 256-row blocks in one or two full rounds | ws m256_n64_s3_pp_ov (whatever the waves) | | |
 /// | 90   | 64       | causal     | ws m192_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
 /// | 90   | 128      | both       | (as >= 1 wave)        | ws m128_n128_s2_pp_ov_ps | ws m128_n128_s2_pp_ov |
 /// | 90   | 256      | both       | (as >= 1 wave)        | ws m128_n80_s2_pp_ov     | ws m128_n80_s2_pp_ov  |
@@ -1279,6 +1280,15 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// and bf16, a tie at (1,16,4096,64); at (1,32,1024,64), whose last row block per head is a
 /// third full, 11% slower (evidence/session19/waves/).
 ///
+/// Ahead of those, non-causal head-dim-64 problems whose 256-row blocks make one or two rounds
+/// that keep three quarters of the SMs busy or more (`fills_its_rounds`) take four consumer
+/// warpgroups, whose blocks then need no second item or split tail: 1.07-1.14x cuDNN and 3-9%
+/// faster than the 192-row persistent pick at (2,8,2048,64), (1,8,4096,64), (1,32,1024,64),
+/// (2,7,2048,64), (1,13,2048,64), (2,8,2000,64) and (2,8,2048,4096,64), 5% at (4,8,2048,64)
+/// (two rounds). At (1,12,2048,64) (96 blocks) the 192-row items make exactly one round and win;
+/// at four rounds ((4,16,2048,64)) the persistent pick is 5% faster; causal blocks are too uneven
+/// for one round (evidence/session32/c3, c4; docs/perf-notes.md v47).
+///
 /// Small problems wanted more, smaller blocks before `flash_ws` (at (2,8,512,64) the 128-row tiles
 /// give 64 blocks for 132 SMs); on Hopper it now wins there too: at (1,8,2048,128) 30 us against
 /// `flash_wgmma`'s 45 (cuDNN 31.6), at (1,8,2048,64) 23 us against `flash_mma`'s 40 (cuDNN 22.6),
@@ -1293,9 +1303,19 @@ pub const DISPATCH: &[DispatchEntry] = &[
     DispatchEntry {
         arch: 90,
         head_dim: 64,
+        min_waves: 0,
+        min_seq_q: 0,
+        non_causal_only: true,
+        full_rounds: true,
+        kernel: "flash_ws_m256_n64_s3_pp_ov_mbarrier",
+    },
+    DispatchEntry {
+        arch: 90,
+        head_dim: 64,
         min_waves: 4,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
     },
     DispatchEntry {
@@ -1304,6 +1324,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 1,
         min_seq_q: 2048,
         non_causal_only: true,
+        full_rounds: false,
         kernel: "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
     },
     DispatchEntry {
@@ -1312,6 +1333,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 1,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
     },
     DispatchEntry {
@@ -1320,6 +1342,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 1,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
     },
     DispatchEntry {
@@ -1328,6 +1351,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 0,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
@@ -1336,6 +1360,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 0,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_ws_m128_n128_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
@@ -1344,6 +1369,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 1,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
@@ -1352,6 +1378,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 0,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_ws_m128_n80_s2_pp_ov_mbarrier",
     },
     DispatchEntry {
@@ -1360,6 +1387,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 1,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_mma_m128_n64_w4_s2_light",
     },
     DispatchEntry {
@@ -1368,6 +1396,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 0,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_mma_m64_n64_w4_s2_b3_light",
     },
     DispatchEntry {
@@ -1376,6 +1405,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 1,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_mma_m128_n32_w4_s3_qsmem_light",
     },
     DispatchEntry {
@@ -1384,6 +1414,7 @@ pub const DISPATCH: &[DispatchEntry] = &[
         min_waves: 0,
         min_seq_q: 0,
         non_causal_only: false,
+        full_rounds: false,
         kernel: "flash_mma_m64_n64_w4_s2_light",
     },
 ];
@@ -1640,6 +1671,10 @@ pub struct DispatchEntry {
     pub min_seq_q: usize,
     /// The entry applies to non-causal problems only (a causal one reads on to the next).
     pub non_causal_only: bool,
+    /// The entry applies only where the picked variant's own blocks (of its `block_m` rows) make
+    /// one or two rounds on the multiprocessors that leave at most a quarter of them idle
+    /// (`fills_its_rounds`).
+    pub full_rounds: bool,
     /// The variant the entry picks, by name.
     pub kernel: &'static str,
 }
@@ -1658,20 +1693,31 @@ fn no_listed_kernel(d: usize) -> String {
     )
 }
 
+/// Whether `shape`'s blocks of `block_m` query rows make one or two rounds on `sms`
+/// multiprocessors that leave at most a quarter of them idle: then no round is a short tail that
+/// a persistent kernel would have to split.
+fn fills_its_rounds(shape: Shape, block_m: usize, sms: usize) -> bool {
+    let blocks = shape.seq_q.div_ceil(block_m) * shape.batch * shape.heads;
+    let rounds = blocks.div_ceil(sms);
+    rounds <= 2 && 4 * blocks >= 3 * rounds * sms
+}
+
 /// The variant `DISPATCH` picks for `shape` on a GPU with `sms` multiprocessors whose PTX is
 /// architecture `arch` (80 or 90).
 pub fn default_variant(shape: Shape, causal: bool, sms: usize, arch: u32) -> &'static VariantSpec {
     let blocks = shape.seq_q.div_ceil(128) * shape.batch * shape.heads;
     DISPATCH
         .iter()
-        .find(|e| {
+        .filter(|e| {
             e.arch <= arch
                 && e.head_dim == shape.head_dim
                 && blocks >= e.min_waves * sms
                 && shape.seq_q >= e.min_seq_q
                 && !(causal && e.non_causal_only)
         })
-        .and_then(|e| VariantSpec::by_name(e.kernel))
+        .filter_map(|e| Some((e, VariantSpec::by_name(e.kernel)?)))
+        .find(|(e, v)| !e.full_rounds || fills_its_rounds(shape, v.block_m as usize, sms))
+        .map(|(_, v)| v)
         .or_else(|| {
             VARIANTS
                 .iter()
@@ -1934,11 +1980,23 @@ mod tests {
                 "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
             ),
             ((2, 16, 4096, 64, true), "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier"),
+            // One or two rounds of 256-row blocks that keep three quarters of the SMs busy or
+            // more: four consumers, no split tail (128 blocks here, 256 at (4,8,2048,64); 64 at
+            // (1,8,2048,64) and 96 at (1,12,2048,64) leave too many SMs idle, 512 at
+            // (4,16,2048,64) are four rounds). Non-causal only.
+            ((2, 8, 2048, 64, false), "flash_ws_m256_n64_s3_pp_ov_mbarrier"),
+            ((1, 8, 4096, 64, false), "flash_ws_m256_n64_s3_pp_ov_mbarrier"),
+            ((1, 32, 1024, 64, false), "flash_ws_m256_n64_s3_pp_ov_mbarrier"),
+            ((4, 8, 2048, 64, false), "flash_ws_m256_n64_s3_pp_ov_mbarrier"),
+            ((1, 8, 2048, 64, false), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),
             // From one wave on, at 2048 rows or more, the 192-row twin (its last round split).
-            ((2, 8, 2048, 64, false), "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier"),
             (
-                (1, 32, 1024, 64, false),
-                "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+                (1, 12, 2048, 64, false),
+                "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
+            ),
+            (
+                (4, 16, 2048, 64, false),
+                "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
             ),
             ((2, 8, 2048, 64, true), "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"),
             ((2, 8, 512, 64, true), "flash_ws_m128_n128_s2_pp_ov_mbarrier"),

@@ -510,13 +510,13 @@ impl Spec {
                     problem("block_m a multiple of 64, block_n 64 or 128, stages >= 1, light policy")
                 }
             }
-            // 64 rows per consumer warpgroup, two or three of them (the register splits of
+            // 64 rows per consumer warpgroup, two to four of them (the register splits of
             // `setmaxnreg` in `kernels-rs/src/attention/ws.rs`); key tiles of a width `wgmma` has
             // an instance for (the P V product steps 16 keys at a time); mbarriers, no block
             // barriers.
             Family::FlashWs => {
                 let mbarrier = self.policy == Some(Policy::Mbarrier);
-                if (m == 128 || m == 192)
+                if (m == 128 || m == 192 || m == 256)
                     && WS_BLOCK_N.contains(&n)
                     && self.stages >= 1
                     && mbarrier
@@ -525,7 +525,7 @@ impl Spec {
                     Ok(())
                 } else {
                     problem(&format!(
-                        "block_m 128 or 192, block_n one of {WS_BLOCK_N:?}, stages >= 1, mbarrier policy, no min_blocks_per_sm"
+                        "block_m 128, 192 or 256, block_n one of {WS_BLOCK_N:?}, stages >= 1, mbarrier policy, no min_blocks_per_sm"
                     ))
                 }
             }
@@ -601,12 +601,14 @@ impl Spec {
                 ));
             }
         }
-        if self.family == Family::FlashWs && self.block_m == 192 && d != 64 {
-            // Three consumers have 160 registers each: the 64 x D accumulators of O leave room
-            // for a tile's scores and probabilities only at head dim 64.
+        if self.family == Family::FlashWs && self.block_m > 128 && d != 64 {
+            // Three consumers have 160 registers each, four 120: the 64 x D accumulators of O
+            // leave room for a tile's scores and probabilities only at head dim 64.
             return Err(format!(
-                "{}: three consumer warpgroups (block_m 192) only at head dim 64, not {d}",
-                self.name()
+                "{}: {} consumer warpgroups (block_m {}) only at head dim 64, not {d}",
+                self.name(),
+                self.block_m / 64,
+                self.block_m
             ));
         }
         if self.family == Family::FlashWsFp8 {
@@ -778,9 +780,14 @@ mod tests {
         assert_eq!(three.threads(), 512);
         assert!(three.check_head_dim(64).is_ok());
         assert!(three.check_head_dim(128).unwrap_err().contains("head dim 64"));
+        // Four: 640 threads, head dim 64 only (112 registers each).
+        let four = Spec::from_entry(&ws(256, 64, true, true)).unwrap();
+        assert_eq!(four.threads(), 640);
+        assert!(four.check_head_dim(64).is_ok());
+        assert!(four.check_head_dim(128).unwrap_err().contains("head dim 64"));
         assert!(
-            Spec::from_entry(&ws(256, 64, false, false)).is_err(),
-            "two or three consumer warpgroups"
+            Spec::from_entry(&ws(320, 64, false, false)).is_err(),
+            "two to four consumer warpgroups"
         );
         assert!(Family::FlashWs.supports_head_dim(256));
         let wide = Spec::from_entry(&ws(128, 176, false, true)).unwrap();
@@ -917,7 +924,7 @@ mod tests {
         assert!(Spec::from_entry(&sub(24, Policy::Light)).is_err());
         // A sub-tile of the whole tile is no sub-tile: the name and the spec say so.
         assert_eq!(Spec::from_entry(&sub(64, Policy::Light)).unwrap().sub_n, None);
-        assert!(Spec::from_entry(&ws(256, 64, false, false)).is_err());
+        assert!(Spec::from_entry(&ws(320, 64, false, false)).is_err());
         assert!(Spec::from_entry(&ws(128, 112, false, false)).is_err());
         let one_warpgroup_pingpong = Entry {
             block_m: Some(64),

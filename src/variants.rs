@@ -139,6 +139,8 @@ mod tests {
         // ones since session 31).
         "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
         "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+        // Added in session 32: four consumer warpgroups, the pick where 256-row blocks make one round.
+        "flash_ws_m256_n64_s3_pp_ov_mbarrier",
     ];
 
     #[test]

@@ -4,7 +4,8 @@
 //! The block is one *producer* warpgroup and `CONSUMERS` *consumer* warpgroups (64 query rows
 //! each, `BLOCK_M = 64 * CONSUMERS`: two, or three where rows are 128 bytes (16-bit head dim 64,
 //! e4m3 head dim 128), where the softmax outweighs the products and a third warpgroup hides more
-//! of it). They never meet at a block barrier
+//! of it; four at 16-bit head dim 64, with 64-key tiles, so that a problem's blocks make one full
+//! round on the SMs). They never meet at a block barrier
 //! inside the KV loop:
 //!
 //! - The producer (one thread of warpgroup 0, its registers cut by `setmaxnreg`) copies Q once
@@ -40,18 +41,21 @@ use crate::tile::{Element, Operand};
 /// Gives the producer warpgroup, which only issues copies, few registers and each of `consumers`
 /// consumer warpgroups many, out of the 64K register file: 24 and 240 with two consumers
 /// (128 x 24 + 256 x 240), 32 and 160 with three (128 x 32 + 384 x 160), FlashAttention-3's
-/// splits. `warpgroup` 0 is the producer. A `persistent` producer walks the item loop, whose
+/// splits. With four, 640 threads start at 96 registers (65,536 / 640, rounded down to 8) and
+/// `setmaxnreg.inc` takes only what the producer gave back to the block, not the rest of the
+/// file: 24 and 112 (128 x 72 = 512 x 18, rounded down; 120 waited forever). `warpgroup` 0 is the producer. A `persistent` producer walks the item loop, whose
 /// state did not fit in 24 registers (ptxas spilled 32 bytes of it at head dim 128): it gets 40,
 /// its two consumers 232 (128 x 40 + 256 x 232, the same 64,512), which their KV loop fits in.
 #[inline(always)]
 fn split_registers(warpgroup: u32, consumers: usize, persistent: bool) {
     match (warpgroup, consumers, persistent) {
-        (0, 2, false) => arch::setmaxnreg_dec::<24>(),
+        (0, 2 | 4, false) => arch::setmaxnreg_dec::<24>(),
         (0, 2, true) => arch::setmaxnreg_dec::<40>(),
         (0, _, _) => arch::setmaxnreg_dec::<32>(),
         (_, 2, false) => arch::setmaxnreg_inc::<240>(),
         (_, 2, true) => arch::setmaxnreg_inc::<232>(),
-        _ => arch::setmaxnreg_inc::<160>(),
+        (_, 3, _) => arch::setmaxnreg_inc::<160>(),
+        _ => arch::setmaxnreg_inc::<112>(),
     }
 }
 
@@ -88,7 +92,7 @@ const fn merge_batch_slots(d: usize) -> usize {
 const MAX_MERGE_BATCH: usize = 3;
 
 /// Consumer warpgroups a block may have (named barrier ids are set aside for this many).
-const MAX_CONSUMERS: u32 = 3;
+const MAX_CONSUMERS: u32 = 4;
 
 /// The dynamic shared memory one block may have on sm_90.
 const BLOCK_SMEM_LIMIT: u32 = 227 * 1024;
@@ -590,9 +594,11 @@ pub unsafe fn flash_ws<
     const {
         assert!(G::KEYS == BLOCK_N && G::D == D);
         assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1);
-        // Three consumers have 160 registers each: room beside O's 64 x D accumulators for a
-        // tile's scores and probabilities with 128-byte rows only (16-bit head dim 64, e4m3 128).
-        assert!(CONSUMERS == 2 || (CONSUMERS == 3 && D * G::Input::BYTES == 128));
+        // Three consumers have 160 registers each, four 112 (`split_registers`): room beside O
+        // for a tile's scores with 128-byte rows only (16-bit head dim 64, e4m3 128). Four are a
+        // grid: a persistent producer's 40 registers would leave the consumers 104.
+        assert!(CONSUMERS == 2 || ((CONSUMERS == 3 || CONSUMERS == 4) && D * G::Input::BYTES == 128));
+        assert!(CONSUMERS < 4 || !PERSISTENT);
         assert!(!(VARLEN && PERSISTENT));
         // 8-bit inputs: whole 128-byte rows of Q and K, key tiles of whole boxes of K's rows
         // (`FP8_K_BOX_ROWS`; `FP8_Q_BOX_ROWS` divides 64 * CONSUMERS), dense (the descales are
