@@ -1282,8 +1282,8 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 ///
 /// Ahead of those, non-causal head-dim-64 problems whose 256-row blocks make one or two rounds
 /// that keep three quarters of the SMs busy or more (`fills_its_rounds`) take four consumer
-/// warpgroups, whose blocks then need no second item or split tail: 1.07-1.14x cuDNN and 3-9%
-/// faster than the 192-row persistent pick at (2,8,2048,64), (1,8,4096,64), (1,32,1024,64),
+/// warpgroups, whose blocks then need no second item or split tail: 1.07-1.18x cuDNN and 2-14%
+/// faster than the earlier picks at (2,8,2048,64), (1,8,4096,64), (1,32,1024,64),
 /// (2,7,2048,64), (1,13,2048,64), (2,8,2000,64) and (2,8,2048,4096,64), 5% at (4,8,2048,64)
 /// (two rounds). At (1,12,2048,64) (96 blocks) the 192-row items make exactly one round and win;
 /// at four rounds ((4,16,2048,64)) the persistent pick is 5% faster; causal blocks are too uneven
