@@ -43,7 +43,8 @@ use crate::tile::{Element, Operand};
 /// (128 x 24 + 256 x 240), 32 and 160 with three (128 x 32 + 384 x 160), FlashAttention-3's
 /// splits. With four, 640 threads start at 96 registers (65,536 / 640, rounded down to 8) and
 /// `setmaxnreg.inc` takes only what the producer gave back to the block, not the rest of the
-/// file: 24 and 112 (128 x 72 = 512 x 18, rounded down; 120 waited forever). `warpgroup` 0 is the producer. A `persistent` producer walks the item loop, whose
+/// file: 24 and 112 (128 x 72 = 512 x 18, rounded down; 120 waited forever); a persistent
+/// producer keeps 32 (its item loop at head dim 64 fits), which still leaves the consumers 112. `warpgroup` 0 is the producer. A `persistent` producer walks the item loop, whose
 /// state did not fit in 24 registers (ptxas spilled 32 bytes of it at head dim 128): it gets 40,
 /// its two consumers 232 (128 x 40 + 256 x 232, the same 64,512), which their KV loop fits in.
 #[inline(always)]
@@ -595,10 +596,8 @@ pub unsafe fn flash_ws<
         assert!(G::KEYS == BLOCK_N && G::D == D);
         assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1);
         // Three consumers have 160 registers each, four 112 (`split_registers`): room beside O
-        // for a tile's scores with 128-byte rows only (16-bit head dim 64, e4m3 128). Four are a
-        // grid: a persistent producer's 40 registers would leave the consumers 104.
+        // for a tile's scores with 128-byte rows only (16-bit head dim 64, e4m3 128).
         assert!(CONSUMERS == 2 || ((CONSUMERS == 3 || CONSUMERS == 4) && D * G::Input::BYTES == 128));
-        assert!(CONSUMERS < 4 || !PERSISTENT);
         assert!(!(VARLEN && PERSISTENT));
         // 8-bit inputs: whole 128-byte rows of Q and K, key tiles of whole boxes of K's rows
         // (`FP8_K_BOX_ROWS`; `FP8_Q_BOX_ROWS` divides 64 * CONSUMERS), dense (the descales are
