@@ -1693,11 +1693,16 @@ fn no_listed_kernel(d: usize) -> String {
     )
 }
 
+/// `shape`'s blocks of `block_m` query rows, over every batch and head.
+fn query_blocks(shape: Shape, block_m: usize) -> usize {
+    shape.seq_q.div_ceil(block_m) * shape.batch * shape.heads
+}
+
 /// Whether `shape`'s blocks of `block_m` query rows make one or two rounds on `sms`
 /// multiprocessors that leave at most a quarter of them idle: then no round is a short tail that
 /// a persistent kernel would have to split.
 fn fills_its_rounds(shape: Shape, block_m: usize, sms: usize) -> bool {
-    let blocks = shape.seq_q.div_ceil(block_m) * shape.batch * shape.heads;
+    let blocks = query_blocks(shape, block_m);
     let rounds = blocks.div_ceil(sms);
     rounds <= 2 && 4 * blocks >= 3 * rounds * sms
 }
@@ -1705,7 +1710,7 @@ fn fills_its_rounds(shape: Shape, block_m: usize, sms: usize) -> bool {
 /// The variant `DISPATCH` picks for `shape` on a GPU with `sms` multiprocessors whose PTX is
 /// architecture `arch` (80 or 90).
 pub fn default_variant(shape: Shape, causal: bool, sms: usize, arch: u32) -> &'static VariantSpec {
-    let blocks = shape.seq_q.div_ceil(128) * shape.batch * shape.heads;
+    let blocks = query_blocks(shape, 128);
     DISPATCH
         .iter()
         .filter(|e| {

@@ -602,7 +602,7 @@ impl Spec {
             }
         }
         if self.family == Family::FlashWs && self.block_m > 128 && d != 64 {
-            // Three consumers have 160 registers each, four 120: the 64 x D accumulators of O
+            // Three consumers have 160 registers each, four 112: the 64 x D accumulators of O
             // leave room for a tile's scores and probabilities only at head dim 64.
             return Err(format!(
                 "{}: {} consumer warpgroups (block_m {}) only at head dim 64, not {d}",

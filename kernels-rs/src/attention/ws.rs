@@ -41,12 +41,13 @@ use crate::tile::{Element, Operand};
 /// Gives the producer warpgroup, which only issues copies, few registers and each of `consumers`
 /// consumer warpgroups many, out of the 64K register file: 24 and 240 with two consumers
 /// (128 x 24 + 256 x 240), 32 and 160 with three (128 x 32 + 384 x 160), FlashAttention-3's
-/// splits. With four, 640 threads start at 96 registers (65,536 / 640, rounded down to 8) and
-/// `setmaxnreg.inc` takes only what the producer gave back to the block, not the rest of the
-/// file: 24 and 112 (128 x 72 = 512 x 18, rounded down; 120 waited forever); a persistent
-/// producer keeps 32 (its item loop at head dim 64 fits), which still leaves the consumers 112. `warpgroup` 0 is the producer. A `persistent` producer walks the item loop, whose
+/// splits. `warpgroup` 0 is the producer. A `persistent` producer walks the item loop, whose
 /// state did not fit in 24 registers (ptxas spilled 32 bytes of it at head dim 128): it gets 40,
 /// its two consumers 232 (128 x 40 + 256 x 232, the same 64,512), which their KV loop fits in.
+/// With four consumers, 640 threads start at 96 registers (65,536 / 640, rounded down to 8) and
+/// `setmaxnreg.inc` takes only what the producer gave back to the block, not the rest of the
+/// file: 24 and 112 (128 x 72 = 512 x 18, rounded down; 120 waited forever); a persistent
+/// producer keeps 32 (its item loop at head dim 64 fits), which still leaves the consumers 112.
 #[inline(always)]
 fn split_registers(warpgroup: u32, consumers: usize, persistent: bool) {
     match (warpgroup, consumers, persistent) {
