@@ -193,7 +193,7 @@ fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String
                     writeln!(src, "flash_decode_paged!({paged}, {args});").unwrap();
                 }
                 // Variable-length twins (the library's `VariantSpec::varlen_symbol`).
-                if v.spec.has_varlen() {
+                if v.spec.has_varlen_at(d as usize) {
                     let varlen = format!("{symbol}_varlen {symbol}_varlen_counted");
                     let family = v.spec.family.name();
                     writeln!(src, "{family}_varlen!({varlen}, {args});").unwrap();

@@ -1558,13 +1558,6 @@ pub(crate) fn walks_item_table(variant: &VariantSpec, causal: bool) -> bool {
 /// v45).
 pub(crate) fn causal_item_table(variant: &VariantSpec, shape: Shape, grid: u32) -> Option<Vec<u32>> {
     use crate::launch::{causal_order, item_walk::table};
-    use std::cmp::Reverse;
-    // An item's cost in quarter tiles: its KV tiles and the fixed cost of starting it.
-    const QUARTERS_PER_TILE: u64 = 4;
-    const ITEM_QUARTERS: u64 = 1;
-    if grid == 0 {
-        return None;
-    }
     let (block_m, block_n) = (variant.block_m, variant.block_n);
     let (seq_q, seq_k) = (shape.seq_q as u32, shape.seq_k as u32);
     let row_blocks = seq_q.div_ceil(block_m);
@@ -1576,24 +1569,42 @@ pub(crate) fn causal_item_table(variant: &VariantSpec, shape: Shape, grid: u32) 
         let last_row = (row_block * block_m + block_m).min(seq_q) - 1;
         (shape.causal_key_end(last_row) as u64).div_ceil(block_n as u64)
     };
+    let entries = (0..items).map(|item| {
+        let (head, row_block) = causal_order::item(item, row_blocks, batch_heads, group);
+        ([head, row_block], tiles(row_block))
+    });
+    dealt_item_table(grid, table::pairs_start(grid), entries)
+}
+
+/// An item table (`launch::item_walk::table`) of `entries` (each item's words and its KV tiles)
+/// dealt in their order to `grid` blocks by list scheduling: each item to the block whose items so
+/// far end first, by their KV tiles and a fixed cost per item. The words: the `grid + 1` offsets,
+/// zeros up to `entries_start`, then each block's entries in the order it takes them. `None`
+/// without a block or when the items do not count in a `u32`.
+pub(crate) fn dealt_item_table<const W: usize>(
+    grid: u32,
+    entries_start: u32,
+    entries: impl Iterator<Item = ([u32; W], u64)>,
+) -> Option<Vec<u32>> {
+    use std::cmp::Reverse;
+    // An item's cost in quarter tiles: its KV tiles and the fixed cost of starting it.
+    const QUARTERS_PER_TILE: u64 = 4;
+    const ITEM_QUARTERS: u64 = 1;
     let mut ends: std::collections::BinaryHeap<Reverse<(u64, u32)>> =
         (0..grid).map(|b| Reverse((0, b))).collect();
     let mut lists = vec![Vec::new(); grid as usize];
-    for item in 0..items {
-        let (head, row_block) = causal_order::item(item, row_blocks, batch_heads, group);
+    for (entry, tiles) in entries {
         let Reverse((end, block)) = ends.pop()?;
-        lists[block as usize].push([head, row_block]);
-        ends.push(Reverse((
-            end + QUARTERS_PER_TILE * tiles(row_block) + ITEM_QUARTERS,
-            block,
-        )));
+        lists[block as usize].push(entry);
+        ends.push(Reverse((end + QUARTERS_PER_TILE * tiles + ITEM_QUARTERS, block)));
     }
-    let mut words = Vec::with_capacity(table::words(grid, items));
+    let items = u32::try_from(lists.iter().map(Vec::len).sum::<usize>()).ok()?;
+    let mut words = Vec::with_capacity(entries_start as usize + W * items as usize);
     words.push(0);
     for list in &lists {
         words.push(words.last().copied().unwrap_or(0) + list.len() as u32);
     }
-    words.resize(table::pairs_start(grid) as usize, 0);
+    words.resize(entries_start as usize, 0);
     words.extend(lists.iter().flatten().flatten());
     Some(words)
 }

@@ -396,19 +396,27 @@ impl Spec {
         self.family == Family::FlashDecode
     }
 
-    /// Whether the variant has variable-length entry points (`_varlen`, packed sequences):
-    /// `flash_decode` with `cp.async` copies, and `flash_ws` without `persistent` (a persistent
-    /// block walks row blocks of a single sequence length).
+    /// Whether the variant has variable-length entry points (`_varlen`, packed sequences) at
+    /// some head dim: `flash_decode` with `cp.async` copies, `flash_ws` without `persistent`, and
+    /// the persistent `flash_ws` of the 128 x 128 tiles that varlen batches take
+    /// (`varlen::dense_tiles`), at head dim 128 only ([`Spec::has_varlen_at`]).
     pub fn has_varlen(&self) -> bool {
         match self.family {
             Family::FlashDecode => !self.copy_engine(),
-            Family::FlashWs => !self.persistent,
+            Family::FlashWs => !self.persistent || (self.block_m == 128 && self.block_n == 128),
             Family::Naive
             | Family::FlashScalar
             | Family::FlashMma
             | Family::FlashWgmma
             | Family::FlashWsFp8 => false,
         }
+    }
+
+    /// Whether the variant has a variable-length entry point at `head_dim` (among its head
+    /// dims): the persistent `flash_ws`'s consumers hold a sequence's bounds beside their
+    /// accumulators without spilling at head dim 128; at 64 ptxas spilled 12 bytes.
+    pub fn has_varlen_at(&self, head_dim: usize) -> bool {
+        self.has_varlen() && (!self.persistent || head_dim == 128)
     }
 
     /// The variant's name: `<family>_m<block_m>_n<block_n>[_c<sub_n>][_w<warps>][_v<vec>]

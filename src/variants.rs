@@ -53,7 +53,7 @@ impl VariantSpec {
     /// The variable-length entry point (packed sequences, `src/varlen.rs`) of a variant that has
     /// one ([`Spec::has_varlen`]), or its barrier-counting twin; `None` for the others.
     pub fn varlen_symbol(&self, head_dim: usize, dtype: &str, counted: bool) -> Option<String> {
-        self.has_varlen().then(|| {
+        self.has_varlen_at(head_dim).then(|| {
             let twin = if counted { "_counted" } else { "" };
             format!("{}_varlen{twin}", self.symbol(head_dim, dtype))
         })

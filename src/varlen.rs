@@ -16,6 +16,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::error::{Error, Result};
 use crate::gpu::{check_lens, DeviceBuffer, Gpu, Kernel, RawTensors};
+use crate::launch::item_walk::{Divisor, ItemWalk};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -227,7 +228,12 @@ pub struct VarlenTensors {
     /// no kernel may write (`verify`'s guards); 0 unless asked for.
     out_guard: usize,
     lse_guard: usize,
+    /// The persistent flash_ws's item table (`varlen_item_table`) and its device copy.
+    item_table: Option<(TableKey, CudaSlice<u32>)>,
 }
+
+/// What a varlen item table was dealt for: the variant, the mask (causal or not) and the grid.
+type TableKey = (&'static str, bool, u32);
 
 impl VarlenTensors {
     /// The prefix sums.
@@ -303,21 +309,88 @@ impl VarlenKernel {
 pub fn varlen_variants(head_dim: usize, arch: u32) -> impl Iterator<Item = &'static VariantSpec> {
     VARIANTS
         .iter()
-        .filter(move |v| v.has_varlen() && v.min_arch <= arch && v.head_dims.contains(&head_dim))
+        .filter(move |v| v.has_varlen_at(head_dim) && v.min_arch <= arch && v.head_dims.contains(&head_dim))
 }
 
-/// The tiles of the dense dispatch's kernel for causal problems of one wave at `head_dim` on
-/// `arch` (the fastest measured), as a variant without `persistent`: its grid twin, since a
-/// persistent kernel has no varlen entry points. `None` where the dispatch has no such entry.
-fn dense_tiles(head_dim: usize, arch: u32) -> Option<crate::spec::Spec> {
+/// The dense dispatch's kernel for causal problems of one wave at `head_dim` on `arch` (the
+/// fastest measured), and its grid twin (for a persistent pick without varlen entry points).
+/// `None` where the dispatch has no such entry.
+fn dense_tiles(head_dim: usize, arch: u32) -> Option<[crate::spec::Spec; 2]> {
     crate::gpu::DISPATCH
         .iter()
         .find(|e| e.arch <= arch && e.head_dim == head_dim && e.min_waves == 1 && !e.non_causal_only)
         .and_then(|e| VariantSpec::by_name(e.kernel))
-        .map(|v| crate::spec::Spec {
-            persistent: false,
-            ..v.spec
+        .map(|v| {
+            let grid = crate::spec::Spec {
+                persistent: false,
+                ..v.spec
+            };
+            [v.spec, grid]
         })
+}
+
+/// Work items of the persistent `flash_ws` on `batch` with `heads` query heads: each sequence's
+/// row blocks of `block_m` rows, per head.
+fn varlen_items(batch: &VarlenBatch, heads: usize, block_m: u32) -> usize {
+    let row_blocks: usize = (0..batch.batch())
+        .map(|b| batch.q_range(b).len().div_ceil(block_m as usize))
+        .sum();
+    row_blocks.saturating_mul(heads)
+}
+
+/// The item table (`launch::item_walk::table`, varlen entries) of a persistent `flash_ws`
+/// launch of `variant` on `batch` with `heads` query heads over `grid` blocks; `None` when there
+/// is no block or the table does not count in `u32`.
+///
+/// The sequences go longest first (by their KV tiles), a sequence's heads one after another, a
+/// head's row blocks side by side (causal: those that see the most keys first), each item to the
+/// block whose items so far end first (list scheduling, `gpu::dealt_item_table`, by KV tiles
+/// and a fixed cost per item). The blocks at work at once then share a few heads' K and V in L2
+/// (a first order that spread them over all heads was 3-6% slower: docs/perf-notes.md, varlen v3),
+/// and the last items dealt are the shortest.
+fn varlen_item_table(
+    batch: &VarlenBatch,
+    heads: usize,
+    variant: &VariantSpec,
+    causal: bool,
+    grid: u32,
+) -> Option<Vec<u32>> {
+    use crate::launch::item_walk::table;
+    use std::cmp::Reverse;
+    let (block_m, block_n) = (variant.block_m as usize, variant.block_n as usize);
+    let heads = u32::try_from(heads).ok()?;
+    // Per sequence: its bounds and its row blocks with their KV tiles, most tiles first.
+    let mut sequences = Vec::with_capacity(batch.batch());
+    for b in 0..batch.batch() {
+        let (q, k) = (batch.q_range(b), batch.k_range(b));
+        let (seq_q, seq_k) = (q.len(), k.len());
+        let tiles = |row_block: usize| {
+            let last_row = ((row_block + 1) * block_m).min(seq_q) - 1;
+            let key_end = if causal {
+                (last_row + 1 + seq_k).saturating_sub(seq_q).min(seq_k)
+            } else {
+                seq_k
+            };
+            key_end.div_ceil(block_n) as u64
+        };
+        let mut row_blocks: Vec<(u64, u32)> = (0..seq_q.div_ceil(block_m))
+            .map(|rb| Some((tiles(rb), u32::try_from(rb).ok()?)))
+            .collect::<Option<_>>()?;
+        row_blocks.sort_by_key(|&(tiles, rb)| (Reverse(tiles), rb));
+        let bounds = [q.start, seq_q, k.start, seq_k].map(u32::try_from);
+        let bounds = [bounds[0].ok()?, bounds[1].ok()?, bounds[2].ok()?, bounds[3].ok()?];
+        let work: u64 = row_blocks.iter().map(|&(tiles, _)| tiles).sum();
+        sequences.push((work, b, bounds, row_blocks));
+    }
+    sequences.sort_by_key(|&(work, b, _, _)| (Reverse(work), b));
+    let entries = sequences.iter().flat_map(|(_, _, bounds, row_blocks)| {
+        (0..heads).flat_map(move |head| {
+            row_blocks
+                .iter()
+                .map(move |&(tiles, row_block)| (table::varlen_entry(head, row_block, *bounds), tiles))
+        })
+    });
+    crate::gpu::dealt_item_table(grid, table::varlen_entries_start(grid), entries)
 }
 
 impl Gpu {
@@ -355,13 +428,15 @@ impl Gpu {
     ) -> Result<&'static VariantSpec> {
         let group = heads / heads_kv.max(1);
         let few_rows = group * batch.max_q() <= 32;
-        // The dense dispatch's tiles where a variant has them, else the family's first compiled
-        // variant.
+        // The dense dispatch's pick where it has varlen entry points, else its grid twin, else
+        // the family's first compiled variant.
         let dense = dense_tiles(head_dim, self.arch);
+        let rank =
+            |v: &&VariantSpec| dense.map_or(2, |specs| specs.iter().position(|s| *s == v.spec).unwrap_or(2));
         let pick = |family: Family| {
             varlen_variants(head_dim, self.arch)
                 .filter(|v| v.family == family)
-                .min_by_key(|v| Some(v.spec) != dense)
+                .min_by_key(rank)
         };
         let chosen = if few_rows {
             pick(Family::FlashDecode).or_else(|| pick(Family::FlashWs))
@@ -464,6 +539,7 @@ impl Gpu {
             maps: None,
             out_guard: 0,
             lse_guard: 0,
+            item_table: None,
         })
     }
 
@@ -482,13 +558,34 @@ impl Gpu {
         Ok(())
     }
 
-    /// The grid (and, for `flash_decode`, the split plan) of `kernel` on `tensors`.
+    /// The length in `u32` of the barrier log a counted launch of `kernel` on `tensors` writes
+    /// (`gpu::RECORD_WORDS` per block of its grid).
+    pub fn varlen_barrier_log_len(&self, kernel: &VarlenKernel, tensors: &VarlenTensors) -> Result<usize> {
+        let (config, _) = self.varlen_grid(&kernel.0, tensors)?;
+        Ok(crate::gpu::RECORD_WORDS * crate::gpu::blocks(&config))
+    }
+
+    /// The grid (and, for `flash_decode`, the split plan) of `kernel` on `tensors`: for a
+    /// persistent `flash_ws`, a block per item up to the blocks resident at once.
     fn varlen_grid(
         &self,
         kernel: &Kernel,
         tensors: &VarlenTensors,
     ) -> Result<(LaunchConfig, Option<crate::decode::Plan>)> {
         let shape = tensors.grid_shape();
+        if kernel.variant().persistent {
+            let items = varlen_items(&tensors.batch, tensors.heads, kernel.variant().block_m);
+            let blocks = u32::try_from(items).unwrap_or(u32::MAX);
+            let config = crate::gpu::launch_config(kernel, shape);
+            let grid = blocks.min(config.grid_dim.0).max(1);
+            return Ok((
+                LaunchConfig {
+                    grid_dim: (grid, 1, 1),
+                    ..config
+                },
+                None,
+            ));
+        }
         match self.decode_plan(kernel, shape, crate::decode::DecodeOptions::default())? {
             Some(plan) => Ok((
                 plan.grid(kernel.variant().threads(), kernel.smem_bytes()),
@@ -509,14 +606,17 @@ impl Gpu {
         let out_map = tma::MapGeometry::out(Layout::Bshd, packed);
         let stream = self.stream().clone();
         let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
-        for (geometry, buffer) in [
-            (q_map, &tensors.q),
-            (kv_map, &tensors.k),
-            (kv_map, &tensors.v),
-            (out_map, &tensors.out),
+        // The output's rows start after its guard (none unless asked for), as the kernel's
+        // output pointer does (`launch_varlen`).
+        let out_guard_bytes = 2 * tensors.out_guard as u64;
+        for (geometry, buffer, skip) in [
+            (q_map, &tensors.q, 0),
+            (kv_map, &tensors.k, 0),
+            (kv_map, &tensors.v, 0),
+            (out_map, &tensors.out, out_guard_bytes),
         ] {
             let (address, _sync) = buffer.device_ptr(&stream);
-            bytes.extend_from_slice(&geometry.encode(tensors.dtype, address)?);
+            bytes.extend_from_slice(&geometry.encode(tensors.dtype, address + skip)?);
         }
         crate::gpu::upload_maps(&stream, bytes, &mut tensors.maps)
     }
@@ -571,6 +671,26 @@ impl Gpu {
         if uses_maps {
             self.prepare_varlen_maps(kernel.variant(), tensors)?;
         }
+        // A persistent flash_ws walks the host's item table: dealt once per variant, mask and
+        // grid, and copied in the stream's order.
+        let persistent = kernel.variant().persistent;
+        let table_key = (kernel.variant().name, params.causal, config.grid_dim.0);
+        if persistent
+            && tensors
+                .item_table
+                .as_ref()
+                .is_none_or(|(key, _)| *key != table_key)
+        {
+            let table = varlen_item_table(
+                &tensors.batch,
+                heads,
+                kernel.variant(),
+                params.causal,
+                config.grid_dim.0,
+            )
+            .ok_or_else(|| Error::InvalidProblem(format!("varlen {packed}: too many work items")))?;
+            tensors.item_table = Some((table_key, self.stream().clone_htod(&table)?));
+        }
         let workspace = self.decode_workspace(plan.map_or(0, |p| p.workspace_floats(shape)))?;
         let split_counters = self.decode_counters(plan.map_or(0, |p| p.counters()))?;
         let (out_guard, lse_guard) = (tensors.out_guard as u64, tensors.lse_guard as u64);
@@ -584,6 +704,7 @@ impl Gpu {
             cu_q,
             cu_k,
             maps,
+            item_table,
             ..
         } = tensors;
         let (q_ptr, _q) = q.device_ptr(&stream);
@@ -600,6 +721,13 @@ impl Gpu {
                 (ptr, Some(guard))
             }
             _ if uses_maps => return refuse("the tensor maps were not prepared".into()),
+            _ => (0, None),
+        };
+        let (table_ptr, _table) = match item_table {
+            Some((_, table)) if persistent => {
+                let (ptr, guard) = table.device_ptr(&stream);
+                (ptr, Some(guard))
+            }
             _ => (0, None),
         };
         // The rows start after the guards (none unless asked for); a null LSE stays null.
@@ -626,15 +754,21 @@ impl Gpu {
             cu_seqlens_q: cu_q_ptr,
             cu_seqlens_k: cu_k_ptr,
             ..LaunchArgs::default()
-        };
+        }
+        .walking(ItemWalk {
+            table: table_ptr,
+            heads: Divisor::new(heads as u32),
+            ..ItemWalk::default()
+        });
         // Safety: a `_varlen` entry point (only `varlen_kernel` makes a `VarlenKernel`) with the
         // launch parameter list; Q, K, V, the output and the LSE hold exactly what the prefix
         // sums imply (checked above; the output and LSE pointers past their guards, which the
         // buffers hold on both sides), and the prefix sums on the device are the host copy that
         // `VarlenBatch::new` checked (0 first, never decreasing, B + 1 entries, the last equal to
         // the packed rows), uploaded at `varlen_tensors` and private since; the grid covers the
-        // longest sequence's row blocks (and the decode plan's slices) for every (sequence, head),
-        // the workspace is the plan's for that grid, its slice counters are 0 (`decode_counters`),
+        // longest sequence's row blocks (and the decode plan's slices) for every (sequence, head)
+        // or, for a persistent flash_ws, is the grid its item table was dealt for (built here
+        // from the same checked prefix sums, its bounds checked again per item), the workspace is the plan's for that grid, its slice counters are 0 (`decode_counters`),
         // the tensor maps describe these buffers, and the barrier log was checked above.
         unsafe { self.launch_decode_args(kernel, config, &args) }
     }
@@ -644,19 +778,76 @@ impl Gpu {
 mod tests {
     use super::*;
 
-    /// On Hopper a varlen batch takes the grid twin of the dense dispatch's pick at head dims 64
-    /// and 128 (whose picks from one wave on are persistent, without varlen entry points).
+    /// On Hopper a varlen batch takes the dense dispatch's one-wave pick itself at head dim 128,
+    /// the persistent kernel, and its grid twin at 64, where the persistent one has no varlen
+    /// entry point.
     #[test]
-    fn varlen_takes_the_grid_twin_of_the_dense_pick() {
-        for head_dim in [64, 128] {
-            let tiles = dense_tiles(head_dim, 90).expect("a one-wave entry");
-            let twin = varlen_variants(head_dim, 90).find(|v| v.spec == tiles);
+    fn varlen_takes_the_dense_pick_or_its_grid_twin() {
+        for (head_dim, persistent) in [(64, false), (128, true)] {
+            let [pick, grid] = dense_tiles(head_dim, 90).expect("a one-wave entry");
+            let named = |spec| {
+                varlen_variants(head_dim, 90)
+                    .find(|v| v.spec == spec)
+                    .map(|v| v.name)
+            };
+            let ps = persistent.then_some("flash_ws_m128_n128_s2_pp_ov_ps_mbarrier");
+            assert_eq!(named(pick), ps, "{head_dim}");
             assert_eq!(
-                twin.map(|v| v.name),
+                named(grid),
                 Some("flash_ws_m128_n128_s2_pp_ov_mbarrier"),
-                "head dim {head_dim}"
+                "{head_dim}"
             );
         }
+    }
+
+    /// The persistent kernel's table: every (sequence, head, row block) once, with its
+    /// sequence's bounds, the blocks' offsets in order, the longest sequence dealt first.
+    #[test]
+    fn the_varlen_item_table_deals_every_item_once() {
+        use crate::launch::item_walk::table;
+        let batch = VarlenBatch::from_lengths(&[300, 0, 1000, 1], &[300, 5, 900, 2000]).unwrap();
+        let variant = VariantSpec::by_name("flash_ws_m128_n128_s2_pp_ov_ps_mbarrier").unwrap();
+        let (heads, grid) = (3, 5);
+        for causal in [false, true] {
+            let words = varlen_item_table(&batch, heads, variant, causal, grid).unwrap();
+            let items = varlen_items(&batch, heads, 128);
+            assert_eq!(items, (3 + 8 + 1) * 3, "sequence 1 has no rows");
+            assert_eq!(words.len(), table::varlen_words(grid, items as u32));
+            let offsets = &words[..=grid as usize];
+            assert!(offsets.windows(2).all(|w| w[0] <= w[1]) && offsets[grid as usize] as usize == items);
+            let entries: Vec<&[u32]> = words[table::varlen_entries_start(grid) as usize..]
+                .chunks(table::VARLEN_ENTRY_WORDS as usize)
+                .collect();
+            let mut seen: Vec<[u32; 3]> = entries
+                .iter()
+                .map(|e| {
+                    let b = (0..batch.batch())
+                        .find(|&b| batch.q_range(b).start as u32 == e[2] && !batch.q_range(b).is_empty())
+                        .unwrap();
+                    let (q, k) = (batch.q_range(b), batch.k_range(b));
+                    assert_eq!(
+                        e[2..6],
+                        [q.start as u32, q.len() as u32, k.start as u32, k.len() as u32]
+                    );
+                    assert!(e[1] * 128 < e[3] && e[0] < heads as u32);
+                    [b as u32, e[0], e[1]]
+                })
+                .collect();
+            // Block 0's first item is the longest sequence's (sequence 2, 8 row blocks).
+            assert_eq!(entries[0][3], 1000);
+            seen.sort();
+            let mut expected = Vec::new();
+            for (b, row_blocks) in [(0, 3), (2, 8), (3, 1)] {
+                for head in 0..3 {
+                    for rb in 0..row_blocks {
+                        expected.push([b, head, rb]);
+                    }
+                }
+            }
+            expected.sort();
+            assert_eq!(seen, expected, "causal {causal}");
+        }
+        assert!(varlen_item_table(&batch, heads, variant, false, 0).is_none());
     }
 
     /// Every refusal is one line naming varlen.

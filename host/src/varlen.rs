@@ -173,7 +173,7 @@ pub fn check(
 
 /// Whether `variant` has a varlen entry point this GPU runs at `head_dim`.
 pub fn runnable(gpu: &Gpu, variant: &VariantSpec, head_dim: usize) -> bool {
-    variant.has_varlen() && variant.min_arch <= gpu.arch && variant.head_dims.contains(&head_dim)
+    variant.has_varlen_at(head_dim) && variant.min_arch <= gpu.arch && variant.head_dims.contains(&head_dim)
 }
 
 /// `verify`'s varlen set: lengths 0 and 1 among longer ones (several row blocks, tails),

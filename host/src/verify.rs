@@ -780,7 +780,7 @@ pub fn check_barriers(
             if variant.has_paged() {
                 out.push(check_paged_barriers(gpu, variant, head_dim, dtype)?);
             }
-            if variant.has_varlen() {
+            if variant.has_varlen_at(head_dim) {
                 out.push(check_varlen_barriers(gpu, variant, head_dim, dtype)?);
             }
         }

@@ -351,6 +351,29 @@ pub mod item_walk {
         pub const fn words(grid: u32, items: u32) -> usize {
             pairs_start(grid) as usize + 2 * items as usize
         }
+
+        /// A varlen launch's table (`_varlen` entry points of the persistent `flash_ws`) has
+        /// the same offsets, then per item the words of `varlen_entry`, from a 16-byte boundary:
+        /// an entry is two 16-byte loads.
+        pub const fn varlen_entries_start(grid: u32) -> u32 {
+            (grid + 4) / 4 * 4
+        }
+
+        /// Words of a varlen item's entry.
+        pub const VARLEN_ENTRY_WORDS: u32 = 8;
+
+        /// A varlen item's entry: its in-sequence query head, its row block, then where its
+        /// sequence sits (`attention::varlen::Bounds`): first query row, query rows, first key
+        /// row, key rows; two words of padding.
+        pub const fn varlen_entry(head: u32, row_block: u32, bounds: [u32; 4]) -> [u32; 8] {
+            let [q_start, seq_q, k_start, seq_k] = bounds;
+            [head, row_block, q_start, seq_q, k_start, seq_k, 0, 0]
+        }
+
+        /// Words of a varlen table of `items` items on `grid` blocks.
+        pub const fn varlen_words(grid: u32, items: u32) -> usize {
+            varlen_entries_start(grid) as usize + VARLEN_ENTRY_WORDS as usize * items as usize
+        }
     }
 
     #[cfg(test)]

@@ -7,7 +7,7 @@
 //! parameters are the one list in `launch.rs` (shared with the host).
 
 #![no_std]
-#![feature(abi_ptx, asm_experimental_arch)]
+#![feature(abi_ptx, asm_experimental_arch, stmt_expr_attributes)]
 #![allow(clippy::needless_range_loop)]
 #![deny(clippy::missing_safety_doc, clippy::undocumented_unsafe_blocks)]
 
@@ -163,17 +163,17 @@ macro_rules! flash_ws_fp8 {
     };
 }
 
-/// The variable-length twins of a non-persistent `flash_ws` variant (`build.rs` writes them
-/// beside it): the same body on packed sequences (`attention::varlen`); shared memory and
-/// barriers are the variant's own.
+/// The variable-length twins of a `flash_ws` variant that has them (`build.rs` writes them
+/// beside it, `Spec::has_varlen`): the same body on packed sequences (`attention::varlen`);
+/// shared memory and barriers are the variant's own.
 macro_rules! flash_ws_varlen {
     ($name:ident $counted:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
-     pingpong = $pp:literal, overlap = $ov:literal, persistent = false) => {
+     pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         with_launch_params!(kernel!(@entry $name, false, wait_at_entry = false, |io, p, COUNT|
-            flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
+            flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps);));
         with_launch_params!(kernel!(@entry $counted, true, wait_at_entry = false, |io, p, COUNT|
-            flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, false);));
+            flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps);));
     };
 }
 

@@ -305,7 +305,8 @@ impl Timing for Gpu {
     ) -> Result<BarrierCount> {
         let (_, _, head_dim) = tensors.heads();
         let kernel = self.varlen_kernel(variant, head_dim, tensors.dtype(), true)?;
-        let mut log = zeroed_log(self, kernel.kernel(), tensors.grid_shape())?;
+        let words = self.varlen_barrier_log_len(&kernel, tensors)?;
+        let mut log = self.stream().alloc_zeros::<u32>(words)?;
         self.launch_varlen(&kernel, tensors, params, Some(&mut log))?;
         barrier_count(&self.download(&log)?, kernel.kernel().symbol())
     }

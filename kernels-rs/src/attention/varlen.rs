@@ -63,36 +63,83 @@ impl Varlen {
             return None;
         }
         let (k_start, k_end) = (*v.cu_k.add(batch), *v.cu_k.add(batch + 1));
-        let heads = problem.heads as usize;
-        let heads_kv = heads / problem.kv_group as usize;
-        let q_offset = q_start as usize * heads * D;
-        let kv_offset = k_start as usize * heads_kv * D;
+        let bounds = Bounds {
+            q_start,
+            seq_q,
+            k_start,
+            seq_k: k_end - k_start,
+        };
+        Some((Self::buffers::<D>(io, problem, bounds), Self::problem(problem, bounds)))
+    }
+
+    /// The problem of the sequence at `bounds` in a varlen launch's `problem` (a batch of one,
+    /// `batch_heads` = `H`, its own lengths, its log-sum-exp rows from its first row on).
+    ///
+    /// # Safety
+    /// `bounds` lie inside the packed tensors (`q_start + seq_q <= total_q`).
+    #[inline(always)]
+    pub unsafe fn problem(problem: &Problem, bounds: Bounds) -> Problem {
         let lse = if problem.lse.is_null() {
             problem.lse
         } else {
-            problem.lse.add(q_start as usize)
+            problem.lse.add(bounds.q_start as usize)
         };
-        let sequence = Problem {
-            seq_q,
-            seq_k: k_end - k_start,
+        Problem {
+            seq_q: bounds.seq_q,
+            seq_k: bounds.seq_k,
             lse,
             seq_major: true,
             batch_heads: problem.heads,
             varlen: Varlen {
-                q_start,
-                k_start,
+                q_start: bounds.q_start,
+                k_start: bounds.k_start,
                 lse_rows: problem.seq_q,
-                ..v
+                ..problem.varlen
             },
             ..*problem
-        };
-        let buffers = Buffers {
+        }
+    }
+
+    /// The buffers of a varlen launch moved to the first rows of the sequence at `bounds`.
+    ///
+    /// # Safety
+    /// As `problem`, for the buffers `io` of that launch.
+    #[inline(always)]
+    pub unsafe fn buffers<const D: usize>(io: Buffers, problem: &Problem, bounds: Bounds) -> Buffers {
+        let heads = problem.heads as usize;
+        let heads_kv = heads / problem.kv_group as usize;
+        let q_offset = bounds.q_start as usize * heads * D;
+        let kv_offset = bounds.k_start as usize * heads_kv * D;
+        Buffers {
             q: io.q.add(q_offset),
             k: io.k.add(kv_offset),
             v: io.v.add(kv_offset),
             out: io.out.add(q_offset),
             ..io
-        };
-        Some((buffers, sequence))
+        }
+    }
+}
+
+/// Where one sequence sits in a varlen launch's packed tensors: its first query and key rows and
+/// its lengths. The persistent `flash_ws` reads them per work item from the host's table
+/// (`launch::item_walk::table::varlen_entry`), not from the prefix sums: one load, not two in a
+/// row, at every item's start.
+#[derive(Clone, Copy, Default)]
+pub struct Bounds {
+    pub q_start: u32,
+    pub seq_q: u32,
+    pub k_start: u32,
+    pub seq_k: u32,
+}
+
+impl Bounds {
+    /// Whether the sequence lies inside a launch's `total_q` query and `total_k` key rows (the
+    /// sums cannot wrap).
+    #[inline(always)]
+    pub fn inside(&self, total_q: u32, total_k: u32) -> bool {
+        self.q_start <= total_q
+            && self.seq_q <= total_q - self.q_start
+            && self.k_start <= total_k
+            && self.seq_k <= total_k - self.k_start
     }
 }

@@ -27,7 +27,7 @@
 
 use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
-use super::varlen::Varlen;
+use super::varlen::{Bounds, Varlen};
 use super::{longest_first_block, record_barriers, record_event, start_counting, Buffers, Problem};
 use super::{FP8_K_BOX_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
@@ -341,6 +341,9 @@ struct Work {
     head: usize,
     first_row: u32,
     split: Split,
+    /// A varlen item's sequence (the persistent kernel's, from the host's table); unused (and
+    /// folded away) otherwise.
+    sequence: Bounds,
 }
 
 /// Which slice of its item a work item is: `part` of `parts` (1: the whole item), the item being
@@ -410,7 +413,7 @@ impl Split {
 /// 1.5x slower: v17.) With `kv_splits > 1` the items of the last round, `launch::tail_split`'s
 /// tail, are cut into that many slices each, and the walk takes the slices after the whole items.
 #[derive(Clone, Copy)]
-struct Schedule<const PERSISTENT: bool> {
+struct Schedule<const PERSISTENT: bool, const VARLEN: bool> {
     block_m: u32,
     block_n: u32,
     row_blocks: u32,
@@ -420,6 +423,9 @@ struct Schedule<const PERSISTENT: bool> {
     slices: u32,
     /// With `PERSISTENT`: the walk over the items, as the host prepared it for this grid.
     walk: ItemWalk,
+    /// With `PERSISTENT` and `VARLEN`: the packed tensors' query and key rows.
+    total_q: u32,
+    total_k: u32,
     /// Without `PERSISTENT`: the block's one head (`None` past the last) and its KV tiles.
     head: Option<usize>,
     tiles: u32,
@@ -430,7 +436,7 @@ struct Schedule<const PERSISTENT: bool> {
     longest_first: u32,
 }
 
-impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
+impl<const PERSISTENT: bool, const VARLEN: bool> Schedule<PERSISTENT, VARLEN> {
     /// The schedule of a warpgroup, made after `setmaxnreg` (values made before it and carried
     /// into the loops cost the persistent consumers spills). `single_tiles`: without
     /// `PERSISTENT`, the block's one item's KV tiles, counted before the warpgroups part (counted
@@ -450,11 +456,18 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
             block_m,
             block_n,
             row_blocks: problem.seq_q.div_ceil(block_m),
-            batch_heads: problem.batch_heads,
+            // A varlen table's heads are in-sequence ones.
+            batch_heads: if PERSISTENT && VARLEN {
+                problem.heads
+            } else {
+                problem.batch_heads
+            },
             causal: problem.causal,
             // The host's plan (`launch::tail_split::slices`) for this grid, or 1.
             slices: if PERSISTENT { problem.kv_splits.max(1) } else { 1 },
             walk: problem.walk,
+            total_q: problem.seq_q,
+            total_k: problem.seq_k,
             head: if PERSISTENT { None } else { head },
             tiles: single_tiles,
             longest_first: if longest_first {
@@ -506,6 +519,29 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
         Some((head, row_block))
     }
 
+    /// The block's `i`-th item in the host's varlen table (`item_walk::table::varlen_entry`):
+    /// (in-sequence query head, row block, its sequence), `None` past its last.
+    ///
+    /// # Safety
+    /// `walk.table` is the address of the varlen table the host built for this grid.
+    #[inline(always)]
+    unsafe fn listed_varlen_item(&self, i: u32) -> Option<(u32, u32, Bounds)> {
+        let (table, block) = (self.walk.table as *const u32, arch::block_idx_x() as usize);
+        let (first, end) = (*table.add(block), *table.add(block + 1));
+        let at = first.checked_add(i).filter(|&at| at < end)?;
+        let entries = table.add(table::varlen_entries_start(arch::grid_dim_x()) as usize);
+        let entry = entries.add((table::VARLEN_ENTRY_WORDS * at) as usize);
+        let [head, row_block, q_start, seq_q] = arch::ld_global_v4_u32(entry);
+        let [k_start, seq_k, _, _] = arch::ld_global_v4_u32(entry.add(4));
+        let sequence = Bounds {
+            q_start,
+            seq_q,
+            k_start,
+            seq_k,
+        };
+        Some((head, row_block, sequence))
+    }
+
     /// The block's `i`-th item, `None` past its last.
     #[inline(always)]
     fn item(&self, i: u32) -> Option<Work> {
@@ -513,6 +549,7 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
             head,
             first_row: row_block * self.block_m,
             split: Split::WHOLE,
+            sequence: Bounds::default(),
         };
         if !PERSISTENT {
             let head = self.head.filter(|_| i == 0)?;
@@ -521,6 +558,20 @@ impl<const PERSISTENT: bool> Schedule<PERSISTENT> {
                 return Some(whole(head, row_block));
             }
             return Some(whole(head, arch::block_idx_x()));
+        }
+        if VARLEN {
+            // Safety: the host's varlen table for this grid (`item_walk::table`), read only.
+            let (head, row_block, sequence) = unsafe { self.listed_varlen_item(i)? };
+            // Every item inside the packed tensors whatever the table says.
+            let first_row = row_block.checked_mul(self.block_m)?;
+            let inside = sequence.inside(self.total_q, self.total_k);
+            if head >= self.batch_heads || first_row >= sequence.seq_q || !inside {
+                return None;
+            }
+            return Some(Work {
+                sequence,
+                ..whole(head as usize, row_block)
+            });
         }
         if self.walk.table != 0 {
             // Safety: the host's table for this grid (`item_walk::table`), read only.
@@ -599,7 +650,6 @@ pub unsafe fn flash_ws<
         // Three consumers have 160 registers each, four 112 (`split_registers`): room beside O
         // for a tile's scores with 128-byte rows only (16-bit head dim 64, e4m3 128).
         assert!(CONSUMERS == 2 || ((CONSUMERS == 3 || CONSUMERS == 4) && D * G::Input::BYTES == 128));
-        assert!(!(VARLEN && PERSISTENT));
         // 8-bit inputs: whole 128-byte rows of Q and K, key tiles of whole boxes of K's rows
         // (`FP8_K_BOX_ROWS`; `FP8_Q_BOX_ROWS` divides 64 * CONSUMERS), dense (the descales are
         // per head of a batch, not per packed sequence).
@@ -626,8 +676,8 @@ pub unsafe fn flash_ws<
     if !PERSISTENT && head.is_none() {
         return; // past the last head (the grid's z slices round B*H up): before any barrier
     }
-    // Varlen: the block's sequence as a batch of one, its head the in-sequence one.
-    let (io, problem, head) = if VARLEN {
+    // Varlen: the block's sequence as a batch of one, its head the in-sequence one (persistent: per item).
+    let (io, problem, head) = if VARLEN && !PERSISTENT {
         // The sequence's bounds are in global memory, which the kernel before may still write.
         arch::wait_for_prerequisite_grids();
         // Safety: not persistent (asserted above), so the block has a head.
@@ -642,7 +692,7 @@ pub unsafe fn flash_ws<
         (io, problem, head)
     };
     // Q, K and V are read through the tensor maps.
-    let (out, barrier_log, maps) = (io.out, io.barrier_log, io.tensor_maps);
+    let (barrier_log, maps) = (io.barrier_log, io.tensor_maps);
     let plan = Plan::<G, STAGES>::new(block_m, output_buffer, smem.q_buffers());
 
     if thread == 0 {
@@ -662,7 +712,7 @@ pub unsafe fn flash_ws<
     let longest_first = !PERSISTENT && !VARLEN && problem.causal;
     let single_tiles = single_tiles::<D, PERSISTENT>(&problem, block_m, BLOCK_N as u32, longest_first);
     let schedule = || {
-        Schedule::<PERSISTENT>::new::<D>(
+        Schedule::<PERSISTENT, VARLEN>::new::<D>(
             &problem,
             block_m,
             BLOCK_N as u32,
@@ -678,7 +728,7 @@ pub unsafe fn flash_ws<
     if warpgroup == 0 {
         set_up_roles(warpgroup, CONSUMERS, PERSISTENT);
         if thread == 0 {
-            produce::<G, STAGES, PERSISTENT>(&plan, &problem, maps, &schedule());
+            produce::<G, STAGES, PERSISTENT, VARLEN>(&plan, &problem, maps, &schedule());
         }
     } else {
         set_up_roles(warpgroup, CONSUMERS, PERSISTENT);
@@ -690,9 +740,12 @@ pub unsafe fn flash_ws<
             // Safety: the instrumented twin's log has a record per block (the launch's contract).
             let mark = move |event: u32| unsafe { record_event::<COUNT>(barrier_log, i, event, RECORDER) };
             mark(record::START);
+            // Safety: a varlen item's bounds were checked inside the packed tensors.
+            let (sequence, out, staged_output) =
+                unsafe { item_output::<PERSISTENT, VARLEN, D>(io, &problem, &work, consumer, staged_output) };
             // Safety: `work.head` is one of the problem's heads.
-            let (item_problem, value_scale) = unsafe { descaled::<G::Input>(&problem, work.head) };
-            let item = Item::of(&schedule, &problem, i, &work, ring, value_scale);
+            let (item_problem, value_scale) = unsafe { descaled::<G::Input>(&sequence, work.head) };
+            let item = Item::of(&schedule, &sequence, i, &work, ring, value_scale);
             let tiles = Consumer::<G, STAGES, PINGPONG>::new(
                 &plan,
                 &item_problem,
@@ -745,6 +798,46 @@ fn single_tiles<const D: usize, const PERSISTENT: bool>(
     problem.kv_tiles(first_row, block_m, block_n)
 }
 
+/// The problem of `work`: with `PERSISTENT` and `VARLEN`, its sequence's (`Varlen::problem`,
+/// from the host's table); otherwise the launch's `problem` itself.
+///
+/// # Safety
+/// A varlen item's bounds lie inside the packed tensors (`Schedule::item` checked them).
+#[inline(always)]
+unsafe fn item_problem<const PERSISTENT: bool, const VARLEN: bool>(problem: &Problem, work: &Work) -> Problem {
+    if PERSISTENT && VARLEN {
+        // Safety: the caller's contract.
+        unsafe { Varlen::problem(problem, work.sequence) }
+    } else {
+        *problem
+    }
+}
+
+/// `work`'s problem (`item_problem`) and output, and the path of consumer `consumer`'s 64 rows
+/// out of `path`: with `PERSISTENT` and `VARLEN`, the sequence's output rows, by row stores where
+/// the warpgroup's rows pass the sequence's end (`OutputPath::of_rows`); otherwise the launch's.
+///
+/// # Safety
+/// As `item_problem`; `io` are the launch's buffers.
+#[inline(always)]
+unsafe fn item_output<const PERSISTENT: bool, const VARLEN: bool, const D: usize>(
+    io: Buffers,
+    problem: &Problem,
+    work: &Work,
+    consumer: u32,
+    path: OutputPath,
+) -> (Problem, *mut u16, OutputPath) {
+    // Safety: the caller's contract.
+    let sequence = unsafe { item_problem::<PERSISTENT, VARLEN>(problem, work) };
+    if !(PERSISTENT && VARLEN) {
+        return (sequence, io.out, path);
+    }
+    // Safety: the caller's contract.
+    let out = unsafe { Varlen::buffers::<D>(io, problem, work.sequence).out };
+    let path = path.of_rows(work.first_row + 64 * consumer, sequence.seq_q);
+    (sequence, out, path)
+}
+
 /// The problem as the consumers of query head `head` see it, and the factor of its output. With
 /// 8-bit inputs the scores and values are their e4m3 values times the head's descales: Q's and
 /// K's fold into the softmax scale (the scores, the masking and the log-sum-exp are then the true
@@ -769,11 +862,11 @@ unsafe fn descaled<I: Operand>(problem: &Problem, head: usize) -> (Problem, f32)
 /// The producer: one thread issues every copy of the block. The ring's slots and phases run on
 /// across work items (`ring` counts the KV tiles issued so far).
 #[inline(always)]
-unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool>(
+unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool, const VARLEN: bool>(
     plan: &Plan<G, STAGES>,
     problem: &Problem,
     maps: *const u8,
-    schedule: &Schedule<PERSISTENT>,
+    schedule: &Schedule<PERSISTENT, VARLEN>,
 ) {
     let map = |i: usize| maps.add(i * MAP_BYTES);
     for i in [MAP_Q, MAP_K, MAP_V] {
@@ -791,6 +884,9 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
     };
     for_each_item!(schedule, |i, work, ring| {
         let (head, first_row) = (work.head, work.first_row);
+        // A persistent varlen item's sequence as a batch of one.
+        // Safety: the table's bounds were checked inside the packed tensors (`Schedule::item`).
+        let problem = &unsafe { item_problem::<PERSISTENT, VARLEN>(problem, &work) };
         // The maps are 4-d, innermost first: (head dim, sequence, head, batch), in either layout.
         let (batch, q_head) = if PERSISTENT {
             problem.walked_map_coordinates(head)
@@ -893,6 +989,9 @@ enum OutputPath {
     /// Through Q's buffer, then 16-byte stores of the rows inside the sequence: a box of a
     /// packed varlen output could reach into the next sequence's rows.
     RowStores,
+    /// As `RowStores`, through the block's own output tile: a persistent varlen item whose
+    /// warpgroup's 64 rows reach past its sequence's end.
+    OwnTileRows,
 }
 
 impl OutputPath {
@@ -910,14 +1009,31 @@ impl OutputPath {
             (false, _, true) => OutputPath::RowStores,
         }
     }
+
+    /// The path of a warpgroup's 64 rows from `first_row` of a sequence of `seq_q` rows: a
+    /// tensor store's box past the end would reach into the next sequence's rows, so an own
+    /// tile's rows then leave by row stores.
+    #[inline(always)]
+    fn of_rows(self, first_row: u32, seq_q: u32) -> Self {
+        match self {
+            OutputPath::OwnTile(_) if first_row + 64 > seq_q => OutputPath::OwnTileRows,
+            path => path,
+        }
+    }
+
+    /// Whether the rows are staged in the block's own output tile.
+    #[inline(always)]
+    fn own_tile(self) -> bool {
+        matches!(self, OutputPath::OwnTile(_) | OutputPath::OwnTileRows)
+    }
 }
 
 impl Item {
     /// The block's `i`-th item `work`, its tiles starting at `ring` in the ring, its output
     /// scaled by `value_scale`.
     #[inline(always)]
-    fn of<const PERSISTENT: bool>(
-        schedule: &Schedule<PERSISTENT>,
+    fn of<const PERSISTENT: bool, const VARLEN: bool>(
+        schedule: &Schedule<PERSISTENT, VARLEN>,
         problem: &Problem,
         i: u32,
         work: &Work,
@@ -1172,7 +1288,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         if !writes_output {
             // Another slice writes the item's output. The copy engine may still read the last
             // item's O out of the block's own tile, which must outlive that.
-            let own_tile = matches!(staged_output, OutputPath::OwnTile(_));
+            let own_tile = staged_output.own_tile();
             if own_tile && item.last && arch::thread_idx_x().is_multiple_of(128) {
                 arch::bulk_wait_group_read_all();
             }
@@ -1432,7 +1548,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // O's own tile (a persistent block) is left to the copy engine after each item: before
         // it is written again, the thread that stored the last item's rows waits until the copy
         // engine has read them.
-        let own_tile = matches!(path, OutputPath::OwnTile(_));
+        let own_tile = path.own_tile();
         if own_tile && arch::thread_idx_x().is_multiple_of(128) {
             arch::bulk_wait_group_read_all();
         }
@@ -1449,7 +1565,9 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         };
         let (q, o_acc, pair) = (staging, self.o_acc, self.lane % 4);
         let head = item.head;
-        self.softmax.finish_with(|_, half, row, state| {
+        // Inlined by demand: at head dim 256, where each call is 32 unrolled stores, LLVM's own
+        // measure left the varlen kernels' closure a function, its captures in local memory.
+        self.softmax.finish_with(#[inline(always)] |_, half, row, state| {
             if pair == 0 && row < problem.seq_q {
                 // Safety: `head` and `row` are inside the problem (the caller's contract).
                 unsafe { problem.write_lse(head, row, state) };
@@ -1464,7 +1582,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 unsafe { arch::st_shared_u32(at, T::pack(lo * norm, hi * norm)) };
             }
         });
-        if let OutputPath::RowStores = path {
+        if let OutputPath::RowStores | OutputPath::OwnTileRows = path {
             arch::named_barrier_sync(barrier, 128);
             let rows = problem.q_rows::<D>(out, head);
             let chunks_per_row = D as u32 / 8;
@@ -1504,7 +1622,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             } else {
                 problem.map_coordinates(head)
             };
-            let first_row = (item.first_row + group_row0) as i32;
+            // Varlen: the sequence's rows start at its first packed row (0 otherwise).
+            let first_row = (problem.varlen.q_start + item.first_row + group_row0) as i32;
             for block in 0..G::D as u32 / 64 {
                 let src = q + block * swizzled::column_block_bytes(block_m) + group_row0 * ROW_BYTES;
                 arch::tma_store_4d(map, src, [64 * block as i32, first_row, q_head, batch]);
