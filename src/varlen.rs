@@ -407,8 +407,9 @@ impl Gpu {
             .varlen_symbol(head_dim, dtype.name(), counted)
             .ok_or_else(|| {
                 Error::InvalidProblem(format!(
-                    "varlen: {} has no variable-length entry point (flash_ws without persistent and \
-                     flash_decode have one)",
+                    "varlen: {} has no variable-length entry point at head dim {head_dim} (flash_decode \
+                     and flash_ws without persistent have one, and the persistent 128 x 128 flash_ws \
+                     at head dim 128)",
                     variant.name
                 ))
             })?;

@@ -182,7 +182,8 @@ fn every_decode_variant_has_paged_entry_points_with_its_barriers() {
     assert!(checked >= 16, "only {checked} paged entry points");
 }
 
-/// Every variant with varlen entry points (flash_ws without persistent, flash_decode) has them
+/// Every variant with varlen entry points (`Spec::has_varlen_at`: flash_decode, flash_ws without
+/// persistent, the persistent 128 x 128 flash_ws at head dim 128) has them
 /// and their counted twins, with as many block barriers as the contiguous entry and at least the
 /// declared ones inside its KV loop (the same rule as the paged ones); the others have none.
 #[test]

@@ -42,7 +42,8 @@ pub struct Args {
     /// Variant to run (default: the library's choice; see `list`), or a library-composed path:
     /// `cublas` (bhsd, no grouped heads) or `cutensor`; neither writes `--lse` nor takes varlen
     /// or paged inputs. Varlen inputs need a variant with a varlen entry point (flash_decode,
-    /// flash_ws without persistent), paged ones a flash_decode variant.
+    /// flash_ws without persistent, and the persistent 128 x 128 flash_ws at head dim 128), paged
+    /// ones a flash_decode variant.
     #[arg(long)]
     kernel: Option<String>,
     /// Precision the kernel computes in: f16 or bf16 (float32 inputs are rounded to it; float16
@@ -479,10 +480,13 @@ fn check_kernel(
             "--kernel {}: the composed paths take dense tensors only, not varlen or paged ones",
             path.name()
         ))),
-        (Problem::Varlen { .. }, None, Some(variant)) if !variant.has_varlen() => Err(Failure::Usage(format!(
-            "--kernel {}: no variable-length entry point (flash_decode and flash_ws without persistent have one)",
-            variant.name
-        ))),
+        (Problem::Varlen { .. }, None, Some(variant)) if !variant.has_varlen_at(head_dim) => {
+            Err(Failure::Usage(format!(
+                "--kernel {}: no variable-length entry point at head dim {head_dim} (flash_decode and flash_ws \
+                 without persistent have one, and the persistent 128 x 128 flash_ws at head dim 128)",
+                variant.name
+            )))
+        }
         (Problem::Paged { .. }, None, Some(variant)) if !variant.has_paged() => {
             Err(Failure::Usage(format!(
                 "--kernel {}: only flash_decode variants with cp.async copies (not the mbarrier ones) read a paged KV cache",

@@ -69,7 +69,10 @@ impl Varlen {
             k_start,
             seq_k: k_end - k_start,
         };
-        Some((Self::buffers::<D>(io, problem, bounds), Self::problem(problem, bounds)))
+        Some((
+            Self::buffers::<D>(io, problem, bounds),
+            Self::problem(problem, bounds),
+        ))
     }
 
     /// The problem of the sequence at `bounds` in a varlen launch's `problem` (a batch of one,

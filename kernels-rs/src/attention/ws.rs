@@ -804,7 +804,10 @@ fn single_tiles<const D: usize, const PERSISTENT: bool>(
 /// # Safety
 /// A varlen item's bounds lie inside the packed tensors (`Schedule::item` checked them).
 #[inline(always)]
-unsafe fn item_problem<const PERSISTENT: bool, const VARLEN: bool>(problem: &Problem, work: &Work) -> Problem {
+unsafe fn item_problem<const PERSISTENT: bool, const VARLEN: bool>(
+    problem: &Problem,
+    work: &Work,
+) -> Problem {
     if PERSISTENT && VARLEN {
         // Safety: the caller's contract.
         unsafe { Varlen::problem(problem, work.sequence) }
@@ -1567,21 +1570,24 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         let head = item.head;
         // Inlined by demand: at head dim 256, where each call is 32 unrolled stores, LLVM's own
         // measure left the varlen kernels' closure a function, its captures in local memory.
-        self.softmax.finish_with(#[inline(always)] |_, half, row, state| {
-            if pair == 0 && row < problem.seq_q {
-                // Safety: `head` and `row` are inside the problem (the caller's contract).
-                unsafe { problem.write_lse(head, row, state) };
-            }
-            let norm = state.normaliser() * item.value_scale;
-            let tile_row = row - item.first_row;
-            for j in 0..G::Output::REGS / 4 {
-                let o = o_acc.registers();
-                let (lo, hi) = (o[4 * j + 2 * half], o[4 * j + 2 * half + 1]);
-                let at = q + swizzled::chunk_offset(tile_row, j as u32, block_m) + 4 * pair;
-                // Safety: inside this warpgroup's rows of Q's buffer, which no product reads now.
-                unsafe { arch::st_shared_u32(at, T::pack(lo * norm, hi * norm)) };
-            }
-        });
+        self.softmax.finish_with(
+            #[inline(always)]
+            |_, half, row, state| {
+                if pair == 0 && row < problem.seq_q {
+                    // Safety: `head` and `row` are inside the problem (the caller's contract).
+                    unsafe { problem.write_lse(head, row, state) };
+                }
+                let norm = state.normaliser() * item.value_scale;
+                let tile_row = row - item.first_row;
+                for j in 0..G::Output::REGS / 4 {
+                    let o = o_acc.registers();
+                    let (lo, hi) = (o[4 * j + 2 * half], o[4 * j + 2 * half + 1]);
+                    let at = q + swizzled::chunk_offset(tile_row, j as u32, block_m) + 4 * pair;
+                    // Safety: inside this warpgroup's rows of Q's buffer, which no product reads now.
+                    unsafe { arch::st_shared_u32(at, T::pack(lo * norm, hi * norm)) };
+                }
+            },
+        );
         if let OutputPath::RowStores | OutputPath::OwnTileRows = path {
             arch::named_barrier_sync(barrier, 128);
             let rows = problem.q_rows::<D>(out, head);
