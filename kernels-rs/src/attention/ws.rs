@@ -618,11 +618,12 @@ impl<const PERSISTENT: bool, const VARLEN: bool> Schedule<PERSISTENT, VARLEN> {
 /// Launched with `128 * (CONSUMERS + 1)` threads, `SmemShape::bytes` of dynamic shared memory, the
 /// grid of `attention`'s convention (with `PERSISTENT`: any number of blocks along x, one y and z
 /// slice), an output buffer of the shape `problem` describes and `maps` pointing at the encoded
-/// tensor maps of Q, K, V and the output (`src/tma.rs`) for this shape and tiles. With `VARLEN` (never with
-/// `PERSISTENT`): the tensors packed as `attention::varlen` says, the maps of a batch of one of
-/// `total_q` (`total_k`) rows, `cu_q`/`cu_k` checked by the host, and grid x the row blocks of
-/// the longest sequence. With `PERSISTENT` and `kv_splits > 1`: the workspace and zeroed slice
-/// counters of `launch::tail_split` for this grid and `kv_splits`.
+/// tensor maps of Q, K, V and the output (`src/tma.rs`) for this shape and tiles. With `VARLEN`:
+/// the tensors packed as `attention::varlen` says, the maps of a batch of one of `total_q`
+/// (`total_k`) rows from the packed rows' start, `cu_q`/`cu_k` checked by the host, and grid x
+/// the row blocks of the longest sequence, or, with `PERSISTENT`, the walk's table the host's
+/// `varlen_item_table` for this grid (no split). With `PERSISTENT` and `kv_splits > 1`: the
+/// workspace and zeroed slice counters of `launch::tail_split` for this grid and `kv_splits`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub unsafe fn flash_ws<
@@ -680,7 +681,7 @@ pub unsafe fn flash_ws<
     let (io, problem, head) = if VARLEN && !PERSISTENT {
         // The sequence's bounds are in global memory, which the kernel before may still write.
         arch::wait_for_prerequisite_grids();
-        // Safety: not persistent (asserted above), so the block has a head.
+        // Safety: not persistent (the branch's condition), so the block has a head.
         let block_head = unsafe { head.unwrap_unchecked() };
         let heads = problem.heads as usize;
         let first_row = arch::block_idx_x() * block_m;
