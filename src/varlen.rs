@@ -364,10 +364,15 @@ fn varlen_item_table(
     for b in 0..batch.batch() {
         let (q, k) = (batch.q_range(b), batch.k_range(b));
         let (seq_q, seq_k) = (q.len(), k.len());
+        // The sequence as a shape of its own, for the causal mask's rule (`causal_key_end`).
+        let sequence = Shape {
+            seq_k,
+            ..Shape::new(1, 1, seq_q, 64)
+        };
         let tiles = |row_block: usize| {
             let last_row = ((row_block + 1) * block_m).min(seq_q) - 1;
             let key_end = if causal {
-                (last_row + 1 + seq_k).saturating_sub(seq_q).min(seq_k)
+                sequence.causal_key_end(last_row as u32) as usize
             } else {
                 seq_k
             };
