@@ -164,6 +164,8 @@ pub struct Entry {
     pub overlap: Option<bool>,
     /// Whether one block per SM walks a list of work items ([`Spec::persistent`]).
     pub persistent: Option<bool>,
+    /// Whether the kernel transposes V itself ([`Spec::v_rows`]).
+    pub v_rows: Option<bool>,
     /// Compiled (and so checked by ptxas) but not yet trusted: outside the variant list that
     /// `verify`, `bench`, the search and the dispatch walk; reachable by name only. Not a kernel
     /// parameter, so not part of the name.
@@ -201,6 +203,10 @@ pub struct Spec {
     /// flash_ws: one block per SM walks the (row block, head) work items, the next item's copies
     /// under this one's epilogue (`_ps`).
     pub persistent: bool,
+    /// flash_ws_fp8: V is read in its own rows and the producer warpgroup's idle warps transpose
+    /// each tile in shared memory (`_vr`), instead of a transposed copy of V made before the
+    /// kernel by `fp8_transpose_v`.
+    pub v_rows: bool,
     /// Launch bounds: ptxas fits this many blocks per SM (`.minnctapersm`, `_b<N>`), which caps
     /// registers per thread.
     pub min_blocks_per_sm: Option<u32>,
@@ -231,6 +237,7 @@ impl Spec {
             pingpong,
             overlap,
             persistent,
+            v_rows,
         } = entry;
         let given = [
             ("block_m", block_m.is_some()),
@@ -245,6 +252,7 @@ impl Spec {
             ("pingpong", pingpong.is_some()),
             ("overlap", overlap.is_some()),
             ("persistent", persistent.is_some()),
+            ("v_rows", v_rows.is_some()),
         ];
         let takes: &[&str] = match family {
             Family::Naive => &[],
@@ -294,6 +302,7 @@ impl Spec {
                 "pingpong",
                 "overlap",
                 "persistent",
+                "v_rows",
             ],
         };
         if let Some((name, _)) = given.iter().find(|(name, set)| *set && !takes.contains(name)) {
@@ -321,6 +330,7 @@ impl Spec {
             pingpong: entry.pingpong.unwrap_or(false),
             overlap: entry.overlap.unwrap_or(false),
             persistent: entry.persistent.unwrap_or(false),
+            v_rows: entry.v_rows.unwrap_or(false),
             min_blocks_per_sm: entry.min_blocks_per_sm,
         };
         match family {
@@ -438,10 +448,11 @@ impl Spec {
             Family::FlashWgmma => write!(name, "_m{m}_n{n}_w{w}_s{s}{}", flag(self.pingpong, "_pp")),
             Family::FlashWs | Family::FlashWsFp8 => write!(
                 name,
-                "_m{m}_n{n}_s{s}{}{}{}",
+                "_m{m}_n{n}_s{s}{}{}{}{}",
                 flag(self.pingpong, "_pp"),
                 flag(self.overlap, "_ov"),
-                flag(self.persistent, "_ps")
+                flag(self.persistent, "_ps"),
+                flag(self.v_rows, "_vr")
             ),
             Family::FlashDecode => write!(name, "_m{m}_n{n}_w{w}_s{s}"),
         }
@@ -475,6 +486,11 @@ impl Spec {
         }
         if self.persistent && !warp_specialised {
             return problem("persistent is for flash_ws and flash_ws_fp8");
+        }
+        // The producer's warps turn around whole 128-key tiles, one item per block
+        // (`attention::ws`'s compile-time checks).
+        if self.v_rows && (self.block_n != 128 || self.persistent) {
+            return problem("v_rows takes 128-key tiles and no persistent walk");
         }
         if self.sub_n.is_some() && self.family != Family::FlashMma {
             return problem("sub_n is for flash_mma");
@@ -697,9 +713,13 @@ impl Spec {
             Family::FlashWgmma => {
                 format!("{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}", self.pingpong)
             }
-            Family::FlashWs | Family::FlashWsFp8 => format!(
+            Family::FlashWs => format!(
                 "{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}, overlap = {}, persistent = {}",
                 self.pingpong, self.overlap, self.persistent
+            ),
+            Family::FlashWsFp8 => format!(
+                "{element}, {policy}, d = {d}, m = {m}, n = {n}, stages = {s}, pingpong = {}, overlap = {}, persistent = {}, v_rows = {}",
+                self.pingpong, self.overlap, self.persistent, self.v_rows
             ),
             Family::FlashDecode => {
                 format!("{element}, {policy}, d = {d}, m = {m}, n = {n}, w = {w}, stages = {s}")
@@ -736,6 +756,7 @@ mod tests {
             pingpong: None,
             overlap: None,
             persistent: None,
+            v_rows: None,
             experimental: None,
         }
     }
@@ -881,6 +902,30 @@ mod tests {
         // Eight stages of 128-key tiles at head dim 128 are more than a block's shared memory.
         let deep = Spec::from_entry(&decode(16, 128, 4, 8)).unwrap();
         assert!(deep.check_head_dim(128).unwrap_err().contains("shared memory"));
+    }
+
+    #[test]
+    fn v_rows_is_an_e4m3_flag_for_128_key_tiles_without_a_persistent_walk() {
+        let fp8 = |block_n: u32, persistent: bool| Entry {
+            family: Family::FlashWsFp8,
+            block_n: Some(block_n),
+            persistent: Some(persistent),
+            v_rows: Some(true),
+            ..ws(128, block_n, true, true)
+        };
+        let spec = Spec::from_entry(&fp8(128, false)).unwrap();
+        assert_eq!(spec.name(), "flash_ws_fp8_m128_n128_s2_pp_ov_vr_mbarrier");
+        assert!(spec.kernel_args("F16", 128).ends_with("v_rows = true"));
+        for (block_n, persistent) in [(192, false), (128, true)] {
+            let err = Spec::from_entry(&fp8(block_n, persistent)).unwrap_err();
+            assert!(err.contains("v_rows takes 128-key tiles"), "{err}");
+        }
+        let err = Spec::from_entry(&Entry {
+            v_rows: Some(true),
+            ..ws(128, 128, true, true)
+        })
+        .unwrap_err();
+        assert!(err.contains("`v_rows` is not a flash_ws parameter"), "{err}");
     }
 
     #[test]

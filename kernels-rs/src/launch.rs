@@ -116,6 +116,11 @@ pub mod maps {
     pub const MAP_O: usize = 3;
     /// Places in the buffer.
     pub const MAPS: usize = 4;
+    /// The e4m3 kernels' fifth map: V in its own rows, as K's (`FP8_K_BOX_ROWS`), for the kernels
+    /// that transpose V's tiles themselves; `MAP_V` is then the transposed copy's, for the others.
+    pub const FP8_MAP_V_ROWS: usize = 4;
+    /// Places in an e4m3 call's buffer.
+    pub const FP8_MAPS: usize = 5;
     /// Bytes of one encoded map (`CUtensorMap`).
     pub const MAP_BYTES: usize = 128;
     /// Rows of Q's box for the e4m3 kernels, whose maps are encoded once for every variant

@@ -135,7 +135,7 @@ macro_rules! flash_ws {
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
      pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         kernel!(@export $name, $counted, $smem,
-            attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 2, persistent: $ps }.bytes(), $barriers,
+            attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 2, persistent: $ps, transposes_v: false }.bytes(), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = false,
             |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps));
     };
@@ -151,15 +151,15 @@ macro_rules! flash_ws {
 }
 
 /// `flash_ws_fp8`'s export: `flash_ws` on e4m3 Q, K and V (V transposed beforehand by
-/// `fp8_transpose_v`), the output in `$t`.
+/// `fp8_transpose_v`, or with `v_rows` by the kernel itself), the output in `$t`.
 macro_rules! flash_ws_fp8 {
     ($name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,
-     pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
+     pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal, v_rows = $vr:literal) => {
         kernel!(@export $name, $counted, $smem,
-            attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 1, persistent: $ps }.bytes(), $barriers,
+            attention::ws::SmemShape { d: $d, block_m: $bm, block_n: $bn, stages: $stages, input_bytes: 1, persistent: $ps, transposes_v: $vr }.bytes(), $barriers,
             <$policy as policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = false,
-            |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, E4m3, $d, $bm, $bn, $stages, $pp, $ov, $ps));
+            |io, p, COUNT| flash_ws!(@body io, p, COUNT, false, $t, E4m3<$vr>, $d, $bm, $bn, $stages, $pp, $ov, $ps));
     };
 }
 

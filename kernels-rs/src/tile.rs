@@ -362,6 +362,9 @@ pub trait Operand {
     /// Whether V arrives transposed (`[D, keys]`, keys contiguous): 8-bit `wgmma` reads its B
     /// operand only K-major, where 16-bit ones read V's own rows (MN-major).
     const V_TRANSPOSED: bool;
+    /// Whether V comes in its own rows and the producer warpgroup transposes each tile in shared
+    /// memory (`attention::fp8::transpose_tile`), instead of a transposed copy made before.
+    const TRANSPOSES_V: bool = false;
 
     /// `acc (+)= A B`, A and B from shared-memory descriptors (K-major).
     ///
@@ -387,12 +390,15 @@ pub trait Operand {
 }
 
 /// OCP FP8 E4M3 (1 sign, 4 exponent and 3 mantissa bits, no infinities, largest 448): an input
-/// type only, read with a descale factor per tensor and KV head (`Problem::descales`).
-pub struct E4m3;
+/// type only, read with a descale factor per tensor and KV head (`Problem::descales`). V reaches
+/// the products transposed either way: from a copy transposed before the kernel, or, with
+/// `V_ROWS`, from V's own rows, transposed tile by tile in the kernel (`Operand::TRANSPOSES_V`).
+pub struct E4m3<const V_ROWS: bool = false>;
 
-impl Operand for E4m3 {
+impl<const V_ROWS: bool> Operand for E4m3<V_ROWS> {
     const BYTES: usize = 1;
     const V_TRANSPOSED: bool = true;
+    const TRANSPOSES_V: bool = V_ROWS;
 
     #[inline(always)]
     unsafe fn wgmma_ss<const CHAIN: u8, const R: usize>(

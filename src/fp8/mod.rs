@@ -9,7 +9,8 @@
 //! One call is two launches on the GPU's stream: V transposed into a scratch copy
 //! (`fp8_transpose_v_d<D>`, `kernels-rs/src/attention/fp8.rs`: 8-bit `wgmma` reads V only with the
 //! keys contiguous), then the attention kernel, which reads Q, K and the copy through tensor maps
-//! encoded once, when the tensors are made (their buffers never change).
+//! encoded once, when the tensors are made (their buffers never change). A variant that reads V
+//! in its own rows (`Spec::v_rows`) transposes V's tiles itself: one launch.
 
 pub mod quantize;
 
@@ -45,7 +46,7 @@ pub struct Fp8Tensors {
     v_transposed: DeviceBuffer<u8>,
     out: DeviceBuffer<u16>,
     lse: Option<DeviceBuffer<f32>>,
-    /// The tensor maps of Q, K, transposed V and the output (`tma::MAPS` of them).
+    /// The tensor maps of Q, K, transposed V, the output and V's rows (`maps::FP8_MAPS`).
     maps: CudaSlice<u8>,
     shape: Shape,
     layout: Layout,
@@ -144,7 +145,14 @@ impl Gpu {
         let v = DeviceBuffer::owned(self.upload(v)?);
         let v_transposed = DeviceBuffer::owned(stream.alloc_zeros::<u8>(transposed_len)?);
         let out = DeviceBuffer::owned(self.upload(&vec![nan(out_dtype); shape.q_len()])?);
-        let maps = encode_maps(&stream, shape, layout, out_dtype, [&q, &k, &v_transposed], &out)?;
+        let maps = encode_maps(
+            &stream,
+            shape,
+            layout,
+            out_dtype,
+            [&q, &k, &v, &v_transposed],
+            &out,
+        )?;
         Ok(Fp8Tensors {
             q,
             k,
@@ -211,7 +219,7 @@ impl Gpu {
         check_len(
             "tensor maps",
             tensors.maps.len(),
-            tma::MAPS * tma::MAP_BYTES,
+            maps::FP8_MAPS * tma::MAP_BYTES,
             shape,
         )?;
         if let Some(lse) = &tensors.lse {
@@ -276,21 +284,23 @@ impl Gpu {
         // Safety: `fp8_transpose_v_d<D>` with the launch parameter list; V holds the `kv_len`
         // bytes the shape and layout imply and the copy `B * H_kv * D * keys_padded` (both checked
         // above); the grid is the one the kernel documents for this shape.
-        unsafe {
-            launch_with_args(
-                stream,
-                &transpose,
-                transpose_grid,
-                &transpose_args,
-                self.dependent_launches,
-            )
-        }?;
+        if !variant.v_rows {
+            unsafe {
+                launch_with_args(
+                    stream,
+                    &transpose,
+                    transpose_grid,
+                    &transpose_args,
+                    self.dependent_launches,
+                )
+            }?;
+        }
         let (out_ptr, _out) = out.device_ptr_mut(stream);
         let (lse_ptr, _lse) = optional_ptr_mut(lse.as_deref_mut(), stream);
         let args = LaunchArgs {
             q: q_ptr,
             k: k_ptr,
-            v: transposed_ptr,
+            v: if variant.v_rows { v_ptr } else { transposed_ptr },
             out: out_ptr,
             lse: lse_ptr,
             tensor_maps: maps_ptr,
@@ -312,16 +322,16 @@ impl Gpu {
     }
 }
 
-/// Encodes the maps of Q, K, transposed V (e4m3 bytes) and the output, for the tiles of every
-/// e4m3 variant (Q and K in boxes of `FP8_Q_BOX_ROWS` and `FP8_K_BOX_ROWS` rows, which every
-/// variant's tiles are a whole number of; transposed V in boxes of 128 keys), and copies them to
-/// the GPU.
+/// Encodes the maps of Q, K, transposed V (e4m3 bytes), the output and V's own rows, for the tiles
+/// of every e4m3 variant (Q and K in boxes of `FP8_Q_BOX_ROWS` and `FP8_K_BOX_ROWS` rows, which
+/// every variant's tiles are a whole number of; transposed V in boxes of 128 keys; V's rows as
+/// K's), and copies them to the GPU.
 fn encode_maps(
     stream: &Arc<CudaStream>,
     shape: Shape,
     layout: Layout,
     out_dtype: DType,
-    [q, k, v_transposed]: [&DeviceBuffer<u8>; 3],
+    [q, k, v, v_transposed]: [&DeviceBuffer<u8>; 4],
     out: &DeviceBuffer<u16>,
 ) -> Result<CudaSlice<u8>> {
     debug_assert!(FP8_VARIANTS
@@ -354,5 +364,8 @@ fn encode_maps(
     }
     let (address, _sync) = out.device_ptr(stream);
     bytes.extend_from_slice(&MapGeometry::out(layout, shape).encode(out_dtype, address)?);
+    debug_assert_eq!(bytes.len(), maps::FP8_MAP_V_ROWS * tma::MAP_BYTES);
+    let (address, _sync) = v.device_ptr(stream);
+    bytes.extend_from_slice(&k_map.encode_bytes(address)?);
     Ok(stream.clone_htod(&bytes)?)
 }

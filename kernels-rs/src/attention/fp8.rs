@@ -6,8 +6,12 @@
 //! `[B, H_kv, D, keys_padded]`, the keys padded with zeros to a multiple of 16 (the copy engine's
 //! row pitch must be a multiple of 16 bytes) and, inside each group of 16, put in the order the
 //! kernel's P fragments take them (`key_of_slot`), so that no byte of P has to move between threads.
+//!
+//! Or the kernel transposes V itself (`tile::E4m3<true>`): the producer warpgroup's idle warps
+//! turn each tile around in shared memory as it lands (`transpose_tile`), which saves the pass over
+//! V in memory that `transpose_v` is.
 
-use crate::arch;
+use crate::arch::{self, SharedAddr};
 use crate::launch::fp8_transpose::{COLUMNS_PER_WARP, KEYS_PER_BLOCK, THREADS};
 
 /// The key (of its group of 16) that slot `slot` of the transposed copy holds: the 8-bit `wgmma`
@@ -69,6 +73,83 @@ pub unsafe fn transpose_v(v: *const u8, out: *mut u8, seq_k: u32, heads_kv: u32,
             // Safety: inside the copy (the caller's contract); `keys_padded` and `first_slot` are
             // multiples of 16, so the word is aligned and inside the row.
             unsafe { arch::st_global_u32(out.add(at) as *mut u32, word) };
+        }
+    }
+}
+
+/// Warps of the producer warpgroup that transpose V tiles (all but the one whose thread issues
+/// the copies).
+pub const TRANSPOSER_WARPS: u32 = 3;
+
+/// Keys of a tile that `transpose_tile` turns around: one 128-byte swizzle span of the transposed
+/// rows.
+pub const TRANSPOSED_KEYS: u32 = 128;
+
+/// Turns a tile of `TRANSPOSED_KEYS` keys of V around, as warp `part` of the `TRANSPOSER_WARPS`:
+/// from its own rows at `rows` (as the copy engine lays out a K tile: column blocks of 128 bytes
+/// of each key's `d` bytes, 128-byte swizzle) into `transposed`, as the copy engine lays out a
+/// tile of the copy `transpose_v` makes (`d` rows of the 128 keys in `key_of_slot` order, 128-byte
+/// swizzle).
+///
+/// A pass moves 4 bytes of D of every key: lane `(g, w)` = `(lane / 4, lane % 4)` reads a word of
+/// each of the four keys its slots `4w .. 4w + 3` of group `g` hold, turns the 4 x 4 bytes around
+/// and writes a word to each of four rows of D. Its word of D is chunk `(g + pass) % 8`, word
+/// `(w + pass / 8) % 4` of the row: the 32 loads then fall in 32 different banks (lanes of one `w`
+/// read different chunks; the four `w` read different words), and so do the 32 stores (one row of
+/// D and word `w` per lane of one `w`, chunk `g` swizzled by that row). The warps take the
+/// passes in turn, `32 * d / 128` of them.
+///
+/// # Safety
+/// `rows` and `transposed` are 1024-byte aligned tiles of `TRANSPOSED_KEYS * d` bytes that no
+/// other thread writes meanwhile; `d` is a multiple of 128; `part < TRANSPOSER_WARPS`.
+#[inline(always)]
+pub unsafe fn transpose_tile(rows: SharedAddr, transposed: SharedAddr, part: u32, d: u32) {
+    const ROW: u32 = 128;
+    let lane = arch::lane_id();
+    let (g, w) = (lane / 4, lane % 4);
+    // The lane's keys are 16g + 2w + {0, 1, 8, 9} (`key_of_slot(4w + i)`): rows of 128 bytes,
+    // swizzled by their index mod 8, which is 2w for the first and third, 2w + 1 for the others.
+    let first_row = rows + (16 * g + 2 * w) * ROW;
+    for block in 0..d / 128 {
+        let (rows, transposed) = (
+            first_row + block * TRANSPOSED_KEYS * ROW,
+            transposed + block * 128 * ROW,
+        );
+        // The lane's column of pass `pass`: chunk (g + pass) % 8, word (w + pass / 8) % 4.
+        let column = |pass: u32| 4 * ((g + pass) % 8) + (w + pass / 8) % 4;
+        let load = |pass: u32| {
+            let (chunk, word) = (column(pass) / 4, column(pass) % 4);
+            let even = chunk ^ (2 * w);
+            let at = rows + 4 * word;
+            [
+                arch::ld_shared_u32(at + 16 * even),
+                arch::ld_shared_u32(at + ROW + 16 * (even ^ 1)),
+                arch::ld_shared_u32(at + 8 * ROW + 16 * even),
+                arch::ld_shared_u32(at + 9 * ROW + 16 * (even ^ 1)),
+            ]
+        };
+        // Word b is row d = 128 block + 4 column + b of D, whose chunk g sits at g ^ (d % 8),
+        // d % 8 being 4 (column % 2) + b.
+        let store = |pass: u32, keys: [u32; 4]| {
+            let column = column(pass);
+            let group = g ^ (4 * (column % 2));
+            let row = transposed + 4 * column * ROW + 4 * w;
+            for (b, word) in transpose_4x4(keys).into_iter().enumerate() {
+                let b = b as u32;
+                arch::st_shared_u32(row + b * ROW + 16 * (group ^ b), word);
+            }
+        };
+        // Two passes at a time, both loads first: the stores may alias the loads for all the
+        // compiler knows, so each pass alone would wait out its loads' latency.
+        let mut pass = part;
+        while pass + TRANSPOSER_WARPS < 32 {
+            let (first, second) = (load(pass), load(pass + TRANSPOSER_WARPS));
+            store(pass, first);
+            store(pass + TRANSPOSER_WARPS, second);
+            pass += 2 * TRANSPOSER_WARPS;
+        }
+        if pass < 32 {
+            store(pass, load(pass));
         }
     }
 }

@@ -81,7 +81,9 @@ pub struct Buffers {
     pub tensor_maps: *const u8,
 }
 
-pub use crate::launch::maps::{FP8_K_BOX_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
+pub use crate::launch::maps::{
+    FP8_K_BOX_ROWS, FP8_MAP_V_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V,
+};
 
 impl Buffers {
     /// Tensor map `which` (`MAP_Q` ..) of the call.

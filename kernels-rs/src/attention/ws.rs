@@ -28,8 +28,8 @@
 use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::{Bounds, Varlen};
+use super::{fp8, FP8_K_BOX_ROWS, FP8_MAP_V_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use super::{longest_first_block, record_barriers, record_event, start_counting, Buffers, Problem};
-use super::{FP8_K_BOX_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::launch::item_walk::{table, ItemWalk};
 use crate::launch::{record, tail_split};
@@ -41,16 +41,17 @@ use crate::tile::{Element, Operand};
 /// Gives the producer warpgroup, which only issues copies, few registers and each of `consumers`
 /// consumer warpgroups many, out of the 64K register file: 24 and 240 with two consumers
 /// (128 x 24 + 256 x 240), 32 and 160 with three (128 x 32 + 384 x 160), FlashAttention-3's
-/// splits. `warpgroup` 0 is the producer. A `persistent` producer walks the item loop, whose
-/// state did not fit in 24 registers (ptxas spilled 32 bytes of it at head dim 128): it gets 40,
-/// its two consumers 232 (128 x 40 + 256 x 232, the same 64,512), which their KV loop fits in.
+/// splits. `warpgroup` 0 is the producer. A `busy` producer (one that walks the persistent item
+/// loop, whose state did not fit in 24 registers: ptxas spilled 32 bytes of it at head dim 128,
+/// or whose warps transpose V) gets 40, its two consumers 232 (128 x 40 + 256 x 232, the same
+/// 64,512), which their KV loop fits in.
 /// With four consumers, 640 threads start at 96 registers (65,536 / 640, rounded down to 8) and
 /// `setmaxnreg.inc` takes only what the producer gave back to the block, not the rest of the
 /// file: 24 and 112 (128 x 72 = 512 x 18, rounded down; 120 waited forever); a persistent
 /// producer keeps 32 (its item loop at head dim 64 fits), which still leaves the consumers 112.
 #[inline(always)]
-fn split_registers(warpgroup: u32, consumers: usize, persistent: bool) {
-    match (warpgroup, consumers, persistent) {
+fn split_registers(warpgroup: u32, consumers: usize, busy: bool) {
+    match (warpgroup, consumers, busy) {
         (0, 2 | 4, false) => arch::setmaxnreg_dec::<24>(),
         (0, 2, true) => arch::setmaxnreg_dec::<40>(),
         (0, _, _) => arch::setmaxnreg_dec::<32>(),
@@ -67,8 +68,8 @@ fn split_registers(warpgroup: u32, consumers: usize, persistent: bool) {
 /// memory and registers, so they run while that launch may still be finishing; global memory
 /// waits for it (docs/perf-notes.md, v44).
 #[inline(always)]
-fn set_up_roles(warpgroup: u32, consumers: usize, persistent: bool) {
-    split_registers(warpgroup, consumers, persistent);
+fn set_up_roles(warpgroup: u32, consumers: usize, busy: bool) {
+    split_registers(warpgroup, consumers, busy);
     arch::wait_for_prerequisite_grids();
 }
 
@@ -100,8 +101,9 @@ const MAX_CONSUMERS: u32 = 4;
 const BLOCK_SMEM_LIMIT: u32 = 227 * 1024;
 
 /// What sets a block's shared memory: head dim `d`, `block_m` query rows, a ring of `stages`
-/// slots of `block_n` keys, `input_bytes` per element of Q, K and V, and whether the block is
-/// `persistent` (then it may get an output tile of its own: `output_buffer`).
+/// slots of `block_n` keys, `input_bytes` per element of Q, K and V, whether the block is
+/// `persistent` (then it may get an output tile of its own: `output_buffer`), and whether it
+/// `transposes_v` (`Operand::TRANSPOSES_V`: then V's tiles land in rows of their own first).
 #[derive(Clone, Copy)]
 pub struct SmemShape {
     pub d: usize,
@@ -110,13 +112,15 @@ pub struct SmemShape {
     pub stages: usize,
     pub input_bytes: usize,
     pub persistent: bool,
+    pub transposes_v: bool,
 }
 
 impl SmemShape {
     /// The bytes the kernel needs: slack to align the tiles to 1024 bytes, the Q tile (sized for
     /// 16-bit elements whatever the input: the output leaves through it), `stages` K and V tiles,
-    /// and the mbarriers (Q full, Q empty, then K full, V full, K empty, V empty per stage); then,
-    /// where `output_buffer`, an output tile of its own.
+    /// V's row tiles (`row_tiles`), and the mbarriers (Q full, Q empty, then K full, V full, K
+    /// empty, V empty per stage, then full and empty per row tile); then, where `output_buffer`,
+    /// an output tile of its own.
     pub const fn bytes(self) -> u32 {
         let ring = self.ring_bytes(self.q_buffers());
         if self.output_buffer() {
@@ -158,10 +162,33 @@ impl SmemShape {
 
     /// `bytes` without an output tile, with `q_buffers` Q tiles.
     const fn ring_bytes(self, q_buffers: u32) -> u32 {
+        self.slots_bytes(q_buffers) + self.row_tiles() * self.row_tile_bytes()
+    }
+
+    /// `ring_bytes` without V's row tiles.
+    const fn slots_bytes(self, q_buffers: u32) -> u32 {
         ATOM_BYTES
             + q_buffers * swizzled::tile_bytes(self.block_m, self.d)
             + self.stages as u32 * slot_bytes(self.block_n, self.d, self.input_bytes)
             + 8 * (2 * q_buffers + 4 * self.stages as u32)
+    }
+
+    /// Tiles of V in its own rows, where the copy engine puts them for the producer's warps to
+    /// transpose into the ring (`transposes_v`): one per slot of the ring where they fit (head dim
+    /// 128), else one (256), which the next tile's copy waits for.
+    pub const fn row_tiles(self) -> u32 {
+        if !self.transposes_v {
+            0
+        } else if self.slots_bytes(1) + self.stages as u32 * self.row_tile_bytes() <= BLOCK_SMEM_LIMIT {
+            self.stages as u32
+        } else {
+            1
+        }
+    }
+
+    /// Bytes of a row tile of V (as K's) and of its two barriers.
+    const fn row_tile_bytes(self) -> u32 {
+        k_tile_bytes(self.block_n, self.d, self.input_bytes) + 16
     }
 
     /// The output tile's bytes after the ring: its alignment slack and the tile.
@@ -200,6 +227,9 @@ struct Plan<G: WarpgroupShape, const STAGES: usize> {
     q_tile: u32,
     q_buffers: u32,
     kv: SharedAddr,
+    /// V's row tiles (`SmemShape::row_tiles`), after the ring's slots.
+    v_rows: SharedAddr,
+    row_tiles: u32,
     barriers: SharedAddr,
     /// Where O is staged on its way out: Q's buffer, or a tile of its own (`SmemShape::output_buffer`).
     o: SharedAddr,
@@ -214,16 +244,19 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     /// Bytes of a row of Q or K: `D * BYTES`, in column blocks of 128.
     const ROW_BYTES: u32 = (G::D * G::Input::BYTES) as u32;
 
-    /// The plan of a block of `block_m` query rows with `q_buffers` Q tiles; `output_buffer`: O
-    /// gets a tile of its own, 1024-byte aligned after the barriers.
+    /// The plan of `smem`'s block of `block_m` query rows: its Q tiles (`SmemShape::q_buffers`),
+    /// V's row tiles, and, where `SmemShape::output_buffer`, O's tile of its own, 1024-byte
+    /// aligned after the barriers.
     #[inline(always)]
-    fn new(block_m: u32, output_buffer: bool, q_buffers: u32) -> Self {
+    fn new(block_m: u32, smem: SmemShape) -> Self {
+        let (q_buffers, row_tiles) = (smem.q_buffers(), smem.row_tiles());
         let q = swizzled::atom_aligned(arch::dynamic_smem_base());
         let q_tile = swizzled::tile_bytes(block_m as usize, G::D);
         let kv = q + q_buffers * q_tile;
-        let barriers = kv + STAGES as u32 * Self::SLOT;
-        let o = if output_buffer {
-            swizzled::atom_aligned(barriers + 8 * (2 * q_buffers + 4 * STAGES as u32))
+        let v_rows = kv + STAGES as u32 * Self::SLOT;
+        let barriers = v_rows + row_tiles * Self::K_TILE;
+        let o = if smem.output_buffer() {
+            swizzled::atom_aligned(barriers + 8 * (2 * q_buffers + 4 * STAGES as u32 + 2 * row_tiles))
         } else {
             q
         };
@@ -232,6 +265,8 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
             q_tile,
             q_buffers,
             kv,
+            v_rows,
+            row_tiles,
             barriers,
             o,
             _shape: core::marker::PhantomData,
@@ -247,25 +282,52 @@ impl<G: WarpgroupShape, const STAGES: usize> Plan<G, STAGES> {
     }
     /// Initialises the plan's barriers: the full ones wait for the producer's one arrival (and
     /// its bytes), the empty ones for every one of `consumer_warps` once it has read the tile (Q's
-    /// empty ones: its last S = Q K^T of an item), Q's only in a `persistent` block.
+    /// empty ones: its last S = Q K^T of an item), Q's only in a `persistent` block. Where the
+    /// producer's warps transpose V, a slot's V is full when each of them has written its part,
+    /// and a row tile is empty when each has read it.
     ///
     /// # Safety
     /// Called by one thread, before any thread waits on or arrives at these barriers.
     #[inline(always)]
     unsafe fn init_barriers(&self, consumer_warps: u32, persistent: bool) {
+        const TRANSPOSERS: u32 = fp8::TRANSPOSER_WARPS;
         for buffer in 0..self.q_buffers {
             arch::mbarrier_init(self.q_full(buffer), 1);
             if persistent {
                 arch::mbarrier_init(self.q_empty(buffer), consumer_warps);
             }
         }
+        let v_writers = if G::Input::TRANSPOSES_V { TRANSPOSERS } else { 1 };
         for stage in 0..STAGES as u32 {
             arch::mbarrier_init(self.barrier(K_FULL, stage), 1);
-            arch::mbarrier_init(self.barrier(V_FULL, stage), 1);
+            arch::mbarrier_init(self.barrier(V_FULL, stage), v_writers);
             arch::mbarrier_init(self.barrier(K_EMPTY, stage), consumer_warps);
             arch::mbarrier_init(self.barrier(V_EMPTY, stage), consumer_warps);
         }
+        for tile in 0..self.row_tiles {
+            arch::mbarrier_init(self.v_rows_full(tile), 1);
+            arch::mbarrier_init(self.v_rows_empty(tile), TRANSPOSERS);
+        }
         arch::fence_mbarrier_init();
+    }
+    /// V's row tile of the ring's `t`-th tile and the parity of its round.
+    #[inline(always)]
+    fn v_rows_slot(&self, t: u32) -> (u32, u32) {
+        (t % self.row_tiles, (t / self.row_tiles) & 1)
+    }
+    #[inline(always)]
+    fn v_rows(&self, tile: u32) -> SharedAddr {
+        self.v_rows + tile * Self::K_TILE
+    }
+    /// The copy engine's bytes of V's row tile `tile` have landed.
+    #[inline(always)]
+    fn v_rows_full(&self, tile: u32) -> SharedAddr {
+        self.barriers + 8 * (2 * self.q_buffers + 4 * STAGES as u32 + tile)
+    }
+    /// Every transposing thread has read V's row tile `tile`.
+    #[inline(always)]
+    fn v_rows_empty(&self, tile: u32) -> SharedAddr {
+        self.v_rows_full(self.row_tiles + tile)
     }
     /// Q's buffer `buffer`.
     #[inline(always)]
@@ -670,6 +732,7 @@ pub unsafe fn flash_ws<
         stages: STAGES,
         input_bytes: G::Input::BYTES,
         persistent: PERSISTENT,
+        transposes_v: G::Input::TRANSPOSES_V,
     };
     let output_buffer = smem.output_buffer();
     // A persistent grid has no block without work (the host launches at most one per item).
@@ -694,7 +757,7 @@ pub unsafe fn flash_ws<
     };
     // Q, K and V are read through the tensor maps.
     let (barrier_log, maps) = (io.barrier_log, io.tensor_maps);
-    let plan = Plan::<G, STAGES>::new(block_m, output_buffer, smem.q_buffers());
+    let plan = Plan::<G, STAGES>::new(block_m, smem);
 
     if thread == 0 {
         plan.init_barriers(4 * CONSUMERS as u32, PERSISTENT);
@@ -725,14 +788,13 @@ pub unsafe fn flash_ws<
     // Lane 0's, so that ptxas knows it is warp-uniform: the consumers' descriptors, derived
     // from it, then stay in uniform registers (docs/perf-notes.md, v13).
     let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
+    let busy_producer = PERSISTENT || G::Input::TRANSPOSES_V;
     let mut tiles = 0;
     if warpgroup == 0 {
-        set_up_roles(warpgroup, CONSUMERS, PERSISTENT);
-        if thread == 0 {
-            produce::<G, STAGES, PERSISTENT, VARLEN>(&plan, &problem, maps, &schedule());
-        }
+        set_up_roles(warpgroup, CONSUMERS, busy_producer);
+        producer_warpgroup::<G, STAGES, PERSISTENT, VARLEN>(&plan, &problem, maps, &schedule());
     } else {
-        set_up_roles(warpgroup, CONSUMERS, PERSISTENT);
+        set_up_roles(warpgroup, CONSUMERS, busy_producer);
         let (schedule, consumer) = (schedule(), warpgroup - 1);
         let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
         // Each item is 64 query rows of this warpgroup, all of their KV tiles.
@@ -873,7 +935,12 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
     schedule: &Schedule<PERSISTENT, VARLEN>,
 ) {
     let map = |i: usize| maps.add(i * MAP_BYTES);
-    for i in [MAP_Q, MAP_K, MAP_V] {
+    let map_v = if G::Input::TRANSPOSES_V {
+        FP8_MAP_V_ROWS
+    } else {
+        MAP_V
+    };
+    for i in [MAP_Q, MAP_K, map_v] {
         arch::prefetch_tensormap(map(i));
     }
     let block_m = schedule.block_m;
@@ -964,6 +1031,24 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
                 first_key,
                 kv_head,
             );
+            if G::Input::TRANSPOSES_V {
+                // V's rows into a row tile, for the producer's other warps to transpose.
+                let (tile, tile_parity) = plan.v_rows_slot(ring + t);
+                arch::mbarrier_wait(plan.v_rows_empty(tile), tile_parity ^ 1);
+                let rows_full = plan.v_rows_full(tile);
+                arch::mbarrier_arrive_expect_tx(rows_full, k_bytes);
+                let keys = G::KEYS as u32;
+                load(
+                    plan.v_rows(tile),
+                    keys,
+                    k_box_rows,
+                    map_v,
+                    rows_full,
+                    first_key,
+                    kv_head,
+                );
+                continue;
+            }
             arch::mbarrier_wait(plan.barrier(V_EMPTY, stage), parity ^ 1);
             arch::mbarrier_arrive_expect_tx(plan.barrier(V_FULL, stage), v_bytes);
             let v_full = plan.barrier(V_FULL, stage);
@@ -972,6 +1057,76 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
             } else {
                 let keys = G::KEYS as u32;
                 load(plan.v(stage), keys, keys, MAP_V, v_full, first_key, kv_head);
+            }
+        }
+        tiles
+    });
+}
+
+/// The producer warpgroup: its first thread issues the copies (`produce`); where V comes in its
+/// own rows, its other three warps transpose V's tiles (`transpose_v_tiles`); the rest is idle.
+///
+/// # Safety
+/// Run by the producer warpgroup's threads, with `flash_ws`'s plan, problem, maps and schedule
+/// (its contract).
+#[inline(always)]
+unsafe fn producer_warpgroup<
+    G: WarpgroupShape,
+    const STAGES: usize,
+    const PERSISTENT: bool,
+    const VARLEN: bool,
+>(
+    plan: &Plan<G, STAGES>,
+    problem: &Problem,
+    maps: *const u8,
+    schedule: &Schedule<PERSISTENT, VARLEN>,
+) {
+    let warp = arch::warp_uniform(arch::warp_id());
+    if arch::thread_idx_x() == 0 {
+        produce::<G, STAGES, PERSISTENT, VARLEN>(plan, problem, maps, schedule);
+    } else if G::Input::TRANSPOSES_V && warp > 0 {
+        transpose_v_tiles::<G, STAGES, PERSISTENT, VARLEN>(plan, problem, schedule, warp - 1);
+    }
+}
+
+/// The producer warpgroup's other warps where V comes in its own rows (`Operand::TRANSPOSES_V`),
+/// `part` of `fp8::TRANSPOSER_WARPS`: each KV tile the producer copies, once its rows have landed
+/// and the consumers have read the slot's V before, turned around into the slot
+/// (`fp8::transpose_tile`). Their writes are made visible to the products (the async proxy)
+/// before they count on the slot's V full barrier.
+#[inline(always)]
+unsafe fn transpose_v_tiles<
+    G: WarpgroupShape,
+    const STAGES: usize,
+    const PERSISTENT: bool,
+    const VARLEN: bool,
+>(
+    plan: &Plan<G, STAGES>,
+    problem: &Problem,
+    schedule: &Schedule<PERSISTENT, VARLEN>,
+    part: u32,
+) {
+    // Whole 128-key tiles of V, one item per block.
+    const { assert!(!G::Input::TRANSPOSES_V || (G::KEYS as u32 == fp8::TRANSPOSED_KEYS && !PERSISTENT)) };
+    let block_m = schedule.block_m;
+    for_each_item!(schedule, |i, work, ring| {
+        let _ = i;
+        let (_, tiles) = work
+            .split
+            .range(problem.kv_tiles(work.first_row, block_m, G::KEYS as u32));
+        for t in 0..tiles {
+            let (stage, parity) = slot::<STAGES>(ring + t);
+            let (tile, tile_parity) = plan.v_rows_slot(ring + t);
+            arch::mbarrier_wait(plan.v_rows_full(tile), tile_parity);
+            arch::mbarrier_wait(plan.barrier(V_EMPTY, stage), parity ^ 1);
+            fp8::transpose_tile(plan.v_rows(tile), plan.v(stage), part, G::D as u32);
+            // Each lane's writes to the async proxy, the warp's to its first lane, which counts
+            // the warp once (96 arrivals on one barrier word cost more than the transpose).
+            arch::fence_proxy_async_shared();
+            arch::sync_warp();
+            if arch::lane_id() == 0 {
+                arch::mbarrier_arrive(plan.barrier(V_FULL, stage));
+                arch::mbarrier_arrive(plan.v_rows_empty(tile));
             }
         }
         tiles
