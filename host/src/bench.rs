@@ -120,12 +120,15 @@ pub struct Args {
     #[arg(long, default_value = "bhsd")]
     layout: flashrs::Layout,
     /// Seed of `--varlen`'s lengths.
-    #[arg(long, default_value_t = 2026)]
+    #[arg(long, default_value_t = VARLEN_SEED)]
     varlen_seed: u64,
 }
 
+/// `--varlen`'s default seed of its lengths.
+pub(crate) const VARLEN_SEED: u64 = 2026;
+
 /// `--varlen`'s batch: sequences, longest length, heads, head dim.
-const VARLEN_CASE: (usize, usize, usize, usize) = (16, 4096, 16, 128);
+pub(crate) const VARLEN_CASE: (usize, usize, usize, usize) = (16, 4096, 16, 128);
 
 /// Above this many multiply-adds (B*H*S_q*S_k*D) `naive` and `flash_scalar` are skipped unless
 /// named with `--kernel`: they would take minutes and say nothing new.

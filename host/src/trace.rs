@@ -22,8 +22,15 @@ pub struct Args {
     #[arg(long)]
     kernel: String,
     /// Problem shape B,H,S,D or B,H,S_q,S_k,D.
+    #[arg(long, required_unless_present = "varlen", conflicts_with = "varlen")]
+    shape: Option<Shape>,
+    /// Trace the kernel's varlen entry point on `bench --varlen`'s batch (16 sequences of 1-4096
+    /// keys, H=16, D=128) instead of a dense shape.
     #[arg(long)]
-    shape: Shape,
+    varlen: bool,
+    /// Seed of `--varlen`'s lengths [default: 2026, `bench --varlen`'s batch].
+    #[arg(long)]
+    varlen_seed: Option<u64>,
     /// Causal masking.
     #[arg(long)]
     causal: bool,
@@ -41,7 +48,10 @@ pub struct Args {
 #[derive(Serialize)]
 struct Report {
     kernel: String,
+    /// The dense shape; for `--varlen`, the batch padded to its longest sequence.
     shape: Shape,
+    /// `--varlen`'s sequence lengths (queries and keys the same).
+    varlen_lens: Option<Vec<usize>>,
     causal: bool,
     dtype: DType,
     warmup: usize,
@@ -65,28 +75,46 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             variant.family.name()
         )));
     }
+    if args.varlen_seed.is_some() && !args.varlen {
+        return Err(Failure::Usage(
+            "--varlen-seed chooses --varlen's lengths: add --varlen".into(),
+        ));
+    }
+    let varlen_head_dim = crate::bench::VARLEN_CASE.3;
+    if args.varlen
+        && variant
+            .varlen_symbol(varlen_head_dim, args.dtype.name(), true)
+            .is_none()
+    {
+        return Err(Failure::Usage(format!(
+            "{} has no varlen entry point at head dim {varlen_head_dim} (see `list`)",
+            args.kernel
+        )));
+    }
     let gpu = inputs::open_gpu(device)?;
-    let inputs = Inputs::random(args.shape, args.dtype, 1);
-    let mut tensors = gpu.tensors(args.shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
     let params = Params {
         causal: args.causal,
         scale: None,
     };
-    for _ in 0..args.warmup {
-        gpu.forward(&mut tensors, params, Some(&args.kernel))?;
-    }
-    let blocks = gpu.trace_items(variant, &mut tensors, params)?;
+    let (shape, varlen_lens, blocks) = match args.shape {
+        Some(shape) => (shape, None, trace_dense(&gpu, variant, shape, &args, params)?),
+        None => {
+            let (shape, lens, blocks) = trace_varlen(&gpu, variant, &args, params)?;
+            (shape, Some(lens), blocks)
+        }
+    };
     if blocks.is_empty() {
         return Err(Failure::Usage(format!(
-            "{} recorded no timeline on {} (no block had an item)",
-            args.kernel, args.shape
+            "{} recorded no timeline on {shape} (no block had an item)",
+            args.kernel
         )));
     }
     let spans = item_spans(&blocks);
     let ends: Vec<f64> = blocks.iter().filter_map(|b| b.end()).map(f64::from).collect();
     let report = Report {
         kernel: args.kernel.clone(),
-        shape: args.shape,
+        shape,
+        varlen_lens,
         causal: args.causal,
         dtype: args.dtype,
         warmup: args.warmup,
@@ -101,6 +129,58 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         inputs::write_json(path, &report)?;
     }
     Ok(())
+}
+
+/// Warm-up launches of `variant` on random inputs of `shape`, then one traced launch.
+fn trace_dense(
+    gpu: &flashrs::Gpu,
+    variant: &'static VariantSpec,
+    shape: Shape,
+    args: &Args,
+    params: Params,
+) -> Result<Vec<BlockTimeline>, Failure> {
+    let inputs = Inputs::random(shape, args.dtype, 1);
+    let mut tensors = gpu.tensors(shape, args.dtype, &inputs.q, &inputs.k, &inputs.v)?;
+    for _ in 0..args.warmup {
+        gpu.forward(&mut tensors, params, Some(&args.kernel))?;
+    }
+    Ok(gpu.trace_items(variant, &mut tensors, params)?)
+}
+
+/// As `trace_dense`, on the varlen entry point of `variant` and `bench --varlen`'s batch: the
+/// batch padded to its longest sequence (the report's shape), the lengths and the timelines.
+fn trace_varlen(
+    gpu: &flashrs::Gpu,
+    variant: &'static VariantSpec,
+    args: &Args,
+    params: Params,
+) -> Result<(Shape, Vec<usize>, Vec<BlockTimeline>), Failure> {
+    let (count, max, heads, head_dim) = crate::bench::VARLEN_CASE;
+    let seed = args.varlen_seed.unwrap_or(crate::bench::VARLEN_SEED);
+    let lens = crate::varlen::bench_lengths(count, max, seed);
+    let problem = crate::varlen::Problem {
+        heads,
+        heads_kv: heads,
+        head_dim,
+        lens_q: lens.clone(),
+        lens_k: lens.clone(),
+        causal: args.causal,
+        dtype: args.dtype,
+    };
+    let data = crate::varlen::data(&problem, inputs::fresh_seed(), true)?;
+    let mut tensors = gpu.varlen_tensors(
+        data.batch.clone(),
+        (heads, heads, head_dim),
+        args.dtype,
+        (&data.q, &data.k, &data.v),
+    )?;
+    let kernel = gpu.varlen_kernel(variant, head_dim, args.dtype, false)?;
+    for _ in 0..args.warmup {
+        gpu.launch_varlen(&kernel, &mut tensors, params, None)?;
+    }
+    let blocks = gpu.trace_varlen_items(variant, &mut tensors, params)?;
+    let padded = Shape::new(count, heads, data.batch.max_q(), head_dim);
+    Ok((padded, lens, blocks))
 }
 
 fn print_spans(report: &Report) {

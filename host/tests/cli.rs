@@ -671,6 +671,21 @@ fn clap_errors_are_one_line_without_the_usage_block() {
         (&["verify", "--quick", "--random", "3"], "--random"),
         (&["tune", "--splits", "--budget", "10"], "--budget"),
         (&["tune", "--split-counts", "8"], "--splits"),
+        (
+            &["trace", "--kernel", "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier"],
+            "--shape",
+        ),
+        (
+            &[
+                "trace",
+                "--kernel",
+                "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+                "--varlen",
+                "--shape",
+                "1,2,128,64",
+            ],
+            "cannot be used with",
+        ),
     ] {
         let out = host(args);
         let err = stderr(&out);
@@ -687,6 +702,31 @@ fn clap_errors_are_one_line_without_the_usage_block() {
 fn checks_that_need_no_gpu_come_before_it() {
     refused(&["micro", "--shape", "1,2,128,96"], "unsupported head dim 96");
     refused(&["micro", "--top", "0"], "--top");
+    refused(
+        &["trace", "--kernel", "naive", "--varlen"],
+        "only flash_ws kernels",
+    );
+    refused(
+        &[
+            "trace",
+            "--kernel",
+            "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
+            "--varlen",
+        ],
+        "no varlen entry point at head dim 128",
+    );
+    refused(
+        &[
+            "trace",
+            "--kernel",
+            "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
+            "--shape",
+            "1,2,128,64",
+            "--varlen-seed",
+            "3",
+        ],
+        "add --varlen",
+    );
     refused(&["micro", "--csv", "-"], "stdout");
     refused(&["tune", "--peers", "fa9"], "unknown peer `fa9`");
     refused(&["verify", "--json", "/no/such/dir/v.json"], "/no/such/dir");

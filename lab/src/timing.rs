@@ -121,6 +121,15 @@ pub trait Timing {
         params: Params,
     ) -> Result<Vec<BlockTimeline>>;
 
+    /// [`trace_items`](Timing::trace_items) for the counted twin of `variant`'s varlen entry point
+    /// (a persistent `flash_ws` one walks the host's table of the batch's items).
+    fn trace_varlen_items(
+        &self,
+        variant: &'static VariantSpec,
+        tensors: &mut VarlenTensors,
+        params: Params,
+    ) -> Result<Vec<BlockTimeline>>;
+
     /// [`count_barriers`](Timing::count_barriers) for the counted twin of `variant`'s paged entry
     /// point (a `flash_decode` variant).
     fn count_paged_barriers(
@@ -284,6 +293,16 @@ impl Timing for Gpu {
         timelines(&self.download(&log)?)
     }
 
+    fn trace_varlen_items(
+        &self,
+        variant: &'static VariantSpec,
+        tensors: &mut VarlenTensors,
+        params: Params,
+    ) -> Result<Vec<BlockTimeline>> {
+        let (log, _) = counted_varlen_launch(self, variant, tensors, params)?;
+        timelines(&log)
+    }
+
     fn count_paged_barriers(
         &self,
         variant: &'static VariantSpec,
@@ -303,13 +322,25 @@ impl Timing for Gpu {
         tensors: &mut VarlenTensors,
         params: Params,
     ) -> Result<BarrierCount> {
-        let (_, _, head_dim) = tensors.heads();
-        let kernel = self.varlen_kernel(variant, head_dim, tensors.dtype(), true)?;
-        let words = self.varlen_barrier_log_len(&kernel, tensors)?;
-        let mut log = self.stream().alloc_zeros::<u32>(words)?;
-        self.launch_varlen(&kernel, tensors, params, Some(&mut log))?;
-        barrier_count(&self.download(&log)?, kernel.kernel().symbol())
+        let (log, symbol) = counted_varlen_launch(self, variant, tensors, params)?;
+        barrier_count(&log, &symbol)
     }
+}
+
+/// One launch of the counted twin of `variant`'s varlen entry point on `tensors`: its barrier
+/// log and the twin's symbol.
+fn counted_varlen_launch(
+    gpu: &Gpu,
+    variant: &'static VariantSpec,
+    tensors: &mut VarlenTensors,
+    params: Params,
+) -> Result<(Vec<u32>, String)> {
+    let (_, _, head_dim) = tensors.heads();
+    let kernel = gpu.varlen_kernel(variant, head_dim, tensors.dtype(), true)?;
+    let words = gpu.varlen_barrier_log_len(&kernel, tensors)?;
+    let mut log = gpu.stream().alloc_zeros::<u32>(words)?;
+    gpu.launch_varlen(&kernel, tensors, params, Some(&mut log))?;
+    Ok((gpu.download(&log)?, kernel.kernel().symbol().to_string()))
 }
 
 /// A zeroed barrier log for a counted launch of `kernel` on `shape`, on the GPU's stream.

@@ -168,6 +168,16 @@ pub unsafe fn ld_global_v4_u32(ptr: *const u32) -> [u32; 4] {
     [a, b, c, d]
 }
 
+/// Emits `prefetch.global.L1 [ptr]`: brings the line of `ptr` into the SM's L1 cache, without
+/// waiting for it and without a register to hold it.
+///
+/// # Safety
+/// `ptr` is a global address (a prefetch of any address does not fault, but keep it meaningful).
+#[inline(always)]
+pub unsafe fn prefetch_global_l1(ptr: *const u32) {
+    asm!("prefetch.global.L1 [{p}];", p = in(reg64) ptr, options(nostack, readonly, preserves_flags));
+}
+
 /// Emits `st.global.v4.b32`: 16 bytes from registers to global memory.
 ///
 /// # Safety

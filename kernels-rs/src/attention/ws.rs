@@ -573,11 +573,7 @@ impl<const PERSISTENT: bool, const VARLEN: bool> Schedule<PERSISTENT, VARLEN> {
     /// `walk.table` is the address of the table the host built for this grid.
     #[inline(always)]
     unsafe fn listed_item(&self, i: u32) -> Option<(u32, u32)> {
-        let (table, block) = (self.walk.table as *const u32, arch::block_idx_x() as usize);
-        let (first, end) = (*table.add(block), *table.add(block + 1));
-        let at = first.checked_add(i).filter(|&at| at < end)?;
-        let pairs = table.add(table::pairs_start(arch::grid_dim_x()) as usize);
-        let [head, row_block] = arch::ld_global_v2_u32(pairs.add(2 * at as usize));
+        let [head, row_block] = arch::ld_global_v2_u32(self.listed_entry(i)?);
         Some((head, row_block))
     }
 
@@ -588,11 +584,7 @@ impl<const PERSISTENT: bool, const VARLEN: bool> Schedule<PERSISTENT, VARLEN> {
     /// `walk.table` is the address of the varlen table the host built for this grid.
     #[inline(always)]
     unsafe fn listed_varlen_item(&self, i: u32) -> Option<(u32, u32, Bounds)> {
-        let (table, block) = (self.walk.table as *const u32, arch::block_idx_x() as usize);
-        let (first, end) = (*table.add(block), *table.add(block + 1));
-        let at = first.checked_add(i).filter(|&at| at < end)?;
-        let entries = table.add(table::varlen_entries_start(arch::grid_dim_x()) as usize);
-        let entry = entries.add((table::VARLEN_ENTRY_WORDS * at) as usize);
+        let entry = self.listed_entry(i)?;
         let [head, row_block, q_start, seq_q] = arch::ld_global_v4_u32(entry);
         let [k_start, seq_k, _, _] = arch::ld_global_v4_u32(entry.add(4));
         let sequence = Bounds {
@@ -602,6 +594,49 @@ impl<const PERSISTENT: bool, const VARLEN: bool> Schedule<PERSISTENT, VARLEN> {
             seq_k,
         };
         Some((head, row_block, sequence))
+    }
+
+    /// The words of one entry of the host's table: a (query head, row block) pair, or a varlen
+    /// item's `table::varlen_entry`.
+    const ENTRY_WORDS: u32 = if VARLEN { table::VARLEN_ENTRY_WORDS } else { 2 };
+
+    /// The address of the block's `i`-th entry in the host's table (`launch::item_walk::table`),
+    /// `None` past its last.
+    ///
+    /// # Safety
+    /// `walk.table` is the address of the table the host built for this grid.
+    #[inline(always)]
+    unsafe fn listed_entry(&self, i: u32) -> Option<*const u32> {
+        let (table, block) = (self.walk.table as *const u32, arch::block_idx_x() as usize);
+        let (first, end) = (*table.add(block), *table.add(block + 1));
+        let at = first.checked_add(i).filter(|&at| at < end)?;
+        let grid = arch::grid_dim_x();
+        let start = if VARLEN {
+            table::varlen_entries_start(grid)
+        } else {
+            table::pairs_start(grid)
+        };
+        Some(table.add((start + Self::ENTRY_WORDS * at) as usize))
+    }
+
+    /// Brings the host table's entry of the block's `i`-th item (if it has one) into the SM's
+    /// L1 cache, so that its lookups (`item`) find it there instead of a round trip to L2 away.
+    /// The producer, which runs tiles ahead of the consumers, asks for the next item's at the
+    /// start of each one (docs/perf-notes.md, v51).
+    #[inline(always)]
+    fn prefetch(&self, i: u32) {
+        if !PERSISTENT || (!VARLEN && self.walk.table == 0) {
+            return;
+        }
+        // Safety: a persistent walk with a table (the branch above) has the host's.
+        if let Some(entry) = unsafe { self.listed_entry(i) } {
+            // Its first and last word: an entry's 16-byte halves may lie in two lines.
+            // Safety: both inside the block's entry of the table.
+            unsafe {
+                arch::prefetch_global_l1(entry);
+                arch::prefetch_global_l1(entry.add(Self::ENTRY_WORDS as usize - 1));
+            }
+        }
     }
 
     /// The block's `i`-th item, `None` past its last.
@@ -674,6 +709,34 @@ impl<const PERSISTENT: bool, const VARLEN: bool> Schedule<PERSISTENT, VARLEN> {
     }
 }
 
+/// The shapes `flash_ws` is built for, checked when an entry point is compiled (no code).
+#[inline(always)]
+fn accepted_shape<
+    const D: usize,
+    const BLOCK_N: usize,
+    const CONSUMERS: usize,
+    const STAGES: usize,
+    const VARLEN: bool,
+    G: WarpgroupShape,
+>() {
+    const {
+        assert!(G::KEYS == BLOCK_N && G::D == D);
+        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1);
+        // Three consumers have 160 registers each, four 112 (`split_registers`): room beside O
+        // for a tile's scores with 128-byte rows only (16-bit head dim 64, e4m3 128).
+        assert!(CONSUMERS == 2 || ((CONSUMERS == 3 || CONSUMERS == 4) && D * G::Input::BYTES == 128));
+        // 8-bit inputs: whole 128-byte rows of Q and K, key tiles of whole boxes of K's rows
+        // (`FP8_K_BOX_ROWS`; `FP8_Q_BOX_ROWS` divides 64 * CONSUMERS), dense (the descales are
+        // per head of a batch, not per packed sequence).
+        let bytes = G::Input::BYTES;
+        assert!(
+            bytes == 2
+                || ((D * bytes).is_multiple_of(128) && BLOCK_N.is_multiple_of(FP8_K_BOX_ROWS as usize))
+        );
+        assert!(bytes == 2 || !VARLEN);
+    };
+}
+
 /// The kernel body (see the module's documentation).
 ///
 /// # Safety
@@ -707,22 +770,7 @@ pub unsafe fn flash_ws<
     io: Buffers,
     problem: Problem,
 ) {
-    const {
-        assert!(G::KEYS == BLOCK_N && G::D == D);
-        assert!(D.is_multiple_of(64) && BLOCK_N.is_multiple_of(16) && STAGES >= 1);
-        // Three consumers have 160 registers each, four 112 (`split_registers`): room beside O
-        // for a tile's scores with 128-byte rows only (16-bit head dim 64, e4m3 128).
-        assert!(CONSUMERS == 2 || ((CONSUMERS == 3 || CONSUMERS == 4) && D * G::Input::BYTES == 128));
-        // 8-bit inputs: whole 128-byte rows of Q and K, key tiles of whole boxes of K's rows
-        // (`FP8_K_BOX_ROWS`; `FP8_Q_BOX_ROWS` divides 64 * CONSUMERS), dense (the descales are
-        // per head of a batch, not per packed sequence).
-        let bytes = G::Input::BYTES;
-        assert!(
-            bytes == 2
-                || ((D * bytes).is_multiple_of(128) && BLOCK_N.is_multiple_of(FP8_K_BOX_ROWS as usize))
-        );
-        assert!(bytes == 2 || !VARLEN);
-    };
+    accepted_shape::<D, BLOCK_N, CONSUMERS, STAGES, VARLEN, G>();
     let block_m = 64 * CONSUMERS as u32;
     let thread = arch::thread_idx_x();
     let smem = SmemShape {
@@ -797,8 +845,9 @@ pub unsafe fn flash_ws<
         set_up_roles(warpgroup, CONSUMERS, busy_producer);
         let (schedule, consumer) = (schedule(), warpgroup - 1);
         let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
-        // Each item is 64 query rows of this warpgroup, all of their KV tiles.
+        let mut items = 0u32;
         tiles = for_each_item!(&schedule, |i, work, ring| {
+            items += 1;
             // The instrumented twin's timeline of the item (no code otherwise).
             // Safety: the instrumented twin's log has a record per block (the launch's contract).
             let mark = move |event: u32| unsafe { record_event::<COUNT>(barrier_log, i, event, RECORDER) };
@@ -833,6 +882,17 @@ pub unsafe fn flash_ws<
             mark(record::DONE);
             tiles
         });
+        // A persistent block's last item's final hand-over of the turn (leave no barrier
+        // half-arrived), here rather than in the item, which would have to look up whether another
+        // follows (a table entry's round trip per item on a listed walk: docs/perf-notes.md, v51).
+        if PERSISTENT && PINGPONG && consumer == 0 && items > 0 {
+            Turns::<PINGPONG>::new(consumer, CONSUMERS as u32).wait();
+        }
+        // The copy engine's reads of the last item's O out of the block's own tile, which the
+        // block's shared memory must outlive (after the item loop, as the final hand-over).
+        if staged_output.own_tile() && thread.is_multiple_of(128) {
+            arch::bulk_wait_group_read_all();
+        }
     }
     if COUNT {
         record_barriers(barrier_log, tiles, loop_start, RECORDER);
@@ -954,6 +1014,7 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
         (block_m, G::KEYS as u32)
     };
     for_each_item!(schedule, |i, work, ring| {
+        schedule.prefetch(i + 1);
         let (head, first_row) = (work.head, work.first_row);
         // A persistent varlen item's sequence as a batch of one.
         // Safety: the table's bounds were checked inside the packed tensors (`Schedule::item`).
@@ -1199,7 +1260,6 @@ impl Item {
         ring: u32,
         value_scale: f32,
     ) -> Self {
-        let last = schedule.item(i + 1).is_none();
         let (first_tile, tiles) = schedule.tiles(problem, work);
         Item {
             index: i,
@@ -1208,7 +1268,6 @@ impl Item {
             ring,
             first_tile,
             tiles,
-            last,
             value_scale,
         }
     }
@@ -1225,8 +1284,6 @@ struct Item {
     /// The item's KV tiles `first_tile ..` (all of them unless it is a slice of a split item).
     first_tile: u32,
     tiles: u32,
-    /// The block's last item.
-    last: bool,
     /// The factor of the item's output (V's descale; 1 for 16-bit inputs).
     value_scale: f32,
 }
@@ -1435,8 +1492,10 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             self.serial(tiles);
         }
         mark(record::LOOP_END);
-        if PINGPONG && consumer == 0 && item.last {
-            self.turns.wait(); // the last warpgroup's final hand-over: leave no barrier half-arrived
+        if PINGPONG && consumer == 0 && !self.reuses_q {
+            // A grid block's one item is its last: the last warpgroup's final hand-over (leave no
+            // barrier half-arrived). A persistent block takes it after its item loop.
+            self.turns.wait();
         }
         let split = split_of_item();
         let writes_output = !split.is_split()
@@ -1445,12 +1504,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             || unsafe { self.merge_slices::<D>(problem, split, consumer, consumers) };
         mark(record::MERGED);
         if !writes_output {
-            // Another slice writes the item's output. The copy engine may still read the last
-            // item's O out of the block's own tile, which must outlive that.
-            let own_tile = staged_output.own_tile();
-            if own_tile && item.last && arch::thread_idx_x().is_multiple_of(128) {
-                arch::bulk_wait_group_read_all();
-            }
+            // Another slice writes the item's output.
             return item.tiles;
         }
         match staged_output {
@@ -1792,8 +1846,9 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             }
             arch::bulk_commit_group();
             // The block's shared memory must outlive the copy engine's reads of it; O's own tile
-            // is read while the next item runs, then waited for above.
-            if !own_tile || item.last {
+            // is read while the next item runs, then waited for above (or after the block's last
+            // item: `flash_ws`).
+            if !own_tile {
                 arch::bulk_wait_group_read_all();
             }
         }
