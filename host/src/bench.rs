@@ -759,36 +759,27 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
     if !args.varlen {
         return Ok(Vec::new());
     }
-    let (count, max, heads, d) = VARLEN_CASE;
-    let lens = crate::varlen::bench_lengths(count, max, args.varlen_seed);
+    let (count, _, heads, d) = VARLEN_CASE;
+    let heads_kv = args.heads_kv.unwrap_or(heads);
+    let (lens, mut tensors) = crate::varlen::bench_case(
+        gpu,
+        args.varlen_seed,
+        Some(heads_kv),
+        args.causal,
+        args.dtype.sixteen(),
+    )?;
     println!(
         "varlen: {count} sequences, lengths {lens:?} (--varlen-seed {})",
         args.varlen_seed
     );
-    let problem = crate::varlen::Problem {
-        heads,
-        heads_kv: args.heads_kv.unwrap_or(heads),
-        head_dim: d,
-        lens_q: lens.clone(),
-        lens_k: lens.clone(),
-        causal: args.causal,
-        dtype: args.dtype.sixteen(),
-    };
-    let data = crate::varlen::data(&problem, inputs::fresh_seed(), true)?;
-    let batch = data.batch.clone();
-    let mut tensors = gpu.varlen_tensors(
-        batch.clone(),
-        (heads, problem.heads_kv, d),
-        args.dtype.sixteen(),
-        (&data.q, &data.k, &data.v),
-    )?;
+    let batch = tensors.batch().clone();
     let params = Params {
         causal: args.causal,
         scale: None,
     };
-    let padded = Shape::new(count, heads, batch.max_q(), d).with_heads_kv(problem.heads_kv);
+    let padded = Shape::new(count, heads, batch.max_q(), d).with_heads_kv(heads_kv);
     let useful = batch.flops(heads, d, args.causal);
-    let kv_bytes = 2.0 * (batch.total_k() * problem.heads_kv * d) as f64 * 2.0;
+    let kv_bytes = 2.0 * (batch.total_k() * heads_kv * d) as f64 * 2.0;
     let mut rows = Vec::new();
     for variant in plan
         .variants

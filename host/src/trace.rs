@@ -155,31 +155,15 @@ fn trace_varlen(
     args: &Args,
     params: Params,
 ) -> Result<(Shape, Vec<usize>, Vec<BlockTimeline>), Failure> {
-    let (count, max, heads, head_dim) = crate::bench::VARLEN_CASE;
+    let (count, _, heads, head_dim) = crate::bench::VARLEN_CASE;
     let seed = args.varlen_seed.unwrap_or(crate::bench::VARLEN_SEED);
-    let lens = crate::varlen::bench_lengths(count, max, seed);
-    let problem = crate::varlen::Problem {
-        heads,
-        heads_kv: heads,
-        head_dim,
-        lens_q: lens.clone(),
-        lens_k: lens.clone(),
-        causal: args.causal,
-        dtype: args.dtype,
-    };
-    let data = crate::varlen::data(&problem, inputs::fresh_seed(), true)?;
-    let mut tensors = gpu.varlen_tensors(
-        data.batch.clone(),
-        (heads, heads, head_dim),
-        args.dtype,
-        (&data.q, &data.k, &data.v),
-    )?;
+    let (lens, mut tensors) = crate::varlen::bench_case(gpu, seed, None, args.causal, args.dtype)?;
     let kernel = gpu.varlen_kernel(variant, head_dim, args.dtype, false)?;
     for _ in 0..args.warmup {
         gpu.launch_varlen(&kernel, &mut tensors, params, None)?;
     }
     let blocks = gpu.trace_varlen_items(variant, &mut tensors, params)?;
-    let padded = Shape::new(count, heads, data.batch.max_q(), head_dim);
+    let padded = Shape::new(count, heads, tensors.batch().max_q(), head_dim);
     Ok((padded, lens, blocks))
 }
 

@@ -284,6 +284,37 @@ pub fn bench_lengths(count: usize, max: usize, seed: u64) -> Vec<usize> {
     (0..count).map(|_| rng.random_range(1..=max)).collect()
 }
 
+/// `bench --varlen`'s batch (`bench::VARLEN_CASE`) with the lengths of `seed` and `heads_kv`
+/// key/value heads (all of them by default), on the GPU with fresh random inputs: its lengths
+/// and tensors. `bench` and `trace --varlen` run the same batch.
+pub fn bench_case(
+    gpu: &Gpu,
+    seed: u64,
+    heads_kv: Option<usize>,
+    causal: bool,
+    dtype: DType,
+) -> Result<(Vec<usize>, VarlenTensors), Failure> {
+    let (count, max, heads, head_dim) = crate::bench::VARLEN_CASE;
+    let lens = bench_lengths(count, max, seed);
+    let problem = Problem {
+        heads,
+        heads_kv: heads_kv.unwrap_or(heads),
+        head_dim,
+        lens_q: lens.clone(),
+        lens_k: lens.clone(),
+        causal,
+        dtype,
+    };
+    let data = data(&problem, crate::inputs::fresh_seed(), true)?;
+    let tensors = gpu.varlen_tensors(
+        data.batch,
+        (heads, problem.heads_kv, head_dim),
+        dtype,
+        (&data.q, &data.k, &data.v),
+    )?;
+    Ok((lens, tensors))
+}
+
 /// The dense sequence length with the same useful work as `lens` (queries and keys the same
 /// lengths): `S` with `S^2 = sum L^2` (non-causal; with the causal mask the dense convention
 /// halves `S^2` as the useful count halves each `L^2`, up to the diagonal's `L/2` per sequence).
