@@ -573,17 +573,20 @@ impl Spec {
             // Every warp holds all the rows (16 or 32: the output accumulators of two row tiles
             // are 128 registers at head dim 128) and takes a multiple of 16 keys of each tile
             // (one P V k-step); the block barriers are the light or legacy policy's, or, under
-            // the mbarrier policy, the copy engine brings the tiles (a box is at most 256 rows).
+            // the mbarrier policy, the copy engine brings the tiles: a box is at most 256 rows,
+            // and the paged twins copy a box per page, so a tile must hold whole pages or lie
+            // inside one (pages are powers of two, `src/paged.rs`): a power-of-two tile.
             Family::FlashDecode => {
+                let copy_engine = self.policy == Some(Policy::Mbarrier);
                 if matches!(m, 16 | 32)
                     && w >= 1
                     && n % (16 * w) == 0
                     && self.stages >= 1
-                    && (self.policy != Some(Policy::Mbarrier) || n <= 256)
+                    && (!copy_engine || (n <= 256 && n.is_power_of_two()))
                 {
                     Ok(())
                 } else {
-                    problem("block_m 16 or 32, block_n a multiple of 16 * warps (at most 256 under the mbarrier policy), stages >= 1")
+                    problem("block_m 16 or 32, block_n a multiple of 16 * warps (under the mbarrier policy a power of two, at most 256), stages >= 1")
                 }
             }
         }
@@ -890,6 +893,13 @@ mod tests {
             ..decode(16, 512, 8, 1)
         })
         .is_err());
+        // 48-key tiles straddle 64-key pages (session 36 measured such a variant wrong on them).
+        assert!(Spec::from_entry(&Entry {
+            policy: Some(Policy::Mbarrier),
+            ..decode(16, 48, 3, 9)
+        })
+        .is_err());
+        assert!(Spec::from_entry(&decode(16, 48, 3, 9)).is_ok());
         let err = Spec::from_entry(&Entry {
             pingpong: Some(true),
             ..decode(16, 64, 4, 3)

@@ -135,7 +135,8 @@ impl MapGeometry {
         }
     }
 
-    /// Encodes the map of the tensor at device address `address`: 128-byte swizzle, zero fill.
+    /// Encodes the map of the tensor at device address `address`: 128-byte swizzle, zero fill,
+    /// 128-byte L2 promotion.
     pub fn encode(&self, dtype: DType, address: u64) -> Result<[u8; MAP_BYTES]> {
         self.encode_as(
             match dtype {
@@ -169,7 +170,10 @@ impl MapGeometry {
                 element_strides.as_ptr(),
                 sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
                 sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                // A box row is 128 bytes; promoting each miss to 256 made every row's other half
+                // an L2 hit but cost the streaming decode kernels 5% of DRAM's rate on an H200
+                // (docs/perf-notes.md v52; level within 1% for flash_ws).
+                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                 sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )
         };
