@@ -495,7 +495,7 @@ impl<'a, T: Element> Attention<'a, T, PagedInputs<'a, T>> {
         let PagedInputs { q, k, v, cache } = self.inputs;
         let variant = match self.kernel {
             Some(variant) => compiled_variant(variant)?,
-            None => gpu.choose_paged(shape)?,
+            None => gpu.choose_paged(shape, cache.block_size())?,
         };
         let kernel = gpu.paged_kernel(variant, shape.head_dim, T::DTYPE, false)?;
         let lse = self.lse.map(|lse| &mut lse.data);

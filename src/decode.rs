@@ -93,17 +93,39 @@ fn sixteen_rows(head_dim: usize, arch: u32) -> Option<&'static VariantSpec> {
     compiled(DECODE_VARIANT_16_TMA, head_dim, arch).or_else(|| compiled(DECODE_VARIANT_16, head_dim, arch))
 }
 
-/// The `flash_decode` variant for a problem no other family runs (a paged KV cache: only
-/// `flash_decode` reads pages), whatever its size: [`decode_variant`]'s pick with the SMs never
-/// counted as filled (there is no regular kernel to leave a full grid to), else, for more packed
-/// rows than one tile pair holds, the 16-row variant over as many row blocks as it takes.
-/// `None` on an architecture or head dim without one.
-pub fn paged_variant(shape: Shape, arch: u32) -> Option<&'static VariantSpec> {
+/// The `flash_decode` variant for a problem no other family runs (a paged KV cache of pages of
+/// `block_size` keys: only `flash_decode` reads pages), whatever its size: [`decode_variant`]'s
+/// pick with the SMs never counted as filled (there is no regular kernel to leave a full grid
+/// to), else, for more packed rows than one tile pair holds, the 16-row variant over as many row
+/// blocks as it takes. On pages of at most [`SHORT_PAGE_KEYS`] keys at head dim 128, where the
+/// unsplit grid fills the `sms` multiprocessors, the copy-engine pick gives way to its twin of
+/// three blocks per SM ([`DECODE_VARIANT_SHORT_PAGES`]). `None` on an architecture or head dim
+/// without one.
+pub fn paged_variant(shape: Shape, arch: u32, block_size: usize, sms: usize) -> Option<&'static VariantSpec> {
     if arch < Family::FlashDecode.min_arch() {
         return None;
     }
-    decode_variant(shape, arch, usize::MAX).or_else(|| sixteen_rows(shape.head_dim, arch))
+    let pick = decode_variant(shape, arch, usize::MAX).or_else(|| sixteen_rows(shape.head_dim, arch))?;
+    let row_blocks = shape.kv_group().saturating_mul(shape.seq_q).div_ceil(16);
+    let blocks = (shape.batch * shape.heads_kv).saturating_mul(row_blocks);
+    let short_pages = block_size <= SHORT_PAGE_KEYS && shape.head_dim == 128 && blocks >= sms;
+    if pick.name == DECODE_VARIANT_16_TMA && short_pages {
+        if let Some(twin) = compiled(DECODE_VARIANT_SHORT_PAGES, shape.head_dim, arch) {
+            return Some(twin);
+        }
+    }
+    Some(pick)
 }
+
+/// Pages of at most this many keys take [`DECODE_VARIANT_SHORT_PAGES`] over a full grid.
+pub const SHORT_PAGE_KEYS: usize = 32;
+
+/// 64-key tiles in two stages, three blocks per SM (session 37, H200, the same call, 16-key pages
+/// against the 128-key pick): 487 against 532 us at (64,32,1,2048,128), 250 against 258 at
+/// (8,32,1,8192), 299 against 402 at the prefill chunk (4,32,128,4096); level at 32-key pages
+/// except that chunk (257 against 306); behind on one-wave grids (40.5 against 39.2 at grouped
+/// B=1) and on 64-key pages (510 against 487), so taken only for short pages over a full grid.
+const DECODE_VARIANT_SHORT_PAGES: &str = "flash_decode_m16_n64_w4_s2_mbarrier";
 
 /// The work of one `flash_decode` launch as the split heuristic sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -798,7 +820,7 @@ mod tests {
 
     #[test]
     fn paged_problems_of_any_size_get_a_decode_variant() {
-        let paged = |shape: Shape| paged_variant(shape, 90).map(|v| v.name);
+        let paged = |shape: Shape| paged_variant(shape, 90, 256, 132).map(|v| v.name);
         let one = Shape {
             seq_q: 1,
             ..Shape::new(64, 32, 2048, 128)
@@ -811,11 +833,14 @@ mod tests {
             Some(DECODE_VARIANT_16_TMA)
         );
         assert_eq!(paged(one), Some(DECODE_VARIANT_16_TMA));
-        assert_eq!(paged_variant(one, 80).map(|v| v.name), Some(DECODE_VARIANT_16));
+        assert_eq!(
+            paged_variant(one, 80, 256, 108).map(|v| v.name),
+            Some(DECODE_VARIANT_16)
+        );
         // A prefill chunk: more rows than one tile pair.
         assert_eq!(paged(Shape { seq_q: 128, ..one }), Some(DECODE_VARIANT_16_TMA));
         assert_eq!(
-            paged_variant(Shape { seq_q: 128, ..one }, 80).map(|v| v.name),
+            paged_variant(Shape { seq_q: 128, ..one }, 80, 256, 108).map(|v| v.name),
             Some(DECODE_VARIANT_16)
         );
         // Where decode_variant packs 32 rows, so does the paged path.
@@ -826,7 +851,40 @@ mod tests {
         };
         assert_eq!(paged(rows_32), Some(DECODE_VARIANT_32));
         assert_eq!(paged(Shape { head_dim: 256, ..one }), None);
-        assert_eq!(paged_variant(one, 75), None);
+        assert_eq!(paged_variant(one, 75, 256, 132), None);
+    }
+
+    #[test]
+    fn short_pages_over_a_full_grid_take_the_three_per_sm_twin() {
+        let paged = |shape: Shape, block_size| paged_variant(shape, 90, block_size, 132).map(|v| v.name);
+        let many = Shape {
+            seq_q: 1,
+            ..Shape::new(64, 32, 2048, 128)
+        };
+        assert_eq!(paged(many, 16), Some(DECODE_VARIANT_SHORT_PAGES));
+        assert_eq!(paged(many, 32), Some(DECODE_VARIANT_SHORT_PAGES));
+        assert_eq!(paged(many, 64), Some(DECODE_VARIANT_16_TMA));
+        // One wave of KV heads (8 here): the pick, which splits the keys over the SMs.
+        let grouped_one = Shape {
+            seq_q: 1,
+            ..Shape::new(1, 32, 32768, 128).with_heads_kv(8)
+        };
+        assert_eq!(paged(grouped_one, 16), Some(DECODE_VARIANT_16_TMA));
+        // A prefill chunk: 8 row blocks per head, 1,024 blocks.
+        let chunk = Shape {
+            seq_q: 128,
+            ..Shape::new(4, 32, 4096, 128)
+        };
+        assert_eq!(paged(chunk, 16), Some(DECODE_VARIANT_SHORT_PAGES));
+        // Measured at head dim 128 only; and sm_80 has no copy-engine variant.
+        assert_eq!(
+            paged(Shape { head_dim: 64, ..many }, 16),
+            Some(DECODE_VARIANT_16_TMA)
+        );
+        assert_eq!(
+            paged_variant(many, 80, 16, 108).map(|v| v.name),
+            Some(DECODE_VARIANT_16)
+        );
     }
 
     #[test]

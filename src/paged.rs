@@ -300,10 +300,11 @@ impl Gpu {
             .map(PagedKernel)
     }
 
-    /// The library's paged kernel for `shape` (made by [`PagedKv::shape`]): a `flash_decode`
-    /// variant ([`crate::decode::paged_variant`]), or a one-line refusal where none runs.
-    pub fn choose_paged(&self, shape: Shape) -> Result<&'static VariantSpec> {
-        crate::decode::paged_variant(shape, self.arch).ok_or_else(|| {
+    /// The library's paged kernel for `shape` (made by [`PagedKv::shape`]) on pages of
+    /// `block_size` keys: a `flash_decode` variant ([`crate::decode::paged_variant`]), or a
+    /// one-line refusal where none runs.
+    pub fn choose_paged(&self, shape: Shape, block_size: usize) -> Result<&'static VariantSpec> {
+        crate::decode::paged_variant(shape, self.arch, block_size, self.sm_count).ok_or_else(|| {
             Error::InvalidProblem(format!(
                 "paged KV cache: no flash_decode variant at head dim {} on sm_{}",
                 shape.head_dim, self.arch

@@ -1,7 +1,8 @@
 //! Tensor maps for the warp-specialised kernels (`flash_ws`): what the copy engine needs to know
 //! to move a tile of Q, K or V into shared memory, and one of the output back out, by itself.
 //!
-//! Each tensor is described as 4-d, innermost first: (head dim, sequence, head, batch). The two
+//! Each tensor is described as 4-d, innermost first: (head dim, sequence, head, batch) (a paged
+//! cache's maps split the head dim instead: [`MapGeometry::paged`]). The two
 //! memory layouts differ only in the strides, so the kernel reads `[B, H, S, D]` and `[B, S, H, D]`
 //! through the same coordinates. A box is 64 columns (128 bytes: the span of the 128-byte swizzle,
 //! which is the layout `wgmma` reads) by a tile's rows; rows past the sequence's end arrive as
@@ -109,12 +110,24 @@ impl MapGeometry {
     }
 
     /// A paged KV cache `[num_blocks, block_size, H_kv, D]` of 16-bit elements as the copy
-    /// engine reads it (`kernels-rs/src/attention/paged.rs`): one batch of `slots = num_blocks x
-    /// block_size` rows in the `[B, S, H, D]` layout, so that key `k` of a sequence is row
-    /// `page(k) x block_size + k % block_size` of head `h`; boxes of `box_rows` rows (a page, or a
-    /// tile where a page holds more).
+    /// engine reads it (`kernels-rs/src/attention/paged.rs`): `slots = num_blocks x block_size`
+    /// key rows, so that key `k` of a sequence is row `page(k) x block_size + k % block_size`.
+    /// Unlike the other maps the dimensions are (64 columns, key slot, column block, head): a
+    /// box of `box_rows` rows (a page, or a tile where a page holds more) by all `d / 64` column
+    /// blocks lands as those rows' column blocks one after the other, the swizzled layout of a
+    /// `box_rows`-row tile, so one copy per page brings every column.
     pub fn paged(slots: usize, heads_kv: usize, d: usize, box_rows: u32) -> MapGeometry {
-        MapGeometry::new(Layout::Bshd, 1, heads_kv, slots, d, box_rows)
+        let row_bytes = 2 * d as u64;
+        MapGeometry {
+            dims: [
+                BOX_COLUMNS as u64,
+                slots as u64,
+                d as u64 / BOX_COLUMNS as u64,
+                heads_kv as u64,
+            ],
+            strides: [heads_kv as u64 * row_bytes, BOX_BYTES as u64, row_bytes],
+            box_dims: [BOX_COLUMNS, box_rows, d as u32 / BOX_COLUMNS, 1],
+        }
     }
 
     /// The copy engine's limits, as `cuTensorMapEncodeTiled` documents them (strides multiples of
@@ -226,13 +239,15 @@ mod tests {
     }
 
     #[test]
-    fn a_paged_cache_is_one_batch_of_page_rows() {
-        // 10 pages of 16 keys, 4 KV heads of 128: key slot s of head h at (s * 4 + h) * 128.
+    fn a_paged_cache_is_key_slots_of_column_blocks() {
+        // 10 pages of 16 keys, 4 KV heads of 128: column block c of key slot s of head h at
+        // (s * 4 + h) * 128 + 64 c elements; a box is a page's rows, both column blocks.
         let g = MapGeometry::paged(10 * 16, 4, 128, 16);
-        assert_eq!(g.dims, [128, 160, 4, 1]);
-        assert_eq!(g.strides[..2], [2 * 4 * 128, 2 * 128]);
-        assert_eq!(g.box_dims, [64, 16, 1, 1]);
+        assert_eq!(g.dims, [64, 160, 2, 4]);
+        assert_eq!(g.strides, [2 * 4 * 128, 128, 2 * 128]);
+        assert_eq!(g.box_dims, [64, 16, 2, 1]);
         assert!(g.check().is_ok());
+        assert_eq!(MapGeometry::paged(160, 4, 64, 128).box_dims, [64, 128, 1, 1]);
         assert!(
             MapGeometry::paged(1 << 31, 1, 64, 16).check().is_err(),
             "rows past i32"

@@ -115,6 +115,8 @@ mod tests {
         // Added in session 13: flash_decode's tiles through the copy engine.
         "flash_decode_m16_n128_w8_s3_mbarrier",
         "flash_decode_m16_n64_w4_s4_mbarrier",
+        // Session 37: three blocks per SM, the paged dispatch's on short pages.
+        "flash_decode_m16_n64_w4_s2_mbarrier",
         "flash_decode_m32_n64_w4_s3_light",
         "flash_wgmma_m128_n128_w8_s2_light",
         "flash_wgmma_m128_n64_w8_s3_light",

@@ -219,7 +219,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             }
             let variant = match named {
                 Some(variant) => variant,
-                None => gpu.choose_paged(*shape)?,
+                None => gpu.choose_paged(*shape, cache.block_size())?,
             };
             let kernel = gpu.paged_kernel(variant, shape.head_dim, dtype, false)?;
             gpu.launch_paged(&kernel, &mut tensors, params, None)?;

@@ -111,7 +111,9 @@ pub struct Args {
     /// every variant's varlen entry point on the packed batch (rows `<variant>_varlen`, TFLOP/s
     /// of the useful work), and adds two dense cases: B=1 at the length S with S^2 = sum L^2
     /// (the same useful FLOPs; with `--causal` both sides count the visible keys), and the batch
-    /// padded to the longest sequence (what the peers run: `--peers torch`).
+    /// padded to the longest sequence (what the peers run: `--peers torch`). Our kernels time
+    /// the two dense cases right beside the packed batch, before it in the rounds that time ours
+    /// first and after it in the others.
     #[arg(long)]
     varlen: bool,
     /// The layout of Q, K, V and the output for our kernels on the dense cases: bhsd
@@ -136,7 +138,10 @@ const SLOW_KERNEL_LIMIT: f64 = 3e10;
 
 /// What a run measures, all checked before the GPU is opened.
 struct Plan {
+    /// Every case; `--varlen`'s dense cases last.
     cases: Vec<(Shape, bool)>,
+    /// How many of the last `cases` are `--varlen`'s (timed beside the varlen batch).
+    varlen_cases: usize,
     variants: Vec<&'static VariantSpec>,
     gates: Vec<(String, f64)>,
     peers: Vec<Peer>,
@@ -177,9 +182,11 @@ impl Plan {
             }
         }
         let mut cases = inputs::cases(&shape_sets(args), &args.shape, masks, head_dims)?;
+        let mut varlen_cases = 0;
         if args.varlen {
             let (dense, padded) = varlen_dense_shapes(args.varlen_seed);
             cases.extend([(dense, args.causal), (padded, args.causal)]);
+            varlen_cases = 2;
         }
         if let Some(heads_kv) = args.heads_kv {
             for (shape, _) in &mut cases {
@@ -190,6 +197,7 @@ impl Plan {
         library::check_named_paths(&args.kernels, cases.iter().map(|c| c.0), &[args.layout], false)?;
         Ok(Plan {
             cases,
+            varlen_cases,
             variants: inputs::variants(&args.kernels)?,
             gates,
             peers,
@@ -288,6 +296,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     if args.varlen {
         notes.extend(varlen_summary(&rows, &args));
     }
+    notes.extend(paged_summary(&gpu, &plan.cases, &rows, &args));
     for note in &notes {
         println!("note: {note}");
     }
@@ -437,29 +446,41 @@ fn time_round(
 ) -> Result<Vec<Row>, Failure> {
     let (mut ours, peers) = match order {
         Order::OursFirst => {
-            let ours = time_our_side(gpu, plan, args, notes)?;
+            let ours = time_our_side(gpu, plan, args, order, notes)?;
             (ours, time_peers(plan, args, notes)?)
         }
         Order::PeersFirst => {
             let peers = time_peers(plan, args, notes)?;
-            (time_our_side(gpu, plan, args, notes)?, peers)
+            (time_our_side(gpu, plan, args, order, notes)?, peers)
         }
     };
     ours.extend(peers);
     Ok(ours)
 }
 
-/// Our side of a round: the variants and library paths on every case, then the paged and
-/// varlen entry points.
+/// Our side of a round: the variants and library paths on every case, then the paged entry
+/// points, then the varlen batch right beside its dense cases: the two sides of its ratio
+/// measured next to each other, the dense cases first in the rounds that time ours first and
+/// last in the others, so that neither side always meets the GPU in the same thermal state (a
+/// minute of other kernels between them cost the varlen batch 45 MHz against its dense case
+/// in session 36's run).
 fn time_our_side(
     gpu: &flashrs::Gpu,
     plan: &Plan,
     args: &Args,
+    order: Order,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Row>, Failure> {
-    let mut rows = time_ours(gpu, plan, args, notes)?;
-    rows.extend(time_paged(gpu, plan, args)?);
-    rows.extend(time_varlen(gpu, plan, args)?);
+    let (cases, varlen_cases) = plan.cases.split_at(plan.cases.len() - plan.varlen_cases);
+    let mut rows = time_ours(gpu, plan, cases, args, notes)?;
+    rows.extend(time_paged(gpu, plan, cases, args)?);
+    if order == Order::OursFirst {
+        rows.extend(time_ours(gpu, plan, varlen_cases, args, notes)?);
+        rows.extend(time_varlen(gpu, plan, args)?);
+    } else {
+        rows.extend(time_varlen(gpu, plan, args)?);
+        rows.extend(time_ours(gpu, plan, varlen_cases, args, notes)?);
+    }
     Ok(rows)
 }
 
@@ -610,17 +631,19 @@ pub fn record_clocks<'a>(clocks: Option<&ClockSampler>, rows: impl IntoIterator<
     }
 }
 
-/// Our variants (and the library-composed paths) on every case whose head dim they support.
+/// Our variants (and the library-composed paths) on every one of `cases` whose head dim they
+/// support.
 fn time_ours(
     gpu: &flashrs::Gpu,
     plan: &Plan,
+    cases: &[(Shape, bool)],
     args: &Args,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Row>, Failure> {
     let mut rows = Vec::new();
     let mut paths = library::wanted(&args.kernels);
-    let bar = inputs::progress(plan.cases.len() * plan.variants.len(), "bench");
-    for &(shape, causal) in &plan.cases {
+    let bar = inputs::progress(cases.len() * plan.variants.len(), "bench");
+    for &(shape, causal) in cases {
         if !flashrs::variants::HEAD_DIMS.contains(&shape.head_dim) {
             continue;
         }
@@ -702,15 +725,21 @@ fn case_variants(
     variants
 }
 
-/// The flash_decode variants' paged entry points on every case, once per `--block-size`.
-fn time_paged(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>, Failure> {
+/// The flash_decode variants' paged entry points on every one of `cases`, once per
+/// `--block-size`.
+fn time_paged(
+    gpu: &flashrs::Gpu,
+    plan: &Plan,
+    cases: &[(Shape, bool)],
+    args: &Args,
+) -> Result<Vec<Row>, Failure> {
     let mut rows = Vec::new();
     let decode: Vec<_> = plan
         .variants
         .iter()
         .filter(|v| v.has_paged() && v.min_arch <= gpu.arch)
         .collect();
-    for &(shape, causal) in &plan.cases {
+    for &(shape, causal) in cases {
         for &block_size in &args.block_size {
             let problem = crate::paged::Problem {
                 heads: shape.heads,
@@ -799,6 +828,57 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// `--block-size`'s verdicts as notes, one per case and page size: the library's paged kernel
+/// (`Gpu::choose_paged`) against its dense pick on the contiguous cache (`Gpu::choose`). Where
+/// that pick is `flash_decode` too (the decode shapes) this is the comparison issue #11 sets a
+/// 10% limit on; elsewhere (a prefill chunk, a prompt) the dense pick is `flash_ws`, which reads
+/// no pages, and the note says so instead of a goal. Silent where either row was not timed
+/// (name the picks with `--kernel`).
+fn paged_summary(gpu: &flashrs::Gpu, cases: &[(Shape, bool)], rows: &[Row], args: &Args) -> Vec<String> {
+    let dtype = args.dtype.sixteen();
+    let timed = |name: &str, shape: Shape, causal: bool, block_size: Option<usize>| {
+        rows.iter().find(|r| {
+            !r.peer
+                && r.kernel == name
+                && r.shape == [shape.batch, shape.heads, shape.seq_q, shape.head_dim]
+                && r.seq_k == shape.seq_k
+                && r.heads_kv == shape.heads_kv
+                && r.causal == causal
+                && r.block_size == block_size
+                && r.varlen_lens.is_none()
+        })
+    };
+    let mut notes = Vec::new();
+    for &(shape, causal) in cases {
+        let (dense, _) = gpu.choose(shape, dtype, causal);
+        let Some(contiguous) = timed(dense.name, shape, causal, None) else {
+            continue;
+        };
+        for &block_size in &args.block_size {
+            let Ok(variant) = gpu.choose_paged(shape, block_size) else {
+                continue;
+            };
+            let name = format!("{}_paged", variant.name);
+            if let Some(paged) = timed(&name, shape, causal, Some(block_size)) {
+                let goal = if dense.family == Family::FlashDecode {
+                    "goal >= 0.909"
+                } else {
+                    "no goal: the contiguous pick is another family"
+                };
+                notes.push(format!(
+                    "paged {shape} causal={causal}, {block_size} keys per page: {} {:.1} us against {} {:.1} us contiguous: {:.3}x ({goal})",
+                    variant.name,
+                    paged.p50_us,
+                    dense.name,
+                    contiguous.p50_us,
+                    contiguous.p50_us / paged.p50_us
+                ));
+            }
+        }
+    }
+    notes
 }
 
 /// `--varlen`'s verdicts as notes: our fastest varlen row against our fastest dense kernel at

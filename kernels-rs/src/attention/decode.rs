@@ -235,6 +235,8 @@ pub unsafe fn flash_decode<
         let (k_map, v_map) = (io.tensor_map(MAP_K), io.tensor_map(MAP_V));
         let (batch, head) = (kv_head / heads_kv, kv_head % heads_kv);
         if PAGED {
+            // A warp's keys lie inside one page (pages are powers of two from 16 keys on).
+            const { assert!(W::KEYS == 16) };
             let boxes = problem.pages.boxes((k_map, v_map), batch, head, problem.seq_k);
             walk.through_ring::<T, P, COUNT, D, BLOCK_N, STAGES, W, _>(kv_smem, boxes, thread, barrier_log)
         } else {
@@ -400,14 +402,16 @@ impl<const ROW_TILES: usize> KeyWalk<ROW_TILES> {
         for t in 0..self.tiles {
             let stage = stream.acquire(t);
             stream.clear_stale(t, stage, (warp_key0, W::KEYS as u32));
+            // This warp's keys as a tile of their own (a page's, where the copy engine brings a
+            // tile page by page).
+            let (k_tile, rows, key_row) = stream.rows_from(stream.k_tile(stage), BLOCK_N as u32, warp_key0);
+            let (v_tile, ..) = stream.rows_from(stream.v_tile(stage), BLOCK_N as u32, warp_key0);
             // S = Q K^T on this warp's keys: one ldmatrix.x4 gives two adjacent 8-key B fragments.
-            let (k_tile, v_tile) = (stream.k_tile(stage), stream.v_tile(stage));
             let mut s_acc = [W::Scores::zero(); ROW_TILES];
             for ks in 0..W::Query::LEN {
                 let a = core::array::from_fn(|mt| *q_frag[mt].tile(ks));
-                let rows = BLOCK_N as u32;
                 warp_mma::scores_step::<T, W, S::Layout, ROW_TILES>(
-                    &mut s_acc, &a, k_tile, rows, warp_key0, ks,
+                    &mut s_acc, &a, k_tile, rows, key_row, ks,
                 );
             }
             let first_key = self.first_key + t * BLOCK_N as u32 + warp_key0;
@@ -415,13 +419,7 @@ impl<const ROW_TILES: usize> KeyWalk<ROW_TILES> {
                 .step::<P, COUNT, _, _>(&mut s_acc, &mut o_acc, first_key);
 
             // O += P V, P straight from the accumulators.
-            warp_mma::attend::<T, W, S::Layout, ROW_TILES>(
-                &mut o_acc,
-                &s_acc,
-                v_tile,
-                BLOCK_N as u32,
-                warp_key0,
-            );
+            warp_mma::attend::<T, W, S::Layout, ROW_TILES>(&mut o_acc, &s_acc, v_tile, rows, key_row);
             stream.release(t);
         }
         if COUNT {

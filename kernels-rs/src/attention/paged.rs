@@ -76,8 +76,9 @@ impl PageTable {
     }
 
     /// The copy engine's view of KV head `h_kv` of sequence `batch` (`seq_k` keys): `maps` are
-    /// the tensor maps of the K and V caches seen as `[1, num_blocks * block_size, H_kv, D]`
-    /// (`src/tma.rs`), in boxes of `min(block_size, BLOCK_N)` rows.
+    /// the tensor maps of the K and V caches as (64 columns, `num_blocks * block_size` key
+    /// slots, `D / 64` column blocks, `H_kv` heads) (`src/tma.rs`), in boxes of `min(block_size,
+    /// BLOCK_N)` rows by every column block.
     #[inline(always)]
     pub fn boxes(
         &self,
@@ -102,7 +103,9 @@ impl PageTable {
 const MOST_PAGES_PER_TILE: usize = 8;
 
 /// A sequence's keys of one KV head in a paged cache, as the copy engine reads them: a box per
-/// page a tile covers (or per tile, where a page holds several), placed by the block table. Rows
+/// page a tile covers (or per tile, where a page holds several), placed by the block table, each
+/// box a page's rows with all their columns (so a tile of short pages is a run of page-sized
+/// tiles, `TileBoxes::group_shift`; one box per page and tensor, not one per 64 columns). Rows
 /// of a page past the sequence's end arrive as whatever the page holds (`stale_from`); boxes
 /// wholly past it are aimed outside the map and arrive as zeros, their table entries unread.
 #[derive(Clone, Copy)]
@@ -121,7 +124,7 @@ impl PagedBoxes {
     /// Rows per box: a page, or a whole tile where a page holds more.
     #[inline(always)]
     fn box_rows<const BLOCK_N: usize>(&self) -> u32 {
-        (1u32 << self.shift).min(BLOCK_N as u32)
+        1 << self.group_shift::<BLOCK_N>()
     }
 }
 
@@ -163,16 +166,14 @@ impl TileBoxes for PagedBoxes {
         full: SharedAddr,
     ) {
         let box_rows = self.box_rows::<BLOCK_N>();
-        let column_block = swizzled::column_block_bytes(BLOCK_N as u32);
+        // A box is at least 16 rows of whole 128-byte column blocks: every box starts on a
+        // swizzle atom, so its 8-row pattern lines up.
+        let box_bytes = swizzled::tile_bytes(1, D) * box_rows;
+        // Every box tested, none broken out of: the loop unrolls and the rows stay in registers.
         for (j, &row) in rows.iter().enumerate() {
-            if j as u32 >= BLOCK_N as u32 / box_rows {
-                break;
-            }
-            // A box starts on a multiple of 16 rows: the swizzle's 8-row pattern lines up.
-            let rows_before = j as u32 * box_rows * swizzled::ROW_BYTES;
-            for block in 0..D as u32 / 64 {
-                let at = [64 * block as i32, row, self.head, 0];
-                let offset = block * column_block + rows_before;
+            if (j as u32) < BLOCK_N as u32 / box_rows {
+                let at = [0, row, 0, self.head];
+                let offset = j as u32 * box_bytes;
                 arch::tma_load_4d(k_tile + offset, self.k_map, full, at);
                 arch::tma_load_4d(v_tile + offset, self.v_map, full, at);
             }
@@ -182,6 +183,12 @@ impl TileBoxes for PagedBoxes {
     #[inline(always)]
     fn stale_from(&self) -> Option<u32> {
         Some(self.seq_k)
+    }
+
+    /// A box per page shorter than the tile, else one per tile.
+    #[inline(always)]
+    fn group_shift<const BLOCK_N: usize>(&self) -> u32 {
+        self.shift.min(BLOCK_N.trailing_zeros())
     }
 }
 

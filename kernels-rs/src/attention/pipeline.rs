@@ -7,6 +7,7 @@
 //! copies: the kernel still needs its `KvLoaded` barrier before reading tiles other threads copied,
 //! and its `BeforeSmemReuse` barrier before a slot is refilled.
 
+use core::cell::Cell;
 use core::marker::PhantomData;
 
 use crate::arch::{self, SharedAddr};
@@ -41,6 +42,15 @@ pub trait TileStream {
     /// Between `acquire(t)` and `release(t)`; no other warp reads these rows of the slot.
     #[inline(always)]
     unsafe fn clear_stale(&self, _t: u32, _stage: u32, _rows: (u32, u32)) {}
+
+    /// The rows from `row` on of the tile at `tile` (`tile_rows` rows in `Self::Layout`) as a
+    /// tile of their own: (its start, its rows, `row`'s place in it). A tile the copy engine
+    /// fills a page at a time is a run of such tiles, one per page (`TileBoxes::group_rows`);
+    /// every other tile is one. The rows asked for (a warp's keys) lie inside one of them.
+    #[inline(always)]
+    fn rows_from(&self, tile: SharedAddr, tile_rows: u32, row: u32) -> (SharedAddr, u32, u32) {
+        (tile, tile_rows, row)
+    }
 
     /// Where slot `stage`'s K tile starts.
     fn k_tile(&self, stage: u32) -> SharedAddr;
@@ -94,8 +104,9 @@ where
 /// contiguous tensor (`MapBoxes`) or a paged cache (`paged::PagedBoxes`).
 pub trait TileBoxes: Copy {
     /// What the producer reads before it may issue a tile (a paged cache's page numbers): read
-    /// before it waits for the tile's slot, so that the reads' latency passes under the wait.
-    type Lookup: Copy;
+    /// a tile ahead of its issue (`TmaRing::acquire`), so that the reads' latency passes under
+    /// a tile's work instead of holding the issue back.
+    type Lookup: Copy + Default;
 
     /// Brings the maps into the copy engine's descriptor cache.
     ///
@@ -110,8 +121,9 @@ pub trait TileBoxes: Copy {
     unsafe fn lookup<const BLOCK_N: usize>(&self, first_key: u32) -> Self::Lookup;
 
     /// Issues the boxes of keys `first_key .. + BLOCK_N`: K's into the first of `k_v_tiles`, V's
-    /// into the second (each `BLOCK_N` rows in the 128-byte swizzle layout), all counted on
-    /// `full`, `2 * swizzled::tile_bytes(BLOCK_N, D)` bytes in all.
+    /// into the second (each `BLOCK_N` rows in groups of `group_shift`'s rows, every group in
+    /// the 128-byte swizzle layout), all counted on `full`, `2 * swizzled::tile_bytes(BLOCK_N,
+    /// D)` bytes in all.
     ///
     /// # Safety
     /// The tiles are free (nobody reads or writes them until `full` completes); `lookup` is the
@@ -129,6 +141,14 @@ pub trait TileBoxes: Copy {
     /// `None` where the copies zero-fill past the end.
     fn stale_from(&self) -> Option<u32> {
         None
+    }
+
+    /// `log2` of the rows of each box group: the tile is that many rows with all their column
+    /// blocks, then the next as many (one box copies a group's every column), each group in the
+    /// 128-byte swizzle layout of a tile of its own rows. `BLOCK_N`'s (one group) by default.
+    #[inline(always)]
+    fn group_shift<const BLOCK_N: usize>(&self) -> u32 {
+        BLOCK_N.trailing_zeros()
     }
 }
 
@@ -182,6 +202,8 @@ pub struct TmaRing<const D: usize, const BLOCK_N: usize, const STAGES: usize, B:
     /// Slot 0's K tile (1024-byte aligned); the barriers follow the last slot.
     base: SharedAddr,
     boxes: B,
+    /// The producer's lookup of the next tile it issues, made when it issued the one before.
+    next_lookup: Cell<B::Lookup>,
     /// The key of tile 0's first row, and the tiles walked.
     first_key: u32,
     tiles: u32,
@@ -206,6 +228,7 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize, B: TileBoxes> Tm
         TmaRing {
             base,
             boxes,
+            next_lookup: Cell::new(B::Lookup::default()),
             first_key,
             tiles,
             producer,
@@ -241,10 +264,25 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize, B: TileBoxes> Tm
             arch::mbarrier_init(self.barrier(1, stage), warps);
         }
         arch::fence_mbarrier_init();
+        self.look_up(0);
         for t in 0..(STAGES as u32).min(self.tiles) {
+            let lookup = self.look_up(t + 1);
             // Safety: fresh slots; the caller's contract.
-            unsafe { self.issue(t, self.boxes.lookup::<BLOCK_N>(self.tile_key(t))) };
+            unsafe { self.issue(t, lookup) };
         }
+    }
+
+    /// Starts the lookup of tile `t` (if the ring has it) and returns the one made before, of
+    /// tile `t - 1`: the reads are issued a tile before their values are needed.
+    #[inline(always)]
+    fn look_up(&self, t: u32) -> B::Lookup {
+        let ahead = if t < self.tiles {
+            // Safety: `t` is one of the ring's tiles (`new`'s contract on `boxes`).
+            unsafe { self.boxes.lookup::<BLOCK_N>(self.tile_key(t)) }
+        } else {
+            B::Lookup::default()
+        };
+        self.next_lookup.replace(ahead)
     }
 
     /// Copies tile `t`'s K and V into its slot, counted on the slot's full barrier.
@@ -274,8 +312,7 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize, B: TileBoxes> Ti
     unsafe fn acquire(&self, t: u32) -> u32 {
         let next = t + STAGES as u32 - 1;
         if self.producer && t > 0 && next < self.tiles {
-            // Safety: `next` is one of the ring's tiles.
-            let lookup = unsafe { self.boxes.lookup::<BLOCK_N>(self.tile_key(next)) };
+            let lookup = self.look_up(next + 1);
             // Tile t - 1's slot, once every warp has released it.
             let previous = t - 1;
             let parity = (previous / STAGES as u32) & 1;
@@ -310,11 +347,21 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize, B: TileBoxes> Ti
         let chunks_per_row = D as u32 / 8;
         for i in (arch::lane_id()..(first_row + row_count - first) * chunks_per_row).step_by(32) {
             let (row, chunk) = (first + i / chunks_per_row, i % chunks_per_row);
-            let at = self.v_tile(stage) + swizzled::chunk_offset(row, chunk, BLOCK_N as u32);
-            arch::st_shared_v4_u32(at, [0; 4]);
+            let (group, group_rows, row) = self.rows_from(self.v_tile(stage), BLOCK_N as u32, row);
+            arch::st_shared_v4_u32(group + swizzled::chunk_offset(row, chunk, group_rows), [0; 4]);
         }
         arch::fence_proxy_async_shared();
         arch::sync_warp();
+    }
+
+    /// The box group holding `row` (`TileBoxes::group_shift`): one per page of a paged cache
+    /// with pages shorter than the tile, the whole tile otherwise.
+    #[inline(always)]
+    fn rows_from(&self, tile: SharedAddr, _tile_rows: u32, row: u32) -> (SharedAddr, u32, u32) {
+        let shift = self.boxes.group_shift::<BLOCK_N>();
+        let group = row >> shift;
+        let group_bytes = swizzled::tile_bytes(1, D) << shift;
+        (tile + group * group_bytes, 1 << shift, row - (group << shift))
     }
 
     #[inline(always)]
