@@ -296,7 +296,15 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     if args.varlen {
         notes.extend(varlen_summary(&rows, &args));
     }
-    notes.extend(paged_summary(&gpu, &plan.cases, &rows, &args));
+    let dense_pick = |shape: Shape, causal: bool| gpu.choose(shape, args.dtype.sixteen(), causal).0;
+    let paged_pick = |shape: Shape, block_size: usize| gpu.choose_paged(shape, block_size).ok();
+    notes.extend(paged_summary(
+        &plan.cases,
+        &args.block_size,
+        &rows,
+        dense_pick,
+        paged_pick,
+    ));
     for note in &notes {
         println!("note: {note}");
     }
@@ -831,13 +839,18 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
 }
 
 /// `--block-size`'s verdicts as notes, one per case and page size: the library's paged kernel
-/// (`Gpu::choose_paged`) against its dense pick on the contiguous cache (`Gpu::choose`). Where
-/// that pick is `flash_decode` too (the decode shapes) this is the comparison issue #11 sets a
-/// 10% limit on; elsewhere (a prefill chunk, a prompt) the dense pick is `flash_ws`, which reads
-/// no pages, and the note says so instead of a goal. Silent where either row was not timed
-/// (name the picks with `--kernel`).
-fn paged_summary(gpu: &flashrs::Gpu, cases: &[(Shape, bool)], rows: &[Row], args: &Args) -> Vec<String> {
-    let dtype = args.dtype.sixteen();
+/// (`paged_pick`: `Gpu::choose_paged`) against its dense pick on the contiguous cache
+/// (`dense_pick`: `Gpu::choose`). Where that pick is `flash_decode` too (the decode shapes) this
+/// is the comparison issue #11 sets a 10% limit on; elsewhere (a prefill chunk, a prompt) the
+/// dense pick is `flash_ws`, which reads no pages, and the note says so instead of a goal.
+/// Silent where either row was not timed (name the picks with `--kernel`).
+fn paged_summary(
+    cases: &[(Shape, bool)],
+    block_sizes: &[usize],
+    rows: &[Row],
+    dense_pick: impl Fn(Shape, bool) -> &'static VariantSpec,
+    paged_pick: impl Fn(Shape, usize) -> Option<&'static VariantSpec>,
+) -> Vec<String> {
     let timed = |name: &str, shape: Shape, causal: bool, block_size: Option<usize>| {
         rows.iter().find(|r| {
             !r.peer
@@ -852,12 +865,12 @@ fn paged_summary(gpu: &flashrs::Gpu, cases: &[(Shape, bool)], rows: &[Row], args
     };
     let mut notes = Vec::new();
     for &(shape, causal) in cases {
-        let (dense, _) = gpu.choose(shape, dtype, causal);
+        let dense = dense_pick(shape, causal);
         let Some(contiguous) = timed(dense.name, shape, causal, None) else {
             continue;
         };
-        for &block_size in &args.block_size {
-            let Ok(variant) = gpu.choose_paged(shape, block_size) else {
+        for &block_size in block_sizes {
+            let Some(variant) = paged_pick(shape, block_size) else {
                 continue;
             };
             let name = format!("{}_paged", variant.name);
@@ -1283,6 +1296,56 @@ mod tests {
         )
         .ok()
         .unwrap()
+    }
+
+    #[test]
+    fn paged_notes_compare_the_paged_pick_with_the_contiguous_pick() {
+        let named = |name: &str| VariantSpec::by_name(name).unwrap();
+        let (pick, twin) = (
+            named("flash_decode_m16_n128_w8_s3_mbarrier"),
+            named("flash_decode_m16_n64_w4_s2_mbarrier"),
+        );
+        let decode = Shape::new(1, 8, 512, 64);
+        let timed = |kernel: String, p50: f64, block_size: Option<usize>| {
+            let mut r = row(&kernel, false, p50);
+            r.block_size = block_size;
+            r
+        };
+        let rows = vec![
+            timed(pick.name.into(), 100.0, None),
+            timed(format!("{}_paged", pick.name), 101.0, Some(256)),
+            // The twin's row at 16 keys; the pick's paged row there must not be the one taken.
+            timed(format!("{}_paged", pick.name), 150.0, Some(16)),
+            timed(format!("{}_paged", twin.name), 125.0, Some(16)),
+        ];
+        let paged_pick = |_: Shape, block_size: usize| Some(if block_size == 16 { twin } else { pick });
+        let notes = paged_summary(&[(decode, false)], &[16, 32, 256], &rows, |_, _| pick, paged_pick);
+        assert_eq!(notes.len(), 2, "no row at 32 keys per page: no note: {notes:?}");
+        assert!(
+            notes[0].contains("16 keys per page") && notes[0].contains(twin.name),
+            "{}",
+            notes[0]
+        );
+        assert!(notes[0].contains("0.800x (goal >= 0.909)"), "{}", notes[0]);
+        assert!(
+            notes[1].contains("256 keys per page") && notes[1].contains("0.990x"),
+            "{}",
+            notes[1]
+        );
+        // Against a dense pick of another family: the ratio, no goal.
+        let ws = named("flash_ws_m128_n128_s2_pp_ov_mbarrier");
+        let rows = vec![timed(ws.name.into(), 20.0, None), rows[1].clone()];
+        let notes = paged_summary(&[(decode, false)], &[256], &rows, |_, _| ws, |_, _| Some(pick));
+        assert!(notes[0].contains("0.198x (no goal"), "{notes:?}");
+        // No contiguous row of the dense pick: silent.
+        assert!(paged_summary(
+            &[(decode, false)],
+            &[256],
+            &rows[1..],
+            |_, _| pick,
+            |_, _| Some(pick)
+        )
+        .is_empty());
     }
 
     #[test]
