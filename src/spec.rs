@@ -575,18 +575,20 @@ impl Spec {
             // (one P V k-step); the block barriers are the light or legacy policy's, or, under
             // the mbarrier policy, the copy engine brings the tiles: a box is at most 256 rows,
             // and the paged twins copy a box per page, so a tile must hold whole pages or lie
-            // inside one (pages are powers of two, `src/paged.rs`): a power-of-two tile.
+            // inside one (pages are powers of two, `src/paged.rs`): a power-of-two tile; and a
+            // tile of short pages is read page by page, so each warp's keys must lie in one page
+            // of the smallest size, 16 (`TileStream::rows_from`): 16 keys per warp.
             Family::FlashDecode => {
                 let copy_engine = self.policy == Some(Policy::Mbarrier);
                 if matches!(m, 16 | 32)
                     && w >= 1
                     && n % (16 * w) == 0
                     && self.stages >= 1
-                    && (!copy_engine || (n <= 256 && n.is_power_of_two()))
+                    && (!copy_engine || (n <= 256 && n.is_power_of_two() && n == 16 * w))
                 {
                     Ok(())
                 } else {
-                    problem("block_m 16 or 32, block_n a multiple of 16 * warps (under the mbarrier policy a power of two, at most 256), stages >= 1")
+                    problem("block_m 16 or 32, block_n a multiple of 16 * warps (under the mbarrier policy exactly 16 * warps, a power of two, at most 256), stages >= 1")
                 }
             }
         }
@@ -900,6 +902,13 @@ mod tests {
         })
         .is_err());
         assert!(Spec::from_entry(&decode(16, 48, 3, 9)).is_ok());
+        // 32 keys per warp would straddle 16-key pages, which the paged twins read page by page.
+        assert!(Spec::from_entry(&Entry {
+            policy: Some(Policy::Mbarrier),
+            ..decode(16, 128, 4, 3)
+        })
+        .is_err());
+        assert!(Spec::from_entry(&decode(16, 128, 4, 3)).is_ok());
         let err = Spec::from_entry(&Entry {
             pingpong: Some(true),
             ..decode(16, 64, 4, 3)
