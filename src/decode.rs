@@ -106,7 +106,10 @@ pub fn paged_variant(shape: Shape, arch: u32, block_size: usize, sms: usize) -> 
         return None;
     }
     let pick = decode_variant(shape, arch, usize::MAX).or_else(|| sixteen_rows(shape.head_dim, arch))?;
-    let row_blocks = shape.kv_group().saturating_mul(shape.seq_q).div_ceil(16);
+    let row_blocks = shape
+        .kv_group()
+        .saturating_mul(shape.seq_q)
+        .div_ceil(pick.block_m as usize);
     let blocks = (shape.batch * shape.heads_kv).saturating_mul(row_blocks);
     let short_pages = block_size <= SHORT_PAGE_KEYS && shape.head_dim == 128 && blocks >= sms;
     if pick.name == DECODE_VARIANT_16_TMA && short_pages {

@@ -45,7 +45,7 @@ pub trait TileStream {
 
     /// The rows from `row` on of the tile at `tile` (`tile_rows` rows in `Self::Layout`) as a
     /// tile of their own: (its start, its rows, `row`'s place in it). A tile the copy engine
-    /// fills a page at a time is a run of such tiles, one per page (`TileBoxes::group_rows`);
+    /// fills a page at a time is a run of such tiles, one per page (`TileBoxes::group_shift`);
     /// every other tile is one. The rows asked for (a warp's keys) lie inside one of them.
     #[inline(always)]
     fn rows_from(&self, tile: SharedAddr, tile_rows: u32, row: u32) -> (SharedAddr, u32, u32) {
@@ -264,6 +264,7 @@ impl<const D: usize, const BLOCK_N: usize, const STAGES: usize, B: TileBoxes> Tm
             arch::mbarrier_init(self.barrier(1, stage), warps);
         }
         arch::fence_mbarrier_init();
+        // Primes the lookahead: each issue below takes the lookup made one tile before.
         self.look_up(0);
         for t in 0..(STAGES as u32).min(self.tiles) {
             let lookup = self.look_up(t + 1);
