@@ -149,7 +149,7 @@ impl MapGeometry {
     }
 
     /// Encodes the map of the tensor at device address `address`: 128-byte swizzle, zero fill,
-    /// 128-byte L2 promotion.
+    /// 128-byte L2 promotion (`l2_promotion`).
     pub fn encode(&self, dtype: DType, address: u64) -> Result<[u8; MAP_BYTES]> {
         self.encode_as(
             match dtype {
@@ -183,10 +183,7 @@ impl MapGeometry {
                 element_strides.as_ptr(),
                 sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
                 sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-                // A box row is 128 bytes; promoting each miss to 256 made every row's other half
-                // an L2 hit but cost the streaming decode kernels 5% of DRAM's rate on an H200
-                // (docs/perf-notes.md v52; level within 1% for flash_ws).
-                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                l2_promotion(),
                 sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )
         };
@@ -197,6 +194,22 @@ impl MapGeometry {
         }
         Ok(bytes)
     }
+}
+
+/// The maps' L2 promotion: 128 bytes, or what `FLASHRS_L2_PROMOTION` names (`none`, `64`, `128`,
+/// `256`; read once), a lab switch for measuring the choice.
+///
+/// A box row is 128 bytes; promoting each miss to 256 made every row's other half an L2 hit but
+/// cost the streaming decode kernels 5% of DRAM's rate on an H200 (docs/perf-notes.md v52).
+fn l2_promotion() -> sys::CUtensorMapL2promotion {
+    use sys::CUtensorMapL2promotion as P;
+    static CHOICE: std::sync::OnceLock<P> = std::sync::OnceLock::new();
+    *CHOICE.get_or_init(|| match std::env::var("FLASHRS_L2_PROMOTION").as_deref() {
+        Ok("none") => P::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        Ok("64") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+        Ok("256") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        _ => P::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+    })
 }
 
 #[cfg(test)]
