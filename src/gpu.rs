@@ -1812,7 +1812,7 @@ mod tests {
     }
 
     /// The bench run the README's results table comes from (`scripts/readme_table.py`).
-    const PICKS_BENCH: &str = "evidence/bench_h100.json";
+    const PICKS_BENCH: &str = "evidence/bench_h200.json";
 
     /// The README's column of the library's picks is what this tree's dispatch picks on that
     /// bench's GPU (variant, and whether the tuned table chose it), with the speed relative to
@@ -1841,7 +1841,7 @@ mod tests {
                 heads_kv: case["heads_kv"].as_u64().unwrap() as usize,
                 ..Shape::new(dims[0], dims[1], dims[2], dims[3])
             };
-            // The run's GPU: an H100 SXM (132 multiprocessors) loading the sm_90a PTX; the tuned
+            // The run's GPU: an H200 (132 multiprocessors) loading the sm_90a PTX; the tuned
             // table is the library's (`FLASHRS_TUNED` would replace it here as in `choose`).
             let (variant, how) = dispatch_candidates(gpu_name, 90, 132, shape, DType::F16, causal)[0];
             let picked = variant.name;
