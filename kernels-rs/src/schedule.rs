@@ -19,3 +19,17 @@ pub const fn exponentials_before_wait(head_dim: usize) -> Option<usize> {
         None
     }
 }
+
+/// Whether the overlapped loop takes the exponentials it runs before that wait
+/// (`exponentials_before_wait`) from the rows' kept maxima, beside the search for the tile's own
+/// (`FragmentSoftmax::probabilities_speculatively`), for inputs of `input_bytes` bytes at head dim
+/// `head_dim` in tiles of `keys` keys.
+///
+/// e4m3 at head dim 128 with 128-key tiles only: there a tile's exponentials take the
+/// multi-function unit as long as its products take the tensor cores, and taking the first 16
+/// beside the maxima measured 2% fewer cycles, 0.8% less time (at a lower clock). With it in every
+/// kernel, the 16-bit ones measured 2-6% slower and e4m3 at head dim 256 3-4% slower; the
+/// three-consumer e4m3 kernel (96-key tiles, 128 registers) spills with it (docs/perf-notes.md, v57).
+pub const fn speculative_exponentials(head_dim: usize, input_bytes: usize, keys: usize) -> bool {
+    head_dim == 128 && input_bytes == 1 && keys == 128
+}

@@ -201,6 +201,40 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         correction
     }
 
+    /// `probabilities_head` with its exponentials started before the tile's row maxima are
+    /// known: they take the rows' kept maxima, which `RowState::rescale_lazily` keeps for almost
+    /// every tile after the first, so the `ex2`s and the search for the maxima (a chain of
+    /// `max`es and quad shuffles) share the pipes instead of running one after the other. A warp
+    /// where some row moves its maximum computes the head again from the scores, which are kept
+    /// for that. Either way the results are those of `probabilities_head`, bit for bit: a kept
+    /// row's factor is exactly 1, and `x * 1` is `x`.
+    #[inline(always)]
+    pub fn probabilities_speculatively<S: Fragment + Copy>(
+        &mut self,
+        scores: &mut [S; ROW_TILES],
+        first_key: u32,
+        head: usize,
+        kept_factor: KeptFactor,
+    ) -> [[f32; 2]; ROW_TILES] {
+        self.mask(scores, first_key);
+        let before = self.state;
+        let mut probs = *scores;
+        self.exponentiate::<S, true>(&mut probs, 0..head);
+        let correction = self.raise_maxima::<Mbarrier, false, S>(scores, kept_factor);
+        // A row's offset changes exactly when its factor is not 1 (`rescale_lazily`).
+        if needs_rescale(&correction) {
+            for (rows, (was, factor)) in self.state.iter_mut().zip(before.iter().zip(correction.iter())) {
+                for half in 0..2 {
+                    rows[half].row_sum = was[half].row_sum * factor[half];
+                }
+            }
+            probs = *scores;
+            self.exponentiate::<S, true>(&mut probs, 0..head);
+        }
+        *scores = probs;
+        correction
+    }
+
     /// The exponentials of `probabilities_head` past its first `head` registers.
     #[inline(always)]
     pub fn probabilities_tail<S: Fragment>(&mut self, scores: &mut [S; ROW_TILES], head: usize) {

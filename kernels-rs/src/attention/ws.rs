@@ -33,7 +33,7 @@ use super::{longest_first_block, record_barriers, record_event, start_counting, 
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::launch::item_walk::{table, ItemWalk};
 use crate::launch::{record, tail_split};
-use crate::schedule::exponentials_before_wait;
+use crate::schedule::{exponentials_before_wait, speculative_exponentials};
 use crate::softmax::{KeptFactor, RowState};
 use crate::tile::swizzled::{self, ATOM_BYTES, ROW_BYTES};
 use crate::tile::{Element, Operand};
@@ -1949,6 +1949,15 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             .probabilities_head(scores, t * G::KEYS as u32, head, Self::kept_factor())
     }
 
+    /// `probabilities_head` with the head's exponentials taken from the kept row maxima, beside
+    /// the search for the tile's own (`FragmentSoftmax::probabilities_speculatively`).
+    #[inline(always)]
+    fn probabilities_speculatively(&mut self, t: u32, head: usize) -> [[f32; 2]; 1] {
+        let scores = core::array::from_mut(&mut self.s_acc);
+        self.softmax
+            .probabilities_speculatively(scores, t * G::KEYS as u32, head, Self::kept_factor())
+    }
+
     /// Packs the probabilities into `wgmma` A fragments, one per `K_STEP` keys
     /// (`Operand::pack_probabilities`). Each packed register is pinned, so that all of P exists
     /// before the first product that reads it and the chain runs without a fence.
@@ -2072,9 +2081,14 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 self.turns.pass();
                 arch::wgmma_wait::<1>(self.s_acc.registers_mut());
                 self.release(K_EMPTY, stage);
+                let speculative = const { speculative_exponentials(G::D, G::Input::BYTES, G::KEYS) };
                 correction = match exponentials_before_wait(G::D) {
                     Some(head) => {
-                        let correction = self.probabilities_head(t, head);
+                        let correction = if speculative {
+                            self.probabilities_speculatively(t, head)
+                        } else {
+                            self.probabilities_head(t, head)
+                        };
                         self.retire_previous(stage, parity, prev_stage);
                         self.softmax
                             .probabilities_tail(core::array::from_mut(&mut self.s_acc), head);
