@@ -12,6 +12,7 @@
 /// the last one (docs/perf-notes.md, v24): 1-4% faster on H100. Waiting after 0 registers let
 /// ptxas hoist the wait above every exponential (v10's failure, session 17's attempt); after 32,
 /// or at head dims 64 and 256 after 16, it measured slower than waiting after all of them.
+/// Kernels with `speculative_exponentials` take its count instead.
 pub const fn exponentials_before_wait(head_dim: usize) -> Option<usize> {
     if head_dim == 128 {
         Some(16)
@@ -20,16 +21,21 @@ pub const fn exponentials_before_wait(head_dim: usize) -> Option<usize> {
     }
 }
 
-/// Whether the overlapped loop takes the exponentials it runs before that wait
-/// (`exponentials_before_wait`) from the rows' kept maxima, beside the search for the tile's own
+/// How many registers of a tile's S the overlapped loop exponentiates before that wait from the
+/// rows' kept maxima, beside the search for the tile's own
 /// (`FragmentSoftmax::probabilities_speculatively`), for inputs of `input_bytes` bytes at head dim
-/// `head_dim` in tiles of `keys` keys.
+/// `head_dim` in tiles of `keys` keys, in place of `exponentials_before_wait`'s count; `None`: the
+/// exponentials wait for the maxima.
 ///
 /// e4m3 at head dim 128 with 128-key tiles only: there a tile's exponentials take the
-/// multi-function unit as long as its products take the tensor cores, and taking the first 16
-/// beside the maxima measured 2% fewer cycles, 0.8% less time (at a lower clock). With it in every
+/// multi-function unit as long as its products take the tensor cores. The first 16 beside the
+/// maxima measured 2% fewer cycles, the first 32 4% fewer and 3-4% less time. With 16 in every
 /// kernel, the 16-bit ones measured 2-6% slower and e4m3 at head dim 256 3-4% slower; the
 /// three-consumer e4m3 kernel (96-key tiles, 128 registers) spills with it (docs/perf-notes.md, v57).
-pub const fn speculative_exponentials(head_dim: usize, input_bytes: usize, keys: usize) -> bool {
-    head_dim == 128 && input_bytes == 1 && keys == 128
+pub const fn speculative_exponentials(head_dim: usize, input_bytes: usize, keys: usize) -> Option<usize> {
+    if head_dim == 128 && input_bytes == 1 && keys == 128 {
+        Some(32)
+    } else {
+        None
+    }
 }

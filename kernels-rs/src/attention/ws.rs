@@ -2084,7 +2084,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 let speculative = const { speculative_exponentials(G::D, G::Input::BYTES, G::KEYS) };
                 correction = match exponentials_before_wait(G::D) {
                     Some(head) => {
-                        let correction = if speculative {
+                        let head = speculative.unwrap_or(head);
+                        let correction = if speculative.is_some() {
                             self.probabilities_speculatively(t, head)
                         } else {
                             self.probabilities_head(t, head)
