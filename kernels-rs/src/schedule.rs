@@ -29,9 +29,11 @@ pub const fn exponentials_before_wait(head_dim: usize) -> Option<usize> {
 ///
 /// e4m3 at head dim 128 with 128-key tiles only: there a tile's exponentials take the
 /// multi-function unit as long as its products take the tensor cores. The first 16 beside the
-/// maxima measured 2% fewer cycles, the first 32 4% fewer and 3-4% less time. With 16 in every
-/// kernel, the 16-bit ones measured 2-6% slower and e4m3 at head dim 256 3-4% slower; the
-/// three-consumer e4m3 kernel (96-key tiles, 128 registers) spills with it (docs/perf-notes.md, v57).
+/// maxima measured 2% fewer cycles, the first 32 4% fewer and 3-4% less time; 48 and all 64 took
+/// 3.5% and 7% more time than 32 (the tail then no longer shares its block with the packing of
+/// P: docs/perf-notes.md, session 42). With 16 in every kernel, the 16-bit ones measured 2-6%
+/// slower and e4m3 at head dim 256 3-4% slower; the three-consumer e4m3 kernel (96-key tiles, 128
+/// registers) spills with it (docs/perf-notes.md, v57).
 pub const fn speculative_exponentials(head_dim: usize, input_bytes: usize, keys: usize) -> Option<usize> {
     if head_dim == 128 && input_bytes == 1 && keys == 128 {
         Some(32)

@@ -66,12 +66,20 @@ impl RowState {
     /// (a predicated `ex2`) for e4m3 at head dim 256 (docs/perf-notes.md, v16 and v27).
     #[inline(always)]
     pub fn rescale_lazily(&mut self, tile_max: f32, scale_log2: f32, kept_factor: KeptFactor) -> f32 {
-        // (-inf) - (-inf) is NaN, which fails the test: an empty row takes its first maximum.
-        let kept = (tile_max - self.row_max) * scale_log2 <= MAX_SLACK_LOG2;
+        let kept = self.keeps(tile_max, scale_log2);
         if kept && kept_factor == KeptFactor::Skipped {
             return 1.0;
         }
         self.rescale(if kept { self.row_max } else { tile_max }, scale_log2)
+    }
+
+    /// Whether `rescale_lazily` keeps the row's maximum against a tile whose maximum is
+    /// `tile_max`. The test is monotone in `tile_max` (a rounded difference and product), so a row
+    /// split over several threads keeps its maximum exactly when every thread's share keeps it.
+    #[inline(always)]
+    pub fn keeps(&self, tile_max: f32, scale_log2: f32) -> bool {
+        // (-inf) - (-inf) is NaN, which fails the test: an empty row takes its first maximum.
+        (tile_max - self.row_max) * scale_log2 <= MAX_SLACK_LOG2
     }
 
     /// The subtrahend for `probability`: `row_max * scale_log2`, or 0 while the row is all masked.

@@ -220,16 +220,32 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         let before = self.state;
         let mut probs = *scores;
         self.exponentiate::<S, true>(&mut probs, 0..head);
-        let correction = self.raise_maxima::<Mbarrier, false, S>(scores, kept_factor);
-        // A row's offset changes exactly when its factor is not 1 (`rescale_lazily`).
-        if needs_rescale(&correction) {
-            for (rows, (was, factor)) in self.state.iter_mut().zip(before.iter().zip(correction.iter())) {
-                for half in 0..2 {
-                    rows[half].row_sum = was[half].row_sum * factor[half];
-                }
+        // Whether some row of the warp moves its maximum, decided without the quad's exchange:
+        // each thread tests its own share (`RowState::keeps`), and one vote of the warp settles
+        // it. Almost every tile after the first keeps every maximum, and then the factors are 1
+        // and the state stays as it is, exactly as `rescale_lazily` would leave them.
+        let own_max = self.own_maxima(scores);
+        let mut moves = false;
+        for (rows, own_max) in self.state.iter().zip(own_max.iter()) {
+            for half in 0..2 {
+                moves |= !rows[half].keeps(own_max[half], self.scale_log2);
             }
-            probs = *scores;
-            self.exponentiate::<S, true>(&mut probs, 0..head);
+        }
+        let mut correction = [[1.0f32; 2]; ROW_TILES];
+        if arch::warp_any(moves) {
+            correction = self.raise_to::<Mbarrier, false>(own_max, kept_factor);
+            // A row's offset changes exactly when its factor is not 1 (`rescale_lazily`).
+            if needs_rescale(&correction) {
+                for (rows, (was, factor)) in self.state.iter_mut().zip(before.iter().zip(correction.iter())) {
+                    // Indexed: the same loop over the flattened arrays put the block's state in
+                    // local memory (session 42).
+                    for half in 0..2 {
+                        rows[half].row_sum = was[half].row_sum * factor[half];
+                    }
+                }
+                probs = *scores;
+                self.exponentiate::<S, true>(&mut probs, 0..head);
+            }
         }
         *scores = probs;
         correction
@@ -268,8 +284,15 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         scores: &[S; ROW_TILES],
         kept_factor: KeptFactor,
     ) -> [[f32; 2]; ROW_TILES] {
-        let mut tile_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
-        for (fragment, max) in scores.iter().zip(tile_max.iter_mut()) {
+        let own_max = self.own_maxima(scores);
+        self.raise_to::<P, COUNT>(own_max, kept_factor)
+    }
+
+    /// The maxima of this thread's share of each row half of the tile (a quarter of its keys).
+    #[inline(always)]
+    fn own_maxima<S: Fragment>(&self, scores: &[S; ROW_TILES]) -> [[f32; 2]; ROW_TILES] {
+        let mut own_max = [[f32::NEG_INFINITY; 2]; ROW_TILES];
+        for (fragment, max) in scores.iter().zip(own_max.iter_mut()) {
             // Four chains per row half, folded at the end: one chain through all of a row's
             // registers (44 at 176 keys) is a run of dependent `max`es that the softmax waits
             // out every tile (docs/perf-notes.md, v14). `max` is exact, so the order is free.
@@ -282,8 +305,23 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
             // local memory (a loop over a stack copy in the PTX).
             for half in 0..2 {
                 let chain = &chains[half];
-                let folded = arch::max(arch::max(chain[0], chain[1]), arch::max(chain[2], chain[3]));
-                max[half] = arch::quad_max(folded);
+                max[half] = arch::max(arch::max(chain[0], chain[1]), arch::max(chain[2], chain[3]));
+            }
+        }
+        own_max
+    }
+
+    /// `raise_maxima` from each thread's `own_maxima`: exchanges them over the quad first.
+    #[inline(always)]
+    fn raise_to<P: BarrierPolicy, const COUNT: bool>(
+        &mut self,
+        own_max: [[f32; 2]; ROW_TILES],
+        kept_factor: KeptFactor,
+    ) -> [[f32; 2]; ROW_TILES] {
+        let mut tile_max = own_max;
+        for max in tile_max.iter_mut() {
+            for half in 0..2 {
+                max[half] = arch::quad_max(max[half]);
             }
         }
         sync::<P, COUNT>(SyncPoint::RowMaxExchanged);
