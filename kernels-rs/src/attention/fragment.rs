@@ -196,7 +196,13 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         kept_factor: KeptFactor,
     ) -> [[f32; 2]; ROW_TILES] {
         self.mask(scores, first_key);
-        let correction = self.raise_maxima::<Mbarrier, false, S>(scores, kept_factor);
+        // The maxima are kept lazily here: the quad's exchange only where some row moves
+        // (`some_row_moves`).
+        let own_max = self.own_maxima(scores);
+        let mut correction = [[1.0f32; 2]; ROW_TILES];
+        if self.some_row_moves(&own_max) {
+            correction = self.raise_to::<Mbarrier, false>(own_max, kept_factor);
+        }
         self.exponentiate::<S, PIN>(scores, regs);
         correction
     }
@@ -220,19 +226,9 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         let before = self.state;
         let mut probs = *scores;
         self.exponentiate::<S, true>(&mut probs, 0..head);
-        // Whether some row of the warp moves its maximum, decided without the quad's exchange:
-        // each thread tests its own share (`RowState::keeps`), and one vote of the warp settles
-        // it. Almost every tile after the first keeps every maximum, and then the factors are 1
-        // and the state stays as it is, exactly as `rescale_lazily` would leave them.
         let own_max = self.own_maxima(scores);
-        let mut moves = false;
-        for (rows, own_max) in self.state.iter().zip(own_max.iter()) {
-            for half in 0..2 {
-                moves |= !rows[half].keeps(own_max[half], self.scale_log2);
-            }
-        }
         let mut correction = [[1.0f32; 2]; ROW_TILES];
-        if arch::warp_any(moves) {
+        if self.some_row_moves(&own_max) {
             correction = self.raise_to::<Mbarrier, false>(own_max, kept_factor);
             // A row's offset changes exactly when its factor is not 1 (`rescale_lazily`).
             if needs_rescale(&correction) {
@@ -309,6 +305,22 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
             }
         }
         own_max
+    }
+
+    /// Whether some row of the warp moves its maximum (`RowState::rescale_lazily`), decided
+    /// without the quad's exchange: each thread tests its own share (`RowState::keeps`), and one
+    /// vote of the warp settles it. Almost every tile after the first keeps every maximum, and
+    /// then the factors are 1 and the state stays as it is, exactly as `raise_to` would leave
+    /// them (docs/perf-notes.md, v58).
+    #[inline(always)]
+    fn some_row_moves(&self, own_max: &[[f32; 2]; ROW_TILES]) -> bool {
+        let mut moves = false;
+        for (rows, own_max) in self.state.iter().zip(own_max.iter()) {
+            for half in 0..2 {
+                moves |= !rows[half].keeps(own_max[half], self.scale_log2);
+            }
+        }
+        arch::warp_any(moves)
     }
 
     /// `raise_maxima` from each thread's `own_maxima`: exchanges them over the quad first.
