@@ -209,8 +209,8 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
 
     /// `probabilities_head` with its exponentials started before the tile's row maxima are
     /// known: they take the rows' kept maxima, which `RowState::rescale_lazily` keeps for almost
-    /// every tile after the first, so the `ex2`s and the search for the maxima (a chain of
-    /// `max`es and quad shuffles) share the pipes instead of running one after the other. A warp
+    /// every tile after the first, so the `ex2`s and the test of the maxima (chains of `max`es
+    /// and a warp vote, `some_row_moves`) share the pipes instead of running one after the other. A warp
     /// where some row moves its maximum computes the head again from the scores, which are kept
     /// for that. Either way the results are those of `probabilities_head`, bit for bit: a kept
     /// row's factor is exactly 1, and `x * 1` is `x`.
