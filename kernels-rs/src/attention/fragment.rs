@@ -196,13 +196,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         kept_factor: KeptFactor,
     ) -> [[f32; 2]; ROW_TILES] {
         self.mask(scores, first_key);
-        // The maxima are kept lazily here: the quad's exchange only where some row moves
-        // (`some_row_moves`).
-        let own_max = self.own_maxima(scores);
-        let mut correction = [[1.0f32; 2]; ROW_TILES];
-        if self.some_row_moves(&own_max) {
-            correction = self.raise_to::<Mbarrier, false>(own_max, kept_factor);
-        }
+        let correction = self.raise_maxima_lazily(scores, kept_factor);
         self.exponentiate::<S, PIN>(scores, regs);
         correction
     }
@@ -226,22 +220,18 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         let before = self.state;
         let mut probs = *scores;
         self.exponentiate::<S, true>(&mut probs, 0..head);
-        let own_max = self.own_maxima(scores);
-        let mut correction = [[1.0f32; 2]; ROW_TILES];
-        if self.some_row_moves(&own_max) {
-            correction = self.raise_to::<Mbarrier, false>(own_max, kept_factor);
-            // A row's offset changes exactly when its factor is not 1 (`rescale_lazily`).
-            if needs_rescale(&correction) {
-                for (rows, (was, factor)) in self.state.iter_mut().zip(before.iter().zip(correction.iter())) {
-                    // Indexed: the same loop over the flattened arrays put the block's state in
-                    // local memory (session 42).
-                    for half in 0..2 {
-                        rows[half].row_sum = was[half].row_sum * factor[half];
-                    }
+        let correction = self.raise_maxima_lazily(scores, kept_factor);
+        // A row's offset changes exactly when its factor is not 1 (`rescale_lazily`).
+        if needs_rescale(&correction) {
+            for (rows, (was, factor)) in self.state.iter_mut().zip(before.iter().zip(correction.iter())) {
+                // Indexed: the same loop over the flattened arrays put the block's state in
+                // local memory (session 42).
+                for half in 0..2 {
+                    rows[half].row_sum = was[half].row_sum * factor[half];
                 }
-                probs = *scores;
-                self.exponentiate::<S, true>(&mut probs, 0..head);
             }
+            probs = *scores;
+            self.exponentiate::<S, true>(&mut probs, 0..head);
         }
         *scores = probs;
         correction
@@ -282,6 +272,22 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     ) -> [[f32; 2]; ROW_TILES] {
         let own_max = self.own_maxima(scores);
         self.raise_to::<P, COUNT>(own_max, kept_factor)
+    }
+
+    /// `raise_maxima` kept lazily: the quad's exchange and the factors only in a warp where some
+    /// row moves its maximum (`some_row_moves`); elsewhere every factor is 1 and the state stays.
+    #[inline(always)]
+    fn raise_maxima_lazily<S: Fragment>(
+        &mut self,
+        scores: &[S; ROW_TILES],
+        kept_factor: KeptFactor,
+    ) -> [[f32; 2]; ROW_TILES] {
+        let own_max = self.own_maxima(scores);
+        let mut correction = [[1.0f32; 2]; ROW_TILES];
+        if self.some_row_moves(&own_max) {
+            correction = self.raise_to::<Mbarrier, false>(own_max, kept_factor);
+        }
+        correction
     }
 
     /// The maxima of this thread's share of each row half of the tile (a quarter of its keys).
