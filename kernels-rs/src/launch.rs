@@ -475,8 +475,31 @@ pub mod record {
     pub const MERGED: u32 = 3;
     /// Its output stored, or handed to the copy engine.
     pub const DONE: u32 = 4;
+    /// Where the tile timelines start: after the items'.
+    pub const TILES_AT: u32 = HEADER + TRACED_ITEMS * EVENTS;
+    /// KV tiles of the block's first item whose timeline each traced consumer records (the
+    /// overlapped loop's, `flash_ws` and `flash_ws_fp8`).
+    pub const TRACED_TILES: u32 = 32;
+    /// Consumer warpgroups whose tiles are traced: the first two (the ping-pong pair).
+    pub const TRACED_CONSUMERS: u32 = 2;
+    /// Points of a traced tile, in the order they happen (the constants below); a consumer's
+    /// tiles follow one another, consumer 0's first.
+    pub const TILE_EVENTS: u32 = 6;
+    /// The consumer has the turn at the tensor cores.
+    pub const TILE_TURN: u32 = 0;
+    /// Its products (the tile's S = Q K^T, the tile before's P V) are issued, the turn passed on.
+    pub const TILE_ISSUED: u32 = 1;
+    /// The tile's S has landed.
+    pub const TILE_SCORES: u32 = 2;
+    /// The softmax's part before the wait for the tile's V and the last P V
+    /// (`schedule::exponentials_before_wait`; all of it where that says none) is issued.
+    pub const TILE_HEAD: u32 = 3;
+    /// The tile's V has landed and the tile before's P V has completed.
+    pub const TILE_RETIRED: u32 = 4;
+    /// Its P is packed for the product with V.
+    pub const TILE_PACKED: u32 = 5;
     /// Words per block.
-    pub const WORDS: u32 = HEADER + TRACED_ITEMS * EVENTS;
+    pub const WORDS: u32 = TILES_AT + TRACED_CONSUMERS * TRACED_TILES * TILE_EVENTS;
 }
 
 /// The geometry of `fp8_transpose_v` (e4m3 V transposed before `flash_ws_fp8`), which the host

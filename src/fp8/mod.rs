@@ -195,6 +195,37 @@ impl Gpu {
         params: Params,
         kernel: Option<&str>,
     ) -> Result<&'static VariantSpec> {
+        self.fp8_launch(tensors, params, kernel, None)
+    }
+
+    /// [`Gpu::fp8_forward`] through the variant's instrumented (counted) twin, which records into
+    /// `barrier_log` ([`Gpu::fp8_barrier_log_len`] words: [`crate::gpu::RECORD_WORDS`] per block,
+    /// `launch::record`'s layout). Lab tooling (`host trace --dtype e4m3`).
+    pub fn fp8_forward_counted(
+        &self,
+        tensors: &mut Fp8Tensors,
+        params: Params,
+        kernel: Option<&str>,
+        barrier_log: &mut CudaSlice<u32>,
+    ) -> Result<&'static VariantSpec> {
+        self.fp8_launch(tensors, params, kernel, Some(barrier_log))
+    }
+
+    /// The words of the barrier log that [`Gpu::fp8_forward_counted`] of `variant` on `tensors`
+    /// takes: a record per block of its grid.
+    pub fn fp8_barrier_log_len(&self, variant: &'static VariantSpec, tensors: &Fp8Tensors) -> Result<usize> {
+        let shape = tensors.shape;
+        let kernel = self.kernel(variant, shape.head_dim, tensors.out_dtype, true)?;
+        Ok(crate::gpu::RECORD_WORDS * crate::gpu::blocks(&launch_config(&kernel, shape)))
+    }
+
+    fn fp8_launch(
+        &self,
+        tensors: &mut Fp8Tensors,
+        params: Params,
+        kernel: Option<&str>,
+        barrier_log: Option<&mut CudaSlice<u32>>,
+    ) -> Result<&'static VariantSpec> {
         params.validate()?;
         let shape = tensors.shape;
         let variant = match kernel {
@@ -206,7 +237,8 @@ impl Gpu {
             })?,
         };
         // Checks the architecture, the head dim and the shared memory.
-        let kernel = self.kernel(variant, shape.head_dim, tensors.out_dtype, false)?;
+        let counted = barrier_log.is_some();
+        let kernel = self.kernel(variant, shape.head_dim, tensors.out_dtype, counted)?;
         // The buffers are private and were checked when made; checked again, as every launch does.
         let kv_heads = shape.batch * shape.heads_kv;
         check_len("q", tensors.q.len(), shape.q_len(), shape)?;
@@ -240,6 +272,14 @@ impl Gpu {
             shared_mem_bytes: 0,
         };
         let config = launch_config(&kernel, shape);
+        if let Some(log) = &barrier_log {
+            check_len(
+                "barrier log",
+                log.len(),
+                crate::gpu::RECORD_WORDS * crate::gpu::blocks(&config),
+                shape,
+            )?;
+        }
         // A persistent variant's tail split (its workspace and zeroed counters live until the
         // launch is enqueued).
         let slices = KeySlices::tail_split(variant, shape, params.causal, &config);
@@ -297,6 +337,7 @@ impl Gpu {
         }
         let (out_ptr, _out) = out.device_ptr_mut(stream);
         let (lse_ptr, _lse) = optional_ptr_mut(lse.as_deref_mut(), stream);
+        let (log_ptr, _log) = optional_ptr_mut(barrier_log, stream);
         let args = LaunchArgs {
             q: q_ptr,
             k: k_ptr,
@@ -305,6 +346,7 @@ impl Gpu {
             lse: lse_ptr,
             tensor_maps: maps_ptr,
             descale: descale_ptr,
+            barrier_log: log_ptr,
             kv_splits: slices.splits,
             workspace,
             split_counters,

@@ -199,6 +199,20 @@ pub unsafe fn st_global_u32(ptr: *mut u32, value: u32) {
     asm!("st.global.b32 [{p}], {v};", p = in(reg64) ptr, v = in(reg32) value, options(nostack));
 }
 
+/// Emits `st.global.b32` predicated on `store`: no branch, so the block around it stays one basic
+/// block for ptxas to schedule (the instrumented twins' records inside the KV loop).
+///
+/// # Safety
+/// Where `store`, as `st_global_u32`.
+#[inline(always)]
+pub unsafe fn st_global_u32_if(store: bool, ptr: *mut u32, value: u32) {
+    asm!(
+        "{{\n.reg .pred p;\nsetp.ne.u32 p, {s}, 0;\n@p st.global.b32 [{p}], {v};\n}}",
+        s = in(reg32) store as u32, p = in(reg64) ptr, v = in(reg32) value,
+        options(nostack)
+    );
+}
+
 /// Emits `atom.global.add.u32` (relaxed, GPU scope): adds `value` to the word at `ptr`; returns
 /// the word as it was.
 ///

@@ -409,6 +409,39 @@ pub unsafe fn record_event<const COUNT: bool>(barrier_log: *mut u32, item: u32, 
     }
 }
 
+/// The instrumented build's tile timeline: the first thread of consumer warpgroup `consumer`
+/// records the SM clock (its low 32 bits) at point `event` of KV tile `tile` of the block's first
+/// work item (`launch::record::TILES_AT`), for the first `TRACED_TILES` tiles of the first
+/// `TRACED_CONSUMERS` consumers; nothing when not counting. The store is predicated, not
+/// branched around, so that the loop's basic blocks are the production kernel's.
+///
+/// # Safety
+/// As `record_barriers`.
+#[inline(always)]
+pub unsafe fn record_tile_event<const COUNT: bool>(
+    barrier_log: *mut u32,
+    item: u32,
+    consumer: u32,
+    tile: u32,
+    event: u32,
+) {
+    use crate::arch;
+    if COUNT {
+        let traced = item == 0
+            && consumer < record::TRACED_CONSUMERS
+            && tile < record::TRACED_TILES
+            && arch::thread_idx_x().is_multiple_of(128);
+        // In the record whatever is traced (an untraced tile's address is never written).
+        let (consumer, tile) = (
+            consumer.min(record::TRACED_CONSUMERS - 1),
+            tile.min(record::TRACED_TILES - 1),
+        );
+        let word = record::TILES_AT + (consumer * record::TRACED_TILES + tile) * record::TILE_EVENTS + event;
+        let at = barrier_log.add(linear_block() * record::WORDS as usize + word as usize);
+        arch::st_global_u32_if(traced, at, arch::clock64() as u32);
+    }
+}
+
 /// The block's linear index in its grid (x fastest, then y, then z).
 #[inline(always)]
 fn linear_block() -> usize {

@@ -29,7 +29,9 @@ use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::{Bounds, Varlen};
 use super::{fp8, FP8_K_BOX_ROWS, FP8_MAP_V_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
-use super::{longest_first_block, record_barriers, record_event, start_counting, Buffers, Problem};
+use super::{
+    longest_first_block, record_barriers, record_event, record_tile_event, start_counting, Buffers, Problem,
+};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::launch::item_walk::{table, ItemWalk};
 use crate::launch::{record, tail_split};
@@ -851,6 +853,10 @@ pub unsafe fn flash_ws<
             // The instrumented twin's timeline of the item (no code otherwise).
             // Safety: the instrumented twin's log has a record per block (the launch's contract).
             let mark = move |event: u32| unsafe { record_event::<COUNT>(barrier_log, i, event, RECORDER) };
+            // Safety: as `mark`'s.
+            let mark_tile = move |tile: u32, event: u32| unsafe {
+                record_tile_event::<COUNT>(barrier_log, i, consumer, tile, event)
+            };
             mark(record::START);
             // Safety: a varlen item's bounds were checked inside the packed tensors.
             let (sequence, out, staged_output) =
@@ -877,7 +883,7 @@ pub unsafe fn flash_ws<
                 // Worked out again after the KV loop rather than kept through it: the persistent
                 // consumers at head dim 64 have no register to spare there (it spilled).
                 || schedule.split_of(i),
-                mark,
+                (mark, mark_tile),
             );
             mark(record::DONE);
             tiles
@@ -1455,9 +1461,9 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
 
     /// The item's KV loop (`overlap`: the overlapped one) and epilogue, for consumer `consumer` of
     /// `consumers`; returns the item's KV tiles. Unless `staged_output` is `Registers`, O goes out
-    /// through Q's buffer, which the block's item must be the last to use. `mark(event)` at the
-    /// points of the item's timeline (`launch::record`; the instrumented twin's, no code
-    /// otherwise).
+    /// through Q's buffer, which the block's item must be the last to use. `marks`: `mark(event)`
+    /// at the points of the item's timeline and `mark_tile(tile, event)` at those of each KV tile
+    /// in the overlapped loop (`launch::record`; the instrumented twin's, no code otherwise).
     ///
     /// # Safety
     /// `out` is the problem's output and `item.head` one of its heads; the plan's barriers exist;
@@ -1477,7 +1483,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         overlap: bool,
         staged_output: OutputPath,
         split_of_item: impl Fn() -> Split,
-        mark: impl Fn(u32),
+        (mark, mark_tile): (impl Fn(u32), impl Fn(u32, u32)),
     ) -> u32 {
         const { assert!(D == G::D) };
         if PINGPONG && item.index == 0 && consumer + 1 == consumers {
@@ -1487,7 +1493,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         mark(record::READY);
         let tiles = item.tiles;
         if overlap {
-            self.overlapped(tiles);
+            self.overlapped(tiles, mark_tile);
         } else {
             self.serial(tiles);
         }
@@ -2039,7 +2045,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// `.aligned` requires (an earlier fix that put a wait in each arm of the rescale branch
     /// broke that: compute-sanitizer's synccheck, v11).
     #[inline(always)]
-    unsafe fn overlapped(&mut self, tiles: u32) {
+    unsafe fn overlapped(&mut self, tiles: u32, mark_tile: impl Fn(u32, u32)) {
         if tiles == 0 {
             self.release_q();
             return;
@@ -2050,17 +2056,24 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // The turn is held for the issue only, here and after the loop as inside it: one rule
         // for every turn (waiting inside it measured the same: docs/perf-notes.md, v38).
         self.turns.wait();
+        mark_tile(0, record::TILE_TURN);
         if self.active(0) {
             self.scores::<true>(first_stage);
         }
         self.turns.pass();
+        mark_tile(0, record::TILE_ISSUED);
         arch::wgmma_wait::<0>(self.s_acc.registers_mut());
+        mark_tile(0, record::TILE_SCORES);
         self.release(K_EMPTY, first_stage);
         if self.active(0) {
             // Nothing is accumulated yet, so the correction has nothing to scale.
             let _ = self.probabilities(0);
+            // No P V to wait for: the whole softmax is the head, the tail only the packing.
+            mark_tile(0, record::TILE_HEAD);
+            mark_tile(0, record::TILE_RETIRED);
             self.pack();
         }
+        mark_tile(0, record::TILE_PACKED);
         arch::mbarrier_wait(self.plan.barrier(V_FULL, first_stage), first_parity);
         // The correction of O that the last softmax asked for, applied just before that tile's
         // P V is issued (tile 0's: nothing is accumulated yet).
@@ -2070,6 +2083,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             let prev_stage = self.slot(t - 1).0;
             arch::mbarrier_wait(self.plan.barrier(K_FULL, stage), parity);
             self.turns.wait();
+            mark_tile(t, record::TILE_TURN);
             if self.active(t) {
                 // Tile t - 1 is active too: active tiles are a prefix.
                 self.scores::<true>(stage);
@@ -2079,7 +2093,9 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                 self.attend::<true>(prev_stage);
                 self.turns.pass();
+                mark_tile(t, record::TILE_ISSUED);
                 arch::wgmma_wait::<1>(self.s_acc.registers_mut());
+                mark_tile(t, record::TILE_SCORES);
                 self.release(K_EMPTY, stage);
                 let speculative = const { speculative_exponentials(G::D, G::Input::BYTES, G::KEYS) };
                 correction = match exponentials_before_wait(G::D) {
@@ -2090,18 +2106,23 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                         } else {
                             self.probabilities_head(t, head)
                         };
+                        mark_tile(t, record::TILE_HEAD);
                         self.retire_previous(stage, parity, prev_stage);
+                        mark_tile(t, record::TILE_RETIRED);
                         self.softmax
                             .probabilities_tail(core::array::from_mut(&mut self.s_acc), head);
                         correction
                     }
                     None => {
                         let correction = self.probabilities(t);
+                        mark_tile(t, record::TILE_HEAD);
                         self.retire_previous(stage, parity, prev_stage);
+                        mark_tile(t, record::TILE_RETIRED);
                         correction
                     }
                 };
                 self.pack();
+                mark_tile(t, record::TILE_PACKED);
             } else {
                 if self.active(t - 1) {
                     fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
