@@ -485,7 +485,10 @@ pub mod record {
     /// Points of a traced tile, in the order they happen (the constants below); a consumer's
     /// tiles follow one another, consumer 0's first.
     pub const TILE_EVENTS: u32 = 6;
-    /// The consumer has the turn at the tensor cores.
+    /// The consumer has the turn at the tensor cores: the clock read that follows the turn's
+    /// barrier. ptxas emits that barrier as `BAR.SYNC.DEFER_BLOCKING`, which lets the read issue
+    /// before the barrier completes, so this can precede the other consumer's hand-over; the span
+    /// to `TILE_ISSUED` then holds the wait for the turn (docs/perf-notes.md, session 45).
     pub const TILE_TURN: u32 = 0;
     /// Its products (the tile's S = Q K^T, the tile before's P V) are issued, the turn passed on.
     pub const TILE_ISSUED: u32 = 1;
