@@ -442,6 +442,27 @@ pub unsafe fn record_tile_event<const COUNT: bool>(
     }
 }
 
+/// The instrumented build's two recorders for the block's `item`-th work item, as consumer
+/// `consumer` works on it: the item's timeline (`record_event`, by thread `recorder`) and its KV
+/// tiles' (`record_tile_event`); no code when not counting.
+///
+/// # Safety
+/// As `record_barriers`.
+#[inline(always)]
+pub unsafe fn item_marks<const COUNT: bool>(
+    barrier_log: *mut u32,
+    item: u32,
+    consumer: u32,
+    recorder: u32,
+) -> (impl Fn(u32) + Copy, impl Fn(u32, u32) + Copy) {
+    (
+        // Safety: the caller's contract.
+        move |event| unsafe { record_event::<COUNT>(barrier_log, item, event, recorder) },
+        // Safety: the caller's contract.
+        move |tile, event| unsafe { record_tile_event::<COUNT>(barrier_log, item, consumer, tile, event) },
+    )
+}
+
 /// The block's linear index in its grid (x fastest, then y, then z).
 #[inline(always)]
 fn linear_block() -> usize {

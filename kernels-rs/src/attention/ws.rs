@@ -29,9 +29,7 @@ use super::fragment::{self, Fragment, FragmentSoftmax};
 use super::shape::{Accumulator, Tiles, WarpgroupShape};
 use super::varlen::{Bounds, Varlen};
 use super::{fp8, FP8_K_BOX_ROWS, FP8_MAP_V_ROWS, FP8_Q_BOX_ROWS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
-use super::{
-    longest_first_block, record_barriers, record_event, record_tile_event, start_counting, Buffers, Problem,
-};
+use super::{item_marks, longest_first_block, record_barriers, start_counting, Buffers, Problem};
 use crate::arch::{self, SharedAddr, SmemDescriptor};
 use crate::launch::item_walk::{table, ItemWalk};
 use crate::launch::{record, tail_split};
@@ -850,13 +848,9 @@ pub unsafe fn flash_ws<
         let mut items = 0u32;
         tiles = for_each_item!(&schedule, |i, work, ring| {
             items += 1;
-            // The instrumented twin's timeline of the item (no code otherwise).
+            // The instrumented twin's timelines of the item and of its tiles (no code otherwise).
             // Safety: the instrumented twin's log has a record per block (the launch's contract).
-            let mark = move |event: u32| unsafe { record_event::<COUNT>(barrier_log, i, event, RECORDER) };
-            // Safety: as `mark`'s.
-            let mark_tile = move |tile: u32, event: u32| unsafe {
-                record_tile_event::<COUNT>(barrier_log, i, consumer, tile, event)
-            };
+            let (mark, mark_tile) = unsafe { item_marks::<COUNT>(barrier_log, i, consumer, RECORDER) };
             mark(record::START);
             // Safety: a varlen item's bounds were checked inside the packed tensors.
             let (sequence, out, staged_output) =
