@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use flashrs::fp8::quantize::Fp8Inputs;
-use flashrs::{DType, Gpu, Layout, Params, Shape, VariantSpec, FP8_VARIANTS};
+use flashrs::{DType, Fp8Tensors, Gpu, Layout, Params, Shape, VariantSpec, FP8_VARIANTS};
 use flashrs_lab::fp8::{self as lab, Fp8Tolerance, P_SCALE};
 use flashrs_lab::reference::{self, ReferenceDims};
 use rand::rngs::StdRng;
@@ -854,6 +854,27 @@ fn time_fp16(
     Ok(rows)
 }
 
+/// `sixteen`'s Q, K and V (`[B,H,S,D]`) quantised to e4m3 per head and uploaded, with an
+/// `out_dtype` output: the tensors `bench` and `trace` time e4m3 kernels on.
+pub fn quantized_tensors(
+    gpu: &Gpu,
+    shape: Shape,
+    out_dtype: DType,
+    sixteen: &inputs::Inputs,
+) -> Result<Fp8Tensors, Failure> {
+    let (q, k, v) = sixteen.as_f32();
+    let fp8 = Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v)?;
+    Ok(gpu.fp8_tensors(
+        shape,
+        Layout::Bhsd,
+        out_dtype,
+        &fp8.q,
+        &fp8.k,
+        &fp8.v,
+        &fp8.descale,
+    )?)
+}
+
 /// The library's FP8 pick and every FP8 variant asked for on one case, on the fp16 inputs
 /// drawn from `seed` (as [`time_fp16`]'s) quantised; their speedups are set after the rounds
 /// are merged ([`set_speedups`]).
@@ -865,21 +886,9 @@ fn time_e4m3(
     seed: u64,
 ) -> Result<Vec<BenchRow>, Failure> {
     let params = Params { causal, scale: None };
-    let fp8 = {
-        let sixteen = inputs::Inputs::for_timing(shape, DType::F16, seed);
-        let (q, k, v) = sixteen.as_f32();
-        Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v)?
-    };
+    let sixteen = inputs::Inputs::for_timing(shape, DType::F16, seed);
     let mut rows = Vec::new();
-    let mut t = gpu.fp8_tensors(
-        shape,
-        Layout::Bhsd,
-        args.out_dtype,
-        &fp8.q,
-        &fp8.k,
-        &fp8.v,
-        &fp8.descale,
-    )?;
+    let mut t = quantized_tensors(gpu, shape, args.out_dtype, &sixteen)?;
     let named = args
         .variants
         .iter()

@@ -10,9 +10,8 @@
 
 use std::path::PathBuf;
 
-use flashrs::fp8::quantize::Fp8Inputs;
 use flashrs::spec::Family;
-use flashrs::{DType, Layout, Params, Shape, VariantSpec};
+use flashrs::{DType, Params, Shape, VariantSpec};
 use flashrs_lab::timeline::{item_spans, tile_spans, timelines, BlockTimeline, ItemSpans, TileSpans};
 use flashrs_lab::Timing;
 use serde::Serialize;
@@ -189,17 +188,7 @@ fn trace_e4m3(
     params: Params,
 ) -> Result<Vec<BlockTimeline>, Failure> {
     let inputs = Inputs::random(shape, DType::F16, 1);
-    let (q, k, v) = inputs.as_f32();
-    let fp8 = Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v)?;
-    let mut tensors = gpu.fp8_tensors(
-        shape,
-        Layout::Bhsd,
-        DType::Bf16,
-        &fp8.q,
-        &fp8.k,
-        &fp8.v,
-        &fp8.descale,
-    )?;
+    let mut tensors = crate::fp8::quantized_tensors(gpu, shape, DType::Bf16, &inputs)?;
     for _ in 0..args.warmup {
         gpu.fp8_forward(&mut tensors, params, Some(&args.kernel))?;
     }
