@@ -13,6 +13,13 @@ use std::{env, fs};
 
 use serde::Deserialize;
 
+#[path = "build/device.rs"]
+mod device;
+#[path = "build/merge.rs"]
+mod merge;
+#[path = "src/ptx_items.rs"]
+mod ptx_items;
+
 /// Architectures a PTX is built for; the library loads the newest one the device supports. Hopper's
 /// is `sm_90a`, the architecture-specific target that `wgmma` needs (it loads on sm_90 devices
 /// only, which is every Hopper GPU).
@@ -52,12 +59,15 @@ fn main() {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build");
     println!("cargo:rerun-if-changed=kernels.toml");
     println!("cargo:rerun-if-changed=src/spec.rs");
+    println!("cargo:rerun-if-changed=src/ptx_items.rs");
     println!("cargo:rerun-if-changed=kernels-rs/manifest.toml");
     println!("cargo:rerun-if-changed=kernels-rs/src");
     println!("cargo:rerun-if-env-changed=FLASHRS_DEVICE_RUSTC");
     println!("cargo:rerun-if-env-changed=FLASHRS_DEVICE_CARGO");
+    println!("cargo:rerun-if-env-changed=FLASHRS_VARIANTS");
 
     let table = match read_table(&root.join("kernels.toml")) {
         Ok(table) => table,
@@ -73,36 +83,59 @@ fn main() {
 
     fs::write(out_dir.join("variants.rs"), host_table_source(&table, &variants)).unwrap();
 
-    let (rustc, cargo) = device_toolchain();
+    let toolchain = device_toolchain();
     // `target/device/<arch>`, beside the host's profiles, so `cargo clean` removes it too.
     let target_root = match env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => root.join("target"),
     };
     let manifest_dir = device_manifest(&root, &out_dir);
+    // FLASHRS_VARIANTS: a kernel developer's build of only the variants being worked on.
+    let only = env::var("FLASHRS_VARIANTS").unwrap_or_default();
+    let selected: Vec<&Variant> = variants.iter().filter(|v| selected_by(&only, &v.name)).collect();
+    if selected.len() < variants.len() {
+        println!(
+            "cargo:warning=FLASHRS_VARIANTS={only}: {} of {} variants built; the others are \
+             missing-symbol errors at run time",
+            selected.len(),
+            variants.len()
+        );
+    }
+    let arches: Vec<device::Arch> = ARCHES
+        .iter()
+        .map(|&(name, number)| device::Arch {
+            name,
+            units: device_units(&table, &selected, number),
+        })
+        .collect();
+    // The whole table of each architecture, for the device crate's clippy (`.ci/run`).
+    for arch in &arches {
+        let whole: String = arch.units.iter().map(|u| u.table.as_str()).collect();
+        fs::write(out_dir.join(format!("device_kernels_{}.rs", arch.name)), whole).unwrap();
+    }
+    let jobs = env::var("NUM_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let started = std::time::Instant::now();
-    // The architectures build concurrently: each nested build is one LTO'd crate, mostly one
-    // core, so on a 2-core machine this halves the clean build.
-    let built: Vec<(&str, u32, String)> = std::thread::scope(|scope| {
-        let jobs: Vec<_> = ARCHES
-            .iter()
-            .map(|&(arch, arch_number)| {
-                let device_table = out_dir.join(format!("device_kernels_{arch}.rs"));
-                fs::write(&device_table, device_table_source(&table, &variants, arch_number)).unwrap();
-                let target_dir = target_root.join("device").join(arch);
-                let (manifest_dir, rustc, cargo) = (&manifest_dir, &rustc, &cargo);
-                scope.spawn(move || {
-                    let ptx = build_ptx(manifest_dir, rustc, cargo, arch, &target_dir, &device_table);
-                    (arch, arch_number, ptx)
-                })
-            })
-            .collect();
-        jobs.into_iter()
-            .map(|job| job.join().expect("PTX build thread"))
-            .collect()
-    });
-    for (arch, arch_number, mut ptx) in built {
-        for v in variants.iter().filter(|v| v.spec.min_arch() <= arch_number) {
+    let lib_rs = root.join("kernels-rs/src/lib.rs");
+    let (built, summary) = device::build(&toolchain, &manifest_dir, &lib_rs, &target_root, &arches, jobs)
+        .unwrap_or_else(|message| fail(&message));
+    if !summary.compiled.is_empty() {
+        let slowest = summary.compiled.iter().max_by_key(|(_, ms)| *ms).unwrap();
+        println!(
+            "cargo:warning=device units: {} compiled, {} reused, {:.1} s (slowest {} {:.1} s)",
+            summary.compiled.len(),
+            summary.reused,
+            started.elapsed().as_secs_f64(),
+            slowest.0,
+            slowest.1 as f64 / 1000.0
+        );
+    }
+    for ((&(arch, arch_number), _), modules) in ARCHES.iter().zip(&arches).zip(built) {
+        let mut ptx =
+            merge::merge(&modules).unwrap_or_else(|e| fail(&format!("merging the {arch} PTX: {e}")));
+        for v in selected.iter().filter(|v| v.spec.min_arch() <= arch_number) {
             let Some(blocks) = v.spec.launch_bounds() else {
                 continue;
             };
@@ -123,12 +156,24 @@ fn main() {
                 }
             }
         }
-        fs::write(out_dir.join(format!("kernels_{arch}.ptx")), ptx).unwrap();
+        device::write_if_changed(&out_dir.join(format!("kernels_{arch}.ptx")), &ptx)
+            .unwrap_or_else(|e| fail(&e));
     }
     println!(
         "cargo:rustc-env=FLASHRS_PTX_BUILD_MS={}",
         started.elapsed().as_millis()
     );
+}
+
+/// Whether `FLASHRS_VARIANTS` (`only`: comma-separated names or name prefixes, empty for all)
+/// selects the variant `name`.
+fn selected_by(only: &str, name: &str) -> bool {
+    let mut patterns = only
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .peekable();
+    patterns.peek().is_none() || patterns.any(|p| name.starts_with(p))
 }
 
 fn read_table(path: &Path) -> Result<Table, String> {
@@ -174,11 +219,25 @@ fn dtype_type(dtype: &str) -> &'static str {
     }
 }
 
-/// The export-macro invocations (`<family>!(...)`) that `kernels-rs/src/lib.rs` includes: the
-/// variants architecture `arch` has.
-fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String {
-    let mut src = String::from("// Generated by build.rs from kernels.toml.\n");
+/// The device units of architecture `arch` (`build/device.rs`): first the common kernels, then one
+/// unit per variant it has, each a list of the export-macro invocations (`<family>!(...)`) that
+/// `kernels-rs/src/lib.rs` includes.
+fn device_units(table: &Table, variants: &[&Variant], arch: u32) -> Vec<device::Unit> {
+    let header = "// Generated by build.rs from kernels.toml.\n";
+    let mut common = String::from(header);
+    // V transposed for the e4m3 kernels, per head dim, and the cuBLAS-composed path's row softmax.
+    common.push_str(
+        "fp8_transpose_v!(fp8_transpose_v_d128, 128);\nfp8_transpose_v!(fp8_transpose_v_d256, 256);\n",
+    );
+    common.push_str("softmax_rows!(softmax_rows_f16, F16);\nsoftmax_rows!(softmax_rows_bf16, Bf16);\n");
+    let mut units = vec![device::Unit {
+        name: "common".into(),
+        families: BTreeSet::new(),
+        table: common,
+    }];
     for v in variants.iter().filter(|v| v.spec.min_arch() <= arch) {
+        let family = v.spec.family.name();
+        let mut src = String::from(header);
         for &d in &v.head_dims {
             for dtype in &table.dtypes {
                 let symbol = v.symbol(d, dtype);
@@ -186,7 +245,7 @@ fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String
                     format!("{symbol} {symbol}_counted {symbol}_smem_bytes {symbol}_barriers_per_tile");
                 let args = v.spec.kernel_args(dtype_type(dtype), d);
                 // The family's export macro, defined beside its body in `kernels-rs/src/attention/`.
-                writeln!(src, "{}!({names}, {args});", v.spec.family.name()).unwrap();
+                writeln!(src, "{family}!({names}, {args});").unwrap();
                 // flash_decode's paged-cache twins (the library's `VariantSpec::paged_symbol`).
                 if v.spec.has_paged() {
                     let paged = format!("{symbol}_paged {symbol}_paged_counted");
@@ -195,13 +254,21 @@ fn device_table_source(table: &Table, variants: &[Variant], arch: u32) -> String
                 // Variable-length twins (the library's `VariantSpec::varlen_symbol`).
                 if v.spec.has_varlen_at(d as usize) {
                     let varlen = format!("{symbol}_varlen {symbol}_varlen_counted");
-                    let family = v.spec.family.name();
                     writeln!(src, "{family}_varlen!({varlen}, {args});").unwrap();
                 }
             }
         }
+        let mut families = BTreeSet::from([family]);
+        if v.spec.has_paged() {
+            families.insert("flash_decode");
+        }
+        units.push(device::Unit {
+            name: v.name.clone(),
+            families,
+            table: src,
+        });
     }
-    src
+    units
 }
 
 /// The library's view of the table, `include!`d by `src/variants.rs`, which has `Family`'s and
@@ -262,7 +329,7 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
 }
 
 /// The device rustc and cargo: Debian's `rustc-web`, or what FLASHRS_DEVICE_RUSTC/CARGO name.
-fn device_toolchain() -> (PathBuf, PathBuf) {
+fn device_toolchain() -> device::Toolchain {
     let rustc = env::var_os("FLASHRS_DEVICE_RUSTC").map_or_else(|| "/usr/bin/rustc".into(), PathBuf::from);
     let cargo = env::var_os("FLASHRS_DEVICE_CARGO").map_or_else(|| "/usr/bin/cargo".into(), PathBuf::from);
     let sysroot_src = Command::new(&rustc)
@@ -281,7 +348,7 @@ fn device_toolchain() -> (PathBuf, PathBuf) {
             cargo.display()
         ));
     }
-    (rustc, cargo)
+    device::Toolchain { rustc, cargo }
 }
 
 /// The device crate's manifest as cargo wants it, `OUT_DIR/kernels-rs/Cargo.toml`, from
@@ -305,74 +372,6 @@ fn device_manifest(root: &Path, out_dir: &Path) -> PathBuf {
     let lock = root.join("kernels-rs/Cargo.lock");
     fs::copy(&lock, dir.join("Cargo.lock")).unwrap_or_else(|e| fail(&format!("{}: {e}", lock.display())));
     dir
-}
-
-fn build_ptx(
-    manifest_dir: &Path,
-    rustc: &Path,
-    cargo: &Path,
-    arch: &str,
-    target_dir: &Path,
-    table: &Path,
-) -> String {
-    let mut cmd = Command::new(cargo);
-    // A clean environment: the outer cargo's variables (RUSTC, RUSTUP_TOOLCHAIN, CARGO_*, flags)
-    // describe the host build and would leak into this one.
-    cmd.env_clear();
-    for (key, value) in env::vars_os() {
-        let key_str = key.to_string_lossy();
-        let keep = matches!(key_str.as_ref(), "PATH" | "HOME" | "CARGO_HOME" | "TMPDIR")
-            || key_str.to_ascii_lowercase().ends_with("_proxy")
-            || key_str.starts_with("SSL_CERT")
-            || key_str.starts_with("CARGO_NET_")
-            || key_str.starts_with("CARGO_HTTP_")
-            || key_str.starts_with("CARGO_REGISTRIES_");
-        if keep {
-            cmd.env(key, value);
-        }
-    }
-    cmd.env("RUSTC", rustc)
-        // build-std is unstable; the opt-in is scoped to this one nested build.
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("FLASHRS_KERNEL_TABLE", table)
-        .env(
-            "RUSTFLAGS",
-            // Full unrolling keeps every fragment array in registers (no local memory); the link
-            // step is skipped because the PTX is taken from --emit=asm.
-            // sm_90a needs PTX ISA 8.0 (LLVM's default for sm_90 is 7.8); `sm90a` gates the
-            // device code sm_80 lacks (kernels-rs/src/arch/grid.rs).
-            format!(
-                "-C target-cpu={arch} -C linker=/bin/true -C llvm-args=-unroll-threshold=2000{}",
-                if arch.ends_with('a') {
-                    " -C target-feature=+ptx80 --cfg sm90a"
-                } else {
-                    ""
-                }
-            ),
-        )
-        .current_dir(manifest_dir)
-        .args([
-            "rustc",
-            "--release",
-            "--quiet",
-            "--target",
-            "nvptx64-nvidia-cuda",
-            "-Zbuild-std=core",
-        ])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .args(["--", "--emit=asm"]);
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| fail(&format!("cannot run {}: {e}", cargo.display())));
-    if !output.status.success() {
-        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-        fail(&format!(
-            "building kernels-rs for {arch} failed (compiler output above)"
-        ));
-    }
-    let ptx_path = target_dir.join("nvptx64-nvidia-cuda/release/deps/kernels_rs.s");
-    fs::read_to_string(&ptx_path).unwrap_or_else(|e| fail(&format!("{}: {e}", ptx_path.display())))
 }
 
 /// Adds `.maxntid` and `.minnctapersm` (CUDA's `__launch_bounds__`) to the entry `name`: the

@@ -182,8 +182,6 @@ use policy::{Legacy, Light, Mbarrier};
 #[allow(unused_imports)]
 use tile::{Bf16, E4m3, F16};
 
-include!(env!("FLASHRS_KERNEL_TABLE"));
-
 /// V transposed for the e4m3 kernels (`attention::fp8::transpose_v`), one entry point per head
 /// dim, taking the attention launch's parameters: `v` the e4m3 V, `out` the transposed copy. Grid
 /// `(B * H_kv, ceil(keys_padded / 128), D / 128)`, `launch::fp8_transpose::THREADS` threads.
@@ -202,8 +200,6 @@ macro_rules! fp8_transpose_v {
         };));
     };
 }
-fp8_transpose_v!(fp8_transpose_v_d128, 128);
-fp8_transpose_v!(fp8_transpose_v_d256, 256);
 
 /// Row softmax for the cuBLAS-composed attention: fp32 scores `[B*H, S_q, S_k]` to 16-bit
 /// probabilities, scaled, causal-aware. Grid `(ceil(S_q / 4), B*H)`, 128 threads.
@@ -242,5 +238,8 @@ macro_rules! softmax_rows {
         }
     };
 }
-softmax_rows!(softmax_rows_f16, F16);
-softmax_rows!(softmax_rows_bf16, Bf16);
+
+// The entry points: `build.rs`'s table of export-macro invocations, for the variants of
+// `kernels.toml` and the common kernels above (`fp8_transpose_v`, `softmax_rows`), or the part of
+// it that one device unit compiles.
+include!(env!("FLASHRS_KERNEL_TABLE"));

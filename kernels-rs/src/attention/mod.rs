@@ -40,26 +40,36 @@ macro_rules! chained {
     }};
 }
 
-// The family modules carry their export macros (`#[macro_use]`), which `lib.rs` invokes.
+// The family modules carry their export macros (`#[macro_use]`), which the generated table
+// invokes. `build.rs` compiles the crate once per device unit (one variant, or the common
+// kernels) with `--cfg flashrs_unit` and a `family` cfg per family the unit exports, so that a
+// unit reads only its own families' bodies: an edit to one family's file rebuilds only that
+// family's units. A build without `flashrs_unit` (clippy, rustdoc) compiles every family.
+#[cfg(any(not(flashrs_unit), family = "flash_decode"))]
 #[macro_use]
 pub mod decode;
 pub mod fp8;
 pub mod fragment;
+#[cfg(any(not(flashrs_unit), family = "flash_mma"))]
 #[macro_use]
 pub mod mma;
+#[cfg(any(not(flashrs_unit), family = "naive"))]
 #[macro_use]
 pub mod naive;
 pub mod packing;
 pub mod paged;
 pub mod pipeline;
 pub mod rows;
+#[cfg(any(not(flashrs_unit), family = "flash_scalar"))]
 #[macro_use]
 pub mod scalar;
 pub mod shape;
 pub mod varlen;
 pub mod warp_mma;
+#[cfg(any(not(flashrs_unit), family = "flash_wgmma"))]
 #[macro_use]
 pub mod wgmma;
+#[cfg(any(not(flashrs_unit), family = "flash_ws", family = "flash_ws_fp8"))]
 pub mod ws;
 
 use crate::launch::{causal_order, record};
