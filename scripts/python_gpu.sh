@@ -7,7 +7,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-./gpu-out}
 mkdir -p "$OUT"
-LOG="$OUT/python_h100.log"
+# File names carry the GPU (h200 unless FLASHRS_GPU_TAG says otherwise).
+tag=${FLASHRS_GPU_TAG:-h200}
+LOG="$OUT/python_$tag.log"
 : >"$LOG"
 run() { echo "+ $*" | tee -a "$LOG"; "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
 
@@ -26,7 +28,7 @@ fi
 run python3 -c "$smoke" || status=1
 # From the checkout's root, so that python/flashrs (no native module) does not shadow the install.
 run python3 -m unittest discover -v -s python/tests -t python/tests || status=1
-run python3 python/bench/bench_torch.py --json "$OUT/bench_torch_h100.json" || status=1
-run python3 python/bench/bench_torch.py --dtype bf16 --json "$OUT/bench_torch_bf16_h100.json" || status=1
+run python3 python/bench/bench_torch.py --json "$OUT/bench_torch_$tag.json" || status=1
+run python3 python/bench/bench_torch.py --dtype bf16 --json "$OUT/bench_torch_bf16_$tag.json" || status=1
 echo "python round finished with status $status" | tee -a "$LOG"
 exit $status

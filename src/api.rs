@@ -844,6 +844,9 @@ pub unsafe fn attention_raw<T: Element>(
 ) -> Result<&'static VariantSpec> {
     let shape = check_views(&q, &k, &v, Some(&out), lse, options)?;
     let raw = raw_tensors([&q, &k, &v, &out], lse, shape);
+    // The call makes `gpu`'s context current (the legacy stream is the current context's); the
+    // caller's (torch's current device, say) is current again when it returns.
+    let _restore = CurrentContext::save()?;
     // Safety: `stream` is null or a live stream handle for this call (this function's contract).
     let stream = unsafe { borrow_stream(gpu, stream) }?;
     // Safety (the contract of `tensors_from_raw`): the views address allocations of this GPU's
@@ -853,6 +856,43 @@ pub unsafe fn attention_raw<T: Element>(
     // overlap neither each other nor Q, K, V (checked by check_views).
     let mut tensors = unsafe { gpu.tensors_from_raw(&stream, q.layout, shape, T::DTYPE, raw) }?;
     gpu.forward(&mut tensors, options.into(), None)
+}
+
+/// Runs `f`, then makes the CUDA context that was current on this thread before it current
+/// again: opening a [`Gpu`] or launching through [`attention_raw`] binds the GPU's context, and a
+/// caller that shares the thread with another CUDA user (torch's current device) keeps its own.
+pub fn keeping_current_context<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    let _restore = CurrentContext::save()?;
+    f()
+}
+
+/// The CUDA context current on this thread when made, current again when dropped.
+struct CurrentContext(sys::CUcontext);
+
+impl CurrentContext {
+    fn save() -> Result<Self> {
+        // cudarc aborts the process when libcuda is missing: ask first (as `Gpu::open` does).
+        static DRIVER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if !*DRIVER.get_or_init(|| crate::gpu::library_present(&["libcuda.so.1", "libcuda.so", "nvcuda.dll"]))
+        {
+            return Err(Error::NoDriver);
+        }
+        let mut current: sys::CUcontext = std::ptr::null_mut();
+        // Safety: `current` is a valid place for the driver to write the answer. Before the
+        // driver is initialised no context is current, which is the null the call leaves.
+        if unsafe { sys::cuCtxGetCurrent(&mut current) }.result().is_err() {
+            current = std::ptr::null_mut();
+        }
+        Ok(CurrentContext(current))
+    }
+}
+
+impl Drop for CurrentContext {
+    fn drop(&mut self) {
+        // Safety: the handle was current on this thread when saved (or null, which unbinds);
+        // the caller owns that context and keeps it alive across the call.
+        unsafe { sys::cuCtxSetCurrent(self.0) };
+    }
 }
 
 /// `stream` as a cudarc stream of `gpu`'s context that the library never destroys, refusing a

@@ -21,14 +21,25 @@ use crate::launch::item_walk::ItemWalk;
 use crate::launch::{tail_split, LaunchArgs};
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
+use crate::staging::{self, Permanents, Staged};
 use crate::tma;
 use crate::variants::{Family, VariantSpec, VARIANTS};
 
-/// An open GPU: one context, its default stream, and the module of kernels for its architecture.
+/// Where an open GPU's kernels come from.
+enum KernelCode {
+    /// A cubin `host cubin` assembled from the embedded PTX (`FLASHRS_CUBIN_DIR`): every kernel,
+    /// in one module loaded when the GPU is opened.
+    Cubin(Arc<CudaModule>),
+    /// The embedded PTX of the GPU's architecture: each kernel is loaded as a module of its own
+    /// on first use, so the driver compiles only the kernels a process runs.
+    Ptx(&'static embedded::EntryModules),
+}
+
+/// An open GPU: one context, its default stream, and the kernels for its architecture.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    module: Arc<CudaModule>,
+    code: KernelCode,
     /// The PTX architecture loaded (80 or 90).
     pub arch: u32,
     /// The device's name, as the driver reports it.
@@ -46,6 +57,8 @@ pub struct Gpu {
     functions: Mutex<HashMap<String, CudaFunction>>,
     /// flash_decode's workspace and cached facts (`decode.rs`).
     pub(crate) decode: crate::decode::State,
+    /// What launches captured in CUDA graphs read from device memory (`staging`).
+    permanents: Permanents,
 }
 
 /// A variant resolved for one head dim: its entry point and launch facts. The fields are read
@@ -234,7 +247,7 @@ pub struct Tensors {
     stream: Arc<CudaStream>,
     /// The tensor maps of the last `flash_ws` launch (host bytes and their device copy), reused
     /// while the buffers and tile sizes stay the same.
-    maps: MapCache,
+    maps: Option<Staged>,
     /// The item table of the last causal persistent `flash_ws` launch (`causal_item_table`),
     /// dealt again only for another variant, shape or grid.
     walk_table: TableCache,
@@ -372,7 +385,6 @@ impl Gpu {
         if !library_present(&["libcuda.so.1", "libcuda.so", "nvcuda.dll"]) {
             return Err(Error::NoDriver);
         }
-        eager_module_loading();
         let count = CudaContext::device_count().map_err(|e| Error::NoDevice(e.to_string()))?;
         if ordinal >= count.max(0) as usize {
             return Err(Error::NoDevice(format!(
@@ -398,7 +410,12 @@ impl Gpu {
             }
         };
         let cubin_dir = std::env::var_os("FLASHRS_CUBIN_DIR").filter(|d| !d.is_empty());
-        let module = ctx.load_module(kernel_image(cubin_dir.map(Into::into), target, ptx_text)?)?;
+        let code = match cubin_dir {
+            Some(dir) => KernelCode::Cubin(ctx.load_module(cubin_image(dir.into(), target, ptx_text)?)?),
+            None => KernelCode::Ptx(embedded::EntryModules::embedded(arch).ok_or_else(|| {
+                Error::MissingSymbol(format!("the embedded {target} PTX cannot be read into kernels"))
+            })?),
+        };
         let max_smem_optin =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
         let sm_count = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
@@ -408,12 +425,13 @@ impl Gpu {
             .filter(|&k| k > 0)
             .map(|k| k as u32);
         Ok(Gpu {
+            permanents: Permanents::new(ctx.clone()),
             sm_count,
             clock_khz,
             stream,
             name: ctx.name()?,
             ctx,
-            module,
+            code,
             arch,
             compute_capability,
             max_smem_optin,
@@ -488,10 +506,7 @@ impl Gpu {
         let function = match functions.get(&symbol) {
             Some(f) => f.clone(),
             None => {
-                let f = self
-                    .module
-                    .load_function(&symbol)
-                    .map_err(|_| Error::MissingSymbol(symbol.clone()))?;
+                let f = self.load_function(&symbol)?;
                 // Above 48 KiB a block's dynamic shared memory must be opted into per function.
                 f.set_attribute(
                     CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -530,16 +545,29 @@ impl Gpu {
         if let Some(f) = functions.get(name) {
             return Ok(f.clone());
         }
-        let f = self.function(name)?;
+        let f = self.load_function(name)?;
         functions.insert(name.to_string(), f.clone());
         Ok(f)
     }
 
-    /// A fixed (non-variant) kernel of the module by name, such as `softmax_rows_f16`.
+    /// A fixed (non-variant) kernel by name, such as `softmax_rows_f16`.
     pub fn function(&self, name: &str) -> Result<CudaFunction> {
-        self.module
-            .load_function(name)
-            .map_err(|_| Error::MissingSymbol(name.to_string()))
+        self.cached_function(name)
+    }
+
+    /// Loads the kernel `name`: from the cubin, or as its own module cut from the embedded PTX
+    /// (which the driver compiles now). Callers cache the result.
+    fn load_function(&self, name: &str) -> Result<CudaFunction> {
+        let missing = || Error::MissingSymbol(name.to_string());
+        match &self.code {
+            KernelCode::Cubin(module) => module.load_function(name).map_err(|_| missing()),
+            KernelCode::Ptx(modules) => {
+                let module = self
+                    .ctx
+                    .load_module(Ptx::from_src(modules.module(name).ok_or_else(missing)?))?;
+                module.load_function(name).map_err(|_| missing())
+            }
+        }
     }
 
     /// Copies host data to a new device buffer.
@@ -820,7 +848,7 @@ impl Gpu {
                 lse: tensors.lse.as_ref().map(|lse| lse.len()),
                 barrier_log: barrier_log.as_ref().map(|log| log.len()),
                 tensor_maps: match &tensors.maps {
-                    Some((_, maps)) if uses_maps => Some(maps.len()),
+                    Some(maps) if uses_maps => Some(maps.len()),
                     _ => None,
                 },
             },
@@ -842,16 +870,18 @@ impl Gpu {
         // A causal persistent launch walks the host's item table: dealt once per variant, shape
         // and grid, and copied in the tensors' stream's order.
         let has_table = walks_item_table(kernel.variant, params.causal);
-        let table_key = (kernel.variant.name, shape, config.grid_dim.0);
-        if has_table
-            && tensors
-                .walk_table
-                .as_ref()
-                .is_none_or(|(key, _)| *key != table_key)
-        {
-            let table = causal_item_table(kernel.variant, shape, config.grid_dim.0)
-                .ok_or_else(|| too_large(shape))?;
-            tensors.walk_table = Some((table_key, tensors.stream.clone_htod(&table)?));
+        if has_table {
+            let table_key = (kernel.variant.name, shape, config.grid_dim.0);
+            let (bytes, mut staged) = match tensors.walk_table.take() {
+                Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
+                cached => {
+                    let table = causal_item_table(kernel.variant, shape, config.grid_dim.0)
+                        .ok_or_else(|| too_large(shape))?;
+                    (staging::words_bytes(&table), cached.map(|(_, staged)| staged))
+                }
+            };
+            self.stage(&tensors.stream, bytes, &mut staged)?;
+            tensors.walk_table = staged.map(|staged| (table_key, staged));
         }
         let Tensors {
             q,
@@ -873,19 +903,13 @@ impl Gpu {
         let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
         let (lse_ptr, _lse_guard) = optional_ptr_mut(lse.as_deref_mut(), stream);
         let (log_ptr, _log_guard) = optional_ptr_mut(barrier_log, stream);
-        let (tensor_maps, _maps_guard) = match maps {
-            Some((_, buffer)) if uses_maps => {
-                let (ptr, guard) = buffer.device_ptr(stream);
-                (ptr, Some(guard))
-            }
-            _ => (0, None),
+        let tensor_maps = match maps {
+            Some(maps) if uses_maps => maps.address(stream),
+            _ => 0,
         };
-        let (walk_table, _table_guard) = match walk_table {
-            Some((_, buffer)) if has_table => {
-                let (ptr, guard) = buffer.device_ptr(stream);
-                (ptr, Some(guard))
-            }
-            _ => (0, None),
+        let walk_table = match walk_table {
+            Some((_, table)) if has_table => table.address(stream),
+            _ => 0,
         };
         let args = LaunchArgs {
             q: q_ptr,
@@ -944,7 +968,18 @@ impl Gpu {
             let (address, _sync) = buffer.device_ptr(&tensors.stream);
             bytes.extend_from_slice(&geometry.encode(dtype, address)?);
         }
-        upload_maps(&tensors.stream, bytes, &mut tensors.maps)
+        self.stage(&tensors.stream, bytes, &mut tensors.maps)
+    }
+
+    /// Copies `bytes` (tensor maps, an item table) to the device for the launch enqueued next on
+    /// `stream`, into `cache`, in a way a CUDA graph capturing `stream` replays (`staging`).
+    pub(crate) fn stage(
+        &self,
+        stream: &Arc<CudaStream>,
+        bytes: Vec<u8>,
+        cache: &mut Option<Staged>,
+    ) -> Result<()> {
+        staging::stage(&self.permanents, stream, bytes, cache)
     }
 
     /// Blocks of `kernel` that fit on one multiprocessor at once (registers, shared memory,
@@ -990,29 +1025,10 @@ pub fn library_present(names: &[&str]) -> bool {
     })
 }
 
-/// Asks the driver to compile the whole PTX module when it is loaded (`CUDA_MODULE_LOADING=EAGER`)
-/// unless the caller chose a mode. With the driver's default lazy loading, measured on the H100
-/// (driver 580): every first use of a kernel took tens of seconds (the module is large: every
-/// variant, head dim and dtype), so a `verify` of one variant ran past a minute; eagerly, the whole
-/// module compiles once in about 30 s. Read by the driver at its initialisation, so it is set
-/// before the first context, once.
-fn eager_module_loading() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
-            std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
-        }
-    });
-}
-
-/// The module to load: the embedded PTX, which the driver compiles (about 40 s for every variant
-/// on sm_90a), or, where `FLASHRS_CUBIN_DIR` names a folder that `host cubin` filled, the cubin
-/// ptxas assembled from that same PTX. A cubin whose fingerprint does not match the embedded PTX
-/// is refused: its kernels could take other parameters than this build passes.
-fn kernel_image(cubin_dir: Option<std::path::PathBuf>, target: &str, ptx_text: &str) -> Result<Ptx> {
-    let Some(dir) = cubin_dir else {
-        return Ok(Ptx::from_src(ptx_text));
-    };
+/// The cubin in `dir` (a folder that `host cubin` filled) that ptxas assembled from the embedded
+/// PTX of `target`. A cubin whose fingerprint does not match the embedded PTX is refused: its
+/// kernels could take other parameters than this build passes.
+fn cubin_image(dir: std::path::PathBuf, target: &str, ptx_text: &str) -> Result<Ptx> {
     let (cubin, fingerprint) = embedded::cubin_files(target);
     let read = |name: &str| {
         std::fs::read(dir.join(name)).map_err(|e| Error::Cubin(format!("{}: {e}", dir.join(name).display())))
@@ -1028,29 +1044,9 @@ fn kernel_image(cubin_dir: Option<std::path::PathBuf>, target: &str, ptx_text: &
     Ok(Ptx::from_binary(read(&cubin)?))
 }
 
-/// Encoded tensor maps (host bytes) and their device copy, kept beside the buffers they describe.
-pub(crate) type MapCache = Option<(Vec<u8>, CudaSlice<u8>)>;
-
-/// Puts the encoded maps `bytes` on the GPU, in `stream`'s order before the launch that reads
-/// them, unless `cache` already holds the same bytes (same buffers, shape, layout and tiles).
-pub(crate) fn upload_maps(stream: &Arc<CudaStream>, bytes: Vec<u8>, cache: &mut MapCache) -> Result<()> {
-    match cache {
-        Some((cached, _)) if *cached == bytes => {}
-        Some((cached, buffer)) => {
-            stream.memcpy_htod(&bytes, buffer)?;
-            *cached = bytes;
-        }
-        None => {
-            let buffer = stream.clone_htod(&bytes)?;
-            *cache = Some((bytes, buffer));
-        }
-    }
-    Ok(())
-}
-
 /// A causal persistent launch's item table (`causal_item_table`): the variant, shape and grid it
 /// was dealt for, and its device copy.
-type TableCache = Option<((&'static str, Shape, u32), CudaSlice<u32>)>;
+type TableCache = Option<((&'static str, Shape, u32), Staged)>;
 
 /// The NaN bit pattern of `dtype`, for poisoning outputs.
 pub fn nan(dtype: DType) -> u16 {
@@ -1240,10 +1236,10 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 }
 
 /// The library's choice of variant: by architecture, head dim, how many waves of 128-row query
-/// blocks the problem fills, and the mask (the first entry whose architecture the device has,
-/// whose `min_waves` the problem reaches and whose mask filter it passes wins). Measured on the
-/// H100 (evidence/bench_h100.json and docs/perf-notes.md). Hopper takes the warp-specialised
-/// `flash_ws`, everything else the `mma.sync` kernels.
+/// blocks the problem fills, and the mask (the first entry whose architecture the device has, whose
+/// `min_waves` the problem reaches and whose mask filter it passes wins). Measured on the H100
+/// (evidence/forward/bench_h100.json and docs/history/perf-notes.md). Hopper takes the
+/// warp-specialised `flash_ws`, everything else the `mma.sync` kernels.
 ///
 /// | arch | head dim | mask       | >= 4 waves            | >= 1 wave                | less                  |
 /// |------|----------|------------|-----------------------|--------------------------|-----------------------|
@@ -1255,50 +1251,52 @@ pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Resul
 /// | 80   | 64       | both       | (as >= 1 wave)        | mma m128_n64_w4_s2       | mma m64_n64_w4_s2_b3  |
 /// | 80   | 128      | both       | (as >= 1 wave)        | mma m128_n32_w4_s3_qsmem | mma m64_n64_w4_s2     |
 ///
-/// Problems from one wave on take the persistent twins (`_ps`, one block per SM walking the
-/// work items): since v22 (session 16) their KV loop is the grid kernels' and the next item's
-/// loads run under each item's end: 1-11% faster than the grid at head dims 64 and 128 on the
-/// non-causal shapes of one wave or more measured up to 4096 keys, a tie at 8192
-/// (evidence/session16/, docs/perf-notes.md v22). Causal problems kept the grid until session 31:
-/// a persistent walk by positions lacks the grid's longest-first order (1.46x slower at
-/// (1,16,16384,128)). Since v45 (session 30) a causal persistent launch walks the host's item
-/// table instead (`causal_item_table`, the grid's order dealt out ahead): 4-9% faster than the
-/// grid at (2,16,4096,128) and (4,16,2048,128), 6-7% at (4,16,2048,64), 1% at (1,16,16384,128)
-/// (evidence/session30/c6/, c8/), and the README's bench (`PICKS_BENCH`) times it as the pick.
-/// Causal problems at head dim 128 take the 128-key tile, not the 176-key one, from session 17
-/// on: 3.6-4% faster at (2,16,4096,128) in both dtypes of session 17's evidence runs and 6% in
-/// session 16's, a tie (0.3%) at (1,16,16384,128) (evidence/session17/, docs/perf-notes.md v23).
+/// Problems from one wave on take the persistent twins (`_ps`, one block per SM walking the work
+/// items): since their item loop was made warp-converged, their KV loop is the grid kernels' and
+/// the next item's loads run under each item's end: 1-11% faster than the grid at head dims 64 and
+/// 128 on the non-causal shapes of one wave or more measured up to 4096 keys, a tie at 8192
+/// (evidence/forward/dispatch/persistent-vs-grid/, docs/kernels/flash_ws.md, persistence). Causal
+/// problems kept the grid at first: a persistent walk by positions lacks the grid's longest-first
+/// order (1.46x slower at (1,16,16384,128)). A causal persistent launch now walks the host's item
+/// table instead (`causal_item_table`, the grid's order dealt out ahead): 4-9% faster than the grid
+/// at (2,16,4096,128) and (4,16,2048,128), 6-7% at (4,16,2048,64), 1% at (1,16,16384,128)
+/// (evidence/forward/dispatch/causal-persistent/), and the README's bench (`PICKS_BENCH`) times it
+/// as the pick. Causal problems at head dim 128 take the 128-key tile, not the 176-key one: 3.6-4%
+/// faster at (2,16,4096,128) in both dtypes of one set of runs and 6% in another, a tie (0.3%) at
+/// (1,16,16384,128) (evidence/forward/dispatch/causal-n128/, docs/kernels/flash_ws.md, tiles per
+/// head dim).
 ///
 /// Head dim 64 takes three consumer warpgroups (192-row blocks) from four waves of 128-row blocks
 /// on: 6-12% faster non-causal and 10-13% causal at (4,16,2048,64), (2,16,4096,64) and
 /// (1,16,8192,64), but 15% slower at (2,8,2048,64), where its 176 blocks fill 132 SMs 1.3 times
-/// (evidence/session12/, docs/perf-notes.md v18). Fewer, larger blocks lose to the last wave's
-/// idle SMs below about four waves (2.7 waves of 192-row blocks). Since the persistent kernel
-/// splits its last round over the idle SMs (session 19, `launch::tail_split`, v25) its 192-row
-/// twin wins non-causal from one wave on where a head has 2048 rows or more: 2-12% faster than
-/// the 128-row one at (2,8,2048,64), (1,8,4096,64), (2,16,2048,64) and (3,16,2048,64) in fp16
-/// and bf16, a tie at (1,16,4096,64); at (1,32,1024,64), whose last row block per head is a
-/// third full, 11% slower (evidence/session19/waves/).
+/// (evidence/forward/dispatch/three-consumers-d64/, docs/kernels/flash_ws.md, tiles per head dim).
+/// Fewer, larger blocks lose to the last wave's idle SMs below about four waves (2.7 waves of
+/// 192-row blocks). Since the persistent kernel splits its last round over the idle SMs
+/// (`launch::tail_split`) its 192-row twin wins non-causal from one wave on where a head has 2048
+/// rows or more: 2-12% faster than the 128-row one at (2,8,2048,64), (1,8,4096,64), (2,16,2048,64)
+/// and (3,16,2048,64) in fp16 and bf16, a tie at (1,16,4096,64); at (1,32,1024,64), whose last row
+/// block per head is a third full, 11% slower (evidence/forward/dispatch/waves-d64/).
 ///
-/// Ahead of those, non-causal head-dim-64 problems whose 256-row blocks make one or two rounds
-/// that keep three quarters of the SMs busy or more (`fills_its_rounds`) take four consumer
-/// warpgroups, whose blocks then need no second item or split tail: 1.07-1.18x cuDNN and 2-14%
-/// faster than the earlier picks at (2,8,2048,64), (1,8,4096,64), (1,32,1024,64),
-/// (2,7,2048,64), (1,13,2048,64), (2,8,2000,64) and (2,8,2048,4096,64), 5% at (4,8,2048,64)
-/// (two rounds). At (1,12,2048,64) (96 blocks) the 192-row items make exactly one round and win;
-/// at four rounds ((4,16,2048,64)) the persistent pick is 5% faster; causal blocks are too uneven
-/// for one round (evidence/session32/c3, c4; docs/perf-notes.md v47).
+/// Ahead of those, non-causal head-dim-64 problems whose 256-row blocks make one or two rounds that
+/// keep three quarters of the SMs busy or more (`fills_its_rounds`) take four consumer warpgroups,
+/// whose blocks then need no second item or split tail: 1.07-1.18x cuDNN and 2-14% faster than the
+/// earlier picks at (2,8,2048,64), (1,8,4096,64), (1,32,1024,64), (2,7,2048,64), (1,13,2048,64),
+/// (2,8,2000,64) and (2,8,2048,4096,64), 5% at (4,8,2048,64) (two rounds). At (1,12,2048,64) (96
+/// blocks) the 192-row items make exactly one round and win; at four rounds ((4,16,2048,64)) the
+/// persistent pick is 5% faster; causal blocks are too uneven for one round
+/// (evidence/forward/dispatch/four-consumers-d64/, docs/kernels/flash_ws.md, tiles per head dim).
 ///
 /// Small problems wanted more, smaller blocks before `flash_ws` (at (2,8,512,64) the 128-row tiles
 /// give 64 blocks for 132 SMs); on Hopper it now wins there too: at (1,8,2048,128) 30 us against
 /// `flash_wgmma`'s 45 (cuDNN 31.6), at (1,8,2048,64) 23 us against `flash_mma`'s 40 (cuDNN 22.6),
-/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/session8/). Among two-consumer kernels at head
-/// dim 64 the 128-key ping-pong pair has been ahead since v17, 2-4% at (4,16,2048,64) and
-/// (2,16,4096,64) (evidence/session11/). At head dim 256 ping-pong pays
-/// since the lazy rescale (v16): 4-8% at (2,16,4096,256), a tie at (1,4,2048,256) causal
-/// (evidence/session10/lazy_rescale/call5_s4/). The tuned table keeps `flash_mma`
-/// for the smallest head-dim-64 problems it measured faster. Decode-like problems go to
-/// `flash_decode` first (`Gpu::choose`, src/decode.rs).
+/// at (2,8,512,64) 8.2-8.7 us against 9.8 (evidence/forward/dispatch/small-problems/). Among
+/// two-consumer kernels at head dim 64 the 128-key ping-pong pair has been ahead since the causal
+/// longest-first order, 2-4% at (4,16,2048,64) and (2,16,4096,64)
+/// (evidence/forward/dispatch/d64-ping-pong/). At head dim 256 ping-pong pays since the lazy
+/// rescale: 4-8% at (2,16,4096,256), a tie at (1,4,2048,256) causal
+/// (evidence/forward/dispatch/d256-ping-pong/). The tuned table keeps `flash_mma` for the smallest
+/// head-dim-64 problems it measured faster. Decode-like problems go to `flash_decode` first
+/// (`Gpu::choose`, src/decode.rs).
 pub const DISPATCH: &[DispatchEntry] = &[
     DispatchEntry {
         arch: 90,
@@ -1550,12 +1548,12 @@ pub(crate) fn walks_item_table(variant: &VariantSpec, causal: bool) -> bool {
 ///
 /// A causal item sees from one tile of keys to all of them, so the positions' walk (block `b`
 /// takes items `b, b + grid, ...`) deals the blocks unequal work: 1.46x slower than the grid
-/// kernel at (1,16,16384,128) (docs/perf-notes.md, v22). The grid kernel's blocks take their
-/// items in the longest-first order of `launch::causal_order` as SMs come free; here the host
-/// deals that order out the same way ahead of time (list scheduling: each item to the block whose
-/// items so far end first, by their KV tiles and a fixed cost per item), so that a persistent
-/// block runs the grid kernel's schedule without its per-block start and end (docs/perf-notes.md,
-/// v45).
+/// kernel at (1,16,16384,128) (docs/kernels/flash_ws.md, persistence). The grid kernel's blocks
+/// take their items in the longest-first order of `launch::causal_order` as SMs come free; here
+/// the host deals that order out the same way ahead of time (list scheduling: each item to the
+/// block whose items so far end first, by their KV tiles and a fixed cost per item), so that a
+/// persistent block runs the grid kernel's schedule without its per-block start and end
+/// (docs/kernels/flash_ws.md, persistence: causal problems walk a table).
 pub(crate) fn causal_item_table(variant: &VariantSpec, shape: Shape, grid: u32) -> Option<Vec<u32>> {
     use crate::launch::{causal_order, item_walk::table};
     let (block_m, block_n) = (variant.block_m, variant.block_n);
@@ -1812,7 +1810,7 @@ mod tests {
     }
 
     /// The bench run the README's results table comes from (`scripts/readme_table.py`).
-    const PICKS_BENCH: &str = "evidence/bench_h200.json";
+    const PICKS_BENCH: &str = "evidence/forward/bench_h200.json";
 
     /// The README's column of the library's picks is what this tree's dispatch picks on that
     /// bench's GPU (variant, and whether the tuned table chose it), with the speed relative to
@@ -2260,7 +2258,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let (cubin, fingerprint) = embedded::cubin_files("sm_90a");
         let ptx = ".version 8.0\n.target sm_90a\n";
-        let image = |dir: &std::path::Path| kernel_image(Some(dir.to_path_buf()), "sm_90a", ptx);
+        let image = |dir: &std::path::Path| cubin_image(dir.to_path_buf(), "sm_90a", ptx);
         // Nothing written yet: the missing file is named.
         assert!(matches!(image(&dir), Err(Error::Cubin(m)) if m.contains("ptx-fnv64")));
         std::fs::write(dir.join(&cubin), b"\x7fELF").unwrap();
@@ -2269,11 +2267,6 @@ mod tests {
         let own = format!("{:016x}\n", embedded::fingerprint(ptx));
         std::fs::write(dir.join(&fingerprint), own).unwrap();
         assert!(image(&dir).is_ok(), "the matching cubin loads");
-        // Without a folder the PTX itself is what loads.
-        assert!(kernel_image(None, "sm_90a", ptx)
-            .unwrap()
-            .to_src()
-            .contains(".target sm_90a"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

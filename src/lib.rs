@@ -30,15 +30,16 @@ pub mod layout;
 pub mod paged;
 pub mod problem;
 pub mod spec;
+mod staging;
 pub mod tma;
 pub mod tuned_table;
 pub mod variants;
 pub mod varlen;
 
 pub use api::{
-    attention, attention_raw, check_paged, check_varlen, check_views, fits_layout, layout_from_strides,
-    paged_attention, varlen_attention, Attention, DeviceArray, DeviceTensor, Element, LseBuffer,
-    PackedTensor, PagedCache, RawOptions, TensorView,
+    attention, attention_raw, check_paged, check_varlen, check_views, fits_layout, keeping_current_context,
+    layout_from_strides, paged_attention, varlen_attention, Attention, DeviceArray, DeviceTensor, Element,
+    LseBuffer, PackedTensor, PagedCache, RawOptions, TensorView,
 };
 pub use decode::{DecodeOptions, SplitSource};
 pub use error::{Error, Result};
@@ -124,6 +125,104 @@ pub mod embedded {
             80 => Some(PTX_SM80),
             90 => Some(PTX_SM90),
             _ => None,
+        }
+    }
+
+    /// One architecture's PTX cut into a module per kernel: what every kernel may use (the
+    /// header, the shared-memory declarations, the helper functions) and the kernel's entry. The
+    /// driver compiles a module when it is loaded, so a process that loads only the kernels it
+    /// runs pays a fraction of a second for each, not the whole module's JIT (about 40 s on
+    /// sm_90a, every variant, head dim and dtype).
+    pub struct EntryModules {
+        shared: String,
+        entries: std::collections::HashMap<&'static str, &'static str>,
+    }
+
+    impl EntryModules {
+        /// Reads `ptx`'s statements (`None` if it is not a module rustc wrote).
+        pub fn new(ptx: &'static str) -> Option<EntryModules> {
+            let (header, items) = crate::ptx_items::split(ptx).ok()?;
+            let mut shared = String::from(header);
+            let mut entries = std::collections::HashMap::new();
+            for item in items {
+                let text = item.text.trim_start();
+                if text.starts_with(".visible .entry") {
+                    entries.insert(crate::ptx_items::defined_name(text)?, item.text);
+                } else if !text.starts_with(".visible .global") {
+                    // The globals are the host's launch facts (`u32_globals`), not kernel code.
+                    shared.push_str(item.text);
+                    shared.push('\n');
+                }
+            }
+            Some(EntryModules { shared, entries })
+        }
+
+        /// The module holding the kernel `entry`, or `None` if the PTX has no such kernel.
+        pub fn module(&self, entry: &str) -> Option<String> {
+            self.entries
+                .get(entry)
+                .map(|text| format!("{}{text}", self.shared))
+        }
+
+        /// The embedded PTX of architecture `arch` (80 or 90), read once per process.
+        pub fn embedded(arch: u32) -> Option<&'static EntryModules> {
+            static SM80: std::sync::OnceLock<Option<EntryModules>> = std::sync::OnceLock::new();
+            static SM90: std::sync::OnceLock<Option<EntryModules>> = std::sync::OnceLock::new();
+            let cell = match arch {
+                80 => &SM80,
+                90 => &SM90,
+                _ => return None,
+            };
+            cell.get_or_init(|| EntryModules::new(ptx(arch)?)).as_ref()
+        }
+    }
+}
+
+// build.rs reads the rest of it (the merge of the device units).
+#[allow(dead_code)]
+mod ptx_items;
+
+#[cfg(test)]
+mod tests {
+    use super::embedded::{self, EntryModules};
+
+    /// Every kernel of every embedded module is cut out whole: its module has the header, the
+    /// shared declarations and its own entry, and no other kernel; its text is the entry's text
+    /// in the whole module.
+    #[test]
+    fn every_kernel_has_a_module_of_its_own() {
+        for (target, arch, ptx) in embedded::modules() {
+            let modules = EntryModules::embedded(arch).expect("the embedded PTX reads");
+            let entries: Vec<&str> = ptx
+                .lines()
+                .filter_map(|l| l.strip_prefix(".visible .entry "))
+                .filter_map(|l| l.split('(').next())
+                .collect();
+            assert!(entries.len() > 10, "{target}: {} kernels", entries.len());
+            for entry in &entries {
+                let module = modules.module(entry).unwrap();
+                assert!(
+                    module.starts_with(&ptx[..ptx.find(".address_size").unwrap()]),
+                    "{entry}"
+                );
+                assert!(
+                    module.contains(".extern .shared"),
+                    "{entry}: no dynamic shared memory"
+                );
+                assert_eq!(module.matches(".visible .entry ").count(), 1, "{entry}");
+                let own = &module[module.find(".visible .entry ").unwrap()..];
+                let at = ptx.find(&format!(".visible .entry {entry}(")).unwrap();
+                assert_eq!(
+                    ptx.get(at..at + own.len()),
+                    Some(own),
+                    "{entry}: not the whole module's text"
+                );
+                assert!(
+                    !module.contains(".visible .global"),
+                    "{entry}: launch facts are the host's"
+                );
+            }
+            assert!(modules.module("no_such_kernel").is_none());
         }
     }
 }

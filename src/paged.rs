@@ -1,8 +1,8 @@
-//! Decoding against a paged KV cache (issue #11, item 3): K and V as `[num_blocks, block_size,
-//! H_kv, D]`, a block table `[B, max_blocks]` (int32) naming the page of each `block_size` keys
-//! of each sequence, and each sequence's own length `seqlens_k` `[B]` (int32). Queries are
-//! `[B, H, S_q, D]` (or `[B, S_q, H, D]`), the same `S_q` for every sequence, causal masks
-//! aligned bottom-right per sequence.
+//! Decoding against a paged KV cache (docs/kernels/varlen-paged.md): K and V as `[num_blocks,
+//! block_size, H_kv, D]`, a block table `[B, max_blocks]` (int32) naming the page of each
+//! `block_size` keys of each sequence, and each sequence's own length `seqlens_k` `[B]` (int32).
+//! Queries are `[B, H, S_q, D]` (or `[B, S_q, H, D]`), the same `S_q` for every sequence, causal
+//! masks aligned bottom-right per sequence.
 //!
 //! [`PagedKv`] is the host's description, checked in full before anything reaches a GPU (table
 //! entries inside the cache, lengths inside the table, block sizes); [`PagedTensors`] holds it on
@@ -210,7 +210,7 @@ pub struct PagedTensors {
     dtype: DType,
     layout: Layout,
     /// The copy-engine variants' tensor maps of the K and V caches, as last encoded.
-    maps: crate::gpu::MapCache,
+    maps: Option<crate::staging::Staged>,
 }
 
 impl PagedTensors {
@@ -472,12 +472,9 @@ impl Gpu {
         let (lens_ptr, _lens) = seqlens_k.device_ptr(&stream);
         let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_deref_mut(), &stream);
         let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
-        let (tensor_maps, _maps) = match maps {
-            Some((_, buffer)) if uses_maps => {
-                let (ptr, guard) = buffer.device_ptr(&stream);
-                (ptr, Some(guard))
-            }
-            _ => (0, None),
+        let tensor_maps = match maps {
+            Some(maps) if uses_maps => maps.address(&stream),
+            _ => 0,
         };
         let args = LaunchArgs {
             q: q_ptr,
@@ -537,7 +534,7 @@ impl Gpu {
             bytes[place * tma::MAP_BYTES..][..tma::MAP_BYTES]
                 .copy_from_slice(&geometry.encode(tensors.dtype, address)?);
         }
-        crate::gpu::upload_maps(&stream, bytes, &mut tensors.maps)
+        self.stage(&stream, bytes, &mut tensors.maps)
     }
 }
 

@@ -1,6 +1,6 @@
-//! Variable-length batches (issue #11, item 4): sequences of their own lengths packed one after
-//! another, Q and the output as `[total_q, H, D]`, K and V as `[total_k, H_kv, D]`, with
-//! `cu_seqlens_q` and `cu_seqlens_k` (int32 prefix sums, `B + 1` entries) saying where each
+//! Variable-length batches (docs/kernels/varlen-paged.md): sequences of their own lengths packed
+//! one after another, Q and the output as `[total_q, H, D]`, K and V as `[total_k, H_kv, D]`,
+//! with `cu_seqlens_q` and `cu_seqlens_k` (int32 prefix sums, `B + 1` entries) saying where each
 //! sequence's rows are. Causal masks are aligned bottom-right per sequence, as for dense
 //! problems with `S_q != S_k`; the log-sum-exp is `[H, total_q]`.
 //!
@@ -223,13 +223,13 @@ pub struct VarlenTensors {
     head_dim: usize,
     dtype: DType,
     /// flash_ws's tensor maps: the bytes last encoded and their device copy.
-    maps: crate::gpu::MapCache,
+    maps: Option<crate::staging::Staged>,
     /// Elements of the output (and of the log-sum-exp) before and after the packed rows that
     /// no kernel may write (`verify`'s guards); 0 unless asked for.
     out_guard: usize,
     lse_guard: usize,
     /// The persistent flash_ws's item table (`varlen_item_table`) and its device copy.
-    item_table: Option<(TableKey, CudaSlice<u32>)>,
+    item_table: Option<(TableKey, crate::staging::Staged)>,
 }
 
 /// What a varlen item table was dealt for: the variant, the mask (causal or not) and the grid.
@@ -346,8 +346,8 @@ fn varlen_items(batch: &VarlenBatch, heads: usize, block_m: u32) -> usize {
 /// head's row blocks side by side (causal: those that see the most keys first), each item to the
 /// block whose items so far end first (list scheduling, `gpu::dealt_item_table`, by KV tiles
 /// and a fixed cost per item). The blocks at work at once then share a few heads' K and V in L2
-/// (a first order that spread them over all heads was 3-6% slower: docs/perf-notes.md, varlen v3),
-/// and the last items dealt are the shortest.
+/// (a first order that spread them over all heads was 3-6% slower: docs/history/perf-notes.md, the
+/// host-built row-block list for varlen), and the last items dealt are the shortest.
 fn varlen_item_table(
     batch: &VarlenBatch,
     heads: usize,
@@ -624,7 +624,7 @@ impl Gpu {
             let (address, _sync) = buffer.device_ptr(&stream);
             bytes.extend_from_slice(&geometry.encode(tensors.dtype, address + skip)?);
         }
-        crate::gpu::upload_maps(&stream, bytes, &mut tensors.maps)
+        self.stage(&stream, bytes, &mut tensors.maps)
     }
 
     /// Launches `kernel` on the packed tensors (asynchronously, on this GPU's stream); for a
@@ -680,22 +680,27 @@ impl Gpu {
         // A persistent flash_ws walks the host's item table: dealt once per variant, mask and
         // grid, and copied in the stream's order.
         let persistent = kernel.variant().persistent;
-        let table_key = (kernel.variant().name, params.causal, config.grid_dim.0);
-        if persistent
-            && tensors
-                .item_table
-                .as_ref()
-                .is_none_or(|(key, _)| *key != table_key)
-        {
-            let table = varlen_item_table(
-                &tensors.batch,
-                heads,
-                kernel.variant(),
-                params.causal,
-                config.grid_dim.0,
-            )
-            .ok_or_else(|| Error::InvalidProblem(format!("varlen {packed}: too many work items")))?;
-            tensors.item_table = Some((table_key, self.stream().clone_htod(&table)?));
+        if persistent {
+            let table_key = (kernel.variant().name, params.causal, config.grid_dim.0);
+            let (bytes, mut staged) = match tensors.item_table.take() {
+                Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
+                cached => {
+                    let table = varlen_item_table(
+                        &tensors.batch,
+                        heads,
+                        kernel.variant(),
+                        params.causal,
+                        config.grid_dim.0,
+                    )
+                    .ok_or_else(|| Error::InvalidProblem(format!("varlen {packed}: too many work items")))?;
+                    (
+                        crate::staging::words_bytes(&table),
+                        cached.map(|(_, staged)| staged),
+                    )
+                }
+            };
+            self.stage(self.stream(), bytes, &mut staged)?;
+            tensors.item_table = staged.map(|staged| (table_key, staged));
         }
         let workspace = self.decode_workspace(plan.map_or(0, |p| p.workspace_floats(shape)))?;
         let split_counters = self.decode_counters(plan.map_or(0, |p| p.counters()))?;
@@ -721,20 +726,14 @@ impl Gpu {
         let (cu_k_ptr, _cu_k) = cu_k.device_ptr(&stream);
         let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_deref_mut(), &stream);
         let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
-        let (maps_ptr, _maps) = match maps {
-            Some((bytes, buffer)) if uses_maps && bytes.len() == tma::MAPS * tma::MAP_BYTES => {
-                let (ptr, guard) = buffer.device_ptr(&stream);
-                (ptr, Some(guard))
-            }
+        let maps_ptr = match maps {
+            Some(maps) if uses_maps && maps.len() == tma::MAPS * tma::MAP_BYTES => maps.address(&stream),
             _ if uses_maps => return refuse("the tensor maps were not prepared".into()),
-            _ => (0, None),
+            _ => 0,
         };
-        let (table_ptr, _table) = match item_table {
-            Some((_, table)) if persistent => {
-                let (ptr, guard) = table.device_ptr(&stream);
-                (ptr, Some(guard))
-            }
-            _ => (0, None),
+        let table_ptr = match item_table {
+            Some((_, table)) if persistent => table.address(&stream),
+            _ => 0,
         };
         // The rows start after the guards (none unless asked for); a null LSE stays null.
         let lse_ptr = if lse_ptr == 0 { 0 } else { lse_ptr + 4 * lse_guard };

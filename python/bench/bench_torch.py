@@ -1,7 +1,8 @@
 """Times flashrs.attention (through the Python package, as a torch user calls it) beside torch's
-SDPA backends on the same tensors: per shape, the median of CUDA-event times of single calls
-after a warm-up. Host overhead is included for every contestant alike (this is the cost a
-Python caller pays; `host bench` times the kernels alone through CUDA graphs).
+SDPA backends on the same tensors, three ways per contestant: the median of CUDA-event times of
+single calls after a warm-up, the wall clock per call of 1,000 back-to-back calls (host overhead
+included for every contestant alike: the cost a Python caller pays), and the median per call
+replayed from a CUDA graph (no host work: `host bench` times the kernels alone this way too).
 
     python3 python/bench/bench_torch.py --json bench_torch.json [--dtype bf16] [--iters 50]
 
@@ -12,6 +13,7 @@ python/flashrs (the package's sources, without the native module) would shadow t
 import argparse
 import json
 import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +54,41 @@ def median_us(fn, iters, warmup=5):
     return statistics.median(times)
 
 
+def graph_us(fn, iters, calls=20):
+    """The median time of one call replayed from a CUDA graph of ``calls`` back-to-back calls
+    (warmed up eagerly first, on a side stream, as torch asks): the kernel's time with no host
+    work, what a serving engine that captures its steps pays."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return median_us(graph.replay, iters) / calls
+
+
+def wall_us(fn, calls=1000):
+    """Wall-clock time per call of ``calls`` back-to-back calls (one synchronisation at the end):
+    the larger of the host's cost per call and the kernel's."""
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def timings(fn, iters):
+    """The three times of one contestant: per call between events, back to back, in a graph."""
+    return {"us": median_us(fn, iters), "wall_us": wall_us(fn), "graph_us": graph_us(fn, iters)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="bench_torch.json")
@@ -67,7 +104,8 @@ def main():
         v = torch.randn(b, h_kv, s_k, d, device=device, dtype=dtype)
         _, _, kernel = flashrs._attention(q, k, v, causal, None, False, None)
         row = {"shape": [b, h, h_kv, s_q, s_k, d], "causal": causal, "dtype": args.dtype, "kernel": kernel}
-        row["flashrs_us"] = median_us(lambda: flashrs.attention(q, k, v, causal=causal), args.iters)
+        for key, value in timings(lambda: flashrs.attention(q, k, v, causal=causal), args.iters).items():
+            row["flashrs_" + key] = value
         # torch's is_causal is top-left aligned; with S_q == S_k (or no mask) it is the same mask.
         torch_causal = causal and s_q == s_k
         for name, backend in BACKENDS.items():
@@ -77,21 +115,27 @@ def main():
             try:
                 with sdpa_kernel(backend):
                     call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=torch_causal, enable_gqa=h != h_kv)
-                    row[name + "_us"] = median_us(call, args.iters)
+                    for key, value in timings(call, args.iters).items():
+                        row[name + "_" + key] = value
             except RuntimeError as e:  # the backend does not take this problem
                 row[name + "_us"] = None
                 row[name + "_note"] = str(e).splitlines()[0][:200]
         flops = 4 * b * h * s_q * s_k * d / (2 if causal else 1)
         row["flashrs_tflops"] = flops / row["flashrs_us"] / 1e6
         rows.append(row)
-        peers = "  ".join(
-            f"{n} {row[n + '_us']:.1f}" if row[n + "_us"] else f"{n} -" for n in BACKENDS
-        )
-        print(f"{row['shape']} causal={causal}: flashrs {row['flashrs_us']:.1f} us ({kernel})  {peers}", flush=True)
+        def times(n):
+            if not row.get(n + "_us"):
+                return f"{n} -"
+            return f"{n} {row[n + '_us']:.1f}/{row[n + '_wall_us']:.1f}/{row[n + '_graph_us']:.1f}"
+
+        peers = "  ".join(times(n) for n in BACKENDS)
+        print(f"{row['shape']} causal={causal} ({kernel}) events/wall/graph us: {times('flashrs')}  {peers}", flush=True)
     result = {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
-        "method": "median of per-call CUDA-event times from Python, host overhead included",
+        "method": "per contestant: *_us median of per-call CUDA-event times from Python (host overhead "
+        "included), *_wall_us wall clock per call of 1000 back-to-back calls, *_graph_us median per call "
+        "replayed from a CUDA graph of 20 calls",
         "iters": args.iters,
         "rows": rows,
     }

@@ -6,7 +6,7 @@
 
 use std::sync::Mutex;
 
-use flashrs::api::{attention_raw, bf16, check_views, f16, RawOptions, TensorView};
+use flashrs::api::{attention_raw, bf16, check_views, f16, keeping_current_context, RawOptions, TensorView};
 use flashrs::{fits_layout, layout_from_strides, Element, Error, Gpu, Layout};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -251,21 +251,24 @@ fn attention(
         .transpose()?;
     let device = ops[0].device;
     // The first call opens the GPU (seconds); other Python threads run meanwhile.
+    // Opening the GPU and the launch bind its context; torch's current one is current again after.
     let ran = py.detach(move || {
-        let gpu = gpu(device)?;
-        // Safety: the wrapper hands over torch tensors it holds until this returns, of the device
-        // `device` (checked above), whose data pointers address their elements as the shape and
-        // strides describe (the strides were checked to be a contiguous layout), in the primary
-        // context torch shares with cudarc; the output and log-sum-exp are fresh `torch.empty`
-        // tensors; `stream` is torch's current stream of that device, on which torch orders the
-        // later uses and the frees of all of them (its caching allocator is stream-ordered).
-        unsafe {
-            if f16 {
-                run::<f16>(gpu, &ops, lse, options, stream)
-            } else {
-                run::<bf16>(gpu, &ops, lse, options, stream)
+        keeping_current_context(|| {
+            let gpu = gpu(device)?;
+            // Safety: the wrapper hands over torch tensors it holds until this returns, of the device
+            // `device` (checked above), whose data pointers address their elements as the shape and
+            // strides describe (the strides were checked to be a contiguous layout), in the primary
+            // context torch shares with cudarc; the output and log-sum-exp are fresh `torch.empty`
+            // tensors; `stream` is torch's current stream of that device, on which torch orders the
+            // later uses and the frees of all of them (its caching allocator is stream-ordered).
+            unsafe {
+                if f16 {
+                    run::<f16>(gpu, &ops, lse, options, stream)
+                } else {
+                    run::<bf16>(gpu, &ops, lse, options, stream)
+                }
             }
-        }
+        })
     });
     ran.map(|variant| variant.name).map_err(to_py)
 }

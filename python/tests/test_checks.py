@@ -73,8 +73,13 @@ class Allocations:
         self.saved = {}
 
     def __enter__(self):
-        for name in ("_empty_like", "_empty_lse", "_current_stream"):
+        for name in ("_empty_like", "_empty_lse", "_current_stream", "_is_tensor", "_grad_enabled", "_op"):
             self.saved[name] = getattr(flashrs, name)
+        # The stand-ins count as tensors, grad mode is on, and the op's real implementation runs
+        # directly (torch.ops.flashrs.attention needs torch).
+        flashrs._is_tensor = lambda t: isinstance(t, FakeTensor)
+        flashrs._grad_enabled = lambda: True
+        flashrs._op = lambda *args: flashrs._attention(*args)[:2]
         flashrs._empty_like = lambda q: self.out(q) if self.out else FakeTensor(
             q.shape, BASE + (48 << 20), str(q.dtype)[6:], strides=q.stride()
         )
@@ -104,6 +109,21 @@ class BadInput(unittest.TestCase):
     def test_not_a_tensor(self):
         q, k, v = tensors()
         self.refused("k must be a torch.Tensor", "list", args=(q, [1, 2], v))
+        # Outside the stand-ins, an object that only looks like a tensor is refused as well.
+        with self.assertRaises(ValueError) as caught:
+            flashrs.attention(*tensors())
+        self.assertEqual(str(caught.exception), "q must be a torch.Tensor, got FakeTensor")
+
+    def test_inputs_that_need_a_gradient(self):
+        q, k, v = tensors()
+        v.requires_grad = True
+        self.refused("v requires grad", "no backward pass", "torch.no_grad()", args=(q, k, v))
+        # With grad mode off the same call passes this check (and reaches the GPU's checks).
+        self.assertIsNone(flashrs._refuse_grad((q, k, v), False))
+
+    def test_lse_rows_follow_the_dim_order(self):
+        self.assertEqual(flashrs._lse_rows((2, 128, 8, 64), "bshd"), (2, 8, 128))
+        self.assertEqual(flashrs._lse_rows((2, 8, 128, 64), "bhsd"), (2, 8, 128))
 
     def test_not_on_cuda(self):
         q, k, v = tensors()
