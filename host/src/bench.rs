@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use flashrs::{embedded, DType, Family, Params, Shape, VariantSpec};
+use flashrs::{embedded, DType, Family, Params, Shape, VariantSpec, VARIANTS};
 use flashrs_lab::clocks::{ClockSampler, DEFAULT_PERIOD};
 use flashrs_lab::ptx;
 use flashrs_lab::stats::Summary;
@@ -23,21 +23,26 @@ pub struct Args {
     /// own masks: 8 shapes non-causal, 3 causal), decode (one query per head against long KV
     /// caches, some grouped: every row also reports GB/s of K and V read), fp8 (`--dtype
     /// e4m3`'s default: (2,16,4096,128), (2,16,4096,256), (1,16,8192,128), (1,16,8192,256)
-    /// non-causal, (2,16,4096,128) causal). Default: small,mission,long (fp8 with e4m3), or
-    /// none when a `--shape` is given.
+    /// non-causal, (2,16,4096,128) causal). Default: std (fp8 with e4m3), or none when a
+    /// `--shape` is given.
     #[arg(long, value_delimiter = ',')]
     shapes: Vec<String>,
     /// A shape B,H,S,D (or B,H,S_Q,S_K,D); repeatable, and combines with --shapes (given alone,
     /// only these shapes are timed).
     #[arg(long)]
     shape: Vec<Shape>,
-    /// Only these variants (repeatable; default all; naive and flash_scalar are skipped on
-    /// shapes too big for them unless named here), or the library-composed paths `cublas` and
-    /// `cutensor` (timed by default too; a missing library is a note). Every case also times
-    /// what the library's dispatch weighs for it (its pick, the tuned entry, the heuristic's), so
-    /// the summary's pick is always measured.
+    /// Also these variants (repeatable; naive and flash_scalar are skipped on shapes too big for
+    /// them unless named here), or the library-composed paths `cublas` and `cutensor`. Every
+    /// case times what the library's dispatch weighs for it (its pick, the tuned entry, the
+    /// heuristic's), so the summary's pick is always measured; with no `--kernel` and no
+    /// `--all-variants` that is all it times.
     #[arg(long = "kernel")]
     kernels: Vec<String>,
+    /// The exhaustive sweep: every compiled variant on every case, and the library-composed
+    /// paths (a missing library is a note). `--block-size` and `--varlen` imply it for their
+    /// rows unless `--kernel` names the variants.
+    #[arg(long)]
+    all_variants: bool,
     /// Causal masking (for shape sets that do not fix it).
     #[arg(long)]
     causal: bool,
@@ -88,9 +93,13 @@ pub struct Args {
     /// FlashAttention-2, cuDNN and memory-efficient), `fa3` (the FlashAttention-3 algorithm from
     /// flash-attn-4's `flash_attn.cute`, on Hopper), both through python3 + torch. A peer that is
     /// not installed is a note, not a failure; with a peer, a `--shape` may have a head dim our
-    /// kernels lack (up to 256, a multiple of 8): only the peers are timed there.
+    /// kernels lack (up to 256, a multiple of 8): only the peers are timed there. Default: both
+    /// (with 16-bit inputs).
     #[arg(long, value_delimiter = ',')]
     peers: Vec<Peer>,
+    /// Time no peer (by default torch and fa3 are timed where they are installed).
+    #[arg(long, conflicts_with = "peers")]
+    no_peers: bool,
     /// Fail (exit 1) when KERNEL is slower than RATIO x the best peer on any benched shape,
     /// e.g. `flash_mma_m128_n64_w4_s2_light:0.95`. Repeatable.
     #[arg(long)]
@@ -106,8 +115,8 @@ pub struct Args {
     /// at the shape's S_k, pages in a random order: rows `<variant>_paged`, `block_size` set.
     #[arg(long, value_delimiter = ',')]
     block_size: Vec<usize>,
-    /// The varlen case (issue #11): 16 sequences of lengths drawn uniformly from 1 to 4096
-    /// (`--varlen-seed`, printed), queries and keys alike, H=16, D=128, `--causal` or not. Times
+    /// The varlen case (docs/kernels/varlen-paged.md): 16 sequences of lengths drawn uniformly
+    /// from 1 to 4096 (`--varlen-seed`, printed), queries and keys alike, H=16, D=128, `--causal` or not. Times
     /// every variant's varlen entry point on the packed batch (rows `<variant>_varlen`, TFLOP/s
     /// of the useful work), and adds two dense cases: B=1 at the length S with S^2 = sum L^2
     /// (the same useful FLOPs; with `--causal` both sides count the visible keys), and the batch
@@ -154,13 +163,14 @@ impl Plan {
         let rounds = check_rounds(args.rounds)?;
         let masks: &[bool] = if args.causal { &[true] } else { &[false] };
         let mut peers: Vec<Peer> = Vec::new();
-        for &peer in &args.peers {
+        for &peer in args.peers_or_default() {
             if !peers.contains(&peer) {
                 peers.push(peer);
             }
         }
-        // A head dim none of our kernels has is still worth a run when a peer can time it.
-        let head_dims = if peers.is_empty() {
+        // A head dim none of our kernels has is still worth a run when the caller named a peer
+        // to time it (the default peers alone would turn a typo into a peers-only run).
+        let head_dims = if args.peers.is_empty() {
             inputs::HeadDims::Ours
         } else {
             inputs::HeadDims::OursOrPeers
@@ -198,7 +208,14 @@ impl Plan {
         Ok(Plan {
             cases,
             varlen_cases,
-            variants: inputs::variants(&args.kernels)?,
+            variants: match (args.all_variants, args.kernels.is_empty()) {
+                (true, _) => VARIANTS.iter().collect(),
+                // `--block-size` and `--varlen` rows are every variant's twins.
+                (false, true) if args.varlen || !args.block_size.is_empty() => VARIANTS.iter().collect(),
+                // What the dispatch weighs on each case is added there (`case_variants`).
+                (false, true) => Vec::new(),
+                (false, false) => inputs::variants(&args.kernels)?,
+            },
             gates,
             peers,
             rounds,
@@ -224,7 +241,7 @@ fn shape_sets(args: &Args) -> Vec<String> {
     }
     let default: &[&str] = match args.dtype {
         Elem::E4m3 => &["fp8"],
-        Elem::Sixteen(_) => &["small", "mission", "long"],
+        Elem::Sixteen(_) => &["std"],
     };
     default.iter().map(|s| s.to_string()).collect()
 }
@@ -471,7 +488,7 @@ fn time_round(
 /// measured next to each other, the dense cases first in the rounds that time ours first and
 /// last in the others, so that neither side always meets the GPU in the same thermal state (a
 /// minute of other kernels between them cost the varlen batch 45 MHz against its dense case
-/// in session 36's run).
+/// in one H200 run).
 fn time_our_side(
     gpu: &flashrs::Gpu,
     plan: &Plan,
@@ -649,7 +666,11 @@ fn time_ours(
     notes: &mut Vec<String>,
 ) -> Result<Vec<Row>, Failure> {
     let mut rows = Vec::new();
-    let mut paths = library::wanted(&args.kernels);
+    // The composed paths are part of the sweep, or named.
+    let mut paths = match args.kernels.is_empty() && !args.all_variants {
+        true => Vec::new(),
+        false => library::wanted(&args.kernels),
+    };
     let bar = inputs::progress(cases.len() * plan.variants.len(), "bench");
     for &(shape, causal) in cases {
         if !flashrs::variants::HEAD_DIMS.contains(&shape.head_dim) {
@@ -841,7 +862,7 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
 /// `--block-size`'s verdicts as notes, one per case and page size: the library's paged kernel
 /// (`paged_pick`: `Gpu::choose_paged`) against its dense pick on the contiguous cache
 /// (`dense_pick`: `Gpu::choose`). Where that pick is `flash_decode` too (the decode shapes) this
-/// is the comparison issue #11 sets a 10% limit on; elsewhere (a prefill chunk, a prompt) the
+/// is the comparison the decode goal limits to 10%; elsewhere (a prefill chunk, a prompt) the
 /// dense pick is `flash_ws`, which reads no pages, and the note says so instead of a goal.
 /// Silent where either row was not timed (name the picks with `--kernel`).
 fn paged_summary(
@@ -966,6 +987,15 @@ pub struct Repetitions {
 }
 
 impl Args {
+    /// `--peers`, or both peers unless `--no-peers`.
+    fn peers_or_default(&self) -> &[Peer] {
+        match (self.peers.is_empty(), self.no_peers) {
+            (true, false) => &Peer::ALL,
+            (true, true) => &[],
+            (false, _) => &self.peers,
+        }
+    }
+
     fn repetitions(&self) -> Repetitions {
         Repetitions {
             iters: self.iters,
@@ -1489,7 +1519,8 @@ mod tests {
         assert_eq!(parse("fa3").ok().unwrap().peers, [Peer::Fa3]);
         let err = parse("torch,fa4").err().unwrap().to_string();
         assert!(err.contains("unknown peer `fa4` (torch, fa3)"), "{err}");
-        // With a peer, a head dim only the peers run is a case; without one it is refused.
+        // With a peer named, a head dim only the peers run is a case; with the default peers or
+        // none it is refused.
         let shape = |peers: &[&str]| {
             let mut argv = vec!["bench", "--shapes", "std", "--shape", "2,16,4096,192"];
             argv.extend_from_slice(peers);
@@ -1500,6 +1531,7 @@ mod tests {
         assert_eq!(cases.len(), 12);
         assert_eq!(cases[11], (Shape::new(2, 16, 4096, 192), false));
         assert!(shape(&[]).is_err());
+        assert!(shape(&["--no-peers"]).is_err());
     }
 
     #[test]

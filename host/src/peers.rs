@@ -22,7 +22,7 @@ pub enum Peer {
 }
 
 impl Peer {
-    const ALL: [Peer; 2] = [Peer::Torch, Peer::Fa3];
+    pub const ALL: [Peer; 2] = [Peer::Torch, Peer::Fa3];
 
     pub fn name(self) -> &'static str {
         match self {

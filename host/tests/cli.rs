@@ -1058,7 +1058,7 @@ fn attend_refuses_bad_paged_inputs_before_touching_a_gpu() {
     }
 }
 
-/// `--dtype e4m3` (issue #12): what the FP8 paths refuse, before any GPU is opened.
+/// `--dtype e4m3` (FP8 inputs): what the FP8 paths refuse, before any GPU is opened.
 #[test]
 fn fp8_options_are_checked_before_the_gpu() {
     // Head dim 64 has no FP8 kernel: a one-line usage error, as other bad shapes are.
