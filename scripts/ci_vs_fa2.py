@@ -2,7 +2,7 @@
 """95% bootstrap interval of our fastest kernel's speedup over torch's flash backend (FA2), per
 shape, from the per-replay samples of a `host bench --json` report (the same resampling as the
 bench summary's interval against the best peer: 10,000 resamples of both sample sets, ratio of
-medians). Usage: python3 scripts/ci_vs_fa2.py evidence/bench_h100.json > evidence/ci_vs_fa2_h100.json"""
+medians). Usage: python3 scripts/ci_vs_fa2.py evidence/forward/bench_h100.json > evidence/forward/ci_vs_fa2_h100.json"""
 import json, random, statistics, sys
 
 report = json.load(open(sys.argv[1]))

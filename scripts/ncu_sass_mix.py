@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Instruction mix of kernels from Nsight Compute's source page, SASS view, exported as CSV
 (`ncu -i REPORT --page source --csv --print-source sass > FILE`): warp instructions executed per
-opcode, the share of each, and where the fixed-latency ("wait") stalls sit. Used in
-docs/perf-notes.md v13 to compare flash_ws with FlashAttention-3's kernel.
+opcode, the share of each, and where the fixed-latency ("wait") stalls sit. Used to compare
+flash_ws with FlashAttention-3's kernel, which found the descriptors rebuilt per product
+(docs/kernels/flash_ws.md, the products).
 
 usage: ncu_sass_mix.py NAME=FILE [NAME=FILE ...]
 """

@@ -4,7 +4,7 @@ peers (torch, fa3): per shape the fastest of our timed kernels, its time and TFL
 time, the ratios, the 95% interval against FA3, and the library's own pick (what `Gpu::choose`
 runs when no kernel is named) with its speed relative to cuDNN in the same run.
 
-usage: readme_table.py evidence/bench_h100.json
+usage: readme_table.py evidence/forward/bench_h100.json
 """
 import json
 import sys

@@ -33,12 +33,13 @@ pub const DECODE_MAX_ROWS: usize = 32;
 
 /// The dispatch's variants: 16-row tiles when the packed rows fit, else 32. Of the 16-row ones,
 /// 128-key tiles on 8 warps were the fastest or tied on every decode shape of the H100 run
-/// (evidence/bench_decode_h100.json: 190 us at (1,32,1,32768,128), 8% ahead of 3 stages of 64).
+/// (an H100 decode bench, in git history as evidence/bench_decode_h100.json: 190 us at (1,32,1,32768,128), 8% ahead of 3 stages of 64).
 const DECODE_VARIANT_16: &str = "flash_decode_m16_n128_w8_s3_light";
 const DECODE_VARIANT_32: &str = "flash_decode_m32_n64_w4_s3_light";
 /// On sm_90 the same tiles through the copy engine (TMA boxes and mbarriers, no block barrier in
-/// the loop): 5-6% faster on every decode shape, at cuDNN's rate (docs/decode.md, session 13); a
-/// paged cache through a box per page (session 14).
+/// the loop): 5-6% faster on every decode shape, at cuDNN's rate (docs/kernels/flash_decode.md,
+/// design: copies); a paged cache through a box per page (docs/kernels/flash_decode.md, paged
+/// caches).
 const DECODE_VARIANT_16_TMA: &str = "flash_decode_m16_n128_w8_s3_mbarrier";
 
 /// Most slices of one row block's keys: bounds the workspace and the merge's loop.
@@ -56,8 +57,8 @@ const BLOCK_OVERHEAD_TILES: u64 = 1;
 /// slice's rows back.
 const COMBINE_TILES: u64 = 1;
 
-/// Whether `Gpu::choose` sends decode-like problems to `flash_decode` (verified on the H100 in
-/// session 5: every shape set, 200 random problems, sanitizers).
+/// Whether `Gpu::choose` sends decode-like problems to `flash_decode` (verified on the H100 on its
+/// first GPU run: every shape set, 200 random problems, sanitizers).
 pub const DISPATCH: bool = true;
 
 /// The `flash_decode` variant the library takes for `shape` on a GPU of architecture `arch` (x10)
@@ -123,11 +124,12 @@ pub fn paged_variant(shape: Shape, arch: u32, block_size: usize, sms: usize) -> 
 /// Pages of at most this many keys take [`DECODE_VARIANT_SHORT_PAGES`] over a full grid.
 pub const SHORT_PAGE_KEYS: usize = 32;
 
-/// 64-key tiles in two stages, three blocks per SM (session 37, H200, the same call, 16-key pages
-/// against the 128-key pick): 487 against 532 us at (64,32,1,2048,128), 250 against 258 at
-/// (8,32,1,8192), 299 against 402 at the prefill chunk (4,32,128,4096); level at 32-key pages
-/// except that chunk (257 against 306); behind on one-wave grids (40.5 against 39.2 at grouped
-/// B=1) and on 64-key pages (510 against 487), so taken only for short pages over a full grid.
+/// 64-key tiles in two stages, three blocks per SM (docs/kernels/flash_decode.md, paged caches;
+/// H200, the same call, 16-key pages against the 128-key pick): 487 against 532 us at
+/// (64,32,1,2048,128), 250 against 258 at (8,32,1,8192), 299 against 402 at the prefill chunk
+/// (4,32,128,4096); level at 32-key pages except that chunk (257 against 306); behind on one-wave
+/// grids (40.5 against 39.2 at grouped B=1) and on 64-key pages (510 against 487), so taken only
+/// for short pages over a full grid.
 const DECODE_VARIANT_SHORT_PAGES: &str = "flash_decode_m16_n64_w4_s2_mbarrier";
 
 /// The work of one `flash_decode` launch as the split heuristic sees it.

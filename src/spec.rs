@@ -895,7 +895,7 @@ mod tests {
             ..decode(16, 512, 8, 1)
         })
         .is_err());
-        // 48-key tiles straddle 64-key pages (session 36 measured such a variant wrong on them).
+        // 48-key tiles straddle 64-key pages (a 48-key variant measured on the H200 read them wrong).
         assert!(Spec::from_entry(&Entry {
             policy: Some(Policy::Mbarrier),
             ..decode(16, 48, 3, 9)

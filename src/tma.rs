@@ -200,7 +200,8 @@ impl MapGeometry {
 /// `256`; read once), a lab switch for measuring the choice.
 ///
 /// A box row is 128 bytes; promoting each miss to 256 made every row's other half an L2 hit but
-/// cost the streaming decode kernels 5% of DRAM's rate on an H200 (docs/perf-notes.md v52).
+/// cost the streaming decode kernels 5% of DRAM's rate on an H200 (docs/kernels/flash_decode.md,
+/// design: copies).
 fn l2_promotion() -> sys::CUtensorMapL2promotion {
     use sys::CUtensorMapL2promotion as P;
     static CHOICE: std::sync::OnceLock<P> = std::sync::OnceLock::new();

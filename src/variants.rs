@@ -112,10 +112,10 @@ mod tests {
         "flash_decode_m16_n64_w4_s3_light",
         "flash_decode_m16_n64_w4_s4_light",
         "flash_decode_m16_n128_w8_s3_light",
-        // Added in session 13: flash_decode's tiles through the copy engine.
+        // Added with flash_decode's tiles through the copy engine.
         "flash_decode_m16_n128_w8_s3_mbarrier",
         "flash_decode_m16_n64_w4_s4_mbarrier",
-        // Session 37: three blocks per SM, the paged dispatch's on short pages.
+        // Added with short pages: three blocks per SM, the paged dispatch's on short pages.
         "flash_decode_m16_n64_w4_s2_mbarrier",
         "flash_decode_m32_n64_w4_s3_light",
         "flash_wgmma_m128_n128_w8_s2_light",
@@ -124,7 +124,7 @@ mod tests {
         "flash_wgmma_m128_n128_w8_s2_pp_light",
         "flash_wgmma_m192_n64_w12_s3_pp_b1_light",
         "flash_wgmma_m128_n64_w8_s3_pp_light",
-        // Added in session 3.
+        // Added with flash_ws, the warp-specialised kernel.
         "flash_ws_m128_n128_s2_mbarrier",
         "flash_ws_m128_n128_s2_pp_mbarrier",
         "flash_ws_m128_n128_s2_ov_mbarrier",
@@ -134,14 +134,14 @@ mod tests {
         "flash_ws_m128_n192_s3_ov_mbarrier",
         "flash_ws_m128_n80_s2_ov_mbarrier",
         "flash_ws_m128_n80_s2_pp_ov_mbarrier",
-        // Added in session 12: three consumer warpgroups at head dim 64.
+        // Added with three consumer warpgroups at head dim 64.
         "flash_ws_m192_n128_s2_pp_ov_mbarrier",
         "flash_ws_m192_n128_s3_pp_ov_mbarrier",
-        // Added in session 16: persistent twins, the dispatch's picks from one wave on (causal
-        // ones since session 31).
+        // Added with the warp-converged persistent loop: persistent twins, the dispatch's picks
+        // from one wave on (causal ones since the host's item table).
         "flash_ws_m192_n128_s2_pp_ov_ps_mbarrier",
         "flash_ws_m128_n128_s2_pp_ov_ps_mbarrier",
-        // Added in session 32: four consumer warpgroups, the pick where 256-row blocks make one round.
+        // Added with four consumer warpgroups, the pick where 256-row blocks make one round.
         "flash_ws_m256_n64_s3_pp_ov_mbarrier",
     ];
 

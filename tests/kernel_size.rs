@@ -1,9 +1,9 @@
-//! Kernel bodies stay short enough to read (issue #14): no function of the device crate
-//! (`kernels-rs/src`), each family's kernel body included, is longer than `MAX_LINES`, counted
-//! from its `fn` line to its closing brace. A body that grows past it moves a coherent piece
-//! (prologue, epilogue, merge) into an `#[inline(always)]` helper, ideally a shared one
-//! (`attention/fragment.rs`, `pipeline.rs`, `warp_mma.rs`), with the ptxas gate showing that the
-//! move costs nothing. Runs on the CPU: it reads the sources as text.
+//! Kernel bodies stay short enough to read (the readability refactor's rule): no function of the
+//! device crate (`kernels-rs/src`), each family's kernel body included, is longer than
+//! `MAX_LINES`, counted from its `fn` line to its closing brace. A body that grows past it moves
+//! a coherent piece (prologue, epilogue, merge) into an `#[inline(always)]` helper, ideally a
+//! shared one (`attention/fragment.rs`, `pipeline.rs`, `warp_mma.rs`), with the ptxas gate showing
+//! that the move costs nothing. Runs on the CPU: it reads the sources as text.
 
 use std::path::{Path, PathBuf};
 

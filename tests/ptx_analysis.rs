@@ -41,8 +41,8 @@ fn every_variant_is_exported_with_its_counted_twin() {
 
 /// Local memory in a kernel is an array the compiler could not keep in registers: it happened to
 /// the row maximum's chains when they were folded through an array's by-value iterator (a loop
-/// over a stack copy, 4-18% slower everywhere: docs/perf-notes.md, v14). ptxas reports spills,
-/// not this, so the PTX is checked for it.
+/// over a stack copy, 4-18% slower everywhere: docs/kernels/sm80-families.md, fragment softmax).
+/// ptxas reports spills, not this, so the PTX is checked for it.
 #[test]
 fn no_kernel_keeps_values_in_local_memory() {
     for (arch, _, text) in modules() {

@@ -1,8 +1,8 @@
 //! Checks of the machine code's schedule that the PTX cannot show: every `flash_ws` variant with
 //! `overlap` must run its softmax (or at head dim 128 its first exponentials:
 //! `flashrs::schedule`) while the P V product it left running is still in the tensor cores.
-//! ptxas once hoisted `wgmma.wait_group 0` above the whole softmax (docs/perf-notes.md, v10),
-//! which the PTX, the ptxas report and `verify` all missed. Needs ptxas and cuobjdump
+//! ptxas once hoisted `wgmma.wait_group 0` above the whole softmax (docs/kernels/flash_ws.md,
+//! overlap), which the PTX, the ptxas report and `verify` all missed. Needs ptxas and cuobjdump
 //! (`scripts/setup.sh` installs both); without them the test fails unless `FLASHRS_SKIP_SASS=1`.
 
 use flashrs::schedule::exponentials_before_wait;

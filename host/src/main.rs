@@ -58,7 +58,7 @@ enum Command {
     /// Redraw the TFLOP/s plot of a `bench --json` report (no GPU needed).
     Plot(plot::Args),
     /// Profile one launch with Nsight Compute (ncu): tensor pipe, DRAM, occupancy, bank
-    /// conflicts, registers; writes evidence/ncu_<kernel>.json with a verdict.
+    /// conflicts, registers; writes evidence/profiles/ncu_<kernel>.json with a verdict.
     Profile(profile::Args),
     /// Rank every compiled configuration by SM cycles per KV tile, measured in the kernel with
     /// clock64 (one instrumented launch each); writes micro_log.csv / micro_best.json.

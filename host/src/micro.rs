@@ -25,10 +25,10 @@ pub struct Args {
     /// Rows of the Top-K table (and entries of --best).
     #[arg(long, default_value_t = 5)]
     pub top: usize,
-    /// Every configuration as CSV (evidence/micro_log.csv in the evidence round).
+    /// Every configuration as CSV (evidence/search/micro_log.csv in the evidence round).
     #[arg(long)]
     pub csv: Option<PathBuf>,
-    /// The Top-K as JSON (evidence/micro_best.json).
+    /// The Top-K as JSON (evidence/search/micro_best.json).
     #[arg(long)]
     pub best: Option<PathBuf>,
 }

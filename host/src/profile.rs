@@ -24,7 +24,7 @@ pub struct Args {
     /// Element type: f16 or bf16.
     #[arg(long, default_value = "f16")]
     dtype: DType,
-    /// Where to write the JSON (default evidence/ncu_<kernel>.json).
+    /// Where to write the JSON (default evidence/profiles/ncu_<kernel>.json).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -166,7 +166,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     };
     let out = args
         .out
-        .unwrap_or_else(|| PathBuf::from(format!("evidence/ncu_{}.json", args.kernel)));
+        .unwrap_or_else(|| PathBuf::from(format!("evidence/profiles/ncu_{}.json", args.kernel)));
     inputs::write_json(&out, &profile)?;
     println!("{}", serde_json::to_string_pretty(&profile.metrics)?);
     println!("verdict: {verdict}\nwritten to {}", out.display());

@@ -57,10 +57,10 @@ pub struct Args {
     /// Also time torch's SDPA backends on the shape (`torch`), for the speedup over the best.
     #[arg(long)]
     peers: Option<String>,
-    /// Every evaluation as CSV (evidence/evo_log.csv).
+    /// Every evaluation as CSV (evidence/search/evo_log.csv).
     #[arg(long)]
     log: Option<PathBuf>,
-    /// The result as JSON (evidence/evo_best.json).
+    /// The result as JSON (evidence/search/evo_best.json).
     #[arg(long)]
     json: Option<PathBuf>,
     /// Record the winner for this GPU, dtype, head dim, sequence bucket and mask in the tuned table.

@@ -648,8 +648,8 @@ const LSE_TOLERANCE: f64 = 1e-3;
 /// LSE is about its largest scaled score, which the kernel rounds to fp32 in every product and
 /// sum (a few units of 2^-23 of it). 1e-6 is 8 units. At ordinary scores (|LSE| < 20) it adds
 /// 2e-5; at `--logit-scale 40` (LSE near 5,000, where one unit is 5e-4) it is what makes the
-/// check one that fp32 can pass at all (session 10 measured 1.1e-3 to 2.2e-3 there, `naive`
-/// included).
+/// check one that fp32 can pass at all (without it every kernel measured 1.1e-3 to 2.2e-3 there,
+/// `naive` included: docs/history/perf-notes.md, the lazy rescale).
 const LSE_RELATIVE: f64 = 1e-6;
 
 /// Largest difference between a kernel's log-sum-exp and the reference's beyond `LSE_RELATIVE` of

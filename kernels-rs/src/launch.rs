@@ -244,7 +244,7 @@ pub mod tail_split {
 /// The persistent `flash_ws`'s walk over its work items, prepared by the host for each launch so
 /// that the device finds a block's next item with multiplies: a division by a value known only at
 /// run time is ~20 instructions through the reciprocal unit on the GPU, and the item loop did six
-/// or more of them between two items (~1k cycles, docs/perf-notes.md, v43).
+/// or more of them between two items (~1k cycles, docs/kernels/flash_ws.md, persistence).
 pub mod item_walk {
     use super::tail_split;
 
@@ -488,7 +488,8 @@ pub mod record {
     /// The consumer has the turn at the tensor cores: the clock read that follows the turn's
     /// barrier. ptxas emits that barrier as `BAR.SYNC.DEFER_BLOCKING`, which lets the read issue
     /// before the barrier completes, so this can precede the other consumer's hand-over; the span
-    /// to `TILE_ISSUED` then holds the wait for the turn (docs/perf-notes.md, session 45).
+    /// to `TILE_ISSUED` then holds the wait for the turn (docs/history/perf-notes.md, the per-tile
+    /// timelines of the consumers).
     pub const TILE_TURN: u32 = 0;
     /// Its products (the tile's S = Q K^T, the tile before's P V) are issued, the turn passed on.
     pub const TILE_ISSUED: u32 = 1;
@@ -526,10 +527,10 @@ pub mod fp8_transpose {
 /// A causal row block sees more keys the later it is. In the grid's own order (row block x of
 /// head y, the hardware starting blocks in x, then y order) the last heads' last row blocks, the
 /// longest items, start last and the other SMs wait for them. The blocks that start last should
-/// be short ones (longest processing time first: docs/perf-notes.md, v17). Taken across all heads
-/// at once, though, the blocks working together read every head's K and V, which overflow L2 (13%
-/// slower, v12); so the heads go in groups whose K and V fit in a share of L2, and each group's
-/// row blocks run last to first across its heads.
+/// be short ones (longest processing time first: docs/kernels/flash_ws.md, persistence). Taken
+/// across all heads at once, though, the blocks working together read every head's K and V, which
+/// overflow L2 (13% slower at (1,16,16384,128)); so the heads go in groups whose K and V fit in a
+/// share of L2, and each group's row blocks run last to first across its heads.
 pub mod causal_order {
     /// The share of L2 (a quarter of the H100's 50 MB) that a group's K and V may fill: Q and the
     /// output stream through L2 as well.
@@ -538,7 +539,8 @@ pub mod causal_order {
     /// The most query heads a group may have: a power of two of them whose K and V (`seq_k` rows
     /// of `head_dim` 16-bit elements, shared by `kv_group` query heads) fit in `L2_SHARE_BYTES`
     /// together; at least 1. (A power of two, because head counts are: groups of three or six made
-    /// an odd group out at the end, which left SMs idle in the model of docs/perf-notes.md, v17.)
+    /// an odd group out at the end, which left SMs idle in the model of docs/history/perf-notes.md,
+    /// causal blocks longest first.)
     #[inline(always)]
     pub fn max_heads_per_group(seq_k: u32, head_dim: u32, kv_group: u32) -> u32 {
         // p heads fit when p x (one KV head's bytes) <= share x kv_group; no division (a

@@ -18,7 +18,8 @@ use crate::arch;
 /// probabilities reach at most 2^8 (well inside f16, bf16 and e4m3, whose largest is 448; sums
 /// and outputs are f32), and the output needs no correction: after the first tiles almost no
 /// tile moves a maximum that far, so a warp skips the multiplies of its whole output rows
-/// (`fragment::rescale`) instead of doing them for a small growth (docs/perf-notes.md, v16).
+/// (`fragment::rescale`) instead of doing them for a small growth (docs/kernels/flash_ws.md, the
+/// softmax).
 pub const MAX_SLACK_LOG2: f32 = 8.0;
 
 /// How [`RowState::rescale_lazily`] gets the factor of a row that keeps its maximum (exactly 1
@@ -63,7 +64,8 @@ impl RowState {
     /// `rescale`, except that the row keeps its maximum (and the factor is 1) while the tile's
     /// exceeds it by at most `MAX_SLACK_LOG2` once scaled. `kept_factor`: how the factor 1 of a
     /// kept maximum comes about. Computed (a select) was faster for the 16-bit kernels, skipped
-    /// (a predicated `ex2`) for e4m3 at head dim 256 (docs/perf-notes.md, v16 and v27).
+    /// (a predicated `ex2`) for e4m3 at head dim 256 (docs/history/perf-notes.md: the lazy rescale,
+    /// and FP8's kept factor per head dim).
     #[inline(always)]
     pub fn rescale_lazily(&mut self, tile_max: f32, scale_log2: f32, kept_factor: KeptFactor) -> f32 {
         let kept = self.keeps(tile_max, scale_log2);

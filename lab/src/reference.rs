@@ -381,7 +381,7 @@ impl Tolerance {
     /// errors a correct kernel makes: rounding the output to fp16 (half an ulp, 2^-11 relative,
     /// ~1e-3 absolute at |o| ~ 2), and P rounded to fp16 before P V on tensor cores (2^-11
     /// relative per weight, mostly averaging out); fp32 dot products and exp2 approximations add
-    /// ~1e-6. The worst case recorded in `evidence/verify_h100.json` is 1.6e-3 absolute and 3e-4
+    /// ~1e-6. The worst case recorded in `evidence/reliability/verify_h100.json.xz` is 1.6e-3 absolute and 3e-4
     /// relative L2, so these bounds leave ~6x and ~17x headroom while still catching any indexing
     /// or masking bug, which moves outputs by O(0.1..1).
     pub const FP16: Tolerance = Tolerance {

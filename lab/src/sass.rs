@@ -4,8 +4,8 @@
 //!
 //! Why: PTX order is not SASS order. ptxas schedules within a basic block, and it hoisted
 //! `flash_ws`'s `wgmma.wait_group 0` above the softmax that the PTX put under the running P V
-//! products, so the "overlap" switch overlapped nothing (docs/perf-notes.md, v10). Checks of the
-//! schedule therefore have to read the SASS.
+//! products, so the "overlap" switch overlapped nothing (docs/kernels/flash_ws.md, overlap). Checks
+//! of the schedule therefore have to read the SASS.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -523,7 +523,7 @@ impl Origin {
     }
 }
 
-/// One evaluation: a row of `evidence/evo_log.csv`.
+/// One evaluation: a row of `evidence/search/evo_log.csv`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EvalRecord {
     /// The generation it was made in (0: the seeded first population).
@@ -660,7 +660,7 @@ pub struct Ranked {
     index: usize,
 }
 
-/// What a search found: `evidence/evo_best.json`.
+/// What a search found: `evidence/search/evo_best.json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct SearchResult {
     /// The head dim the search ran at.

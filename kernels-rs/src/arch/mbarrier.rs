@@ -102,7 +102,7 @@ pub unsafe fn mbarrier_wait(bar: SharedAddr, parity: u32) {
     // The first look never suspends the thread: ptxas may issue it well before the wait's place
     // in the program. It moved a first `try_wait` above a softmax's exponentials, which then sat
     // suspended until a copy that they did not need had landed (12% slower per tile at head dim
-    // 64, docs/perf-notes.md v43).
+    // 64; docs/kernels/flash_ws.md, the first look at an mbarrier).
     if mbarrier_test_wait(bar, parity) {
         return;
     }

@@ -44,7 +44,7 @@ pub const fn smem_descriptor_sw128(addr: SharedAddr, leading_bytes: u32, stride_
 /// A `wgmma` shared-memory descriptor kept as its two 32-bit words, so that the descriptor of an
 /// operand further along is one 32-bit add to the low word (the start address, in 16-byte units,
 /// is its bits 0-13), not a descriptor built again: building one costs a shift, two masks and
-/// two moves into uniform registers per `wgmma` (docs/perf-notes.md, v13).
+/// two moves into uniform registers per `wgmma` (docs/kernels/flash_ws.md, the products).
 #[derive(Clone, Copy)]
 pub struct SmemDescriptor {
     low: u32,

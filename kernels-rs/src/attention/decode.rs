@@ -817,7 +817,7 @@ unsafe fn merge_if_last<T: Element, const D: usize>(
 ) {
     // Every thread's partial rows before thread 0's fence (the barrier), which releases them all
     // before the count (a release is cumulative): one `MEMBAR.GPU` per block, not one per thread
-    // (as flash_ws's tail split, docs/perf-notes.md v41).
+    // (as flash_ws's tail split: docs/kernels/flash_ws.md, the split-KV merge).
     arch::sync_threads();
     if thread == 0 {
         arch::fence_acq_rel_gpu();

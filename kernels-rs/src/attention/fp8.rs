@@ -33,7 +33,7 @@ pub const fn key_of_slot(slot: u32) -> u32 {
 /// turns the 4 x 4 byte blocks around in registers and writes its four slots of each column:
 /// a warp's store is then 128 contiguous bytes of one column's row, and nothing goes through
 /// shared memory (the first version gathered bytes there and reached a third of the copy rate:
-/// docs/perf-notes.md, FP8 v1).
+/// docs/kernels/fp8.md, V transposed first).
 ///
 /// # Safety
 /// `v` holds the `B * H_kv` heads of `seq_k` rows of `d` bytes the layout says, `out` the

@@ -225,7 +225,8 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         if needs_rescale(&correction) {
             for (rows, (was, factor)) in self.state.iter_mut().zip(before.iter().zip(correction.iter())) {
                 // Indexed: the same loop over the flattened arrays put the block's state in
-                // local memory (session 42).
+                // local memory (800 bytes in the e4m3 kernel: docs/history/perf-notes.md, the
+                // speculative softmax with 48 or 64 registers).
                 for half in 0..2 {
                     rows[half].row_sum = was[half].row_sum * factor[half];
                 }
@@ -297,7 +298,8 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         for (fragment, max) in scores.iter().zip(own_max.iter_mut()) {
             // Four chains per row half, folded at the end: one chain through all of a row's
             // registers (44 at 176 keys) is a run of dependent `max`es that the softmax waits
-            // out every tile (docs/perf-notes.md, v14). `max` is exact, so the order is free.
+            // out every tile (docs/kernels/flash_ws.md, the softmax). `max` is exact, so the order
+            // is free.
             let mut chains = [[f32::NEG_INFINITY; MAX_CHAINS]; 2];
             for (r, s) in fragment.registers().iter().enumerate() {
                 let chain = &mut chains[half_of(r)][max_chain(r)];
@@ -317,7 +319,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     /// without the quad's exchange: each thread tests its own share (`RowState::keeps`), and one
     /// vote of the warp settles it. Almost every tile after the first keeps every maximum, and
     /// then the factors are 1 and the state stays as it is, exactly as `raise_to` would leave
-    /// them (docs/perf-notes.md, v58).
+    /// them (docs/kernels/flash_ws.md, the softmax: one warp vote).
     #[inline(always)]
     fn some_row_moves(&self, own_max: &[[f32; 2]; ROW_TILES]) -> bool {
         let mut moves = false;
@@ -365,7 +367,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         for (fragment, state) in scores.iter_mut().zip(self.state.iter_mut()) {
             let offset = [state[0].offset(self.scale_log2), state[1].offset(self.scale_log2)];
             // Two chains per row (the first and the second register of each pair) halve the
-            // serial run of dependent adds; see docs/perf-notes.md, v11.
+            // serial run of dependent adds; see docs/kernels/flash_ws.md, the softmax.
             let (mut first, mut second) = ([0.0f32; 2], [0.0f32; 2]);
             let registers = fragment.registers_mut();
             for p in regs.start / 2..regs.end.min(registers.len()) / 2 {
@@ -385,7 +387,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
                 // Pinned here, beside the exponentials they add up: unpinned, LLVM sank these adds
                 // past the wait loop that follows in `flash_ws` (a poll ends the basic block), and
                 // ptxas, which schedules within a block, ran them as a separate run after all the
-                // `ex2`s instead of in their shadow (docs/perf-notes.md, v15).
+                // `ex2`s instead of in their shadow (docs/kernels/flash_ws.md, the softmax).
                 let mut bits = (row.row_sum + first[half] + second[half]).to_bits();
                 arch::fence_operand(&mut bits);
                 row.row_sum = f32::from_bits(bits);
@@ -441,7 +443,7 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
 
     /// As `finish`, each row's output starting at `row_start(row)`. A caller that loops over work
     /// items works out its head's rows before this, outside the per-row branches (`flash_ws`'s
-    /// persistent kernel: docs/perf-notes.md, v22).
+    /// persistent kernel: docs/kernels/flash_ws.md, persistence, the warp-converged item loop).
     ///
     /// # Safety
     /// `head` must be a query head of the problem and `row_start(row)`, for each row inside the

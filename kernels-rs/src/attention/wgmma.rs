@@ -109,7 +109,8 @@ pub unsafe fn flash_wgmma<
     // block's later tiles are the other warpgroup's alone).
     let group_key_end = problem.key_end(first_row + group_row0 + 63);
 
-    // The operands' descriptors are built once and moved by an add per product (perf-notes v13).
+    // The operands' descriptors are built once and moved by an add per product
+    // (docs/kernels/sm80-families.md, flash_wgmma).
     // Q (A operand, K-major) for k-step `ks`: 16 columns = 32 bytes inside a 128-byte row.
     let q_base = SmemDescriptor::sw128(q_smem + group_row0 * ROW_BYTES, 16, ATOM_BYTES);
     let q_desc = |ks: usize| {

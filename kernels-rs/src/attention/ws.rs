@@ -66,7 +66,7 @@ fn split_registers(warpgroup: u32, consumers: usize, busy: bool) {
 /// the wait for the launch before this one (programmatic dependent launch, `arch::grid`). The
 /// block's set-up before it (its barriers, its one block barrier) and the split touch only shared
 /// memory and registers, so they run while that launch may still be finishing; global memory
-/// waits for it (docs/perf-notes.md, v44).
+/// waits for it (docs/kernels/flash_ws.md, programmatic dependent launch).
 #[inline(always)]
 fn set_up_roles(warpgroup: u32, consumers: usize, busy: bool) {
     split_registers(warpgroup, consumers, busy);
@@ -134,9 +134,10 @@ impl SmemShape {
     /// whose Q buffer holds the next item's Q by the time this item's O is done, where the tile
     /// fits beside the ring in the 227 KB a block may have (not at head dim 256). O then leaves
     /// through it by the copy engine while the next item's products run (`OutputPath::OwnTile`);
-    /// without it, straight from registers. Measured (docs/perf-notes.md): 2-5% faster at head
-    /// dim 128 (v20); at 64, since the dependent launch and two Q buffers, 1-6% faster with two
-    /// consumers (v36) and level to 1% faster with three (v37), where v20 had found it slower.
+    /// without it, straight from registers. Measured (docs/kernels/flash_ws.md, the epilogue):
+    /// 2-5% faster at head dim 128; at 64, since the dependent launch and two Q buffers, 1-6%
+    /// faster with two consumers and level to 1% faster with three, where the first measurement
+    /// (before those two) had found it slower.
     pub const fn output_buffer(self) -> bool {
         self.persistent && self.ring_bytes(1) + self.output_tile_bytes() <= BLOCK_SMEM_LIMIT
     }
@@ -145,8 +146,9 @@ impl SmemShape {
     /// tile, which comes first), else one. With two the producer copies the next item's Q, and
     /// the ring its first KV tiles, while this item still runs; with one it could do so only once
     /// every consumer had issued the item's last S = Q K^T, and the next item's consumers waited
-    /// for those copies. Measured (ncu, docs/perf-notes.md v30): 1-3% fewer cycles at head dim
-    /// 128, level at 64, where the wait only moved to the next item's first turn.
+    /// for those copies. Measured (ncu, docs/kernels/flash_ws.md, persistence): 1-3% fewer
+    /// cycles at head dim 128, level at 64, where the wait only moved to the next item's first
+    /// turn.
     pub const fn q_buffers(self) -> u32 {
         let output = if self.output_buffer() {
             self.output_tile_bytes()
@@ -469,11 +471,12 @@ impl Split {
 /// first K/V tiles while the consumers still finish this one's products and epilogue. Its items
 /// run head by head, so that the blocks working at once share their heads' K and V in L2 (causal
 /// items ordered longest first across all heads made every block read another head's K and V: 13%
-/// slower at (1,16,16384,128), docs/perf-notes.md v12); inside a causal head the last row blocks,
-/// which see the most keys, go first. (Not `longest_first_block`'s groups: striding through
-/// those, the blocks whose first items were a group's longest got the longest of every group,
-/// 1.5x slower: v17.) With `kv_splits > 1` the items of the last round, `launch::tail_split`'s
-/// tail, are cut into that many slices each, and the walk takes the slices after the whole items.
+/// slower at (1,16,16384,128), docs/kernels/flash_ws.md, persistence); inside a causal head the
+/// last row blocks, which see the most keys, go first. (Not `longest_first_block`'s groups:
+/// striding through those, the blocks whose first items were a group's longest got the longest of
+/// every group, 1.5x slower: docs/history/perf-notes.md, causal blocks longest first.) With
+/// `kv_splits > 1` the items of the last round, `launch::tail_split`'s tail, are cut into that
+/// many slices each, and the walk takes the slices after the whole items.
 #[derive(Clone, Copy)]
 struct Schedule<const PERSISTENT: bool, const VARLEN: bool> {
     block_m: u32,
@@ -494,7 +497,7 @@ struct Schedule<const PERSISTENT: bool, const VARLEN: bool> {
     /// Without `PERSISTENT`, for a causal problem that is not varlen: the most heads in a group of
     /// `longest_first_block`, whose item the block takes (0: the grid's order). The item is worked
     /// out again where it is needed (a few integer divisions), as the grid's item is, rather than
-    /// carried from the kernel's start (docs/perf-notes.md, v17).
+    /// carried from the kernel's start (docs/history/perf-notes.md, causal blocks longest first).
     longest_first: u32,
 }
 
@@ -622,7 +625,7 @@ impl<const PERSISTENT: bool, const VARLEN: bool> Schedule<PERSISTENT, VARLEN> {
     /// Brings the host table's entry of the block's `i`-th item (if it has one) into the SM's
     /// L1 cache, so that its lookups (`item`) find it there instead of a round trip to L2 away.
     /// The producer, which runs tiles ahead of the consumers, asks for the next item's at the
-    /// start of each one (docs/perf-notes.md, v51).
+    /// start of each one (docs/kernels/varlen-paged.md, the persistent walk's table).
     #[inline(always)]
     fn prefetch(&self, i: u32) {
         if !PERSISTENT || (!VARLEN && self.walk.table == 0) {
@@ -834,7 +837,7 @@ pub unsafe fn flash_ws<
         )
     };
     // Lane 0's, so that ptxas knows it is warp-uniform: the consumers' descriptors, derived
-    // from it, then stay in uniform registers (docs/perf-notes.md, v13).
+    // from it, then stay in uniform registers (docs/kernels/flash_ws.md, the products).
     let warpgroup = arch::warp_uniform(arch::warp_id() / 4);
     let busy_producer = PERSISTENT || G::Input::TRANSPOSES_V;
     let mut tiles = 0;
@@ -884,7 +887,8 @@ pub unsafe fn flash_ws<
         });
         // A persistent block's last item's final hand-over of the turn (leave no barrier
         // half-arrived), here rather than in the item, which would have to look up whether another
-        // follows (a table entry's round trip per item on a listed walk: docs/perf-notes.md, v51).
+        // follows (a table entry's round trip per item on a listed walk: docs/history/perf-notes.md,
+        // the persistent item's lookups).
         if PERSISTENT && PINGPONG && consumer == 0 && items > 0 {
             Turns::<PINGPONG>::new(consumer, CONSUMERS as u32).wait();
         }
@@ -1291,7 +1295,7 @@ struct Item {
 /// The `wgmma` descriptors of one consumer warpgroup's operands: its 64 rows of Q, and the K and
 /// V tiles of ring slot 0, all in the 128-byte swizzle layout the copy engine wrote. The operand of
 /// each product is one of them moved by a constant and a slot's stride: one add, where building
-/// the descriptor per `wgmma` cost ten instructions (docs/perf-notes.md, v13).
+/// the descriptor per `wgmma` cost ten instructions (docs/kernels/flash_ws.md, the products).
 struct Operands<G: WarpgroupShape, const STAGES: usize> {
     q: SmemDescriptor,
     k: SmemDescriptor,
@@ -1540,7 +1544,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// into its accumulators and row states, and returns true: it writes the item's output.
     /// (Where the last to finish published and counted first and then read one slot after
     /// another, its merge waited for about six round trips to memory, now about two: 1.5% at
-    /// (2,8,2048,64), docs/perf-notes.md, v40; v41 measured the rest as bytes.)
+    /// (2,8,2048,64); the rest measured as bytes, not round trips: docs/kernels/flash_ws.md, the
+    /// split-KV merge.)
     ///
     /// The wait cannot hang: the slices it waits for counted done before it, so they are
     /// running, and they publish without waiting on anything. Each thread writes and reads only
@@ -1594,7 +1599,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // then its partial result enters from its registers and never goes through its slot (a
         // third of the merge's bytes at three slices). The other parts write theirs at once,
         // under the count's round trip (after the broadcast below, their counts came ~0.6k
-        // cycles later: docs/perf-notes.md, v42); part 0 only once it knows it is not merging.
+        // cycles later: docs/kernels/flash_ws.md, the split-KV merge); part 0 only once it knows
+        // it is not merging.
         let write_slot = || {
             let mine = slot(split.part());
             for (r, &o) in self.o_acc.registers().iter().enumerate() {
@@ -1740,8 +1746,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// sequence's end clipped by the copy engine), or every thread with 16-byte stores of the
     /// rows inside the sequence (`RowStores`), a warp writing two whole rows at a time. Where each
     /// thread stored 4 bytes per instruction straight to memory, the warps waited for those
-    /// stores to drain before they could exit (docs/perf-notes.md, v14). The LSE is written per
-    /// row as before.
+    /// stores to drain before they could exit (docs/kernels/flash_ws.md, the epilogue). The LSE
+    /// is written per row as before.
     ///
     /// # Safety
     /// As `run` with `staged_output` not `Registers`: every S = Q K^T of the block has completed
@@ -1824,7 +1830,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         // in it, the division's divide-by-zero check (a call to the panic handler) sat in a
         // per-thread branch inside the item loop, ptxas no longer proved that loop
         // warp-converged, and the KV loop's descriptor arithmetic left the uniform datapath
-        // (docs/perf-notes.md, v22). The grid kernels, with no loop around it, keep their code.
+        // (docs/kernels/flash_ws.md, persistence). The grid kernels, with no loop around it, keep
+        // their code.
         let early = if own_tile {
             problem.walked_map_coordinates(head)
         } else {
@@ -1930,7 +1937,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
 
     /// How a kept row maximum's factor comes about (`RowState::rescale_lazily`): the branch
     /// around its `ex2` measured 4-5% faster for e4m3 at head dim 256 and within the noise at
-    /// 128; the select for 16-bit inputs (docs/perf-notes.md, v16 and v27).
+    /// 128; the select for 16-bit inputs (docs/history/perf-notes.md: the lazy rescale, and FP8's
+    /// kept factor per head dim).
     #[inline(always)]
     fn kept_factor() -> KeptFactor {
         if G::Input::BYTES == 1 && G::D == 256 {
@@ -1985,7 +1993,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
 
     /// The KV loop one product at a time: S, its softmax, then P V. With ping-pong the turns
     /// go round the exponentials, not the products: the warpgroups take the exponential unit in
-    /// turn while the others' products run (docs/perf-notes.md, v31).
+    /// turn while the others' products run (docs/history/perf-notes.md, the serial loop's
+    /// ping-pong turns round the exponentials).
     #[inline(always)]
     unsafe fn serial(&mut self, tiles: u32) {
         if tiles == 0 {
@@ -2004,7 +2013,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
             let active = self.active(t);
             // The row maxima before the turn (a chain of shuffles): only the exponentials take it.
             // The turn's wait and hand-over stay outside the branches: inside them (one pair in
-            // each arm) the loop measured 15-22% slower (docs/perf-notes.md, v31).
+            // each arm) the loop measured 15-22% slower (docs/history/perf-notes.md, the serial
+            // loop's ping-pong turns).
             let correction = if active {
                 self.probabilities_head(t, 0)
             } else {
@@ -2033,11 +2043,12 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
     /// exponentials: `schedule::exponentials_before_wait`) rather than before its product: the
     /// mbarrier wait is a loop, so it ends the basic block that holds those exponentials, and
     /// ptxas, which schedules within a basic block, can no longer hoist the `wait_group 0` that
-    /// follows above them (it did: docs/perf-notes.md, v10; `tests/sass_schedule.rs` checks).
+    /// follows above them (it did: docs/kernels/flash_ws.md, overlap; `tests/sass_schedule.rs`
+    /// checks).
     /// The exponentials after the wait share their block with the packing of P.
     /// Every warp of the warpgroup reaches that one `wait_group` at the same instruction, as
     /// `.aligned` requires (an earlier fix that put a wait in each arm of the rescale branch
-    /// broke that: compute-sanitizer's synccheck, v11).
+    /// broke that: compute-sanitizer's synccheck).
     #[inline(always)]
     unsafe fn overlapped(&mut self, tiles: u32, mark_tile: impl Fn(u32, u32)) {
         if tiles == 0 {
@@ -2048,7 +2059,8 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         let (first_stage, first_parity) = self.slot(0);
         arch::mbarrier_wait(self.plan.barrier(K_FULL, first_stage), first_parity);
         // The turn is held for the issue only, here and after the loop as inside it: one rule
-        // for every turn (waiting inside it measured the same: docs/perf-notes.md, v38).
+        // for every turn (waiting inside it measured the same: docs/history/perf-notes.md, the
+        // item's first S and last P V waited for after the turn).
         self.turns.wait();
         mark_tile(0, record::TILE_TURN);
         if self.active(0) {
@@ -2083,7 +2095,7 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
                 self.scores::<true>(stage);
                 // Here, under the product just issued, rather than at the end of the last
                 // iteration: there the multiplies sat between the softmax and the next turn at
-                // the tensor cores (docs/perf-notes.md, v14).
+                // the tensor cores (docs/kernels/flash_ws.md, overlap).
                 fragment::rescale(core::array::from_mut(&mut self.o_acc), correction);
                 self.attend::<true>(prev_stage);
                 self.turns.pass();
