@@ -1,7 +1,0 @@
-# Session 17, call 10 (right after call 9, FA3 still installed): the bf16 evidence bench with t3.
-rm -rf /tmp/l /tmp/j
-B=t3 source .gpux/s17/common.sh
-export PYTHONPATH=$(cat /tmp/fa4/pythonpath 2>/dev/null)
-s 560 bench_bf16 $H bench --shapes std --shape 2,16,4096,256 --dtype bf16 --peers torch,fa3 --iters 60 --plot /tmp/j/bench_bf16_h100.svg --json /tmp/j/bench_bf16_h100.json
-cp /tmp/l/bench_bf16.log /tmp/j/bench_bf16_h100.log
-pack 10
