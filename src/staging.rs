@@ -119,7 +119,6 @@ pub(crate) struct Permanents {
     copies: Mutex<HashMap<Vec<u8>, Permanent>>,
 }
 
-
 impl Permanents {
     pub(crate) fn new(ctx: Arc<CudaContext>) -> Self {
         Permanents {
