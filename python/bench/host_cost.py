@@ -12,27 +12,16 @@ parts; torch SDPA's cuDNN backend on the same tensors for comparison.
 
 import argparse
 import json
-import time
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashrs
+from bench_torch import wall_us as per_call_us  # this folder is on sys.path
 from flashrs import _flashrs
 
 SHAPES = [(1, 8, 8, 512, 512, 64), (1, 32, 8, 1, 8192, 128)]
-
-
-def per_call_us(fn, calls):
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def main():
