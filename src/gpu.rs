@@ -80,6 +80,52 @@ pub struct Kernel {
     /// A persistent variant's most blocks: as many as the SMs hold at once (0 for the others).
     pub(crate) resident_grid: u32,
     pub(crate) function: CudaFunction,
+    /// Which launch the entry point takes its parameters from.
+    pub(crate) entry: Entry,
+    /// Whether it is a barrier-counting twin, which writes records through the barrier log.
+    pub(crate) counted: bool,
+}
+
+/// The launch an entry point is made for: each reads buffers the others do not pass (a varlen
+/// kernel the `cu_seqlens`, a paged one the block table), so one handed to another is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    Dense,
+    Varlen,
+    Paged,
+}
+
+impl Entry {
+    fn name(self) -> &'static str {
+        match self {
+            Entry::Dense => "dense",
+            Entry::Varlen => "varlen",
+            Entry::Paged => "paged",
+        }
+    }
+}
+
+impl Kernel {
+    /// Refuses a launch of this kernel as `entry` (`Gpu::launch_with`, `launch_varlen`,
+    /// `launch_paged`), or without a barrier log when it counts barriers: the kernel would read
+    /// parameters that launch leaves null, or write its records at address 0.
+    pub(crate) fn check_launch(&self, entry: Entry, has_barrier_log: bool) -> Result<()> {
+        if self.entry != entry {
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} is a {} entry point, launched as {}",
+                self.symbol,
+                self.entry.name(),
+                entry.name()
+            )));
+        }
+        if self.counted && !has_barrier_log {
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} counts barriers: its launch needs a barrier log",
+                self.symbol
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Kernel {
@@ -465,7 +511,7 @@ impl Gpu {
         } else {
             variant.symbol(head_dim, dtype.name())
         };
-        self.kernel_with_symbol(variant, head_dim, dtype, symbol)
+        self.kernel_with_symbol(variant, head_dim, dtype, symbol, Entry::Dense, counted)
     }
 
     /// `kernel` for one of `variant`'s entry points named `symbol` (its own, its counted twin,
@@ -476,7 +522,17 @@ impl Gpu {
         head_dim: usize,
         dtype: DType,
         symbol: String,
+        entry: Entry,
+        counted: bool,
     ) -> Result<Kernel> {
+        // The launch trusts the variant's tiles, threads and persistence: a copy with other
+        // fields (they are public) would describe a kernel other than the one compiled.
+        if VariantSpec::by_name(variant.name) != Some(variant) {
+            return Err(Error::UnknownKernel(format!(
+                "{} (a variant that differs from the compiled one of that name)",
+                variant.name
+            )));
+        }
         if variant.min_arch > self.arch {
             return Err(Error::Architecture {
                 kernel: variant.name,
@@ -534,6 +590,8 @@ impl Gpu {
             smem_bytes,
             resident_grid,
             function,
+            entry,
+            counted,
         })
     }
 
@@ -806,6 +864,7 @@ impl Gpu {
     ) -> Result<()> {
         let shape = tensors.shape;
         params.validate()?;
+        kernel.check_launch(Entry::Dense, barrier_log.is_some())?;
         self.check_stream(&tensors.stream)?;
         if tensors.dtype != kernel.dtype {
             return Err(Error::InvalidProblem(format!(

@@ -296,8 +296,15 @@ impl Gpu {
                     variant.name
                 ))
             })?;
-        self.kernel_with_symbol(variant, head_dim, dtype, symbol)
-            .map(PagedKernel)
+        self.kernel_with_symbol(
+            variant,
+            head_dim,
+            dtype,
+            symbol,
+            crate::gpu::Entry::Paged,
+            counted,
+        )
+        .map(PagedKernel)
     }
 
     /// The library's paged kernel for `shape` (made by [`PagedKv::shape`]) on pages of
@@ -407,6 +414,13 @@ impl Gpu {
     ) -> Result<()> {
         let (kernel, shape) = (&kernel.0, tensors.shape);
         params.validate()?;
+        kernel.check_launch(crate::gpu::Entry::Paged, barrier_log.is_some())?;
+        // As in `launch_varlen`: the tensors must be ordered on this GPU's stream.
+        if tensors.block_table.stream().cu_stream() != self.stream().cu_stream() {
+            return refuse(
+                "the tensors were made by another Gpu: launch them with the one that made them".into(),
+            );
+        }
         if kernel.dtype() != tensors.dtype || kernel.head_dim() != shape.head_dim {
             return refuse(format!(
                 "kernel {} does not take {} at head dim {}",

@@ -418,8 +418,15 @@ impl Gpu {
                     variant.name
                 ))
             })?;
-        self.kernel_with_symbol(variant, head_dim, dtype, symbol)
-            .map(VarlenKernel)
+        self.kernel_with_symbol(
+            variant,
+            head_dim,
+            dtype,
+            symbol,
+            crate::gpu::Entry::Varlen,
+            counted,
+        )
+        .map(VarlenKernel)
     }
 
     /// The library's varlen kernel: `flash_decode` when every sequence's grouped queries fit one
@@ -639,6 +646,14 @@ impl Gpu {
     ) -> Result<()> {
         let kernel = &kernel.0;
         params.validate()?;
+        kernel.check_launch(crate::gpu::Entry::Varlen, barrier_log.is_some())?;
+        // The launch goes on this GPU's stream: tensors another Gpu made are ordered on its own
+        // stream (or another device), where they could be freed while this launch reads them.
+        if tensors.cu_q.stream().cu_stream() != self.stream().cu_stream() {
+            return refuse(
+                "the tensors were made by another Gpu: launch them with the one that made them".into(),
+            );
+        }
         if kernel.dtype() != tensors.dtype || kernel.head_dim() != tensors.head_dim {
             return refuse(format!(
                 "kernel {} does not take {} at head dim {}",

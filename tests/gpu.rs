@@ -1039,3 +1039,60 @@ fn persistent_tail_split_matches_the_reference() {
         }
     }
 }
+
+/// The lower layer's ways to reach a kernel with a buffer it was not given are refused before any
+/// launch: a counted kernel with no barrier log, a varlen entry point handed to the dense launch,
+/// a copy of a variant with other tiles, and varlen tensors another `Gpu` made.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn the_lower_layer_refuses_what_would_reach_memory_it_was_not_given() {
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(7);
+    let shape = Shape::new(1, 2, 128, 64);
+    let params = Params {
+        causal: false,
+        scale: None,
+    };
+    let (mut tensors, _) = problem(&gpu, shape, params, DType::F16, &mut rng);
+    let variant = VARIANTS
+        .iter()
+        .find(|v| v.head_dims.contains(&64) && v.min_arch <= gpu.arch && v.has_varlen_at(64))
+        .expect("a variant with a varlen entry point at head dim 64");
+    let message = |result: flashrs::Result<()>| result.unwrap_err().to_string();
+
+    let counted = gpu.kernel(variant, 64, DType::F16, true).unwrap();
+    let refused = message(gpu.launch(&counted, &mut tensors, params, None));
+    assert!(refused.contains("counts barriers"), "{refused}");
+
+    let varlen = gpu.varlen_kernel(variant, 64, DType::F16, false).unwrap();
+    let refused = message(gpu.launch(varlen.kernel(), &mut tensors, params, None));
+    assert!(
+        refused.contains("is a varlen entry point, launched as dense"),
+        "{refused}"
+    );
+
+    let mut copy = *variant;
+    copy.spec.block_m *= 2;
+    let leaked: &'static flashrs::variants::VariantSpec = Box::leak(Box::new(copy));
+    let refused = gpu
+        .kernel(leaked, 64, DType::F16, false)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(refused.contains("differs from the compiled one"), "{refused}");
+
+    let batch = flashrs::VarlenBatch::new(vec![0, 3, 10], vec![0, 5, 9]).unwrap();
+    let (heads, d) = (2, 64);
+    let q = random(10 * heads * d, DType::F16, &mut rng);
+    let kv = random(9 * heads * d, DType::F16, &mut rng);
+    let mut packed = gpu
+        .varlen_tensors(batch, (heads, heads, d), DType::F16, (&q, &kv, &kv))
+        .unwrap();
+    let other = Gpu::open(0).unwrap();
+    let other_kernel = other.varlen_kernel(variant, 64, DType::F16, false).unwrap();
+    let refused = message(other.launch_varlen(&other_kernel, &mut packed, params, None));
+    assert!(refused.contains("made by another Gpu"), "{refused}");
+    // The Gpu that made them launches them.
+    gpu.launch_varlen(&varlen, &mut packed, params, None).unwrap();
+    gpu.synchronize().unwrap();
+}
