@@ -527,7 +527,7 @@ impl Gpu {
     ) -> Result<Kernel> {
         // The launch trusts the variant's tiles, threads and persistence: a copy with other
         // fields (they are public) would describe a kernel other than the one compiled.
-        if VariantSpec::by_name(variant.name) != Some(variant) {
+        if !variant.is_compiled() {
             return Err(Error::UnknownKernel(format!(
                 "{} (a variant that differs from the compiled one of that name)",
                 variant.name

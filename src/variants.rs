@@ -76,6 +76,17 @@ impl VariantSpec {
             .chain(EXPERIMENTAL_VARIANTS.iter().filter(|v| v.family.fp8()))
             .find(|v| v.name == name)
     }
+
+    /// Whether this is, field for field, the compiled variant of its name (16-bit or e4m3): a
+    /// launch trusts its tiles, threads and persistence, and the fields are public.
+    pub fn is_compiled(&self) -> bool {
+        let family = if self.family.fp8() {
+            Self::fp8_by_name(self.name)
+        } else {
+            Self::by_name(self.name)
+        };
+        family == Some(self)
+    }
 }
 
 mod table {
@@ -93,6 +104,18 @@ pub use table::{ARCHES, DTYPES, EXPERIMENTAL_VARIANTS, FP8_VARIANTS, HEAD_DIMS, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_table_variant_is_compiled_and_a_changed_copy_is_not() {
+        let all = VARIANTS.iter().chain(FP8_VARIANTS).chain(EXPERIMENTAL_VARIANTS);
+        for variant in all {
+            assert!(variant.is_compiled(), "{}", variant.name);
+            let mut copy = *variant;
+            copy.spec.block_m *= 2;
+            assert!(!copy.is_compiled(), "{} with block_m doubled", variant.name);
+        }
+        assert!(!FP8_VARIANTS.is_empty());
+    }
 
     /// The names as they were before they were derived from `Spec`: the tuned table
     /// (`tuned/h100.json`) and the evidence refer to variants by them.
