@@ -24,6 +24,9 @@ mod ptx_items;
 /// is `sm_90a`, the architecture-specific target that `wgmma` needs (it loads on sm_90 devices
 /// only, which is every Hopper GPU).
 const ARCHES: &[(&str, u32)] = &[("sm_80", 80), ("sm_90a", 90)];
+/// The head dims the backward kernels are compiled for: `backward_launch::HEAD_DIMS` (the
+/// library's test `every_backward_kernel_is_compiled` holds the two lists together).
+const BACKWARD_HEAD_DIMS: [u32; 3] = [64, 128, 256];
 
 // The typed variant description, shared with the library.
 #[path = "src/spec.rs"]
@@ -230,11 +233,33 @@ fn device_units(table: &Table, variants: &[&Variant], arch: u32) -> Vec<device::
         "fp8_transpose_v!(fp8_transpose_v_d128, 128);\nfp8_transpose_v!(fp8_transpose_v_d256, 256);\n",
     );
     common.push_str("softmax_rows!(softmax_rows_f16, F16);\nsoftmax_rows!(softmax_rows_bf16, Bf16);\n");
-    let mut units = vec![device::Unit {
-        name: "common".into(),
-        families: BTreeSet::new(),
-        table: common,
-    }];
+    // The backward pass's three kernels per head dim and dtype (`attention::backward`).
+    let mut backward = String::from(header);
+    for d in BACKWARD_HEAD_DIMS {
+        for dtype in &table.dtypes {
+            let names = ["flash_backward_prepare", "flash_backward", "flash_backward_dq"]
+                .map(|kernel| format!("{kernel}_d{d}_{dtype}"))
+                .join(" ");
+            writeln!(
+                backward,
+                "flash_backward!({names}, {}, d = {d});",
+                dtype_type(dtype)
+            )
+            .unwrap();
+        }
+    }
+    let mut units = vec![
+        device::Unit {
+            name: "common".into(),
+            families: BTreeSet::new(),
+            table: common,
+        },
+        device::Unit {
+            name: "backward".into(),
+            families: BTreeSet::from(["backward"]),
+            table: backward,
+        },
+    ];
     for v in variants.iter().filter(|v| v.spec.min_arch() <= arch) {
         let family = v.spec.family.name();
         let mut src = String::from(header);

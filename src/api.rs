@@ -129,6 +129,11 @@ impl<T: Element> DeviceTensor<T> {
         self.layout
     }
 
+    /// The stream the tensor's memory is ordered on (its GPU's).
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        self.data.stream()
+    }
+
     fn operand(&self) -> Operand {
         Operand {
             dims: self.dims,
@@ -237,6 +242,18 @@ impl LseBuffer {
     /// `[B, H, S_q]`.
     pub fn dims(&self) -> [usize; 3] {
         self.dims
+    }
+
+    /// The stream the buffer's memory is ordered on (its GPU's).
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        self.data.stream()
+    }
+
+    /// The device address of the first row, for the raw path's views
+    /// ([`crate::backward::BackwardViews::lse`]).
+    pub fn device_address(&self) -> u64 {
+        let (ptr, _record) = self.data.device_ptr(self.data.stream());
+        ptr
     }
 }
 
@@ -901,7 +918,7 @@ impl Drop for CurrentContext {
 /// # Safety
 /// `stream` is null (the legacy default stream) or a `CUstream` handle that stays valid while the
 /// returned wrapper lives.
-unsafe fn borrow_stream(gpu: &Gpu, stream: *mut std::ffi::c_void) -> Result<Arc<CudaStream>> {
+pub(crate) unsafe fn borrow_stream(gpu: &Gpu, stream: *mut std::ffi::c_void) -> Result<Arc<CudaStream>> {
     let ctx = gpu.context();
     // The null handle means the legacy stream of the context current on this thread: make it ours.
     ctx.bind_to_thread()?;

@@ -362,23 +362,45 @@ fn dependent_launches(arch: u32) -> bool {
     arch == 90 && std::env::var_os("FLASHRS_PDL").is_none_or(|v| v != "0")
 }
 
+/// A kernel parameter list as the host fills it in: a struct whose fields are the entry points'
+/// parameters in order (`LaunchArgs` for the forward's, `BackwardArgs` for the backward's), each
+/// declared once for both sides by a `with_*_params!` list.
+pub(crate) trait ParamList {
+    /// Calls `f` with the address of every field, in parameter order: the driver's list.
+    fn with_addresses<R>(&self, f: impl FnOnce(&mut [*mut std::ffi::c_void]) -> R) -> R;
+}
+
+impl ParamList for LaunchArgs {
+    fn with_addresses<R>(&self, f: impl FnOnce(&mut [*mut std::ffi::c_void]) -> R) -> R {
+        let args = self;
+        f(&mut with_launch_params!(launch_arg_addresses!(args;)))
+    }
+}
+
+impl ParamList for crate::backward_launch::BackwardArgs {
+    fn with_addresses<R>(&self, f: impl FnOnce(&mut [*mut std::ffi::c_void]) -> R) -> R {
+        let args = self;
+        f(&mut with_backward_params!(launch_arg_addresses!(args;)))
+    }
+}
+
 /// Launches `function` on `stream` with `args` pushed as its parameter list; with `dependent`,
-/// as a programmatic dependent launch (see `dependent_launches`).
+/// as a programmatic dependent launch (see `dependent_launches`). Every launch of the library
+/// goes through here.
 ///
 /// # Safety
-/// `function` takes the launch parameter list (`kernels-rs/src/launch.rs`), and `args` and
-/// `config` satisfy its contract: buffers as long as the shape says, live in `stream`'s context,
-/// the grid it expects. With `dependent`, `function` is an sm_90a entry point (which waits for
-/// the kernel before it at its first instruction).
-pub(crate) unsafe fn launch_with_args(
+/// `function` takes the parameter list `A` describes (`kernels-rs/src/launch.rs` or
+/// `backward_launch.rs`), and `args` and `config` satisfy its contract: buffers as long as the
+/// shape says, live in `stream`'s context, the grid it expects. With `dependent`, `function` is
+/// an sm_90a entry point (which waits for the kernel before it at its first instruction).
+pub(crate) unsafe fn launch_with_args<A: ParamList>(
     stream: &CudaStream,
     function: &CudaFunction,
     config: LaunchConfig,
-    args: &LaunchArgs,
+    args: &A,
     dependent: bool,
 ) -> Result<()> {
     use cudarc::driver::sys;
-    let mut params = with_launch_params!(launch_arg_addresses!(args;));
     let mut attribute = sys::CUlaunchAttribute {
         id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
         pad: [0; 4],
@@ -400,17 +422,19 @@ pub(crate) unsafe fn launch_with_args(
         numAttrs: dependent as u32,
     };
     stream.context().bind_to_thread()?;
-    // Safety: the caller's contract; `params` points at `args`' fields, which outlive the call
-    // (the driver copies the parameters before it returns).
-    unsafe {
-        sys::cuLaunchKernelEx(
-            &launch,
-            function.cu_function(),
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    }
-    .result()?;
+    args.with_addresses(|params| {
+        // Safety: the caller's contract; `params` points at `args`' fields, which outlive the
+        // call (the driver copies the parameters before it returns).
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &launch,
+                function.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+    })?;
     Ok(())
 }
 
@@ -604,6 +628,29 @@ impl Gpu {
             return Ok(f.clone());
         }
         let f = self.load_function(name)?;
+        functions.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// As `cached_function`, for a kernel whose blocks take `smem_bytes` of dynamic shared
+    /// memory: opted into once, when it is loaded (above 48 KiB the driver needs that).
+    pub(crate) fn cached_function_with_shared(&self, name: &str, smem_bytes: u32) -> Result<CudaFunction> {
+        let mut functions = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = functions.get(name) {
+            return Ok(f.clone());
+        }
+        if smem_bytes > self.max_smem_optin {
+            return Err(Error::SharedMemory {
+                kernel: name.to_string(),
+                needed: smem_bytes,
+                available: self.max_smem_optin,
+            });
+        }
+        let f = self.load_function(name)?;
+        f.set_attribute(
+            CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem_bytes as i32,
+        )?;
         functions.insert(name.to_string(), f.clone());
         Ok(f)
     }

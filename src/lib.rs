@@ -15,6 +15,12 @@
 #[path = "../kernels-rs/src/launch.rs"]
 pub mod launch;
 
+/// The backward kernels' launch parameters, workspace and shared-memory layout: the device
+/// crate's own, so both sides agree.
+#[macro_use]
+#[path = "../kernels-rs/src/backward_launch.rs"]
+pub mod backward_launch;
+
 /// Where the overlapped `flash_ws` loop waits for its running product: the device crate's own
 /// rule, read by the check of the machine code.
 #[doc(hidden)]
@@ -22,6 +28,7 @@ pub mod launch;
 pub mod schedule;
 
 pub mod api;
+pub mod backward;
 pub mod decode;
 pub mod error;
 pub mod fp8;
@@ -41,6 +48,7 @@ pub use api::{
     layout_from_strides, paged_attention, varlen_attention, Attention, DeviceArray, DeviceTensor, Element,
     LseBuffer, PackedTensor, PagedCache, RawOptions, TensorView,
 };
+pub use backward::{attention_backward, attention_backward_raw, BackwardOptions, BackwardViews};
 pub use decode::{DecodeOptions, SplitSource};
 pub use error::{Error, Result};
 pub use fp8::Fp8Tensors;

@@ -18,6 +18,8 @@ pub mod arch;
 pub mod attention;
 #[macro_use]
 pub mod launch;
+#[macro_use]
+pub mod backward_launch;
 pub mod policy;
 pub mod schedule;
 pub mod softmax;

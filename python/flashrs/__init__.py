@@ -1,4 +1,4 @@
-"""flashrs: FlashAttention-style attention forward for PyTorch CUDA tensors.
+"""flashrs: FlashAttention-style attention for PyTorch CUDA tensors, forward and backward.
 
 The kernels are written in Rust and compiled to PTX; the native module ``flashrs._flashrs`` does
 every check and the launch, and knows nothing of torch. ``attention`` is a ``torch.library``
@@ -7,6 +7,11 @@ custom op (``torch.ops.flashrs.attention``) with a fake implementation, so ``tor
 implementation directly, which costs less host time. The implementation reads each tensor's
 address, shape, strides, dtype and device, allocates the outputs with torch (so its caching
 allocator owns them, and a graph's private pool under capture) and passes torch's current stream.
+
+The op is differentiable: its autograd formula (``torch.library.register_autograd``) calls a
+second custom op, ``torch.ops.flashrs.attention_backward``, with what the forward saved (q, k, v,
+the output and the log-sum-exp), so a loss through ``attention`` trains, also under
+``torch.compile``.
 """
 
 from typing import Optional, Tuple
@@ -21,7 +26,7 @@ except ImportError:  # the checks still run (and are tested) without torch
 __all__ = ["attention"]
 
 
-def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None):
+def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, deterministic=False):
     """``softmax(scale * q @ k^T) @ v`` for each batch and head, on torch's current stream.
 
     q is ``[B, H, S_q, D]`` and k, v are ``[B, H_kv, S_k, D]``, or with ``layout="bshd"`` all
@@ -35,38 +40,32 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None):
 
     Returns the output, with q's dims and memory layout, and with ``return_lse`` also the
     log-sum-exp of each query row's scaled scores, ``[B, H, S_q]`` float32 (``-inf`` for a row
-    that sees no key). Bad input raises ``ValueError`` with a one-line message, also inputs that
-    require grad while grad mode is on (there is no backward pass yet); a machine without a CUDA
-    driver, or a CUDA failure, raises ``RuntimeError``. The first call on a device loads the
-    kernels (with the driver's JIT, tens of seconds, unless ``FLASHRS_CUBIN_DIR`` points at
-    prebuilt ones). A call can be captured in a CUDA graph: replays read the inputs' current
-    contents at the same addresses, with the shapes and options of the captured call.
+    that sees no key). When q, k or v requires grad (and grad mode is on), the output carries
+    autograd history: its backward pass computes dq, dk and dv on the GPU (head dims 64, 128 and
+    256). With ``deterministic`` the backward adds dq's parts in a fixed order, so every run gives
+    the same bits. The log-sum-exp is not differentiated (as FlashAttention's). Bad input raises
+    ``ValueError`` with a one-line message; a machine without a CUDA driver, or a CUDA failure,
+    raises ``RuntimeError``. The first call on a device loads the kernels (with the driver's JIT,
+    tens of seconds, unless ``FLASHRS_CUBIN_DIR`` points at prebuilt ones). A call can be captured
+    in a CUDA graph: replays read the inputs' current contents at the same addresses, with the
+    shapes and options of the captured call.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not _is_tensor(t):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    _refuse_grad((q, k, v), _grad_enabled())
     scale = None if scale is None else float(scale)
-    args = (q, k, v, bool(causal), scale, bool(return_lse), "bhsd" if layout is None else str(layout))
-    # torch.compile and torch.export trace the op; an eager call runs its implementation directly,
-    # which skips the dispatcher's Python layers (about 24 us a call on an H200 host).
-    if _compiling():
+    layout = "bhsd" if layout is None else str(layout)
+    needs_grad = _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v))
+    # The backward needs the log-sum-exp; it goes through the dispatcher, where autograd is.
+    args = (q, k, v, bool(causal), scale, bool(return_lse) or needs_grad, layout, bool(deterministic))
+    # torch.compile and torch.export trace the op; an eager call that needs no gradient runs its
+    # implementation directly, which skips the dispatcher's Python layers (about 24 us a call on
+    # an H200 host).
+    if needs_grad or _compiling():
         out, lse = _op(*args)
     else:
-        out, lse, _ = _attention(*args)
+        out, lse, _ = _attention(*args[:7])
     return (out, lse) if return_lse else out
-
-
-def _refuse_grad(tensors, grad_enabled):
-    """A ValueError for inputs that need a gradient while grad mode is on: there is no backward
-    pass yet, and an output detached from them would drop the gradient without a word."""
-    if grad_enabled:
-        for name, t in zip("qkv", tensors):
-            if getattr(t, "requires_grad", False):
-                raise ValueError(
-                    f"{name} requires grad: flashrs has no backward pass yet; call it under "
-                    "torch.no_grad() or torch.inference_mode(), or detach the inputs"
-                )
 
 
 # What the public function asks of torch; module functions so that the CPU tests (no torch)
@@ -85,8 +84,8 @@ def _compiling():
     return torch is not None and torch.compiler.is_compiling()
 
 
-def _op(q, k, v, causal, scale, return_lse, layout):
-    return torch.ops.flashrs.attention(q, k, v, causal, scale, return_lse, layout)
+def _op(q, k, v, causal, scale, return_lse, layout, deterministic):
+    return torch.ops.flashrs.attention(q, k, v, causal, scale, return_lse, layout, deterministic)
 
 
 def _lse_rows(shape, layout):
@@ -105,19 +104,82 @@ if torch is not None:
         scale: Optional[float],
         return_lse: bool,
         layout: str,
+        deterministic: bool,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """The op's real implementation: every check, then the launch on the current stream.
-        Without ``return_lse`` the second output is an empty float32 tensor."""
+        Without ``return_lse`` the second output is an empty float32 tensor. ``deterministic``
+        is the backward's (see ``attention``)."""
         out, lse, _ = _attention(q, k, v, causal, scale, return_lse, layout)
         if lse is None:
             lse = torch.empty(0, dtype=torch.float32, device=q.device)
         return out, lse
 
     @_attention_op.register_fake
-    def _attention_fake(q, k, v, causal, scale, return_lse, layout):
+    def _attention_fake(q, k, v, causal, scale, return_lse, layout, deterministic):
         out = torch.empty_like(q, memory_format=torch.preserve_format)
         rows = _lse_rows(q.shape, layout) if return_lse else (0,)
         return out, q.new_empty(rows, dtype=torch.float32)
+
+    @torch.library.custom_op("flashrs::attention_backward", mutates_args=())
+    def _attention_backward_op(
+        d_out: torch.Tensor,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        out: torch.Tensor,
+        lse: torch.Tensor,
+        causal: bool,
+        scale: Optional[float],
+        layout: str,
+        deterministic: bool,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """dq, dk and dv of ``attention`` from what its forward saved and the output's gradient,
+        each with its input's dims and memory layout."""
+        return _attention_backward(d_out, q, k, v, out, lse, causal, scale, layout, deterministic)
+
+    @_attention_backward_op.register_fake
+    def _attention_backward_fake(d_out, q, k, v, out, lse, causal, scale, layout, deterministic):
+        return tuple(torch.empty_like(t, memory_format=torch.preserve_format) for t in (q, k, v))
+
+    def _setup_context(ctx, inputs, output):
+        q, k, v, causal, scale, return_lse, layout, deterministic = inputs
+        out, lse = output
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = (causal, scale, layout, deterministic)
+        ctx.mark_non_differentiable(lse)
+
+    def _attention_grad(ctx, d_out, _d_lse):
+        q, k, v, out, lse = ctx.saved_tensors
+        if lse.numel() == 0:
+            raise RuntimeError(
+                "flashrs.attention was called without the log-sum-exp its backward needs; "
+                "call flashrs.attention (not torch.ops.flashrs.attention with return_lse=False)"
+            )
+        causal, scale, layout, deterministic = ctx.options
+        d_q, d_k, d_v = torch.ops.flashrs.attention_backward(
+            d_out, q, k, v, out, lse, causal, scale, layout, deterministic
+        )
+        return d_q, d_k, d_v, None, None, None, None, None
+
+    torch.library.register_autograd("flashrs::attention", _attention_grad, setup_context=_setup_context)
+
+
+def _attention_backward(d_out, q, k, v, out, lse, causal, scale, layout, deterministic):
+    """The backward op's implementation: dO in the output's memory layout (autograd may hand
+    over any strides), the gradients and the workspace allocated by torch, then the launch."""
+    if d_out.stride() != out.stride():
+        d_out = _empty_like(out).copy_(d_out)
+    d_q, d_k, d_v = _empty_like(q), _empty_like(k), _empty_like(v)
+    described = [
+        _describe(name, t)
+        for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("d_out", d_out), ("lse", lse),
+                        ("d_q", d_q), ("d_k", d_k), ("d_v", d_v))
+    ]
+    options = (layout, bool(causal), None if scale is None else float(scale), bool(deterministic))
+    workspace_bytes = _flashrs.check_backward(*described, *options)
+    workspace = _empty_workspace(q, workspace_bytes)
+    _flashrs.backward(*described, (int(workspace.data_ptr()), workspace_bytes), *options, _current_stream(q))
+    return d_q, d_k, d_v
 
 
 def _attention(q, k, v, causal, scale, return_lse, layout):
@@ -168,6 +230,12 @@ def _empty_like(q):
     import torch
 
     return torch.empty_like(q, memory_format=torch.preserve_format)
+
+
+def _empty_workspace(q, nbytes):
+    import torch
+
+    return torch.empty(max(nbytes, 16), dtype=torch.uint8, device=q.device)
 
 
 def _empty_lse(q, rows):

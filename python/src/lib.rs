@@ -7,6 +7,7 @@
 use std::sync::Mutex;
 
 use flashrs::api::{attention_raw, bf16, check_views, f16, keeping_current_context, RawOptions, TensorView};
+use flashrs::backward::{attention_backward_raw, workspace_bytes, BackwardOptions, BackwardViews};
 use flashrs::{fits_layout, layout_from_strides, Element, Error, Gpu, Layout};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -107,10 +108,15 @@ fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Ope
 /// wrapper's description shows (dtype, device); the attention checks come after, in the library.
 fn operands(inputs: [&Described; 3], out: Option<&Described>, order: [usize; 4]) -> PyResult<Vec<Operand>> {
     let names = ["q", "k", "v", "out"];
-    let all = inputs.into_iter().chain(out);
-    let mut operands = names
-        .into_iter()
-        .zip(all)
+    let all: Vec<(&'static str, &Described)> = names.into_iter().zip(inputs.into_iter().chain(out)).collect();
+    named_operands(&all, order)
+}
+
+/// `operands` for any list of named tensors (the backward's nine), the first one q.
+fn named_operands(tensors: &[(&'static str, &Described)], order: [usize; 4]) -> PyResult<Vec<Operand>> {
+    let names: Vec<&'static str> = tensors.iter().map(|(what, _)| *what).collect();
+    let mut operands = tensors
+        .iter()
         .map(|(what, t)| operand(what, t, order))
         .collect::<PyResult<Vec<Operand>>>()?;
     // A tensor with one head (k and v under multi-query attention) or one position fits both
@@ -126,13 +132,13 @@ fn operands(inputs: [&Described; 3], out: Option<&Described>, order: [usize; 4])
     for (what, other) in names.iter().zip(&operands).skip(1) {
         if other.dtype != q.dtype {
             return Err(invalid(format!(
-                "q is {} and {what} is {}: q, k, v and the output need one dtype",
+                "q is {} and {what} is {}: the tensors of a call need one dtype",
                 q.dtype, other.dtype
             )));
         }
         if other.device != q.device {
             return Err(invalid(format!(
-                "q is on cuda:{} and {what} on cuda:{}: q, k, v and the output need one device",
+                "q is on cuda:{} and {what} on cuda:{}: the tensors of a call need one device",
                 q.device, other.device
             )));
         }
@@ -287,10 +293,147 @@ unsafe fn run<T: Element>(
     unsafe { attention_raw(gpu, q, k, v, out, lse, options, stream as *mut std::ffi::c_void) }
 }
 
+/// The backward's tensors checked alone and against each other, in the order q, k, v, out,
+/// d_out, d_q, d_k, d_v, and the log-sum-exp's address.
+fn backward_operands(
+    tensors: [&Described; 8],
+    lse: &Described,
+    layout: Option<&str>,
+) -> PyResult<(Vec<Operand>, u64)> {
+    let names = ["q", "k", "v", "out", "d_out", "d_q", "d_k", "d_v"];
+    let named: Vec<(&'static str, &Described)> = names.into_iter().zip(tensors).collect();
+    let ops = named_operands(&named, dim_order(layout)?)?;
+    let [b, h, s, _] = ops[0].dims;
+    let lse = lse_address(lse, [b, h, s], ops[0].device)?;
+    Ok((ops, lse))
+}
+
+fn backward_views<T: Element>(ops: &[Operand], lse: u64) -> BackwardViews<'static, T> {
+    BackwardViews {
+        q: view(&ops[0]),
+        k: view(&ops[1]),
+        v: view(&ops[2]),
+        out: view(&ops[3]),
+        d_out: view(&ops[4]),
+        lse,
+        d_q: view(&ops[5]),
+        d_k: view(&ops[6]),
+        d_v: view(&ops[7]),
+    }
+}
+
+fn backward_options(causal: bool, scale: Option<f32>, deterministic: bool) -> BackwardOptions {
+    BackwardOptions {
+        causal,
+        scale,
+        deterministic,
+    }
+}
+
+/// Checks a backward call as `backward` will, without a GPU (the workspace aside); returns the
+/// bytes of workspace it needs.
+#[pyfunction]
+#[pyo3(signature = (q, k, v, out, d_out, lse, d_q, d_k, d_v, layout, causal, scale, deterministic))]
+#[allow(clippy::too_many_arguments)] // Python's arguments, one by one.
+fn check_backward(
+    q: Described,
+    k: Described,
+    v: Described,
+    out: Described,
+    d_out: Described,
+    lse: Described,
+    d_q: Described,
+    d_k: Described,
+    d_v: Described,
+    layout: Option<&str>,
+    causal: bool,
+    scale: Option<f32>,
+    deterministic: bool,
+) -> PyResult<usize> {
+    let (ops, lse) = backward_operands([&q, &k, &v, &out, &d_out, &d_q, &d_k, &d_v], &lse, layout)?;
+    let options = backward_options(causal, scale, deterministic);
+    let shape = if ops[0].dtype == "torch.float16" {
+        flashrs::backward::check_backward(&backward_views::<f16>(&ops, lse), None, options)
+    } else {
+        flashrs::backward::check_backward(&backward_views::<bf16>(&ops, lse), None, options)
+    }
+    .map_err(to_py)?;
+    Ok(workspace_bytes(shape))
+}
+
+/// The backward pass on the described tensors: writes `d_q`, `d_k` and `d_v` from the forward's
+/// `out` and `lse` and the gradient `d_out`, with `workspace` (`(address, bytes)`, at least what
+/// `check_backward` said) as scratch, enqueued on `stream`.
+#[pyfunction]
+#[pyo3(signature = (q, k, v, out, d_out, lse, d_q, d_k, d_v, workspace, layout, causal, scale, deterministic, stream))]
+#[allow(clippy::too_many_arguments)] // Python's arguments, one by one.
+fn backward(
+    py: Python<'_>,
+    q: Described,
+    k: Described,
+    v: Described,
+    out: Described,
+    d_out: Described,
+    lse: Described,
+    d_q: Described,
+    d_k: Described,
+    d_v: Described,
+    workspace: (u64, usize),
+    layout: Option<&str>,
+    causal: bool,
+    scale: Option<f32>,
+    deterministic: bool,
+    stream: usize,
+) -> PyResult<()> {
+    let (ops, lse) = backward_operands([&q, &k, &v, &out, &d_out, &d_q, &d_k, &d_v], &lse, layout)?;
+    let options = backward_options(causal, scale, deterministic);
+    let (f16, device) = (ops[0].dtype == "torch.float16", ops[0].device);
+    // Checked before the GPU is opened, so that bad input is a ValueError on any machine.
+    if f16 {
+        flashrs::backward::check_backward(&backward_views::<f16>(&ops, lse), Some(workspace), options)
+    } else {
+        flashrs::backward::check_backward(&backward_views::<bf16>(&ops, lse), Some(workspace), options)
+    }
+    .map_err(to_py)?;
+    // Opening the GPU binds its context; torch's current one is current again after.
+    let ran = py.detach(move || {
+        let gpu = keeping_current_context(|| gpu(device))?;
+        let stream = stream as *mut std::ffi::c_void;
+        // Safety: as `attention`'s: torch tensors the wrapper holds until this returns, of
+        // `device`, addressed as their shapes and strides say (checked contiguous), the
+        // gradients and the workspace fresh `torch.empty` tensors of their own, all ordered on
+        // torch's current stream `stream`; `out` and `lse` are the forward's, saved by autograd.
+        unsafe {
+            if f16 {
+                attention_backward_raw(
+                    gpu,
+                    backward_views::<f16>(&ops, lse),
+                    workspace.0,
+                    workspace.1,
+                    options,
+                    stream,
+                )
+            } else {
+                attention_backward_raw(
+                    gpu,
+                    backward_views::<bf16>(&ops, lse),
+                    workspace.0,
+                    workspace.1,
+                    options,
+                    stream,
+                )
+            }
+        }
+    });
+    ran.map_err(to_py)
+}
+
 /// The native module; `flashrs` (the Python package) is its user-facing wrapper.
 #[pymodule]
 fn _flashrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(check_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(backward, m)?)?;
     Ok(())
 }

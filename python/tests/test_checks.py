@@ -71,6 +71,7 @@ class Allocations:
     def __init__(self, out=None, lse=None):
         self.out, self.lse = out, lse
         self.saved = {}
+        self.op_calls = []
 
     def __enter__(self):
         for name in ("_empty_like", "_empty_lse", "_current_stream", "_is_tensor", "_grad_enabled", "_op"):
@@ -79,7 +80,7 @@ class Allocations:
         # directly (torch.ops.flashrs.attention needs torch).
         flashrs._is_tensor = lambda t: isinstance(t, FakeTensor)
         flashrs._grad_enabled = lambda: True
-        flashrs._op = lambda *args: flashrs._attention(*args)[:2]
+        flashrs._op = lambda *args: self.op_calls.append(args) or flashrs._attention(*args[:7])[:2]
         flashrs._empty_like = lambda q: self.out(q) if self.out else FakeTensor(
             q.shape, BASE + (48 << 20), str(q.dtype)[6:], strides=q.stride()
         )
@@ -114,12 +115,51 @@ class BadInput(unittest.TestCase):
             flashrs.attention(*tensors())
         self.assertEqual(str(caught.exception), "q must be a torch.Tensor, got FakeTensor")
 
-    def test_inputs_that_need_a_gradient(self):
-        q, k, v = tensors()
+    def test_inputs_that_need_a_gradient_go_through_the_op_with_the_lse(self):
+        # Autograd lives in the dispatcher: such a call takes the op, asking for the log-sum-exp
+        # the backward needs even when the caller did not, and with the backward's options. Head
+        # dim 32 is refused by the native checks, so nothing launches on the fake addresses.
+        q, k, v = tensors(q=(2, 8, 128, 32), kv=(2, 2, 256, 32))
         v.requires_grad = True
-        self.refused("v requires grad", "no backward pass", "torch.no_grad()", args=(q, k, v))
-        # With grad mode off the same call passes this check (and reaches the GPU's checks).
-        self.assertIsNone(flashrs._refuse_grad((q, k, v), False))
+        with Allocations() as allocations:
+            with self.assertRaises(ValueError):
+                flashrs.attention(q, k, v, deterministic=True)
+        (call,) = allocations.op_calls
+        self.assertEqual(call[5:], (True, "bhsd", True))
+        # Without a gradient the eager call skips the op.
+        v.requires_grad = False
+        with Allocations() as allocations:
+            with self.assertRaises(ValueError):
+                flashrs.attention(q, k, v)
+        self.assertEqual(allocations.op_calls, [])
+
+    def test_backward_checks(self):
+        q, k, v = tensors()
+        at = lambda i: BASE + ((48 + 16 * i) << 20)
+        out, lse = FakeTensor(q.shape, at(0)), FakeTensor((2, 8, 128), at(1), "float32")
+        grads = [FakeTensor(q.shape, at(2)), FakeTensor(k.shape, at(3)), FakeTensor(k.shape, at(4))]
+
+        def check(d_out, lse=lse, d_v=grads[2]):
+            tensors_ = [q, k, v, out, d_out, lse, grads[0], grads[1], d_v]
+            names = ["q", "k", "v", "out", "d_out", "lse", "d_q", "d_k", "d_v"]
+            described = [flashrs._describe(n, t) for n, t in zip(names, tensors_)]
+            return flashrs._flashrs.check_backward(*described, None, False, None, False)
+
+        # A well-formed call needs dq's fp32 accumulator and two statistics per (padded) row.
+        self.assertEqual(check(FakeTensor(q.shape, at(5))), 4 * (16 * 128 * 64 + 2 * 16 * 128 + 16 * 2))
+        for words, call in [
+            (["d_out is [2, 8, 127, 64]", "q's dims"], lambda: check(FakeTensor((2, 8, 127, 64), at(5)))),
+            (["d_out has dtype torch.float32"], lambda: check(FakeTensor(q.shape, at(5), "float32"))),
+            (["lse is torch.float32 [2, 8, 127]"], lambda: check(FakeTensor(q.shape, at(5)),
+                                                                  lse=FakeTensor((2, 8, 127), at(1), "float32"))),
+            (["d_k overlaps d_v"], lambda: check(FakeTensor(q.shape, at(5)), d_v=FakeTensor(k.shape, at(3)))),
+        ]:
+            with self.assertRaises(ValueError) as caught:
+                call()
+            message = str(caught.exception)
+            self.assertEqual(len(message.splitlines()), 1, message)
+            for word in words:
+                self.assertIn(word, message)
 
     def test_lse_rows_follow_the_dim_order(self):
         self.assertEqual(flashrs._lse_rows((2, 128, 8, 64), "bshd"), (2, 8, 128))

@@ -1,6 +1,6 @@
 """flashrs.attention as a torch op, on a GPU: CUDA-graph capture and replay (bit-identical to
 eager, and right again after the inputs' contents change), torch.compile(fullgraph=True),
-torch.library.opcheck, the refusal of inputs that need a gradient, and the caller's current CUDA
+torch.library.opcheck and the caller's current CUDA
 context left as it was. Skipped without torch or a CUDA device (scripts/python_gpu.sh runs it)."""
 
 import ctypes
@@ -120,19 +120,9 @@ class TorchOp(unittest.TestCase):
         q, k, v = self.inputs((1, 4, 2, 128, 200, 64, False, None, "float16"))
         for causal, scale, return_lse, layout in [(False, None, True, "bhsd"), (True, 0.3, False, "bhsd")]:
             with self.subTest(causal=causal, return_lse=return_lse):
-                torch.library.opcheck(torch.ops.flashrs.attention.default, (q, k, v, causal, scale, return_lse, layout))
+                torch.library.opcheck(torch.ops.flashrs.attention.default, (q, k, v, causal, scale, return_lse, layout, False))
         qs, ks, vs = self.inputs((1, 4, 2, 128, 200, 64, False, "bshd", "float16"))
-        torch.library.opcheck(torch.ops.flashrs.attention.default, (qs, ks, vs, False, None, True, "bshd"))
-
-    def test_inputs_that_need_a_gradient_are_refused(self):
-        q, k, v = self.inputs((1, 2, 2, 64, 64, 64, False, None, "float16"))
-        k.requires_grad_()
-        with self.assertRaises(ValueError) as caught:
-            flashrs.attention(q, k, v)
-        self.assertIn("k requires grad", str(caught.exception))
-        with torch.no_grad():
-            out = flashrs.attention(q, k, v)
-        self.assertFalse(out.requires_grad)
+        torch.library.opcheck(torch.ops.flashrs.attention.default, (qs, ks, vs, False, None, True, "bshd", False))
 
     def test_the_current_context_is_left_as_it_was(self):
         cuda = ctypes.CDLL("libcuda.so.1")

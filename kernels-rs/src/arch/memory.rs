@@ -252,6 +252,28 @@ pub unsafe fn ld_acquire_u32(ptr: *const u32) -> u32 {
     value
 }
 
+/// Emits `st.release.gpu.global.u32`: stores `value` at `ptr` after this thread's earlier
+/// accesses (at GPU scope), to hand a turn to the block waiting on it (`ld_acquire_u32`).
+///
+/// # Safety
+/// `ptr` must be valid for a 4-byte aligned write of global memory.
+#[inline(always)]
+pub unsafe fn st_release_u32(ptr: *mut u32, value: u32) {
+    asm!("st.release.gpu.global.u32 [{p}], {v};", p = in(reg64) ptr, v = in(reg32) value, options(nostack));
+}
+
+/// Emits `red.global.add.f32` twice: adds the pair `value` to the two floats at `ptr` (relaxed,
+/// GPU scope), without returning them. (The one-instruction `.v2.f32` form needs PTX ISA 8.1;
+/// the sm_90a units are PTX 8.0.)
+///
+/// # Safety
+/// `ptr` must be valid for an 8-byte aligned read and write of global memory.
+#[inline(always)]
+pub unsafe fn red_add_f32x2(ptr: *mut f32, value: [f32; 2]) {
+    asm!("red.global.add.f32 [{p}], {a};\nred.global.add.f32 [{p}+4], {b};", p = in(reg64) ptr,
+         a = in(reg32) value[0], b = in(reg32) value[1], options(nostack));
+}
+
 /// Emits `st.global.b16`.
 ///
 /// # Safety

@@ -45,6 +45,9 @@ macro_rules! chained {
 // kernels) with `--cfg flashrs_unit` and a `family` cfg per family the unit exports, so that a
 // unit reads only its own families' bodies: an edit to one family's file rebuilds only that
 // family's units. A build without `flashrs_unit` (clippy, rustdoc) compiles every family.
+#[cfg(any(not(flashrs_unit), family = "backward"))]
+#[macro_use]
+pub mod backward;
 #[cfg(any(not(flashrs_unit), family = "flash_decode"))]
 #[macro_use]
 pub mod decode;

@@ -1,0 +1,229 @@
+//! The launch parameters of the backward kernels (`attention::backward`), declared once for both
+//! sides as `launch.rs` declares the forward's: the host includes this file too (`#[path]` in
+//! `src/lib.rs`). Beside them, the two layouts both sides compute: the workspace the host
+//! allocates and the kernels address (`workspace`), and the main kernel's shared memory (`smem`).
+//!
+//! The three kernels of one backward call take the same list; each reads the part it needs.
+
+/// Calls `$callback!` with the backward launch parameters appended to its tokens, as
+/// `with_launch_params!` does for the forward's.
+macro_rules! with_backward_params {
+    ($callback:ident!($($prefix:tt)*)) => {
+        $callback! { $($prefix)*
+            /// Q, `[B, H, S_q, D]` (or `[B, S_q, H, D]` with `seq_major`), the dtype's bits.
+            q: u64 as *const u16,
+            /// K, `[B, H / kv_group, S_k, D]` (or `[B, S_k, H / kv_group, D]`).
+            k: u64 as *const u16,
+            /// V, laid out as K.
+            v: u64 as *const u16,
+            /// The forward's output O, laid out as Q.
+            out: u64 as *const u16,
+            /// The gradient of the loss by O, laid out as Q.
+            d_out: u64 as *const u16,
+            /// The gradient by Q, laid out as Q: written by the last kernel from the workspace's
+            /// fp32 accumulator.
+            d_q: u64 as *mut u16,
+            /// The gradient by K, laid out as K.
+            d_k: u64 as *mut u16,
+            /// The gradient by V, laid out as V.
+            d_v: u64 as *mut u16,
+            /// The forward's log-sum-exp of each query row (natural log), `[B, H, S_q]` fp32.
+            lse: u64 as *const f32,
+            /// `workspace::floats` floats of scratch, laid out as `workspace` says.
+            workspace: u64 as *mut f32,
+            /// Query rows per head (`S_q`).
+            seq_q: u32,
+            /// Key/value rows per head (`S_k`).
+            seq_k: u32,
+            /// `scale * log2(e)`: the forward's scores as base-2 exponents.
+            scale_log2: f32,
+            /// The softmax scale itself, applied to dQ and dK.
+            scale: f32,
+            /// 1 for the bottom-right-aligned causal mask, else 0.
+            causal: u32,
+            /// Query heads per key/value head (1 for ordinary attention).
+            kv_group: u32,
+            /// Query heads per batch entry (`H`).
+            heads: u32,
+            /// 1 when the tensors are `[B, S, H, D]`, 0 for `[B, H, S, D]`.
+            seq_major: u32,
+            /// `B * H`.
+            batch_heads: u32,
+            /// 1: the key blocks add into dQ's accumulator in a fixed order, so that every run
+            /// gives the same bits; 0: in the order they get there.
+            deterministic: u32,
+        }
+    };
+}
+
+macro_rules! define_backward_args {
+    ($($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
+        /// One backward kernel call's parameters as the host fills them in (device pointers as
+        /// `u64`), in kernel parameter order.
+        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        pub struct BackwardArgs {
+            $($(#[$doc])* pub $field: $host,)*
+        }
+
+        impl BackwardArgs {
+            /// Each kernel parameter's size in bytes, in order: what every backward entry point's
+            /// PTX declares.
+            pub const PARAM_BYTES: &'static [usize] = &[$(core::mem::size_of::<$host>()),*];
+        }
+    };
+}
+
+with_backward_params!(define_backward_args!());
+
+/// The head dims the backward kernels are compiled for (`build.rs` writes their entry points).
+pub const HEAD_DIMS: &[u32] = &[64, 128, 256];
+
+/// Query rows per tile of the main kernel.
+pub const BLOCK_M: u32 = 64;
+/// Keys per block of the main kernel: one block per `BLOCK_N` keys of a KV head.
+pub const BLOCK_N: u32 = 64;
+/// Threads of every backward kernel's block: eight warps.
+pub const THREADS: u32 = 256;
+/// Query rows per block of the row kernels (`prepare`, `finish_dq`): a warp per row.
+pub const ROWS_PER_BLOCK: u32 = THREADS / 32;
+
+/// The backward's scratch, in units of 4 bytes, for `batch_heads` query heads of `seq_q` rows of
+/// head dim `d`. Each head's rows are padded to whole query tiles (`padded_rows`), so that the
+/// main kernel copies a tile's statistics in 16-byte pieces and adds into dQ without bounds
+/// checks; the padding rows get a log-sum-exp of `+inf`, which makes their probabilities 0.
+///
+/// In order: dQ's fp32 accumulator `[B*H, rows, D]`; the rows' log-sum-exps in base 2
+/// `[B*H, rows]`; their `delta = rowsum(dO * O)` `[B*H, rows]`; and one `u32` per (head, query
+/// tile) counting the key blocks that have added into that tile under the deterministic order.
+pub mod workspace {
+    use super::BLOCK_M;
+
+    /// A head's rows rounded up to whole query tiles.
+    pub const fn padded_rows(seq_q: u32) -> u64 {
+        seq_q.div_ceil(BLOCK_M) as u64 * BLOCK_M as u64
+    }
+
+    /// Where the base-2 log-sum-exps start.
+    pub const fn lse2(batch_heads: u32, seq_q: u32, d: u32) -> u64 {
+        batch_heads as u64 * padded_rows(seq_q) * d as u64
+    }
+
+    /// Where the deltas start.
+    pub const fn delta(batch_heads: u32, seq_q: u32, d: u32) -> u64 {
+        lse2(batch_heads, seq_q, d) + batch_heads as u64 * padded_rows(seq_q)
+    }
+
+    /// Where the turn counters start.
+    pub const fn turns(batch_heads: u32, seq_q: u32, d: u32) -> u64 {
+        delta(batch_heads, seq_q, d) + batch_heads as u64 * padded_rows(seq_q)
+    }
+
+    /// The whole workspace.
+    pub const fn floats(batch_heads: u32, seq_q: u32, d: u32) -> u64 {
+        turns(batch_heads, seq_q, d) + batch_heads as u64 * (padded_rows(seq_q) / BLOCK_M as u64)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_parts_follow_each_other_without_overlap() {
+            // 2 heads of 100 rows pad to 128: accumulator 2*128*64, two row arrays, 2*2 turns.
+            assert_eq!(padded_rows(100), 128);
+            assert_eq!(lse2(2, 100, 64), 2 * 128 * 64);
+            assert_eq!(delta(2, 100, 64), 2 * 128 * 64 + 256);
+            assert_eq!(turns(2, 100, 64), 2 * 128 * 64 + 512);
+            assert_eq!(floats(2, 100, 64), 2 * 128 * 64 + 512 + 4);
+            // Each row array starts on a 256-byte boundary: the kernel copies a tile's 64
+            // statistics in 16-byte pieces.
+            for (bh, s, d) in [(1u32, 1u32, 64u32), (3, 65, 128), (7, 4095, 256)] {
+                assert_eq!(lse2(bh, s, d) % 64, 0);
+                assert_eq!(delta(bh, s, d) % 64, 0);
+            }
+        }
+    }
+}
+
+/// The main kernel's shared memory (bytes from the dynamic base), for head dim `d` and `stages`
+/// query tiles in flight: K and V of the block's keys, then per stage Q and dO of a query tile,
+/// then P^T and dS^T of the current tile (16-bit, `[key][query]`), then per stage the tile's
+/// base-2 log-sum-exps and deltas. Rows are padded by 16 bytes, as `tile.rs` pads them.
+pub mod smem {
+    use super::{BLOCK_M, BLOCK_N};
+
+    /// Bytes per row of a `[rows][d]` 16-bit tile.
+    pub const fn row_bytes(d: u32) -> u32 {
+        2 * d + 16
+    }
+    /// Where V starts.
+    pub const fn v(d: u32) -> u32 {
+        BLOCK_N * row_bytes(d)
+    }
+    /// Where stage `stage`'s Q tile starts (its dO tile follows it).
+    pub const fn q(d: u32, stage: u32) -> u32 {
+        2 * BLOCK_N * row_bytes(d) + stage * 2 * BLOCK_M * row_bytes(d)
+    }
+    /// Where stage `stage`'s dO tile starts.
+    pub const fn d_out(d: u32, stage: u32) -> u32 {
+        q(d, stage) + BLOCK_M * row_bytes(d)
+    }
+    /// Bytes per row of the `[key][query]` tiles P^T and dS^T.
+    pub const fn scores_row_bytes() -> u32 {
+        2 * BLOCK_M + 16
+    }
+    /// Where P^T starts.
+    pub const fn probs(d: u32, stages: u32) -> u32 {
+        q(d, stages)
+    }
+    /// Where dS^T starts.
+    pub const fn d_scores(d: u32, stages: u32) -> u32 {
+        probs(d, stages) + BLOCK_N * scores_row_bytes()
+    }
+    /// Where stage `stage`'s base-2 log-sum-exps start (its deltas follow them).
+    pub const fn lse2(d: u32, stages: u32, stage: u32) -> u32 {
+        d_scores(d, stages) + BLOCK_N * scores_row_bytes() + stage * 2 * BLOCK_M * 4
+    }
+    /// Where stage `stage`'s deltas start.
+    pub const fn delta(d: u32, stages: u32, stage: u32) -> u32 {
+        lse2(d, stages, stage) + BLOCK_M * 4
+    }
+    /// The whole of it.
+    pub const fn bytes(d: u32, stages: u32) -> u32 {
+        lse2(d, stages, stages)
+    }
+
+    /// Query tiles in flight at head dim `d`: two where both fit the 227 KiB of an sm_90 block
+    /// beside K and V, else one.
+    pub const fn stages(d: u32) -> u32 {
+        if d <= 128 {
+            2
+        } else {
+            1
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn every_head_dim_fits_an_sm90_block_and_pieces_stay_aligned() {
+            for d in [64u32, 128, 256] {
+                let s = stages(d);
+                assert!(bytes(d, s) <= 227 * 1024, "d {d}: {} bytes", bytes(d, s));
+                for stage in 0..s {
+                    assert_eq!(q(d, stage) % 16, 0);
+                    assert_eq!(d_out(d, stage) % 16, 0);
+                    assert_eq!(lse2(d, s, stage) % 16, 0);
+                }
+                assert_eq!(d_scores(d, s) % 16, 0);
+            }
+            // Head dim 128: K, V, two stages of Q and dO, P^T and dS^T, the statistics.
+            assert_eq!(
+                bytes(128, 2),
+                2 * 64 * 272 + 4 * 64 * 272 + 2 * 64 * 144 + 2 * 2 * 256
+            );
+        }
+    }
+}
