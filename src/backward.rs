@@ -430,13 +430,13 @@ mod tests {
         assert_eq!(workspace_bytes(shape), 4 * (8 * 128 * 64 + 2 * 8 * 128 + 8 * 2));
     }
 
+    /// A change to a well-formed call's views or workspace.
+    type Change = dyn Fn(&mut BackwardViews<'static, f16>, &mut Option<(u64, usize)>);
+
     #[test]
     fn mismatches_are_typed_errors_that_name_the_tensor() {
         let options = BackwardOptions::default();
-        let cases: Vec<(
-            &str,
-            Box<dyn Fn(&mut BackwardViews<'static, f16>, &mut Option<(u64, usize)>)>,
-        )> = vec![
+        let cases: Vec<(&str, Box<Change>)> = vec![
             (
                 "d_out is [2, 4, 99, 64]",
                 Box::new(|v, _| v.d_out = view(v.d_out.ptr(), [2, 4, 99, 64])),
