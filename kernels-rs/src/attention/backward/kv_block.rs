@@ -233,7 +233,7 @@ unsafe fn add_d_q<
     let lane = arch::lane_id();
     let (group, quad) = (lane / 4, lane % 4);
     let d = D as u32;
-    // Safety (all of it): the turn and accumulator rows of a tile of the launch's workspace.
+    // Safety: all of the block is the turn and accumulator rows of a tile of the launch's workspace.
     unsafe {
         let turn = g.turns.add(head * walk.q_tiles as usize + tile as usize);
         if deterministic {
