@@ -20,10 +20,39 @@ mod merge;
 #[path = "src/ptx_items.rs"]
 mod ptx_items;
 
-/// Architectures a PTX is built for; the library loads the newest one the device supports. Hopper's
-/// is `sm_90a`, the architecture-specific target that `wgmma` needs (it loads on sm_90 devices
-/// only, which is every Hopper GPU).
+/// Architectures a PTX can be built for; the library loads the newest one the device supports.
+/// Hopper's is `sm_90a`, the architecture-specific target that `wgmma` needs (it loads on sm_90
+/// devices only, which is every Hopper GPU). `FLASHRS_ARCHES` (e.g. `sm_90a`) builds fewer: an
+/// architecture left out has an empty module, and a GPU that needs it is a typed error.
 const ARCHES: &[(&str, u32)] = &[("sm_80", 80), ("sm_90a", 90)];
+
+/// The architectures `FLASHRS_ARCHES` names (comma-separated `sm_` names; unset or `all`: every
+/// one of `ARCHES`).
+fn selected_arches() -> Vec<(&'static str, u32)> {
+    let value = env::var("FLASHRS_ARCHES").unwrap_or_default();
+    let names: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    if names.is_empty() || names == ["all"] {
+        return ARCHES.to_vec();
+    }
+    for name in &names {
+        if !ARCHES.iter().any(|(arch, _)| arch == name) {
+            let known: Vec<&str> = ARCHES.iter().map(|(arch, _)| *arch).collect();
+            fail(&format!(
+                "FLASHRS_ARCHES: unknown architecture `{name}` (known: {})",
+                known.join(", ")
+            ));
+        }
+    }
+    ARCHES
+        .iter()
+        .copied()
+        .filter(|(arch, _)| names.contains(arch))
+        .collect()
+}
 /// The head dims the backward kernels are compiled for: `backward_launch::HEAD_DIMS` (the
 /// library's test `every_backward_kernel_is_compiled` holds the two lists together).
 const BACKWARD_HEAD_DIMS: [u32; 3] = [64, 128, 256];
@@ -49,6 +78,8 @@ struct Variant {
     name: String,
     head_dims: Vec<u32>,
     experimental: bool,
+    /// Compiled by every build (`Entry::shipped`).
+    shipped: bool,
 }
 
 impl Variant {
@@ -71,6 +102,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=FLASHRS_DEVICE_RUSTC");
     println!("cargo:rerun-if-env-changed=FLASHRS_DEVICE_CARGO");
     println!("cargo:rerun-if-env-changed=FLASHRS_VARIANTS");
+    println!("cargo:rerun-if-env-changed=FLASHRS_ARCHES");
 
     let table = match read_table(&root.join("kernels.toml")) {
         Ok(table) => table,
@@ -84,8 +116,6 @@ fn main() {
         .unwrap_or_else(|message| fail(&format!("kernels.toml: {message}")));
     check_unique(&variants);
 
-    fs::write(out_dir.join("variants.rs"), host_table_source(&table, &variants)).unwrap();
-
     let toolchain = device_toolchain();
     // `target/device/<arch>`, beside the host's profiles, so `cargo clean` removes it too.
     let target_root = match env::var_os("CARGO_TARGET_DIR") {
@@ -93,28 +123,61 @@ fn main() {
         None => root.join("target"),
     };
     let manifest_dir = device_manifest(&root, &out_dir);
-    // FLASHRS_VARIANTS: a kernel developer's build of only the variants being worked on.
-    let only = env::var("FLASHRS_VARIANTS").unwrap_or_default();
-    let selected: Vec<&Variant> = variants.iter().filter(|v| selected_by(&only, &v.name)).collect();
-    if selected.len() < variants.len() {
+    // FLASHRS_VARIANTS: which variants beyond the shipped ones to build, with their counted twins.
+    let selection = Selection::from_env(&env::var("FLASHRS_VARIANTS").unwrap_or_default());
+    let builds: Vec<Build> = variants.iter().map(|v| selection.build_of(v)).collect();
+    let built = builds.iter().filter(|b| b.built).count();
+    if built < variants.len() || matches!(selection, Selection::Named(_)) {
         println!(
-            "cargo:warning=FLASHRS_VARIANTS={only}: {} of {} variants built; the others are \
-             missing-symbol errors at run time",
-            selected.len(),
-            variants.len()
+            "cargo:warning={}: {built} of {} variants built ({} with instrumentation twins)",
+            selection.describe(),
+            variants.len(),
+            builds.iter().filter(|b| b.counted).count()
         );
     }
-    let arches: Vec<device::Arch> = ARCHES
+    fs::write(
+        out_dir.join("variants.rs"),
+        host_table_source(&table, &variants, &builds),
+    )
+    .unwrap();
+    let selected: Vec<(&Variant, Build)> = variants
+        .iter()
+        .zip(builds.iter().copied())
+        .filter(|(_, b)| b.built)
+        .collect();
+    let built_arches = selected_arches();
+    for &(arch, _) in ARCHES.iter().filter(|a| !built_arches.contains(a)) {
+        // Not asked for: an empty module (`flashrs::embedded::ptx` reads it as absent).
+        device::write_if_changed(&out_dir.join(format!("kernels_{arch}.ptx")), "")
+            .unwrap_or_else(|e| fail(&e));
+    }
+    let arches: Vec<device::Arch> = built_arches
         .iter()
         .map(|&(name, number)| device::Arch {
             name,
             units: device_units(&table, &selected, number),
         })
         .collect();
-    // The whole table of each architecture, for the device crate's clippy (`.ci/run`).
-    for arch in &arches {
-        let whole: String = arch.units.iter().map(|u| u.table.as_str()).collect();
-        fs::write(out_dir.join(format!("device_kernels_{}.rs", arch.name)), whole).unwrap();
+    // The whole table of each architecture, every variant whatever this build compiles, for the
+    // device crate's clippy (`.ci/run`), which so lints every family's body.
+    let every: Vec<(&Variant, Build)> = variants
+        .iter()
+        .map(|v| {
+            (
+                v,
+                Build {
+                    built: true,
+                    counted: true,
+                },
+            )
+        })
+        .collect();
+    for &(name, number) in ARCHES {
+        let whole: String = device_units(&table, &every, number)
+            .iter()
+            .map(|u| u.table.as_str())
+            .collect();
+        fs::write(out_dir.join(format!("device_kernels_{name}.rs")), whole).unwrap();
     }
     let jobs = env::var("NUM_JOBS")
         .ok()
@@ -135,27 +198,39 @@ fn main() {
             slowest.1 as f64 / 1000.0
         );
     }
-    for ((&(arch, arch_number), _), modules) in ARCHES.iter().zip(&arches).zip(built) {
+    for ((&(arch, arch_number), _), modules) in built_arches.iter().zip(&arches).zip(built) {
         let mut ptx =
             merge::merge(&modules).unwrap_or_else(|e| fail(&format!("merging the {arch} PTX: {e}")));
-        for v in selected.iter().filter(|v| v.spec.min_arch() <= arch_number) {
+        // Every entry point of a variant: the plain one, and its paged and varlen twins where the
+        // family has them, each with its counted twin where built. (Without `.maxntid` ptxas
+        // ignores `setmaxnreg`: warning C7508.)
+        let mut bounds = std::collections::HashMap::new();
+        for (v, _) in selected.iter().filter(|(v, _)| v.spec.min_arch() <= arch_number) {
             let Some(blocks) = v.spec.launch_bounds() else {
                 continue;
             };
             for &d in &v.head_dims {
                 for dtype in &table.dtypes {
                     let symbol = v.symbol(d, dtype);
-                    // Every entry point of the variant: the plain one, and its paged and
-                    // varlen twins where the family has them, each with its counted twin.
-                    // (Without `.maxntid` ptxas ignores `setmaxnreg`: warning C7508.)
-                    for suffix in ["", "_paged", "_varlen"] {
-                        let entry = format!("{symbol}{suffix}");
-                        if suffix.is_empty() || ptx.contains(&format!(".visible .entry {entry}(")) {
-                            for name in [entry.clone(), format!("{entry}_counted")] {
-                                ptx = add_launch_bounds(&ptx, &name, v.spec.threads(), blocks);
-                            }
-                        }
+                    for suffix in [
+                        "",
+                        "_paged",
+                        "_varlen",
+                        "_counted",
+                        "_paged_counted",
+                        "_varlen_counted",
+                    ] {
+                        bounds.insert(format!("{symbol}{suffix}"), (v.spec.threads(), blocks));
                     }
+                }
+            }
+        }
+        ptx = add_launch_bounds(&ptx, &bounds);
+        for (v, _) in selected.iter().filter(|(v, _)| v.spec.min_arch() <= arch_number) {
+            if v.spec.launch_bounds().is_some() {
+                let entry = v.symbol(v.head_dims[0], &table.dtypes[0]);
+                if !ptx.contains(&format!(".visible .entry {entry}(")) {
+                    fail(&format!("launch bounds: no entry {entry} in the {arch} PTX"));
                 }
             }
         }
@@ -168,15 +243,60 @@ fn main() {
     );
 }
 
-/// Whether `FLASHRS_VARIANTS` (`only`: comma-separated names or name prefixes, empty for all)
-/// selects the variant `name`.
-fn selected_by(only: &str, name: &str) -> bool {
-    let mut patterns = only
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .peekable();
-    patterns.peek().is_none() || patterns.any(|p| name.starts_with(p))
+/// What `FLASHRS_VARIANTS` asks to build beyond the shipped variants (`kernels.toml`'s
+/// `shipped = true`: the dispatch's picks and the GPU reference), which every build compiles.
+enum Selection {
+    /// Unset or empty: the shipped variants alone, without instrumentation twins.
+    Shipped,
+    /// `all`: every variant, each with its barrier-counting twins (the lab's sweeps, `tune`).
+    All,
+    /// Comma-separated names or name prefixes: those variants with their counted twins.
+    Named(Vec<String>),
+}
+
+/// What one variant's units compile.
+#[derive(Clone, Copy)]
+struct Build {
+    /// Its kernels are in the PTX.
+    built: bool,
+    /// Its `_counted` twins are too.
+    counted: bool,
+}
+
+impl Selection {
+    fn from_env(value: &str) -> Selection {
+        let patterns: Vec<String> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect();
+        match patterns.as_slice() {
+            [] => Selection::Shipped,
+            [all] if all == "all" => Selection::All,
+            _ => Selection::Named(patterns),
+        }
+    }
+
+    fn build_of(&self, v: &Variant) -> Build {
+        let asked = match self {
+            Selection::Shipped => false,
+            Selection::All => true,
+            Selection::Named(patterns) => patterns.iter().any(|p| v.name.starts_with(p.as_str())),
+        };
+        Build {
+            built: v.shipped || asked,
+            counted: asked,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Selection::Shipped => "the shipped variants (FLASHRS_VARIANTS=all builds every one)".into(),
+            Selection::All => "FLASHRS_VARIANTS=all".into(),
+            Selection::Named(patterns) => format!("FLASHRS_VARIANTS={}", patterns.join(",")),
+        }
+    }
 }
 
 fn read_table(path: &Path) -> Result<Table, String> {
@@ -202,6 +322,7 @@ fn resolve(entry: &Entry, default_head_dims: &[u32]) -> Result<Variant, String> 
         name,
         head_dims,
         experimental: entry.experimental.unwrap_or(false),
+        shipped: entry.shipped.unwrap_or(false),
     })
 }
 
@@ -225,7 +346,7 @@ fn dtype_type(dtype: &str) -> &'static str {
 /// The device units of architecture `arch` (`build/device.rs`): first the common kernels, then one
 /// unit per variant it has, each a list of the export-macro invocations (`<family>!(...)`) that
 /// `kernels-rs/src/lib.rs` includes.
-fn device_units(table: &Table, variants: &[&Variant], arch: u32) -> Vec<device::Unit> {
+fn device_units(table: &Table, variants: &[(&Variant, Build)], arch: u32) -> Vec<device::Unit> {
     let header = "// Generated by build.rs from kernels.toml.\n";
     let mut common = String::from(header);
     // V transposed for the e4m3 kernels, per head dim, and the cuBLAS-composed path's row softmax.
@@ -252,15 +373,17 @@ fn device_units(table: &Table, variants: &[&Variant], arch: u32) -> Vec<device::
         device::Unit {
             name: "common".into(),
             families: BTreeSet::new(),
+            counted: false,
             table: common,
         },
         device::Unit {
             name: "backward".into(),
             families: BTreeSet::from(["backward"]),
+            counted: false,
             table: backward,
         },
     ];
-    for v in variants.iter().filter(|v| v.spec.min_arch() <= arch) {
+    for &(v, build) in variants.iter().filter(|(v, _)| v.spec.min_arch() <= arch) {
         let family = v.spec.family.name();
         let mut src = String::from(header);
         for &d in &v.head_dims {
@@ -290,6 +413,7 @@ fn device_units(table: &Table, variants: &[&Variant], arch: u32) -> Vec<device::
         units.push(device::Unit {
             name: v.name.clone(),
             families,
+            counted: build.counted,
             table: src,
         });
     }
@@ -299,7 +423,7 @@ fn device_units(table: &Table, variants: &[&Variant], arch: u32) -> Vec<device::
 /// The library's view of the table, `include!`d by `src/variants.rs`, which has `Family`'s and
 /// `Policy`'s variants in scope: a `Spec` is written as its `Debug` form, so that every field is
 /// written without being listed here again.
-fn host_table_source(table: &Table, variants: &[Variant]) -> String {
+fn host_table_source(table: &Table, variants: &[Variant], builds: &[Build]) -> String {
     let mut src = String::from("// Generated by build.rs from kernels.toml.\n");
     let head_dims: BTreeSet<u32> = variants
         .iter()
@@ -315,7 +439,12 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
     src.push_str("/// The element types every variant is compiled for (`DType::name`).\n");
     writeln!(src, "pub const DTYPES: &[&str] = &{:?};", table.dtypes).unwrap();
     src.push_str("/// The PTX targets built: the `sm_` name and its compute capability (x10).\n");
-    writeln!(src, "pub const ARCHES: &[(&str, u32)] = &{ARCHES:?};").unwrap();
+    writeln!(
+        src,
+        "pub const ARCHES: &[(&str, u32)] = &{:?};",
+        selected_arches()
+    )
+    .unwrap();
     type Member = fn(&Variant) -> bool;
     let lists: [(&str, &str, Member); 3] = [
         (
@@ -337,14 +466,17 @@ fn host_table_source(table: &Table, variants: &[Variant]) -> String {
     for (list, doc, member) in lists {
         writeln!(src, "/// {doc}").unwrap();
         writeln!(src, "pub const {list}: &[VariantSpec] = &[").unwrap();
-        for v in variants.iter().filter(|v| member(v)) {
+        for (v, build) in variants.iter().zip(builds).filter(|(v, _)| member(v)) {
             writeln!(
                 src,
-                "    VariantSpec {{ name: {:?}, spec: {:?}, head_dims: &{:?}, min_arch: {} }},",
+                "    VariantSpec {{ name: {:?}, spec: {:?}, head_dims: &{:?}, min_arch: {}, shipped: {}, built: {}, counted_built: {} }},",
                 v.name,
                 v.spec,
                 v.head_dims,
-                v.spec.min_arch()
+                v.spec.min_arch(),
+                v.shipped,
+                build.built,
+                build.counted
             )
             .unwrap();
         }
@@ -399,23 +531,27 @@ fn device_manifest(root: &Path, out_dir: &Path) -> PathBuf {
     dir
 }
 
-/// Adds `.maxntid` and `.minnctapersm` (CUDA's `__launch_bounds__`) to the entry `name`: the
-/// directives go between its parameter list and its body.
-fn add_launch_bounds(ptx: &str, name: &str, threads: u32, blocks: u32) -> String {
-    let header = format!(".visible .entry {name}(");
-    let Some(start) = ptx.find(&header) else {
-        fail(&format!("launch bounds: no entry {name} in the PTX"));
-    };
-    let Some(close) = ptx[start..].find("\n)\n").map(|i| start + i + 2) else {
-        fail(&format!(
-            "launch bounds: cannot find the end of {name}'s parameters"
-        ));
-    };
-    format!(
-        "{}.maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n{}",
-        &ptx[..close + 1],
-        &ptx[close + 1..]
-    )
+/// Adds `.maxntid` and `.minnctapersm` (CUDA's `__launch_bounds__`) to each entry named in
+/// `bounds` (threads per block, blocks per SM): the directives go between its parameter list and
+/// its body. One pass over the PTX.
+fn add_launch_bounds(ptx: &str, bounds: &std::collections::HashMap<String, (u32, u32)>) -> String {
+    let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
+    let mut pending: Option<(u32, u32)> = None;
+    for line in ptx.split_inclusive('\n') {
+        out.push_str(line);
+        if let Some(name) = line
+            .strip_prefix(".visible .entry ")
+            .and_then(|rest| rest.split_once('('))
+            .map(|(name, _)| name)
+        {
+            pending = bounds.get(name).copied();
+        } else if line == ")\n" {
+            if let Some((threads, blocks)) = pending.take() {
+                writeln!(out, ".maxntid {threads}, 1, 1\n.minnctapersm {blocks}").unwrap();
+            }
+        }
+    }
+    out
 }
 
 fn fail(message: &str) -> ! {

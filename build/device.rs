@@ -34,6 +34,9 @@ pub struct Unit {
     pub name: String,
     /// The kernel families whose bodies its table invokes (`family` cfg values).
     pub families: BTreeSet<&'static str>,
+    /// Whether it compiles the barrier-counting twins too (`--cfg flashrs_counted`); such a unit
+    /// lives in a folder of its own, so that switching back and forth rebuilds nothing.
+    pub counted: bool,
     /// Its export-macro invocations.
     pub table: String,
 }
@@ -369,11 +372,15 @@ pub fn build(
             sysroot.compiler_builtins.display()
         );
         for unit in &arch.units[1..] {
+            let folder = match unit.counted {
+                true => format!("{}+counted", unit.name),
+                false => unit.name.clone(),
+            };
             let dir = target_root
                 .join("device")
                 .join(arch.name)
                 .join("units")
-                .join(&unit.name);
+                .join(folder);
             fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             write_if_changed(&dir.join("table.rs"), &unit.table)?;
             let mut command: Vec<String> = [
@@ -422,6 +429,10 @@ pub fn build(
                 sysroot.compiler_builtins.display()
             ));
             command.extend(codegen_flags(arch.name));
+            if unit.counted {
+                command.push("--cfg".into());
+                command.push("flashrs_counted".into());
+            }
             for family in &unit.families {
                 command.push("--cfg".into());
                 command.push(format!("family=\"{family}\""));

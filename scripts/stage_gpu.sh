@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release binary and the test executables here and copies them into .gpu/ (git-ignored)
-# for a GPU machine that has no Rust: .gpu/host and .gpu/tests/<name>.
+# for a GPU machine that has no Rust: .gpu/host and .gpu/tests/<name>. The build is the default one
+# (the shipped variants); `FLASHRS_VARIANTS=all bash scripts/stage_gpu.sh` stages the lab build,
+# every variant with its barrier-counting twins (`bench --all-variants`, `micro`, `tune`, `trace`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p host

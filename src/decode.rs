@@ -507,6 +507,48 @@ mod packing;
 mod tests {
     use super::*;
 
+    /// Every variant the library can run without being named is shipped (compiled by every build,
+    /// `kernels.toml`): the dense dispatch's, the decode picks, the first e4m3 variant of each
+    /// head dim, and the built-in tuned table's entries.
+    #[test]
+    fn every_variant_the_dispatch_can_pick_is_shipped() {
+        let mut names: Vec<String> = crate::gpu::DISPATCH
+            .iter()
+            .map(|e| e.kernel.to_string())
+            .collect();
+        names.extend(
+            [
+                DECODE_VARIANT_16,
+                DECODE_VARIANT_32,
+                DECODE_VARIANT_16_TMA,
+                DECODE_VARIANT_SHORT_PAGES,
+            ]
+            .map(String::from),
+        );
+        let table = crate::tuned_table::TunedTable::builtin().unwrap();
+        names.extend(table.gpus.values().flatten().map(|e| e.kernel.clone()));
+        names.extend(table.decode_splits.values().flatten().map(|e| e.kernel.clone()));
+        for name in &names {
+            let variant = VariantSpec::by_name(name).unwrap_or_else(|| panic!("{name}: not in kernels.toml"));
+            assert!(
+                variant.shipped,
+                "{name} is picked by the library but not `shipped = true`"
+            );
+        }
+        for &d in crate::variants::HEAD_DIMS {
+            let first = crate::FP8_VARIANTS.iter().find(|v| v.head_dims.contains(&d));
+            if let Some(first) = first {
+                assert!(
+                    first.shipped,
+                    "{}: the e4m3 pick at head dim {d} is not shipped",
+                    first.name
+                );
+            }
+        }
+        let naive = VariantSpec::by_name("naive").unwrap();
+        assert!(naive.shipped, "the GPU reference must be in every build");
+    }
+
     /// The H100: 132 SMs, two decode blocks each (3 stages of 64 keys at head dim 128).
     const H100_SLOTS: u64 = 264;
 

@@ -25,6 +25,15 @@ pub enum Error {
     /// No compiled variant has this name.
     #[error("unknown kernel `{0}`: run `list` for the compiled variants")]
     UnknownKernel(String),
+    /// The variant is in `kernels.toml` but not in this build: only the shipped variants (the
+    /// dispatch's picks) are compiled by default, and instrumentation twins only on request.
+    #[error("kernel {kernel} is not in this build: rebuild with FLASHRS_VARIANTS={name} (or FLASHRS_VARIANTS=all) to compile it")]
+    NotBuilt {
+        /// What is missing.
+        kernel: String,
+        /// The variant's name, for the rebuild hint.
+        name: &'static str,
+    },
     /// A buffer holds the wrong number of elements for the shape.
     #[error("{what}: expected {expected} elements for shape {shape}, got {actual}")]
     Length {

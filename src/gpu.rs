@@ -469,16 +469,22 @@ impl Gpu {
         // A stream of our own: the legacy default stream cannot be captured into a graph.
         let stream = ctx.new_stream()?;
         let compute_capability = ctx.compute_capability()?;
-        let (arch, target, ptx_text) = match compute_capability {
+        let (arch, target) = match compute_capability {
             // The sm_90a PTX (wgmma) loads on Hopper only; anything newer takes the sm_80 PTX.
-            (9, 0) => (90, "sm_90a", embedded::PTX_SM90),
-            (major, _) if major >= 8 => (80, "sm_80", embedded::PTX_SM80),
+            (9, 0) => (90, "sm_90a"),
+            (major, _) if major >= 8 => (80, "sm_80"),
             (major, minor) => {
                 return Err(Error::NoDevice(format!(
                     "compute capability {major}.{minor}: the kernels need sm_80 or newer"
                 )))
             }
         };
+        let ptx_text = embedded::ptx(arch).ok_or_else(|| {
+            Error::NoDevice(format!(
+                "this build has no {target} kernels (built with FLASHRS_ARCHES set): rebuild with \
+                 FLASHRS_ARCHES unset or naming {target}"
+            ))
+        })?;
         let cubin_dir = std::env::var_os("FLASHRS_CUBIN_DIR").filter(|d| !d.is_empty());
         let code = match cubin_dir {
             Some(dir) => KernelCode::Cubin(ctx.load_module(cubin_image(dir.into(), target, ptx_text)?)?),
@@ -557,6 +563,7 @@ impl Gpu {
                 variant.name
             )));
         }
+        variant.check_built(counted)?;
         if variant.min_arch > self.arch {
             return Err(Error::Architecture {
                 kernel: variant.name,
@@ -1839,13 +1846,12 @@ pub fn default_variant(shape: Shape, causal: bool, sms: usize, arch: u32) -> &'s
         .find(|(e, v)| !e.full_rounds || fills_its_rounds(shape, v.block_m as usize, sms))
         .map(|(_, v)| v)
         .or_else(|| {
-            VARIANTS
-                .iter()
+            crate::variants::built(VARIANTS)
                 .find(|v| v.family == Family::FlashMma && v.head_dims.contains(&shape.head_dim))
         })
         // A head dim only a newer architecture's family has (256 on sm_80): that variant, so that
         // the launch fails with the architecture it needs rather than a wrong head dim.
-        .or_else(|| VARIANTS.iter().find(|v| v.head_dims.contains(&shape.head_dim)))
+        .or_else(|| crate::variants::built(VARIANTS).find(|v| v.head_dims.contains(&shape.head_dim)))
         .unwrap_or(&VARIANTS[0])
 }
 
@@ -2161,16 +2167,17 @@ mod tests {
     fn every_kernel_declares_the_launch_parameters() {
         let mut checked = 0;
         for (_, arch, ptx) in embedded::modules() {
-            for v in VARIANTS.iter().filter(|v| v.min_arch <= arch) {
+            for v in crate::variants::built(VARIANTS).filter(|v| v.min_arch <= arch) {
                 for &d in v.head_dims {
                     for dtype in crate::variants::DTYPES {
-                        let paged = [false, true].map(|counted| v.paged_symbol(d, dtype, counted));
-                        let varlen = [false, true].map(|counted| v.varlen_symbol(d, dtype, counted));
-                        for symbol in [v.symbol(d, dtype), v.counted_symbol(d, dtype)]
-                            .into_iter()
-                            .chain(paged.into_iter().flatten())
-                            .chain(varlen.into_iter().flatten())
-                        {
+                        let twins = [false, true].into_iter().filter(|&c| !c || v.counted_built);
+                        let paged = twins.clone().map(|counted| v.paged_symbol(d, dtype, counted));
+                        let varlen = twins.clone().map(|counted| v.varlen_symbol(d, dtype, counted));
+                        let plain = twins.map(|counted| match counted {
+                            true => v.counted_symbol(d, dtype),
+                            false => v.symbol(d, dtype),
+                        });
+                        for symbol in plain.chain(paged.flatten()).chain(varlen.flatten()) {
                             assert_eq!(
                                 declared_param_bytes(ptx, &symbol),
                                 LaunchArgs::PARAM_BYTES,
@@ -2182,7 +2189,7 @@ mod tests {
                 }
             }
         }
-        assert!(checked > 100, "only {checked} entry points checked");
+        assert!(checked > 40, "only {checked} entry points checked");
     }
 
     #[test]

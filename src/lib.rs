@@ -127,13 +127,15 @@ pub mod embedded {
         out
     }
 
-    /// The PTX for architecture `arch` (80 or 90).
+    /// The PTX for architecture `arch` (80 or 90); `None` where this build has none
+    /// (`FLASHRS_ARCHES` at build time left it out).
     pub fn ptx(arch: u32) -> Option<&'static str> {
         match arch {
             80 => Some(PTX_SM80),
             90 => Some(PTX_SM90),
             _ => None,
         }
+        .filter(|text| !text.is_empty())
     }
 
     /// One architecture's PTX cut into a module per kernel: what every kernel may use (the
@@ -163,6 +165,24 @@ pub mod embedded {
                 }
             }
             Some(EntryModules { shared, entries })
+        }
+
+        /// The names of the kernels, in no particular order.
+        pub fn entry_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+            self.entries.keys().copied()
+        }
+
+        /// One module holding the kernels `entries` (each must be one of [`entry_names`]), for
+        /// assembling parts of a module apart (`None` if one is not in the PTX).
+        ///
+        /// [`entry_names`]: EntryModules::entry_names
+        pub fn module_of(&self, entries: &[&str]) -> Option<String> {
+            let mut text = self.shared.clone();
+            for entry in entries {
+                text.push_str(self.entries.get(entry)?);
+                text.push('\n');
+            }
+            Some(text)
         }
 
         /// The module holding the kernel `entry`, or `None` if the PTX has no such kernel.

@@ -170,6 +170,10 @@ pub struct Entry {
     /// `verify`, `bench`, the search and the dispatch walk; reachable by name only. Not a kernel
     /// parameter, so not part of the name.
     pub experimental: Option<bool>,
+    /// Compiled by every build (the dispatch's picks and the GPU reference); the other variants,
+    /// and every instrumentation twin, only when `FLASHRS_VARIANTS` asks for them (`build.rs`).
+    /// Not a kernel parameter, so not part of the name.
+    pub shipped: Option<bool>,
 }
 
 /// A variant's compile-time parameters, every one resolved.
@@ -232,6 +236,7 @@ impl Spec {
             q_in_regs,
             head_dims: _,
             experimental: _,
+            shipped: _,
             min_blocks_per_sm,
             sub_n,
             pingpong,
@@ -763,6 +768,7 @@ mod tests {
             persistent: None,
             v_rows: None,
             experimental: None,
+            shipped: None,
         }
     }
 

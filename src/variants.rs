@@ -19,6 +19,18 @@ pub struct VariantSpec {
     pub head_dims: &'static [usize],
     /// The oldest compute capability (x10) whose PTX has this variant: `spec.min_arch()`.
     pub min_arch: u32,
+    /// Whether every build compiles it (`kernels.toml`'s `shipped`): the dispatch's picks and the
+    /// GPU reference.
+    #[serde(skip)]
+    pub shipped: bool,
+    /// Whether this build compiled it: the shipped variants always, the others when
+    /// `FLASHRS_VARIANTS` named them (or `all`) at build time.
+    #[serde(skip)]
+    pub built: bool,
+    /// Whether this build compiled its barrier-counting (`_counted`) twins too: only for the
+    /// variants `FLASHRS_VARIANTS` named.
+    #[serde(skip)]
+    pub counted_built: bool,
 }
 
 impl Deref for VariantSpec {
@@ -30,6 +42,21 @@ impl Deref for VariantSpec {
 }
 
 impl VariantSpec {
+    /// `Ok` when this build compiled the variant (and its counted twins, when `counted`), else
+    /// [`Error::NotBuilt`](crate::Error::NotBuilt) naming what would build it.
+    pub fn check_built(&self, counted: bool) -> crate::Result<()> {
+        if self.built && (self.counted_built || !counted) {
+            return Ok(());
+        }
+        Err(crate::Error::NotBuilt {
+            kernel: match counted {
+                true => format!("{} (its barrier-counting twins)", self.name),
+                false => self.name.to_string(),
+            },
+            name: self.name,
+        })
+    }
+
     /// The exported PTX symbol for one head dim and dtype.
     pub fn symbol(&self, head_dim: usize, dtype: &str) -> String {
         format!("{}_d{head_dim}_{dtype}", self.name)
@@ -100,6 +127,12 @@ mod table {
 }
 
 pub use table::{ARCHES, DTYPES, EXPERIMENTAL_VARIANTS, FP8_VARIANTS, HEAD_DIMS, VARIANTS};
+
+/// The variants of `list` that this build compiled ([`VariantSpec::built`]): what a sweep over a
+/// list can run.
+pub fn built(list: &'static [VariantSpec]) -> impl Iterator<Item = &'static VariantSpec> + Clone {
+    list.iter().filter(|v| v.built)
+}
 
 #[cfg(test)]
 mod tests {

@@ -307,8 +307,7 @@ impl VarlenKernel {
 
 /// The variants with a varlen entry point for `head_dim` on architecture `arch` (x10).
 pub fn varlen_variants(head_dim: usize, arch: u32) -> impl Iterator<Item = &'static VariantSpec> {
-    VARIANTS
-        .iter()
+    crate::variants::built(VARIANTS)
         .filter(move |v| v.has_varlen_at(head_dim) && v.min_arch <= arch && v.head_dims.contains(&head_dim))
 }
 

@@ -170,8 +170,7 @@ fn plain_f16_matches_the_reference() {
             .unwrap();
         case.check(&into, &format!("run_into ({}), seed {seed}", variant.name));
         // Every compiled variant this GPU runs, named through the builder.
-        for variant in flashrs::VARIANTS
-            .iter()
+        for variant in flashrs::variants::built(flashrs::VARIANTS)
             .filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
         {
             let mut out = case.poisoned_out(&gpu);
@@ -621,8 +620,7 @@ fn varlen_calls_match_the_reference_per_sequence() {
         varlen_attention(&dq, &dk, &dv, &short).run_into(&gpu, &mut out),
         Err(Error::Incompatible(_))
     ));
-    let dense_only = flashrs::VARIANTS
-        .iter()
+    let dense_only = flashrs::variants::built(flashrs::VARIANTS)
         .find(|v| !v.has_varlen() && v.head_dims.contains(&d))
         .unwrap();
     assert!(matches!(
@@ -681,8 +679,7 @@ fn paged_calls_match_the_reference_per_sequence() {
         .unwrap();
     check(&out, "run");
     assert_lse(&lse, &expected_lse, &format!("seed {seed}"));
-    for variant in flashrs::VARIANTS
-        .iter()
+    for variant in flashrs::variants::built(flashrs::VARIANTS)
         .filter(|v| v.family == flashrs::Family::FlashDecode && v.head_dims.contains(&d))
     {
         let mut into =
@@ -708,8 +705,7 @@ fn paged_calls_match_the_reference_per_sequence() {
         paged_attention(&dq, &dk, &dv, &bigger).run_into(&gpu, &mut out),
         Err(Error::Incompatible(_))
     ));
-    let dense_only = flashrs::VARIANTS
-        .iter()
+    let dense_only = flashrs::variants::built(flashrs::VARIANTS)
         .find(|v| v.family == flashrs::Family::FlashMma && v.head_dims.contains(&d))
         .unwrap();
     assert!(matches!(

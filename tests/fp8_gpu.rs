@@ -43,7 +43,9 @@ fn check(gpu: &Gpu, shape: Shape, causal: bool, scale: Option<f32>, seed: u64) {
     let dims = shape.reference_dims();
     let lse_expected = log_sum_exp_f64(&dq, &dk, dims, causal, scale);
     let (b, d) = (shape.batch, shape.head_dim);
-    let variants: Vec<_> = FP8_VARIANTS.iter().filter(|v| v.head_dims.contains(&d)).collect();
+    let variants: Vec<_> = flashrs::variants::built(FP8_VARIANTS)
+        .filter(|v| v.head_dims.contains(&d))
+        .collect();
     assert!(!variants.is_empty(), "no FP8 variant for head dim {d}");
     for out_dtype in DType::ALL {
         let tolerance = Fp8Tolerance::new(out_dtype, P_SCALE);
@@ -233,7 +235,7 @@ fn fp8_benchmark_shapes_match_float64_on_sampled_rows() {
                 &fp8.descale,
             )
             .unwrap();
-        for variant in FP8_VARIANTS.iter().filter(|v| v.head_dims.contains(&d)) {
+        for variant in flashrs::variants::built(FP8_VARIANTS).filter(|v| v.head_dims.contains(&d)) {
             gpu.fp8_poison(&mut t).unwrap();
             gpu.fp8_forward(&mut t, params, Some(variant.name)).unwrap();
             let out = flashrs::gpu::decode(DType::Bf16, &gpu.download(t.out()).unwrap());

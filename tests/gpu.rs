@@ -103,8 +103,7 @@ fn assert_output_matches(gpu: &Gpu, tensors: &flashrs::Tensors, expected: &[f64]
 
 /// The variants this GPU can run at `shape`'s head dim.
 fn runnable(gpu: &Gpu, shape: Shape) -> impl Iterator<Item = &'static flashrs::VariantSpec> + '_ {
-    VARIANTS
-        .iter()
+    flashrs::variants::built(flashrs::VARIANTS)
         .filter(move |v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
 }
 
@@ -238,7 +237,9 @@ fn grouped_query_attention_and_log_sum_exp_match_the_reference() {
             let params = Params { causal, scale: None };
             let (mut tensors, expected, lse_expected) =
                 problem_with_lse(&gpu, shape, params, dtype, &mut rng);
-            for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
+            for variant in
+                flashrs::variants::built(flashrs::VARIANTS).filter(|v| v.head_dims.contains(&shape.head_dim))
+            {
                 gpu.poison(&mut tensors).unwrap();
                 gpu.forward(&mut tensors, params, Some(variant.name)).unwrap();
                 let cmp = reference::compare(&widen(dtype, &gpu.download(tensors.out()).unwrap()), &expected);
@@ -275,9 +276,22 @@ fn run_time_barrier_counts_match_the_declared_ones() {
         random(shape.kv_len(), dtype, &mut rng),
     );
     let mut tensors = gpu.tensors(shape, dtype, &q, &k, &v).unwrap();
-    for variant in VARIANTS.iter().filter(|v| v.head_dims.contains(&64)) {
+    for variant in flashrs::variants::built(flashrs::VARIANTS).filter(|v| v.head_dims.contains(&64)) {
         let symbol = variant.symbol(64, dtype.name());
         let declared = globals[format!("{symbol}_barriers_per_tile").as_str()] as f64;
+        if !variant.counted_built {
+            // Without its instrumentation twin in this build the count is a typed refusal.
+            let err = gpu.count_barriers(
+                variant,
+                &mut tensors,
+                Params {
+                    causal: false,
+                    scale: None,
+                },
+            );
+            assert!(matches!(err, Err(Error::NotBuilt { .. })), "{symbol}");
+            continue;
+        }
         for causal in [false, true] {
             let count = gpu
                 .count_barriers(variant, &mut tensors, Params { causal, scale: None })
@@ -479,9 +493,12 @@ fn every_buffer_mismatch_is_a_typed_error() {
         wrap(shifted),
         Err(Error::Misaligned { what: "out", .. })
     ));
-    // The barrier log of a counted launch, one record short.
+    // The barrier log of a counted launch, one record short (where this build has the twin).
     let variant = &VARIANTS[0];
-    let kernel = gpu.kernel(variant, shape.head_dim, DType::F16, true).unwrap();
+    let Ok(kernel) = gpu.kernel(variant, shape.head_dim, DType::F16, true) else {
+        assert!(!variant.counted_built);
+        return;
+    };
     let blocks = {
         let config = flashrs::gpu::launch_config(&kernel, shape);
         (config.grid_dim.0 * config.grid_dim.1 * config.grid_dim.2) as usize
@@ -850,8 +867,7 @@ fn paged_kv_cache_matches_the_paged_reference() {
                     causal,
                     params.scale_for(d) as f64,
                 );
-                for variant in VARIANTS
-                    .iter()
+                for variant in flashrs::variants::built(flashrs::VARIANTS)
                     .filter(|v| v.family == flashrs::Family::FlashDecode && v.head_dims.contains(&d))
                 {
                     let kernel = gpu.paged_kernel(variant, d, dtype, false).unwrap();
@@ -888,8 +904,7 @@ fn paged_bad_input_is_refused_before_any_launch() {
     let gpu = gpu();
     let cache = flashrs::PagedKv::new(16, 2, vec![0, 1], vec![20]).unwrap();
     let shape = cache.shape(4, 2, 1, 64).unwrap();
-    let mma = VARIANTS
-        .iter()
+    let mma = flashrs::variants::built(flashrs::VARIANTS)
         .find(|v| v.family == flashrs::Family::FlashMma)
         .unwrap();
     let err = gpu.paged_kernel(mma, 64, DType::F16, false).err().unwrap();
@@ -925,8 +940,7 @@ fn forced_split_counts_match_the_reference_or_are_refused() {
         seq_k: 3000,
         ..Shape::new(1, 16, 2, 64).with_heads_kv(2)
     };
-    let decode = VARIANTS
-        .iter()
+    let decode = flashrs::variants::built(flashrs::VARIANTS)
         .filter(|v| v.family == Family::FlashDecode && v.min_arch <= gpu.arch && v.head_dims.contains(&64));
     for variant in decode {
         for dtype in DType::ALL {
@@ -961,8 +975,7 @@ fn forced_split_counts_match_the_reference_or_are_refused() {
         }
     }
     // A kernel that does not split the keys takes no count.
-    let regular = VARIANTS
-        .iter()
+    let regular = flashrs::variants::built(flashrs::VARIANTS)
         .find(|v| v.family == Family::FlashMma && v.head_dims.contains(&64))
         .unwrap();
     let params = Params {
@@ -986,8 +999,7 @@ fn persistent_tail_split_matches_the_reference() {
     use flashrs::Family;
     let gpu = gpu();
     let mut rng = StdRng::seed_from_u64(rand::rng().random());
-    let persistent = VARIANTS
-        .iter()
+    let persistent = flashrs::variants::built(flashrs::VARIANTS)
         .filter(|v| v.family == Family::FlashWs && v.persistent && v.min_arch <= gpu.arch);
     for variant in persistent {
         for &head_dim in variant.head_dims {
@@ -1054,15 +1066,22 @@ fn the_lower_layer_refuses_what_would_reach_memory_it_was_not_given() {
         scale: None,
     };
     let (mut tensors, _) = problem(&gpu, shape, params, DType::F16, &mut rng);
-    let variant = VARIANTS
-        .iter()
+    let variant = flashrs::variants::built(flashrs::VARIANTS)
         .find(|v| v.head_dims.contains(&64) && v.min_arch <= gpu.arch && v.has_varlen_at(64))
         .expect("a variant with a varlen entry point at head dim 64");
     let message = |result: flashrs::Result<()>| result.unwrap_err().to_string();
 
-    let counted = gpu.kernel(variant, 64, DType::F16, true).unwrap();
-    let refused = message(gpu.launch(&counted, &mut tensors, params, None));
-    assert!(refused.contains("counts barriers"), "{refused}");
+    // A counted kernel launched without its log: refused, or not in this build at all.
+    match gpu.kernel(variant, 64, DType::F16, true) {
+        Ok(counted) => {
+            let refused = message(gpu.launch(&counted, &mut tensors, params, None));
+            assert!(refused.contains("counts barriers"), "{refused}");
+        }
+        Err(err) => assert!(
+            matches!(err, Error::NotBuilt { .. }) && !variant.counted_built,
+            "{err}"
+        ),
+    }
 
     let varlen = gpu.varlen_kernel(variant, 64, DType::F16, false).unwrap();
     let refused = message(gpu.launch(varlen.kernel(), &mut tensors, params, None));

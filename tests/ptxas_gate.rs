@@ -25,7 +25,7 @@ fn every_kernel_assembles_without_spills() {
         return;
     };
     for (arch, _, text) in embedded::modules() {
-        let report = ptxas::assemble(&path, text, arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        let report = ptxas::assemble_parallel(&path, text, arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
         assert!(!report.is_empty(), "{arch}: ptxas reported no kernels");
         let entries = flashrs_lab::ptx::entries(text).len();
         assert_eq!(

@@ -20,27 +20,46 @@ fn overlapped_variants_run_the_softmax_under_the_running_products() {
         );
         return;
     };
-    let ptx = embedded::ptx(90).expect("the sm_90a module");
-    let overlapped = VARIANTS
-        .iter()
-        .chain(EXPERIMENTAL_VARIANTS)
+    let modules = embedded::EntryModules::embedded(90).expect("the sm_90a module");
+    let overlapped = flashrs::variants::built(VARIANTS)
+        .chain(flashrs::variants::built(EXPERIMENTAL_VARIANTS))
         .filter(|v| v.family == Family::FlashWs && v.spec.overlap);
-    let mut checked = 0;
-    for variant in overlapped {
-        for &d in variant.head_dims {
-            let entry = variant.symbol(d, "f16");
-            let code = sass::disassemble(&ptxas, &cuobjdump, ptx, "sm_90a", &entry).unwrap();
-            let under = sass::exponentials_under_running_products(&code);
-            // One probability per score a thread holds: block_n / 2 of them per tile, all before
-            // the wait or the first ones the schedule names.
-            let probabilities = variant.spec.block_n as usize / 2;
-            let want = exponentials_before_wait(d).map_or(probabilities, |n| n.min(probabilities));
-            assert!(
-                under.iter().any(|&n| n >= want),
-                "{entry}: exponentials between wait_group 1 and wait_group 0: {under:?}, want {want} in the loop"
-            );
-            checked += 1;
-        }
-    }
+    // One ptxas and one disassembly per kernel, as many at once as there are cores.
+    let entries: Vec<_> = overlapped
+        .flat_map(|variant| variant.head_dims.iter().map(move |&d| (variant, d)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failures = Vec::new();
+                    while let Some(&(variant, d)) =
+                        entries.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                    {
+                        let entry = variant.symbol(d, "f16");
+                        // Only this kernel's module: ptxas then parses a fraction of the PTX.
+                        let module = modules.module(&entry).expect("the kernel's module");
+                        let code = sass::disassemble(&ptxas, &cuobjdump, &module, "sm_90a", &entry).unwrap();
+                        let under = sass::exponentials_under_running_products(&code);
+                        // One probability per score a thread holds: block_n / 2 of them per tile,
+                        // all before the wait or the first ones the schedule names.
+                        let probabilities = variant.spec.block_n as usize / 2;
+                        let want = exponentials_before_wait(d).map_or(probabilities, |n| n.min(probabilities));
+                        if !under.iter().any(|&n| n >= want) {
+                            failures.push(format!(
+                                "{entry}: exponentials between wait_group 1 and wait_group 0: {under:?}, want {want} in the loop"
+                            ));
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
+    let checked = entries.len();
     assert!(checked > 0, "no overlapped flash_ws variant to check");
 }

@@ -209,9 +209,9 @@ impl Plan {
             cases,
             varlen_cases,
             variants: match (args.all_variants, args.kernels.is_empty()) {
-                (true, _) => VARIANTS.iter().collect(),
+                (true, _) => all_built_variants(),
                 // `--block-size` and `--varlen` rows are every variant's twins.
-                (false, true) if args.varlen || !args.block_size.is_empty() => VARIANTS.iter().collect(),
+                (false, true) if args.varlen || !args.block_size.is_empty() => all_built_variants(),
                 // What the dispatch weighs on each case is added there (`case_variants`).
                 (false, true) => Vec::new(),
                 (false, false) => inputs::variants(&args.kernels)?,
@@ -1097,7 +1097,11 @@ fn time_variant(
     let timed = time_calls(gpu, args.repetitions(), || {
         gpu.launch(&kernel, tensors, params, None)
     })?;
-    let counted = gpu.count_barriers(variant, tensors, params)?;
+    // Counted at run time where this build has the instrumentation twin (FLASHRS_VARIANTS).
+    let counted = match variant.counted_built {
+        true => Some(gpu.count_barriers(variant, tensors, params)?),
+        false => None,
+    };
     let declared = ptx::u32_globals(embedded::PTX_SM90)
         .get(format!("{}_barriers_per_tile", kernel.symbol()).as_str())
         .copied();
@@ -1110,7 +1114,7 @@ fn time_variant(
     )?;
     row.layout = Some(tensors.layout());
     row.barriers_per_tile = declared;
-    row.barriers_per_tile_runtime = Some(counted.per_tile);
+    row.barriers_per_tile_runtime = counted.map(|c| c.per_tile);
     record_splits(&mut row, gpu, &kernel, shape)?;
     Ok(row)
 }
@@ -1298,6 +1302,21 @@ pub fn gate_failures(rows: &[Row], kernel: &str, ratio: f64) -> Vec<String> {
         failures.push(format!("{kernel}: not benched on any shape, nothing to gate"));
     }
     failures
+}
+
+/// Every 16-bit variant this build compiled, saying on stderr how many of the table's it is: a
+/// default build has the shipped ones only (`FLASHRS_VARIANTS=all` compiles the rest).
+fn all_built_variants() -> Vec<&'static VariantSpec> {
+    let built: Vec<_> = flashrs::variants::built(VARIANTS).collect();
+    if built.len() < VARIANTS.len() {
+        eprintln!(
+            "{} of the table's {} variants are in this build (the shipped ones); build with \
+             FLASHRS_VARIANTS=all for every one",
+            built.len(),
+            VARIANTS.len()
+        );
+    }
+    built
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ pub fn check_shape(shape: &Shape) -> Result<(), Failure> {
 /// The FP8 variants named by `--kernel` (all when none is).
 pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> {
     if names.is_empty() {
-        return Ok(FP8_VARIANTS.iter().collect());
+        return Ok(flashrs::variants::built(FP8_VARIANTS).collect());
     }
     names
         .iter()

@@ -223,7 +223,7 @@ pub fn validate(shape: &Shape, head_dims: HeadDims) -> Result<(), Failure> {
 /// (`cublas`, `cutensor`) are not variants (see `library::wanted`).
 pub fn variants(names: &[String]) -> Result<Vec<&'static VariantSpec>, Failure> {
     if names.is_empty() {
-        return Ok(VARIANTS.iter().collect());
+        return Ok(flashrs::variants::built(VARIANTS).collect());
     }
     names
         .iter()

@@ -78,8 +78,7 @@ impl MicroRow {
 
 /// The tiled configurations `gpu` can run at `shape`'s head dim (the naive reference has no tiles).
 pub fn candidates(gpu: &Gpu, shape: Shape) -> Vec<&'static VariantSpec> {
-    flashrs::VARIANTS
-        .iter()
+    flashrs::variants::built(flashrs::VARIANTS)
         .filter(|v| {
             v.family != flashrs::Family::Naive
                 && v.head_dims.contains(&shape.head_dim)

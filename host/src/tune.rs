@@ -167,7 +167,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         args.budget,
         args.seed
     );
-    let space = Space::from_variants(flashrs::VARIANTS, args.problem().head_dim).retain_arch(gpu.arch);
+    let space = Space::from_built(flashrs::VARIANTS, args.problem().head_dim).retain_arch(gpu.arch);
     if space.is_empty() {
         return Err(flashrs::Error::UnsupportedHeadDim(
             args.problem().head_dim,

@@ -267,7 +267,9 @@ fn apply_quick(args: &mut Args) {
         args.dtype = vec![Elem::Sixteen(DType::F16)];
         // Naming every variant leaves the cuBLAS path out.
         if args.kernels.is_empty() {
-            args.kernels = flashrs::VARIANTS.iter().map(|v| v.name.to_string()).collect();
+            args.kernels = flashrs::variants::built(flashrs::VARIANTS)
+                .map(|v| v.name.to_string())
+                .collect();
         }
     }
 }
@@ -762,7 +764,22 @@ pub fn check_barriers(
     dtypes: &[DType],
 ) -> Result<Vec<BarrierCheck>, Failure> {
     let mut out = Vec::new();
-    for variant in variants.iter().filter(|v| v.min_arch <= gpu.arch) {
+    let uncounted: Vec<&str> = variants
+        .iter()
+        .filter(|v| !v.counted_built)
+        .map(|v| v.name)
+        .collect();
+    if !uncounted.is_empty() {
+        println!(
+            "barriers not counted at run time for {} variants (their instrumentation twins are built \
+             with FLASHRS_VARIANTS naming them, or =all)",
+            uncounted.len()
+        );
+    }
+    for variant in variants
+        .iter()
+        .filter(|v| v.min_arch <= gpu.arch && v.counted_built)
+    {
         for (&head_dim, &dtype) in variant
             .head_dims
             .iter()

@@ -120,6 +120,8 @@ macro_rules! kernel {
     (@export $name:ident, $counted:ident, $smem_name:ident, $smem:expr, $barriers_name:ident,
      $barriers:expr, wait_at_entry = $wait:literal, |$($arg:ident),*| $body:expr) => {
         with_launch_params!(kernel!(@entry $name, false, wait_at_entry = $wait, |$($arg),*| $body;));
+        // The instrumentation twin, only in builds that ask for it (`build.rs`, FLASHRS_VARIANTS).
+        #[cfg(flashrs_counted)]
         with_launch_params!(kernel!(@entry $counted, true, wait_at_entry = $wait, |$($arg),*| $body;));
         #[no_mangle]
         #[used]
@@ -174,6 +176,8 @@ macro_rules! flash_ws_varlen {
      pingpong = $pp:literal, overlap = $ov:literal, persistent = $ps:literal) => {
         with_launch_params!(kernel!(@entry $name, false, wait_at_entry = false, |io, p, COUNT|
             flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps);));
+        // The instrumentation twin, only in builds that ask for it (`build.rs`, FLASHRS_VARIANTS).
+        #[cfg(flashrs_counted)]
         with_launch_params!(kernel!(@entry $counted, true, wait_at_entry = false, |io, p, COUNT|
             flash_ws!(@body io, p, COUNT, true, $t, $t, $d, $bm, $bn, $stages, $pp, $ov, $ps);));
     };

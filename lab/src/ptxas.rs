@@ -113,6 +113,47 @@ pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<KernelResourc
     parse_report(&format!("{stderr}{stdout}"), arch)
 }
 
+/// [`assemble`] of a whole PTX module (rustc's, as `flashrs::embedded` holds them), cut into as
+/// many parts as there are cores and assembled at once: ptxas is single-threaded, and a module's
+/// kernels are assembled independently. The entries come back in name order.
+pub fn assemble_parallel(
+    ptxas: &Path,
+    ptx: &'static str,
+    arch: &str,
+) -> Result<Vec<KernelResources>, PtxasError> {
+    let Some(modules) = flashrs::embedded::EntryModules::new(ptx) else {
+        return assemble(ptxas, ptx, arch);
+    };
+    let mut names: Vec<&str> = modules.entry_names().collect();
+    names.sort_unstable();
+    let parts = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(names.len().max(1));
+    // Round-robin over the sorted names, so that each part gets a share of every family.
+    let groups: Vec<Vec<&str>> = (0..parts)
+        .map(|p| names.iter().skip(p).step_by(parts).copied().collect())
+        .collect();
+    let results: Vec<Result<Vec<KernelResources>, PtxasError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .iter()
+            .map(|group| {
+                let text = modules.module_of(group).expect("the module's own entries");
+                scope.spawn(move || assemble(ptxas, &text, arch))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("ptxas thread"))
+            .collect()
+    });
+    let mut all = Vec::new();
+    for result in results {
+        all.extend(result?);
+    }
+    all.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+    Ok(all)
+}
+
 /// The first few lines of a failed run that are not `info` lines, with the temporary file's
 /// path replaced by `<ptx>`.
 fn first_errors(stderr: &str, file: &str) -> String {

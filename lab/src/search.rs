@@ -226,6 +226,17 @@ impl Space {
         )
     }
 
+    /// [`Space::from_variants`] over the variants this build compiled ([`VariantSpec::built`]):
+    /// what a search on the GPU can evaluate.
+    pub fn from_built(variants: &'static [VariantSpec], head_dim: usize) -> Space {
+        Space::from_refs(
+            flashrs::variants::built(variants)
+                .filter(|v| v.family != Family::Naive && v.head_dims.contains(&head_dim))
+                .collect(),
+            head_dim,
+        )
+    }
+
     fn from_refs(variants: Vec<&'static VariantSpec>, head_dim: usize) -> Space {
         let specs: Vec<Spec> = variants.iter().map(|v| v.spec).collect();
         let values = Param::ALL
@@ -900,6 +911,9 @@ mod tests {
             spec,
             head_dims,
             min_arch: spec.min_arch(),
+            shipped: false,
+            built: true,
+            counted_built: false,
         }
     }
 

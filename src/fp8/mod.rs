@@ -183,7 +183,7 @@ impl Gpu {
     /// The e4m3 variant a call without a named kernel runs for head dim `d`: the first of
     /// `FP8_VARIANTS` compiled for it.
     pub fn fp8_choose(&self, d: usize) -> Option<&'static VariantSpec> {
-        FP8_VARIANTS.iter().find(|v| v.head_dims.contains(&d))
+        crate::variants::built(FP8_VARIANTS).find(|v| v.head_dims.contains(&d))
     }
 
     /// Attention forward on e4m3 `tensors` with the named variant of `FP8_VARIANTS`, or

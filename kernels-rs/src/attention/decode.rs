@@ -116,6 +116,8 @@ macro_rules! flash_decode {
      stages = $stages:literal) => {
         with_launch_params!(kernel!(@entry $name, false, wait_at_entry = true, |io, p, COUNT|
             flash_decode!(@body io, p, COUNT, $paged, $varlen, $t, $policy, $d, $bm, $bn, $w, $stages);));
+        // The instrumentation twin, only in builds that ask for it (`build.rs`, FLASHRS_VARIANTS).
+        #[cfg(flashrs_counted)]
         with_launch_params!(kernel!(@entry $counted, true, wait_at_entry = true, |io, p, COUNT|
             flash_decode!(@body io, p, COUNT, $paged, $varlen, $t, $policy, $d, $bm, $bn, $w, $stages);));
     };
