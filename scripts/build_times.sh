@@ -5,7 +5,8 @@
 #      of output (on a machine without a GPU that line is the "no GPU" message, exit 2);
 #   2. `touch` of one kernel family's file, then `cargo build --release -p host`;
 #   3. a one-line edit of that file (a comment added, so no kernel changes), then the same build;
-#   4. the Python wheel (`maturin build --release` in python/) after the host build.
+#   4. the Python wheel (`maturin build --release` in python/) after the host build;
+#   5. README line 2 (`cargo test --release --workspace`) after all that.
 # Usage: bash scripts/build_times.sh [OUT.json] [FAMILY_FILE]   (FAMILY_FILE relative to the root,
 # default kernels-rs/src/attention/naive.rs). Needs scripts/setup.sh's toolchain and maturin.
 set -euo pipefail
@@ -44,6 +45,12 @@ start="$(date +%s.%N)"
 (cd python && maturin build --release --out ../target/wheels-probe >/dev/null 2>&1)
 wheel="$(seconds "$start")"
 
+# 5. README line 2 (its setup.sh already ran: tools/ is copied).
+start="$(date +%s.%N)"
+tests_ok=true
+cargo test --release --workspace -q >/dev/null 2>&1 || tests_ok=false
+tests="$(seconds "$start")"
+
 mkdir -p "$(dirname "$out")"
 python3 - "$out" <<PY
 import json, os, sys
@@ -58,6 +65,8 @@ json.dump({
     "touch_family_file_then_host_build_s": $touched,
     "one_line_edit_family_file_then_host_build_s": $edited,
     "wheel_after_host_build_s": $wheel,
+    "readme_line_2_after_the_above_s": $tests,
+    "readme_line_2_passed": $( $tests_ok && echo True || echo False ),
 }, open(sys.argv[1], "w"), indent=2)
 print(open(sys.argv[1]).read())
 PY
