@@ -30,6 +30,7 @@ pub mod schedule;
 pub mod api;
 pub mod backward;
 pub mod decode;
+pub mod dispatch;
 pub mod error;
 pub mod fp8;
 pub mod gpu;

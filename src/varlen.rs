@@ -315,7 +315,7 @@ pub fn varlen_variants(head_dim: usize, arch: u32) -> impl Iterator<Item = &'sta
 /// fastest measured), and its grid twin (for a persistent pick without varlen entry points).
 /// `None` where the dispatch has no such entry.
 fn dense_tiles(head_dim: usize, arch: u32) -> Option<[crate::spec::Spec; 2]> {
-    crate::gpu::DISPATCH
+    crate::dispatch::DISPATCH
         .iter()
         .find(|e| e.arch <= arch && e.head_dim == head_dim && e.min_waves == 1 && !e.non_causal_only)
         .and_then(|e| VariantSpec::by_name(e.kernel))

@@ -1,0 +1,283 @@
+//! Dense calls on `Tensors`: the dispatch's pick, and the launch of a dense entry point.
+
+use crate::dispatch::{default_variant, dispatch_candidates, no_listed_kernel, Choice};
+use crate::gpu::kernel::{Entry, Kernel};
+use crate::gpu::launch::{
+    blocks, check_buffers, launch_config, launch_with_args, optional_ptr_mut, too_large, BufferLens,
+    RECORD_WORDS,
+};
+use crate::gpu::schedule::{causal_item_table, item_walk, walks_item_table, KeySlices};
+use crate::gpu::tensors::Tensors;
+use crate::gpu::Gpu;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+
+use crate::decode::DecodeOptions;
+use crate::error::{Error, Result};
+use crate::launch::item_walk::ItemWalk;
+use crate::launch::LaunchArgs;
+use crate::layout::Layout;
+use crate::problem::{DType, Params, Shape};
+use crate::staging::{self};
+use crate::tma;
+use crate::variants::{Family, VariantSpec};
+
+impl Gpu {
+    /// The library's choice for a problem: the first of [`dispatch_candidates`] for this GPU
+    /// (`flash_decode` for decode-like problems, else the tuned table's entry for this GPU, dtype,
+    /// head dim, sequence-length bucket and mask, written by `tune --save`, else the built-in
+    /// `DISPATCH` heuristic).
+    pub fn choose(&self, shape: Shape, dtype: DType, causal: bool) -> (&'static VariantSpec, Choice) {
+        let candidates = self.dispatch_candidates(shape, dtype, causal);
+        // The list always ends with the heuristic's entry; the fallback only keeps this total.
+        candidates.first().copied().unwrap_or_else(|| {
+            (
+                default_variant(shape, causal, self.sm_count, self.arch),
+                Choice::Heuristic,
+            )
+        })
+    }
+
+    /// [`dispatch_candidates`] on this GPU.
+    pub fn dispatch_candidates(
+        &self,
+        shape: Shape,
+        dtype: DType,
+        causal: bool,
+    ) -> Vec<(&'static VariantSpec, Choice)> {
+        dispatch_candidates(&self.name, self.arch, self.sm_count, shape, dtype, causal)
+    }
+
+    /// Attention forward on `tensors` with the named variant, or the library's choice when
+    /// `kernel` is `None`. Returns the variant used. Asynchronous: `download` waits.
+    pub fn forward(
+        &self,
+        tensors: &mut Tensors,
+        params: Params,
+        kernel: Option<&str>,
+    ) -> Result<&'static VariantSpec> {
+        let variant = match kernel {
+            Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
+            None => {
+                let (variant, _) = self.choose(tensors.shape, tensors.dtype, params.causal);
+                let d = tensors.shape.head_dim;
+                if !variant.head_dims.contains(&d) {
+                    return Err(Error::InvalidProblem(no_listed_kernel(d)));
+                }
+                variant
+            }
+        };
+        let kernel = self.kernel(variant, tensors.shape.head_dim, tensors.dtype, false)?;
+        self.launch(&kernel, tensors, params, None)?;
+        Ok(variant)
+    }
+
+    /// Launches `kernel` on the tensors' stream (asynchronously). `barrier_log`, for counted
+    /// kernels, holds [`Gpu::barrier_log_len`] words and gets [`RECORD_WORDS`] per block. Every
+    /// buffer the kernel gets is checked against the shape, dtype and grid right before the launch.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut Tensors,
+        params: Params,
+        barrier_log: Option<&mut CudaSlice<u32>>,
+    ) -> Result<()> {
+        self.launch_with(kernel, tensors, params, barrier_log, DecodeOptions::default())
+    }
+
+    /// [`Gpu::launch`] with what `options` fixes of a `flash_decode` launch (its split count,
+    /// checked against the problem: [`crate::decode::Plan::forced`]); the default options are
+    /// `launch` itself. A forced split count on a kernel of another family is an error. A
+    /// counted launch's `barrier_log` is sized by [`Gpu::barrier_log_len`], which knows the
+    /// default plan only: with a forced count, size it from [`Gpu::split_plan`]'s grid.
+    pub fn launch_with(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut Tensors,
+        params: Params,
+        barrier_log: Option<&mut CudaSlice<u32>>,
+        options: DecodeOptions,
+    ) -> Result<()> {
+        let shape = tensors.shape;
+        params.validate()?;
+        kernel.check_launch(Entry::Dense, barrier_log.is_some())?;
+        self.check_stream(&tensors.stream)?;
+        if tensors.dtype != kernel.dtype {
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} takes {}, the tensors hold {}",
+                kernel.symbol, kernel.dtype, tensors.dtype
+            )));
+        }
+        if shape.head_dim != kernel.head_dim {
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} is compiled for head dim {}, the problem has {}",
+                kernel.symbol, kernel.head_dim, shape.head_dim
+            )));
+        }
+        if kernel.variant.family.fp8() {
+            return Err(Error::InvalidProblem(format!(
+                "kernel {} takes e4m3 inputs: call it through Gpu::fp8_forward",
+                kernel.symbol
+            )));
+        }
+        // The warp-specialised family, and flash_decode through the copy engine, read their
+        // tiles through tensor maps built here per call.
+        let uses_maps = kernel.variant.family == Family::FlashWs || kernel.variant.copy_engine();
+        if uses_maps {
+            self.prepare_maps(kernel.variant, tensors)?;
+        }
+        // flash_decode plans its own grid (key slices) and may need a workspace and a combine.
+        let decode = self.decode_plan(kernel, shape, options)?;
+        let config = match &decode {
+            Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
+            None => launch_config(kernel, shape),
+        };
+        check_buffers(
+            shape,
+            tensors.dtype,
+            BufferLens {
+                q: tensors.q.len(),
+                k: tensors.k.len(),
+                v: tensors.v.len(),
+                out: tensors.out.len(),
+                lse: tensors.lse.as_ref().map(|lse| lse.len()),
+                barrier_log: barrier_log.as_ref().map(|log| log.len()),
+                tensor_maps: match &tensors.maps {
+                    Some(maps) if uses_maps => Some(maps.len()),
+                    _ => None,
+                },
+            },
+            blocks(&config),
+            uses_maps,
+        )?;
+        let seq_major = (tensors.layout == Layout::Bshd) as u32;
+        // Key slices: flash_decode's plan, or the persistent flash_ws's tail split.
+        let slices = match &decode {
+            Some(plan) => KeySlices {
+                splits: plan.splits,
+                floats: plan.workspace_floats(shape),
+                counters: plan.counters(),
+            },
+            None => KeySlices::tail_split(kernel.variant, shape, params.causal, &config),
+        };
+        let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
+        let (workspace, split_counters) = slice_buffers.addresses(&tensors.stream);
+        // A causal persistent launch walks the host's item table: dealt once per variant, shape
+        // and grid, and copied in the tensors' stream's order.
+        let has_table = walks_item_table(kernel.variant, params.causal);
+        if has_table {
+            let table_key = (kernel.variant.name, shape, config.grid_dim.0);
+            let (bytes, mut staged) = match tensors.walk_table.take() {
+                Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
+                cached => {
+                    let table = causal_item_table(kernel.variant, shape, config.grid_dim.0)
+                        .ok_or_else(|| too_large(shape))?;
+                    (staging::words_bytes(&table), cached.map(|(_, staged)| staged))
+                }
+            };
+            self.stage(&tensors.stream, bytes, &mut staged)?;
+            tensors.walk_table = staged.map(|staged| (table_key, staged));
+        }
+        let Tensors {
+            q,
+            k,
+            v,
+            out,
+            lse,
+            maps,
+            stream,
+            walk_table,
+            ..
+        } = tensors;
+        let stream: &CudaStream = stream;
+        // The pointers stay valid while these guards live, which is until the launch is enqueued;
+        // recording the accesses is cudarc's event tracking, off on this context (`open`).
+        let (q_ptr, _q_guard) = q.device_ptr(stream);
+        let (k_ptr, _k_guard) = k.device_ptr(stream);
+        let (v_ptr, _v_guard) = v.device_ptr(stream);
+        let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+        let (lse_ptr, _lse_guard) = optional_ptr_mut(lse.as_deref_mut(), stream);
+        let (log_ptr, _log_guard) = optional_ptr_mut(barrier_log, stream);
+        let tensor_maps = match maps {
+            Some(maps) if uses_maps => maps.address(stream),
+            _ => 0,
+        };
+        let walk_table = match walk_table {
+            Some((_, table)) if has_table => table.address(stream),
+            _ => 0,
+        };
+        let args = LaunchArgs {
+            q: q_ptr,
+            k: k_ptr,
+            v: v_ptr,
+            out: out_ptr,
+            lse: lse_ptr,
+            barrier_log: log_ptr,
+            tensor_maps,
+            seq_q: shape.seq_q as u32,
+            seq_k: shape.seq_k as u32,
+            scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
+            causal: params.causal as u32,
+            kv_group: shape.kv_group() as u32,
+            heads: shape.heads as u32,
+            seq_major,
+            batch_heads: (shape.batch * shape.heads) as u32,
+            kv_splits: slices.splits,
+            workspace,
+            split_counters,
+            // Contiguous K and V: no block table (the paged launch is `paged.rs`).
+            ..LaunchArgs::default()
+        }
+        .walking(ItemWalk {
+            table: walk_table,
+            ..item_walk(kernel.variant, shape, &config, slices.splits)
+        });
+        // Safety: the arguments are the kernels' parameter list (kernels-rs/src/launch.rs, the
+        // same list the entry points are generated from); every buffer holds exactly the
+        // elements the shape, dtype and grid imply (checked just above, after the last change to
+        // any of them) and lives in this context (stream checked above); the shape was validated
+        // when the tensors were made and cannot change since; the grid covers exactly the blocks
+        // the kernel expects for this shape (with a split, flash_decode's or the persistent
+        // flash_ws's tail split, the workspace and the zeroed slice counters are the ones
+        // `slices` sized for this grid; with a causal persistent flash_ws, the item table is
+        // `causal_item_table`'s for this grid); `kernel`'s launch facts cannot be changed outside
+        // the crate.
+        unsafe { launch_with_args(stream, &kernel.function, config, &args, self.dependent_launches) }
+    }
+
+    /// Encodes the tensor maps of Q, K, V and the output for `variant`'s tiles and copies them to the GPU,
+    /// unless the copy from the last launch still holds the same bytes (same buffers, shape,
+    /// layout, tiles). The copy is ordered on the tensors' stream before the launch that reads it.
+    fn prepare_maps(&self, variant: &VariantSpec, tensors: &mut Tensors) -> Result<()> {
+        let (shape, layout, dtype) = (tensors.shape, tensors.layout, tensors.dtype);
+        let q_map = tma::MapGeometry::q(layout, shape, variant.block_m);
+        let kv_map = tma::MapGeometry::kv(layout, shape, variant.block_n);
+        let out_map = tma::MapGeometry::out(layout, shape);
+        let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
+        for (geometry, buffer) in [
+            (q_map, &tensors.q),
+            (kv_map, &tensors.k),
+            (kv_map, &tensors.v),
+            (out_map, &tensors.out),
+        ] {
+            let (address, _sync) = buffer.device_ptr(&tensors.stream);
+            bytes.extend_from_slice(&geometry.encode(dtype, address)?);
+        }
+        self.stage(&tensors.stream, bytes, &mut tensors.maps)
+    }
+
+    /// The length in `u32` of the barrier log that a launch of the counted `kernel` (see
+    /// [`Gpu::kernel`]) on a problem of `shape` takes: [`RECORD_WORDS`] per block of its grid,
+    /// which for `flash_decode` depends on how this GPU splits the keys. For a paged launch pass
+    /// the paged tensors' shape, for a varlen one
+    /// [`VarlenTensors::grid_shape`](crate::VarlenTensors::grid_shape).
+    pub fn barrier_log_len(&self, kernel: &Kernel, shape: Shape) -> Result<usize> {
+        let config = match self.decode_plan(kernel, shape, DecodeOptions::default())? {
+            Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
+            None => launch_config(kernel, shape),
+        };
+        RECORD_WORDS
+            .checked_mul(blocks(&config))
+            .ok_or_else(|| too_large(shape))
+    }
+}
