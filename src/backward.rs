@@ -40,7 +40,7 @@ use cudarc::driver::{CudaStream, LaunchConfig};
 use crate::api::{check_views, DeviceTensor, Element, LseBuffer, RawOptions, TensorView};
 use crate::backward_launch::{smem, workspace, BackwardArgs, BLOCK_N, ROWS_PER_BLOCK, THREADS};
 use crate::error::{Error, Result};
-use crate::gpu::{check_alignment, launch_with_args, Gpu, TENSOR_ALIGN};
+use crate::gpu::{check_alignment, Gpu, TENSOR_ALIGN};
 use crate::problem::{Params, Shape};
 
 /// The head dims the backward kernels take.
@@ -222,7 +222,7 @@ pub unsafe fn attention_backward_raw<T: Element>(
         let stream = unsafe { crate::api::borrow_stream(gpu, stream) }?;
         // Safety: check_backward checked the views against the shape and each other; the
         // addresses are valid for the call (this function's contract).
-        unsafe { launch_backward::<T>(gpu, &stream, &views, workspace, shape, options) }
+        unsafe { launch_backward::<T>(gpu, &stream, &views, (workspace, workspace_len), shape, options) }
     })
 }
 
@@ -292,7 +292,14 @@ pub fn attention_backward<T: Element>(
     // dims give by construction, the gradients fresh allocations of their own; the workspace is
     // freed (stream-ordered) only after the stream has run the call; all on `gpu`'s stream.
     unsafe {
-        launch_backward::<T>(gpu, stream, &views, workspace_ptr, shape, options)?;
+        launch_backward::<T>(
+            gpu,
+            stream,
+            &views,
+            (workspace_ptr, workspace.len()),
+            shape,
+            options,
+        )?;
     }
     Ok(gradients)
 }
@@ -306,7 +313,7 @@ unsafe fn launch_backward<T: Element>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     views: &BackwardViews<'_, T>,
-    workspace: u64,
+    (workspace, workspace_len): (u64, usize),
     shape: Shape,
     options: BackwardOptions,
 ) -> Result<()> {
@@ -315,16 +322,6 @@ unsafe fn launch_backward<T: Element>(
     let batch_heads = (shape.batch * shape.heads) as u32;
     let kv_group = (shape.heads / shape.heads_kv) as u32;
     let args = BackwardArgs {
-        q: views.q.ptr(),
-        k: views.k.ptr(),
-        v: views.v.ptr(),
-        out: views.out.ptr(),
-        d_out: views.d_out.ptr(),
-        d_q: views.d_q.ptr(),
-        d_k: views.d_k.ptr(),
-        d_v: views.d_v.ptr(),
-        lse: views.lse,
-        workspace,
         seq_q: shape.seq_q as u32,
         seq_k: shape.seq_k as u32,
         scale_log2: scale * std::f32::consts::LOG2_E,
@@ -335,6 +332,7 @@ unsafe fn launch_backward<T: Element>(
         seq_major: (views.q.layout() == crate::Layout::Bshd) as u32,
         batch_heads,
         deterministic: options.deterministic as u32,
+        ..BackwardArgs::default()
     };
     let dtype = T::DTYPE.name();
     let stages = smem::stages(d);
@@ -352,36 +350,50 @@ unsafe fn launch_backward<T: Element>(
     };
     let row_blocks = (workspace::padded_rows(shape.seq_q as u32) / ROWS_PER_BLOCK as u64) as u32;
     let key_blocks = (shape.seq_k as u32).div_ceil(BLOCK_N);
-    let dependent = gpu.dependent_launches;
-    // Safety (all three): the arguments are the backward parameter list (backward_launch.rs,
-    // the list the entry points are generated from); check_backward checked every buffer against
-    // the shape (this function's contract), the workspace's size against `workspace_bytes` of
-    // it; the grids are the ones the kernels' modules document (rows: padded rows / 8 by B*H;
-    // main: key blocks by B*H_kv, with the shared memory it was opted into); the three run in
-    // stream order, each waiting for the one before.
-    unsafe {
-        launch_with_args(
-            stream,
-            &prepare,
-            rows(batch_heads, row_blocks, 0),
-            &args,
-            dependent,
-        )?;
-        launch_with_args(
-            stream,
-            &main,
-            rows(batch_heads / kv_group, key_blocks, smem_bytes),
-            &args,
-            dependent,
-        )?;
-        launch_with_args(
-            stream,
-            &finish,
-            rows(batch_heads, row_blocks, 0),
-            &args,
-            dependent,
-        )
+    // The grids are the ones the kernels' modules document (rows: padded rows / 8 by B*H; main:
+    // key blocks by B*H_kv, with the shared memory it was opted into); the three run in stream
+    // order, each waiting for the one before.
+    let grids = [
+        (&prepare, rows(batch_heads, row_blocks, 0)),
+        (&main, rows(batch_heads / kv_group, key_blocks, smem_bytes)),
+        (&finish, rows(batch_heads, row_blocks, 0)),
+    ];
+    let element = std::mem::size_of::<T>();
+    let (q_bytes, kv_bytes) = (element * shape.q_len(), element * shape.kv_len());
+    let lse_bytes = 4 * shape.batch * shape.heads * shape.seq_q;
+    for (function, config) in grids {
+        let mut launch = crate::gpu::Launch::function(gpu, function, stream, config, &shape, args);
+        // The caller's views (this function's contract: `check_backward` accepted them, so each
+        // holds what its dims say, and the dims are the problem's), and the workspace.
+        let bind = [
+            (
+                "q",
+                views.q.ptr(),
+                q_bytes,
+                (|a, p| a.q = p) as fn(&mut BackwardArgs, u64),
+            ),
+            ("k", views.k.ptr(), kv_bytes, |a, p| a.k = p),
+            ("v", views.v.ptr(), kv_bytes, |a, p| a.v = p),
+            ("out", views.out.ptr(), q_bytes, |a, p| a.out = p),
+            ("d_out", views.d_out.ptr(), q_bytes, |a, p| a.d_out = p),
+            ("lse", views.lse, lse_bytes, |a, p| a.lse = p),
+            ("d_q", views.d_q.ptr(), q_bytes, |a, p| a.d_q = p),
+            ("d_k", views.d_k.ptr(), kv_bytes, |a, p| a.d_k = p),
+            ("d_v", views.d_v.ptr(), kv_bytes, |a, p| a.d_v = p),
+        ];
+        for (what, address, bytes, set) in bind {
+            launch.memory(what, address, bytes, bytes, set);
+        }
+        launch.scratch(
+            "workspace",
+            workspace,
+            workspace_len,
+            workspace_bytes(shape),
+            |a, p| a.workspace = p,
+        );
+        launch.enqueue()?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,10 +10,10 @@
 //! variant's paged entry point (`kernels-rs/src/attention/paged.rs`) with the split-KV plan and
 //! combine of `decode.rs`, the plan sized by the longest sequence.
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, DevicePtr};
 
 use crate::error::{Error, Result};
-use crate::gpu::{check_lens, DeviceBuffer, Gpu, Kernel, RawTensors};
+use crate::gpu::{check_lens, DeviceBuffer, Entry, Gpu, Kernel, KeySlices, Launch, RawTensors};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -414,7 +414,6 @@ impl Gpu {
     ) -> Result<()> {
         let (kernel, shape) = (&kernel.0, tensors.shape);
         params.validate()?;
-        kernel.check_launch(crate::gpu::Entry::Paged, barrier_log.is_some())?;
         // As in `launch_varlen`: the tensors must be ordered on this GPU's stream.
         if tensors.block_table.stream().cu_stream() != self.stream().cu_stream() {
             return refuse(
@@ -435,35 +434,18 @@ impl Gpu {
             .expect("a paged kernel is a flash_decode one");
         let config = plan.grid(kernel.variant().threads(), kernel.smem_bytes());
         let blocks = crate::gpu::blocks(&config);
-        // Every buffer holds what the shape and cache imply (re-checked here, before each
-        // launch: lent buffers are sized by the caller).
-        let cache_len = tensors.cache.cache_len(shape)?;
-        let mut checks = vec![
-            ("q", tensors.q.len(), shape.q_len()),
-            ("k cache", tensors.k.len(), cache_len),
-            ("v cache", tensors.v.len(), cache_len),
-            ("out", tensors.out.len(), shape.q_len()),
-            (
-                "block table",
-                tensors.block_table.len(),
-                tensors.cache.block_table.len(),
-            ),
-            ("seqlens_k", tensors.seqlens_k.len(), shape.batch),
-        ];
-        if let Some(lse) = &tensors.lse {
-            checks.push(("lse", lse.len(), shape.batch * shape.heads * shape.seq_q));
-        }
-        if let Some(log) = &barrier_log {
-            checks.push(("barrier log", log.len(), crate::gpu::RECORD_WORDS * blocks));
-        }
-        check_lens(&checks, &shape)?;
         // Through the copy engine: the caches' maps, in boxes of a page (or of a tile).
         let uses_maps = kernel.variant().copy_engine();
         if uses_maps {
             self.prepare_paged_maps(kernel.variant(), tensors)?;
         }
-        let workspace = self.decode_workspace(plan.workspace_floats(shape))?;
-        let split_counters = self.decode_counters(plan.counters())?;
+        let slices = KeySlices {
+            splits: plan.splits,
+            floats: plan.workspace_floats(shape),
+            counters: plan.counters(),
+        };
+        let slice_buffers = self.slice_buffers(slices, self.stream())?;
+        let cache_len = tensors.cache.cache_len(shape)?;
         let stream = self.stream().clone();
         let PagedTensors {
             q,
@@ -478,59 +460,61 @@ impl Gpu {
             maps,
             ..
         } = tensors;
-        let (q_ptr, _q) = q.device_ptr(&stream);
-        let (k_ptr, _k) = k.device_ptr(&stream);
-        let (v_ptr, _v) = v.device_ptr(&stream);
-        let (out_ptr, _out) = out.device_ptr_mut(&stream);
-        let (table_ptr, _table) = block_table.device_ptr(&stream);
-        let (lens_ptr, _lens) = seqlens_k.device_ptr(&stream);
-        let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_deref_mut(), &stream);
-        let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
-        let tensor_maps = match maps {
-            Some(maps) if uses_maps => maps.address(&stream),
-            _ => 0,
-        };
         let args = LaunchArgs {
-            q: q_ptr,
-            k: k_ptr,
-            v: v_ptr,
-            out: out_ptr,
             seq_q: shape.seq_q as u32,
             seq_k: shape.seq_k as u32,
             scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
             causal: params.causal as u32,
             kv_group: shape.kv_group() as u32,
-            lse: lse_ptr,
             heads: shape.heads as u32,
             seq_major: (*layout == Layout::Bshd) as u32,
             batch_heads: (shape.batch * shape.heads) as u32,
-            barrier_log: log_ptr,
-            tensor_maps,
             kv_splits: plan.splits,
-            workspace,
-            split_counters,
-            block_table: table_ptr,
-            seqlens_k: lens_ptr,
             block_size: cache.block_size as u32,
             max_blocks: cache.max_blocks as u32,
-            // Dense queries: no prefix sums.
-            cu_seqlens_q: 0,
-            cu_seqlens_k: 0,
-            // 16-bit inputs.
-            descale: 0,
             // Not the persistent flash_ws: no item walk.
             ..LaunchArgs::default()
         };
-        // Safety: a paged flash_decode entry point (only `paged_kernel` makes a `PagedKernel`)
-        // with the launch parameter list; Q, the output and the LSE hold what the shape implies,
-        // the caches `num_blocks * block_size * H_kv * D` elements (all checked above), and the
-        // table and lengths on the device are the host copy that `PagedKv::new` checked (every
-        // page a sequence uses is inside the cache, every length inside its table row),
-        // uploaded when the tensors were made and private since; the grid and workspace are the
-        // plan's for this shape, the slice counters are 0 (`decode_counters`), the barrier log was
-        // checked above; a copy-engine kernel gets the maps `prepare_paged_maps` just encoded
-        // over these caches (every box inside them, by the copy engine's own bounds).
-        unsafe { self.launch_decode_args(kernel, config, &args) }
+        let problem = shape;
+        let mut launch = Launch::kernel(self, kernel, Entry::Paged, &stream, config, &problem, args);
+        // Q, the output and the LSE hold what the shape implies, the caches `num_blocks *
+        // block_size * H_kv * D` elements; the table and lengths on the device are the host copy
+        // that `PagedKv::new` checked (every page a sequence uses is inside the cache, every
+        // length inside its table row), uploaded when the tensors were made and private since.
+        launch.reads("q", q, Some(shape.q_len()), |a, p| a.q = p);
+        launch.reads("k cache", k, Some(cache_len), |a, p| a.k = p);
+        launch.reads("v cache", v, Some(cache_len), |a, p| a.v = p);
+        launch.writes("out", out, Some(shape.q_len()), |a, p| a.out = p);
+        launch.reads(
+            "block table",
+            block_table,
+            Some(cache.block_table.len()),
+            |a, p| a.block_table = p,
+        );
+        launch.reads("seqlens_k", seqlens_k, Some(shape.batch), |a, p| a.seqlens_k = p);
+        if let Some(lse) = lse.as_deref_mut() {
+            launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
+        }
+        if let Some(log) = barrier_log {
+            launch.writes(
+                "barrier log",
+                log,
+                crate::gpu::RECORD_WORDS.checked_mul(blocks),
+                |a, p| a.barrier_log = p,
+            );
+        }
+        if uses_maps {
+            // The caches' maps (every box inside them, by the copy engine's own bounds).
+            let maps = maps
+                .as_ref()
+                .ok_or_else(|| Error::InvalidProblem("the tensor maps were not prepared".into()))?;
+            let bytes = tma::MAPS * tma::MAP_BYTES;
+            launch.scratch("tensor maps", maps.address(&stream), maps.len(), bytes, |a, p| {
+                a.tensor_maps = p
+            });
+        }
+        slice_buffers.bind(&mut launch, slices, &stream);
+        launch.enqueue()
     }
 
     /// Encodes the maps of the K and V caches for `variant`'s tiles (`tma::MapGeometry::paged`,

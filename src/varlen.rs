@@ -12,10 +12,10 @@
 //! runs a variant's `_varlen` entry point (`kernels-rs/src/attention/varlen.rs`): `flash_ws`
 //! without `persistent` (Hopper) and `flash_decode` (with its split-KV plan and combine) have one.
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
 
 use crate::error::{Error, Result};
-use crate::gpu::{check_lens, DeviceBuffer, Gpu, Kernel, RawTensors};
+use crate::gpu::{check_lens, DeviceBuffer, Entry, Gpu, Kernel, KeySlices, Launch, RawTensors};
 use crate::launch::item_walk::{Divisor, ItemWalk};
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
@@ -645,7 +645,6 @@ impl Gpu {
     ) -> Result<()> {
         let kernel = &kernel.0;
         params.validate()?;
-        kernel.check_launch(crate::gpu::Entry::Varlen, barrier_log.is_some())?;
         // The launch goes on this GPU's stream: tensors another Gpu made are ordered on its own
         // stream (or another device), where they could be freed while this launch reads them.
         if tensors.cu_q.stream().cu_stream() != self.stream().cu_stream() {
@@ -666,35 +665,15 @@ impl Gpu {
         let packed = tensors.batch.packed_shape(heads, heads_kv, d)?;
         let (config, plan) = self.varlen_grid(kernel, tensors)?;
         let blocks = crate::gpu::blocks(&config);
-        // Every buffer holds what the prefix sums imply (re-checked here, before each launch).
-        let (q_len, kv_len, lse_len) = tensors.batch.lens(heads, heads_kv, d);
-        let b1 = tensors.batch.batch() + 1;
-        let mut checks = vec![
-            ("q", tensors.q.len(), q_len.max(1)),
-            ("k", tensors.k.len(), kv_len.max(1)),
-            ("v", tensors.v.len(), kv_len.max(1)),
-            ("out", tensors.out.len(), q_len.max(1) + 2 * tensors.out_guard),
-            ("cu_seqlens_q", tensors.cu_q.len(), b1),
-            ("cu_seqlens_k", tensors.cu_k.len(), b1),
-        ];
-        if let Some(lse) = &tensors.lse {
-            checks.push(("lse", lse.len(), lse_len.max(1) + 2 * tensors.lse_guard));
-        }
-        if let Some(log) = &barrier_log {
-            checks.push(("barrier log", log.len(), crate::gpu::RECORD_WORDS * blocks));
-        }
-        check_lens(&checks, &format_args!("varlen {packed}"))?;
-        if tensors.batch.total_q() == 0 {
-            return Ok(());
-        }
+        let runs = tensors.batch.total_q() > 0;
         let uses_maps = kernel.variant().family == Family::FlashWs;
-        if uses_maps {
+        if uses_maps && runs {
             self.prepare_varlen_maps(kernel.variant(), tensors)?;
         }
         // A persistent flash_ws walks the host's item table: dealt once per variant, mask and
         // grid, and copied in the stream's order.
         let persistent = kernel.variant().persistent;
-        if persistent {
+        if persistent && runs {
             let table_key = (kernel.variant().name, params.causal, config.grid_dim.0);
             let (bytes, mut staged) = match tensors.item_table.take() {
                 Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
@@ -716,9 +695,16 @@ impl Gpu {
             self.stage(self.stream(), bytes, &mut staged)?;
             tensors.item_table = staged.map(|staged| (table_key, staged));
         }
-        let workspace = self.decode_workspace(plan.map_or(0, |p| p.workspace_floats(shape)))?;
-        let split_counters = self.decode_counters(plan.map_or(0, |p| p.counters()))?;
-        let (out_guard, lse_guard) = (tensors.out_guard as u64, tensors.lse_guard as u64);
+        let slices = KeySlices {
+            splits: plan.map_or(1, |p| p.splits),
+            floats: plan.map_or(0, |p| p.workspace_floats(shape)),
+            counters: plan.map_or(0, |p| p.counters()),
+        };
+        let slice_buffers = self.slice_buffers(slices, self.stream())?;
+        // Every buffer holds what the prefix sums imply (re-checked before each launch).
+        let (q_len, kv_len, lse_len) = tensors.batch.lens(heads, heads_kv, d);
+        let b1 = tensors.batch.batch() + 1;
+        let (out_guard, lse_guard) = (tensors.out_guard, tensors.lse_guard);
         let stream = self.stream().clone();
         let VarlenTensors {
             q,
@@ -732,64 +718,78 @@ impl Gpu {
             item_table,
             ..
         } = tensors;
-        let (q_ptr, _q) = q.device_ptr(&stream);
-        let (k_ptr, _k) = k.device_ptr(&stream);
-        let (v_ptr, _v) = v.device_ptr(&stream);
-        let (out_ptr, _out) = out.device_ptr_mut(&stream);
-        let (cu_q_ptr, _cu_q) = cu_q.device_ptr(&stream);
-        let (cu_k_ptr, _cu_k) = cu_k.device_ptr(&stream);
-        let (lse_ptr, _lse) = crate::gpu::optional_ptr_mut(lse.as_deref_mut(), &stream);
-        let (log_ptr, _log) = crate::gpu::optional_ptr_mut(barrier_log, &stream);
-        let maps_ptr = match maps {
-            Some(maps) if uses_maps && maps.len() == tma::MAPS * tma::MAP_BYTES => maps.address(&stream),
-            _ if uses_maps => return refuse("the tensor maps were not prepared".into()),
-            _ => 0,
-        };
-        let table_ptr = match item_table {
-            Some((_, table)) if persistent => table.address(&stream),
-            _ => 0,
-        };
-        // The rows start after the guards (none unless asked for); a null LSE stays null.
-        let lse_ptr = if lse_ptr == 0 { 0 } else { lse_ptr + 4 * lse_guard };
         let args = LaunchArgs {
-            q: q_ptr,
-            k: k_ptr,
-            v: v_ptr,
-            out: out_ptr + 2 * out_guard,
             seq_q: packed.seq_q as u32,
             seq_k: packed.seq_k as u32,
             scale_log2: params.scale_for(d) * std::f32::consts::LOG2_E,
             causal: params.causal as u32,
             kv_group: (heads / heads_kv) as u32,
-            lse: lse_ptr,
             heads: heads as u32,
             seq_major: 1,
             batch_heads: (shape.batch * heads) as u32,
-            barrier_log: log_ptr,
-            tensor_maps: maps_ptr,
-            kv_splits: plan.map_or(1, |p| p.splits),
-            workspace,
-            split_counters,
-            cu_seqlens_q: cu_q_ptr,
-            cu_seqlens_k: cu_k_ptr,
+            kv_splits: slices.splits,
             ..LaunchArgs::default()
         }
         .walking(ItemWalk {
-            table: table_ptr,
             heads: Divisor::new(heads as u32),
             ..ItemWalk::default()
         });
-        // Safety: a `_varlen` entry point (only `varlen_kernel` makes a `VarlenKernel`) with the
-        // launch parameter list; Q, K, V, the output and the LSE hold exactly what the prefix
-        // sums imply (checked above; the output and LSE pointers past their guards, which the
-        // buffers hold on both sides), and the prefix sums on the device are the host copy that
-        // `VarlenBatch::new` checked (0 first, never decreasing, B + 1 entries, the last equal to
-        // the packed rows), uploaded at `varlen_tensors` and private since; the grid covers the
-        // longest sequence's row blocks (and the decode plan's slices) for every (sequence, head)
-        // or, for a persistent flash_ws, is the grid its item table was dealt for (built here
-        // from the same checked prefix sums, its bounds checked again per item), the workspace is the plan's for that grid, its slice counters are 0 (`decode_counters`),
-        // the tensor maps describe these buffers, and the barrier log was checked above.
-        unsafe { self.launch_decode_args(kernel, config, &args) }
+        let problem = format!("varlen {packed}");
+        let mut launch = Launch::kernel(self, kernel, Entry::Varlen, &stream, config, &problem, args);
+        launch.reads("q", q, Some(q_len.max(1)), |a, p| a.q = p);
+        launch.reads("k", k, Some(kv_len.max(1)), |a, p| a.k = p);
+        launch.reads("v", v, Some(kv_len.max(1)), |a, p| a.v = p);
+        // The output and the LSE have `out_guard` and `lse_guard` elements on both sides (none
+        // unless asked for: `VarlenTensors::with_guards`); the kernel gets their first row.
+        launch.writes("out", out, Some(q_len.max(1) + 2 * out_guard), |a, p| a.out = p);
+        launch.args_mut().out += 2 * out_guard as u64;
+        // The prefix sums on the device are the host copy that `VarlenBatch::new` checked (0
+        // first, never decreasing, B + 1 entries, the last equal to the packed rows), uploaded
+        // at `varlen_tensors` and private since.
+        launch.reads("cu_seqlens_q", cu_q, Some(b1), |a, p| a.cu_seqlens_q = p);
+        launch.reads("cu_seqlens_k", cu_k, Some(b1), |a, p| a.cu_seqlens_k = p);
+        if let Some(lse) = lse.as_deref_mut() {
+            launch.writes("lse", lse, Some(lse_len.max(1) + 2 * lse_guard), |a, p| a.lse = p);
+            launch.args_mut().lse += 4 * lse_guard as u64;
+        }
+        if let Some(log) = barrier_log {
+            launch.writes(
+                "barrier log",
+                log,
+                crate::gpu::RECORD_WORDS.checked_mul(blocks),
+                |a, p| a.barrier_log = p,
+            );
+        }
+        if !runs {
+            // No query rows: nothing to launch, but the buffers are checked all the same.
+            return launch.check();
+        }
+        if uses_maps {
+            let maps = maps
+                .as_ref()
+                .filter(|maps| maps.len() == tma::MAPS * tma::MAP_BYTES)
+                .map_or_else(|| refuse("the tensor maps were not prepared".into()), Ok)?;
+            let bytes = tma::MAPS * tma::MAP_BYTES;
+            launch.scratch("tensor maps", maps.address(&stream), maps.len(), bytes, |a, p| {
+                a.tensor_maps = p
+            });
+        }
+        if persistent {
+            // The item table, dealt for this grid from the same checked prefix sums (its bounds
+            // are checked again per item by the kernel).
+            let (_, table) = item_table
+                .as_ref()
+                .map_or_else(|| refuse("the item table was not prepared".into()), Ok)?;
+            launch.scratch(
+                "item table",
+                table.address(&stream),
+                table.len(),
+                table.len(),
+                |a, p| a.walk_table = p,
+            );
+        }
+        slice_buffers.bind(&mut launch, slices, &stream);
+        launch.enqueue()
     }
 }
 

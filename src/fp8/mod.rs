@@ -16,11 +16,11 @@ pub mod quantize;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig};
 
 use crate::error::{Error, Result};
 use crate::gpu::{
-    fill_nan, launch_config, launch_with_args, nan, nan_lse, optional_ptr_mut, DeviceBuffer, Gpu, KeySlices,
+    blocks, fill_nan, launch_config, nan, nan_lse, DeviceBuffer, Entry, Gpu, KeySlices, Launch,
 };
 use crate::launch::{fp8_transpose, maps, LaunchArgs};
 use crate::layout::Layout;
@@ -239,24 +239,8 @@ impl Gpu {
         // Checks the architecture, the head dim and the shared memory.
         let counted = barrier_log.is_some();
         let kernel = self.kernel(variant, shape.head_dim, tensors.out_dtype, counted)?;
-        // The buffers are private and were checked when made; checked again, as every launch does.
         let kv_heads = shape.batch * shape.heads_kv;
-        check_len("q", tensors.q.len(), shape.q_len(), shape)?;
-        check_len("k", tensors.k.len(), shape.kv_len(), shape)?;
-        check_len("v", tensors.v.len(), shape.kv_len(), shape)?;
-        check_len("out", tensors.out.len(), shape.q_len(), shape)?;
-        check_len("descale", tensors.descale.len(), 3 * kv_heads, shape)?;
         let transposed_len = kv_heads * shape.head_dim * keys_padded(shape);
-        check_len("transposed v", tensors.v_transposed.len(), transposed_len, shape)?;
-        check_len(
-            "tensor maps",
-            tensors.maps.len(),
-            maps::FP8_MAPS * tma::MAP_BYTES,
-            shape,
-        )?;
-        if let Some(lse) = &tensors.lse {
-            check_len("lse", lse.len(), shape.lse_len().unwrap_or(0), shape)?;
-        }
         let transpose = self.cached_function(&format!("fp8_transpose_v_d{}", shape.head_dim))?;
         let key_blocks = keys_padded(shape).div_ceil(fp8_transpose::KEYS_PER_BLOCK as usize);
         let transpose_grid = LaunchConfig {
@@ -272,19 +256,10 @@ impl Gpu {
             shared_mem_bytes: 0,
         };
         let config = launch_config(&kernel, shape);
-        if let Some(log) = &barrier_log {
-            check_len(
-                "barrier log",
-                log.len(),
-                crate::gpu::RECORD_WORDS * crate::gpu::blocks(&config),
-                shape,
-            )?;
-        }
         // A persistent variant's tail split (its workspace and zeroed counters live until the
         // launch is enqueued).
         let slices = KeySlices::tail_split(variant, shape, params.causal, &config);
         let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
-        let (workspace, split_counters) = slice_buffers.addresses(&tensors.stream);
         let Fp8Tensors {
             q,
             k,
@@ -299,12 +274,6 @@ impl Gpu {
             ..
         } = tensors;
         let stream: &CudaStream = stream;
-        let (q_ptr, _q) = q.device_ptr(stream);
-        let (k_ptr, _k) = k.device_ptr(stream);
-        let (v_ptr, _v) = v.device_ptr(stream);
-        let (descale_ptr, _descale) = descale.device_ptr(stream);
-        let (transposed_ptr, _transposed) = v_transposed.device_ptr_mut(stream);
-        let (maps_ptr, _maps) = maps.device_ptr(stream);
         let common = LaunchArgs {
             seq_q: shape.seq_q as u32,
             seq_k: shape.seq_k as u32,
@@ -316,50 +285,53 @@ impl Gpu {
             batch_heads: (shape.batch * shape.heads) as u32,
             ..LaunchArgs::default()
         };
-        let transpose_args = LaunchArgs {
-            v: v_ptr,
-            out: transposed_ptr,
-            ..common
-        };
-        // Safety: `fp8_transpose_v_d<D>` with the launch parameter list; V holds the `kv_len`
-        // bytes the shape and layout imply and the copy `B * H_kv * D * keys_padded` (both checked
-        // above); the grid is the one the kernel documents for this shape.
         if !variant.v_rows {
-            unsafe {
-                launch_with_args(
-                    stream,
-                    &transpose,
-                    transpose_grid,
-                    &transpose_args,
-                    self.dependent_launches,
-                )
-            }?;
+            // V transposed into its copy (`fp8_transpose_v_d<D>`: V `kv_len` bytes in, `B * H_kv *
+            // D * keys_padded` out, on the grid it documents for this shape).
+            let problem = format!("e4m3 V transpose of {shape}");
+            let mut transposing =
+                Launch::function(self, &transpose, stream, transpose_grid, &problem, common);
+            transposing.reads("v", v, Some(shape.kv_len()), |a, p| a.v = p);
+            transposing.writes("transposed v", v_transposed, Some(transposed_len), |a, p| {
+                a.out = p
+            });
+            transposing.enqueue()?;
         }
-        let (out_ptr, _out) = out.device_ptr_mut(stream);
-        let (lse_ptr, _lse) = optional_ptr_mut(lse.as_deref_mut(), stream);
-        let (log_ptr, _log) = optional_ptr_mut(barrier_log, stream);
         let args = LaunchArgs {
-            q: q_ptr,
-            k: k_ptr,
-            v: if variant.v_rows { v_ptr } else { transposed_ptr },
-            out: out_ptr,
-            lse: lse_ptr,
-            tensor_maps: maps_ptr,
-            descale: descale_ptr,
-            barrier_log: log_ptr,
             kv_splits: slices.splits,
-            workspace,
-            split_counters,
             ..common
         }
         .walking(crate::gpu::item_walk(variant, shape, &config, slices.splits));
-        // Safety: an e4m3 variant's entry point with the launch parameter list; the maps were
-        // encoded from these buffers for this shape and layout when they were made (private
-        // since), for the boxes every e4m3 variant loads (`encode_maps`); the descales
-        // hold `3 * B * H_kv` floats, the output and LSE what the shape implies (checked above);
-        // the grid is `launch_config`'s for this variant, and with a tail split the workspace and
-        // the zeroed counters are the ones `slices` sized for that grid.
-        unsafe { launch_with_args(stream, &kernel.function, config, &args, self.dependent_launches) }?;
+        let mut launch = Launch::kernel(self, &kernel, Entry::Dense, stream, config, &shape, args);
+        // The maps were encoded from these buffers for this shape and layout when they were made
+        // (private since), for the boxes every e4m3 variant loads (`encode_maps`).
+        launch.reads("q", q, Some(shape.q_len()), |a, p| a.q = p);
+        launch.reads("k", k, Some(shape.kv_len()), |a, p| a.k = p);
+        match variant.v_rows {
+            true => launch.reads("v", v, Some(shape.kv_len()), |a, p| a.v = p),
+            false => launch.reads("transposed v", v_transposed, Some(transposed_len), |a, p| a.v = p),
+        }
+        launch.reads("descale", descale, Some(3 * kv_heads), |a, p| a.descale = p);
+        launch.writes("out", out, Some(shape.q_len()), |a, p| a.out = p);
+        launch.reads(
+            "tensor maps",
+            maps,
+            Some(maps::FP8_MAPS * tma::MAP_BYTES),
+            |a, p| a.tensor_maps = p,
+        );
+        if let Some(lse) = lse.as_deref_mut() {
+            launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
+        }
+        if let Some(log) = barrier_log {
+            launch.writes(
+                "barrier log",
+                log,
+                crate::gpu::RECORD_WORDS.checked_mul(blocks(&config)),
+                |a, p| a.barrier_log = p,
+            );
+        }
+        slice_buffers.bind(&mut launch, slices, stream);
+        launch.enqueue()?;
         Ok(variant)
     }
 }

@@ -2,19 +2,15 @@
 
 use crate::dispatch::{default_variant, dispatch_candidates, no_listed_kernel, Choice};
 use crate::gpu::kernel::{Entry, Kernel};
-use crate::gpu::launch::{
-    blocks, check_buffers, launch_config, launch_with_args, optional_ptr_mut, too_large, BufferLens,
-    RECORD_WORDS,
-};
+use crate::gpu::launch::{blocks, launch_config, too_large, Launch, RECORD_WORDS};
 use crate::gpu::schedule::{causal_item_table, item_walk, walks_item_table, KeySlices};
 use crate::gpu::tensors::Tensors;
 use crate::gpu::Gpu;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use crate::decode::DecodeOptions;
 use crate::error::{Error, Result};
-use crate::launch::item_walk::ItemWalk;
 use crate::launch::LaunchArgs;
 use crate::layout::Layout;
 use crate::problem::{DType, Params, Shape};
@@ -100,7 +96,6 @@ impl Gpu {
     ) -> Result<()> {
         let shape = tensors.shape;
         params.validate()?;
-        kernel.check_launch(Entry::Dense, barrier_log.is_some())?;
         self.check_stream(&tensors.stream)?;
         if tensors.dtype != kernel.dtype {
             return Err(Error::InvalidProblem(format!(
@@ -132,24 +127,6 @@ impl Gpu {
             Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
             None => launch_config(kernel, shape),
         };
-        check_buffers(
-            shape,
-            tensors.dtype,
-            BufferLens {
-                q: tensors.q.len(),
-                k: tensors.k.len(),
-                v: tensors.v.len(),
-                out: tensors.out.len(),
-                lse: tensors.lse.as_ref().map(|lse| lse.len()),
-                barrier_log: barrier_log.as_ref().map(|log| log.len()),
-                tensor_maps: match &tensors.maps {
-                    Some(maps) if uses_maps => Some(maps.len()),
-                    _ => None,
-                },
-            },
-            blocks(&config),
-            uses_maps,
-        )?;
         let seq_major = (tensors.layout == Layout::Bshd) as u32;
         // Key slices: flash_decode's plan, or the persistent flash_ws's tail split.
         let slices = match &decode {
@@ -161,7 +138,6 @@ impl Gpu {
             None => KeySlices::tail_split(kernel.variant, shape, params.causal, &config),
         };
         let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
-        let (workspace, split_counters) = slice_buffers.addresses(&tensors.stream);
         // A causal persistent launch walks the host's item table: dealt once per variant, shape
         // and grid, and copied in the tensors' stream's order.
         let has_table = walks_item_table(kernel.variant, params.causal);
@@ -190,30 +166,7 @@ impl Gpu {
             ..
         } = tensors;
         let stream: &CudaStream = stream;
-        // The pointers stay valid while these guards live, which is until the launch is enqueued;
-        // recording the accesses is cudarc's event tracking, off on this context (`open`).
-        let (q_ptr, _q_guard) = q.device_ptr(stream);
-        let (k_ptr, _k_guard) = k.device_ptr(stream);
-        let (v_ptr, _v_guard) = v.device_ptr(stream);
-        let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
-        let (lse_ptr, _lse_guard) = optional_ptr_mut(lse.as_deref_mut(), stream);
-        let (log_ptr, _log_guard) = optional_ptr_mut(barrier_log, stream);
-        let tensor_maps = match maps {
-            Some(maps) if uses_maps => maps.address(stream),
-            _ => 0,
-        };
-        let walk_table = match walk_table {
-            Some((_, table)) if has_table => table.address(stream),
-            _ => 0,
-        };
         let args = LaunchArgs {
-            q: q_ptr,
-            k: k_ptr,
-            v: v_ptr,
-            out: out_ptr,
-            lse: lse_ptr,
-            barrier_log: log_ptr,
-            tensor_maps,
             seq_q: shape.seq_q as u32,
             seq_k: shape.seq_k as u32,
             scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
@@ -223,26 +176,46 @@ impl Gpu {
             seq_major,
             batch_heads: (shape.batch * shape.heads) as u32,
             kv_splits: slices.splits,
-            workspace,
-            split_counters,
             // Contiguous K and V: no block table (the paged launch is `paged.rs`).
             ..LaunchArgs::default()
         }
-        .walking(ItemWalk {
-            table: walk_table,
-            ..item_walk(kernel.variant, shape, &config, slices.splits)
-        });
-        // Safety: the arguments are the kernels' parameter list (kernels-rs/src/launch.rs, the
-        // same list the entry points are generated from); every buffer holds exactly the
-        // elements the shape, dtype and grid imply (checked just above, after the last change to
-        // any of them) and lives in this context (stream checked above); the shape was validated
-        // when the tensors were made and cannot change since; the grid covers exactly the blocks
-        // the kernel expects for this shape (with a split, flash_decode's or the persistent
-        // flash_ws's tail split, the workspace and the zeroed slice counters are the ones
-        // `slices` sized for this grid; with a causal persistent flash_ws, the item table is
-        // `causal_item_table`'s for this grid); `kernel`'s launch facts cannot be changed outside
-        // the crate.
-        unsafe { launch_with_args(stream, &kernel.function, config, &args, self.dependent_launches) }
+        .walking(item_walk(kernel.variant, shape, &config, slices.splits));
+        let mut launch = Launch::kernel(self, kernel, Entry::Dense, stream, config, &shape, args);
+        launch.reads("q", q, shape.checked_q_len(), |a, p| a.q = p);
+        launch.reads("k", k, shape.checked_kv_len(), |a, p| a.k = p);
+        launch.reads("v", v, shape.checked_kv_len(), |a, p| a.v = p);
+        launch.writes("out", out, shape.checked_q_len(), |a, p| a.out = p);
+        if let Some(lse) = lse.as_deref_mut() {
+            launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
+        }
+        if let Some(log) = barrier_log {
+            launch.writes(
+                "barrier log",
+                log,
+                RECORD_WORDS.checked_mul(blocks(&config)),
+                |a, p| a.barrier_log = p,
+            );
+        }
+        if uses_maps {
+            let maps = maps.as_ref().ok_or_else(|| too_large(shape))?;
+            let bytes = tma::MAPS * tma::MAP_BYTES;
+            launch.scratch("tensor maps", maps.address(stream), maps.len(), bytes, |a, p| {
+                a.tensor_maps = p
+            });
+        }
+        if has_table {
+            let (_, table) = walk_table.as_ref().ok_or_else(|| too_large(shape))?;
+            // One u32 per item of the grid's walk, as `causal_item_table` dealt them.
+            launch.scratch(
+                "item table",
+                table.address(stream),
+                table.len(),
+                table.len(),
+                |a, p| a.walk_table = p,
+            );
+        }
+        slice_buffers.bind(&mut launch, slices, stream);
+        launch.enqueue()
     }
 
     /// Encodes the tensor maps of Q, K, V and the output for `variant`'s tiles and copies them to the GPU,

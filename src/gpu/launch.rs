@@ -2,7 +2,11 @@
 
 use crate::gpu::kernel::Kernel;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop,
+};
+
+use crate::gpu::{Entry, Gpu};
 
 use crate::error::{Error, Result};
 use crate::launch::LaunchArgs;
@@ -47,6 +51,262 @@ impl ParamList for crate::backward_launch::BackwardArgs {
     }
 }
 
+/// One buffer a launch hands its kernel, as [`Launch::enqueue`] checks it: where it is, how many
+/// bytes it holds and how many the kernel may touch.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Bound {
+    /// The buffer's name in errors (`"q"`, `"tensor maps"`, ...).
+    pub what: &'static str,
+    /// Its device address.
+    pub address: u64,
+    /// Bytes it holds.
+    pub held: usize,
+    /// Bytes the kernel may touch, from the problem (`None`: a count past `usize`).
+    pub needed: Option<usize>,
+    /// Bytes per element, for the error's counts.
+    pub element: usize,
+    /// Whether it must hold exactly `needed` (a tensor sized for the problem: any other size
+    /// means it was made for another one) or may hold more (scratch grown by powers of two).
+    pub exact: bool,
+    /// The alignment the kernel reads it with, in bytes.
+    pub align: u64,
+}
+
+impl Bound {
+    /// Refuses a buffer shorter than the kernel's reach (or of another size, when `exact`), null
+    /// or misaligned, naming it and the problem.
+    pub(crate) fn check(&self, problem: &str) -> Result<()> {
+        let Some(needed) = self.needed else {
+            return Err(Error::InvalidProblem(format!(
+                "{problem} has more elements than memory can address"
+            )));
+        };
+        let fits = match self.exact {
+            true => self.held == needed,
+            false => self.held >= needed,
+        };
+        if !fits {
+            return Err(Error::Length {
+                what: self.what,
+                expected: needed / self.element,
+                actual: self.held / self.element,
+                shape: problem.to_string(),
+            });
+        }
+        check_alignment(self.what, self.address, self.align)
+    }
+}
+
+/// A launch as a family's front end describes it: the entry point, its grid, its parameter list's
+/// scalars, and every buffer it may touch, bound to its parameter with what the problem needs of
+/// it. [`Launch::enqueue`] is the library's one launch: it checks every buffer, then enqueues.
+/// The borrows of the buffers live as long as the `Launch`, so none can be freed or replaced
+/// before the launch is enqueued.
+pub(crate) struct Launch<'a, A: ParamList = LaunchArgs> {
+    function: &'a CudaFunction,
+    /// The entry point's launch facts, for a variant's kernel (`None` for the common kernels:
+    /// V's transpose, the backward's), and which launch it is made for.
+    kernel: Option<(&'a Kernel, Entry)>,
+    config: LaunchConfig,
+    stream: &'a CudaStream,
+    dependent: bool,
+    /// The problem, as errors name it.
+    problem: String,
+    /// The parameter list: the scalars as the front end set them, the buffers' addresses as
+    /// bound.
+    args: A,
+    bound: Vec<Bound>,
+    guards: Vec<SyncOnDrop<'a>>,
+}
+
+impl<'a, A: ParamList> Launch<'a, A> {
+    /// A launch of a variant's `kernel`, made for the `entry` launch, on `stream` with `config`;
+    /// `args` holds the scalars (its buffer addresses are what [`Launch::reads`] and friends
+    /// bind).
+    pub(crate) fn kernel(
+        gpu: &Gpu,
+        kernel: &'a Kernel,
+        entry: Entry,
+        stream: &'a CudaStream,
+        config: LaunchConfig,
+        problem: &dyn std::fmt::Display,
+        args: A,
+    ) -> Self {
+        Launch {
+            function: &kernel.function,
+            kernel: Some((kernel, entry)),
+            config,
+            stream,
+            dependent: gpu.dependent_launches,
+            problem: problem.to_string(),
+            args,
+            bound: Vec::new(),
+            guards: Vec::new(),
+        }
+    }
+
+    /// A launch of one of the common kernels (loaded by name: [`Gpu::cached_function`]), whose
+    /// grid and parameter contract the caller states.
+    pub(crate) fn function(
+        gpu: &Gpu,
+        function: &'a CudaFunction,
+        stream: &'a CudaStream,
+        config: LaunchConfig,
+        problem: &dyn std::fmt::Display,
+        args: A,
+    ) -> Self {
+        Launch {
+            function,
+            kernel: None,
+            config,
+            stream,
+            dependent: gpu.dependent_launches,
+            problem: problem.to_string(),
+            args,
+            bound: Vec::new(),
+            guards: Vec::new(),
+        }
+    }
+
+    /// Binds `buffer`, which the kernel reads, to the parameter `set` writes: it must hold
+    /// exactly `needed` elements (`None`: a count past `usize`).
+    pub(crate) fn reads<T>(
+        &mut self,
+        what: &'static str,
+        buffer: &'a CudaSlice<T>,
+        needed: Option<usize>,
+        set: fn(&mut A, u64),
+    ) {
+        let (address, guard) = buffer.device_ptr(self.stream);
+        self.bind(what, address, buffer.len(), needed, std::mem::size_of::<T>(), set);
+        self.guards.push(guard);
+    }
+
+    /// [`Launch::reads`] for a buffer the kernel writes.
+    pub(crate) fn writes<T>(
+        &mut self,
+        what: &'static str,
+        buffer: &'a mut CudaSlice<T>,
+        needed: Option<usize>,
+        set: fn(&mut A, u64),
+    ) {
+        let len = buffer.len();
+        let (address, guard) = buffer.device_ptr_mut(self.stream);
+        self.bind(what, address, len, needed, std::mem::size_of::<T>(), set);
+        self.guards.push(guard);
+    }
+
+    /// Binds caller-described memory at `address` (a [`TensorView`](crate::api::TensorView) of the
+    /// raw paths, whose validity is the caller's `unsafe` contract) of `held` bytes, of which the
+    /// kernel may touch `needed`.
+    pub(crate) fn memory(
+        &mut self,
+        what: &'static str,
+        address: u64,
+        held: usize,
+        needed: usize,
+        set: fn(&mut A, u64),
+    ) {
+        self.bound.push(Bound {
+            what,
+            address,
+            held,
+            needed: Some(needed),
+            element: 1,
+            exact: true,
+            align: TENSOR_ALIGN,
+        });
+        set(&mut self.args, address);
+    }
+
+    /// Binds library-owned scratch at `address` (tensor maps, an item table, a split's workspace
+    /// or counters), which holds `held` bytes and which the kernel may touch `needed` bytes of.
+    pub(crate) fn scratch(
+        &mut self,
+        what: &'static str,
+        address: u64,
+        held: usize,
+        needed: usize,
+        set: fn(&mut A, u64),
+    ) {
+        self.bound.push(Bound {
+            what,
+            address,
+            held,
+            needed: Some(needed),
+            element: 1,
+            exact: false,
+            align: TENSOR_ALIGN,
+        });
+        set(&mut self.args, address);
+    }
+
+    fn bind(
+        &mut self,
+        what: &'static str,
+        address: u64,
+        len: usize,
+        needed: Option<usize>,
+        element: usize,
+        set: fn(&mut A, u64),
+    ) {
+        self.bound.push(Bound {
+            what,
+            address,
+            held: len.saturating_mul(element),
+            needed: needed.and_then(|n| n.checked_mul(element)),
+            element,
+            exact: true,
+            align: if element >= 2 { TENSOR_ALIGN } else { 1 },
+        });
+        set(&mut self.args, address);
+    }
+
+    /// The parameter list, for a front end to offset an address it bound into its buffer (the
+    /// varlen output's first row after its guard elements).
+    pub(crate) fn args_mut(&mut self) -> &mut A {
+        &mut self.args
+    }
+
+    /// What [`Launch::enqueue`] checks before it launches: the entry point is the one this launch
+    /// is made for (a varlen or paged entry point reads buffers a dense launch does not pass), a
+    /// counted kernel has its barrier log and only it has one, and every bound buffer holds what
+    /// the kernel may touch, aligned as it reads it.
+    pub(crate) fn check(&self) -> Result<()> {
+        if let Some((kernel, entry)) = self.kernel {
+            let has_log = self.bound.iter().any(|b| b.what == "barrier log");
+            kernel.check_launch(entry, has_log)?;
+        }
+        self.bound.iter().try_for_each(|bound| bound.check(&self.problem))
+    }
+
+    /// Checks the launch ([`Launch::check`]), then enqueues it. A parameter left unbound is 0,
+    /// which every kernel reads as "absent" for the buffers that are optional and which no front
+    /// end leaves unbound for the others (each binds Q, K, V and the output).
+    pub(crate) fn enqueue(self) -> Result<()> {
+        self.check()?;
+        // Safety: the one launch. `function` takes the parameter list `A` (a variant's entry point
+        // takes `LaunchArgs`, checked against the PTX's declarations by the test
+        // `every_kernel_declares_the_launch_parameters`; the backward's and the common kernels'
+        // lists are their front ends' contract), made for this launch (checked above). Every
+        // buffer the kernel may touch was bound with the bytes its front end computed from the
+        // problem (the kernel's reach for that problem and grid), and holds them (checked above),
+        // in `stream`'s context (the front ends launch on the stream the buffers are ordered on),
+        // alive until the launch is enqueued (the borrows and guards held by `self`). Scratch is
+        // the library's own, sized for this problem. `dependent` is on for sm_90a only, whose
+        // entry points wait for the kernel before them.
+        unsafe {
+            launch_with_args(
+                self.stream,
+                self.function,
+                self.config,
+                &self.args,
+                self.dependent,
+            )
+        }
+    }
+}
+
 /// Launches `function` on `stream` with `args` pushed as its parameter list; with `dependent`,
 /// as a programmatic dependent launch (see `dependent_launches`). Every launch of the library
 /// goes through here.
@@ -56,7 +316,7 @@ impl ParamList for crate::backward_launch::BackwardArgs {
 /// `backward_launch.rs`), and `args` and `config` satisfy its contract: buffers as long as the
 /// shape says, live in `stream`'s context, the grid it expects. With `dependent`, `function` is
 /// an sm_90a entry point (which waits for the kernel before it at its first instruction).
-pub(crate) unsafe fn launch_with_args<A: ParamList>(
+unsafe fn launch_with_args<A: ParamList>(
     stream: &CudaStream,
     function: &CudaFunction,
     config: LaunchConfig,
@@ -255,22 +515,6 @@ pub(crate) fn too_large(shape: Shape) -> Error {
 /// vector loads) and TMA needs 16-byte-aligned tensors.
 pub(crate) const TENSOR_ALIGN: u64 = 16;
 
-/// The device address of an optional output buffer (0, which the kernels read as "absent") and
-/// the guard that keeps it borrowed until the launch is enqueued: the pattern of every launch's
-/// LSE and barrier-log buffers.
-pub(crate) fn optional_ptr_mut<'a, T>(
-    buffer: Option<&'a mut CudaSlice<T>>,
-    stream: &'a CudaStream,
-) -> (u64, Option<cudarc::driver::SyncOnDrop<'a>>) {
-    match buffer {
-        Some(buffer) => {
-            let (ptr, guard) = buffer.device_ptr_mut(stream);
-            (ptr, Some(guard))
-        }
-        None => (0, None),
-    }
-}
-
 pub(crate) fn check_alignment(what: &'static str, ptr: u64, align: u64) -> Result<()> {
     if ptr != 0 && ptr.is_multiple_of(align) {
         Ok(())
@@ -284,6 +528,40 @@ mod tests {
     use super::*;
     use crate::embedded;
     use crate::variants::VARIANTS;
+
+    fn bound(held: usize, needed: Option<usize>, exact: bool, address: u64) -> Bound {
+        Bound {
+            what: "q",
+            address,
+            held,
+            needed,
+            element: 2,
+            exact,
+            align: TENSOR_ALIGN,
+        }
+    }
+
+    /// The one launch refuses a tensor of any size but the problem's, scratch shorter than the
+    /// kernel's reach, a count past `usize`, and null or misaligned addresses; each error names
+    /// the buffer and the problem.
+    #[test]
+    fn a_launch_checks_every_bound_buffer() {
+        let at = 1 << 20;
+        assert!(bound(256, Some(256), true, at).check("p").is_ok());
+        assert!(bound(512, Some(256), false, at).check("p").is_ok());
+        for refused in [
+            bound(258, Some(256), true, at),
+            bound(254, Some(256), true, at),
+            bound(254, Some(256), false, at),
+        ] {
+            let err = refused.check("(1, 2, 3, 64)").unwrap_err().to_string();
+            assert!(err.starts_with("q: expected 128 elements for shape (1, 2, 3, 64)"), "{err}");
+        }
+        let err = bound(256, None, true, at).check("(1, 2, 3, 64)").unwrap_err();
+        assert!(err.to_string().contains("more elements than memory can address"), "{err}");
+        assert!(matches!(bound(256, Some(256), true, 0).check("p"), Err(Error::Misaligned { .. })));
+        assert!(matches!(bound(256, Some(256), true, at + 8).check("p"), Err(Error::Misaligned { .. })));
+    }
 
     /// The sizes of the parameters PTX entry `name` declares, in order.
     fn declared_param_bytes(ptx: &str, name: &str) -> Vec<usize> {

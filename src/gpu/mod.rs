@@ -12,9 +12,7 @@ pub(crate) mod tensors;
 pub use crate::dispatch::{default_variant, dispatch_candidates, Choice, DispatchEntry, DISPATCH};
 pub(crate) use kernel::Entry;
 pub use kernel::Kernel;
-pub(crate) use launch::{
-    blocks, check_alignment, check_lens, dependent_launches, launch_with_args, optional_ptr_mut, TENSOR_ALIGN,
-};
+pub(crate) use launch::{blocks, check_alignment, check_lens, dependent_launches, Launch, TENSOR_ALIGN};
 pub use launch::{launch_config, RECORD_WORDS};
 pub(crate) use schedule::{dealt_item_table, item_walk, KeySlices};
 pub use tensors::{decode, nan, RawBuffer, RawTensors, Tensors};

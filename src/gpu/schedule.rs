@@ -1,5 +1,6 @@
 //! How a launch's blocks share the work: the persistent kernels' item walk and tables, and key slices (a tail split or flash_decode's plan) with their scratch.
 
+use crate::gpu::launch::Launch;
 use crate::gpu::Gpu;
 use std::sync::Arc;
 
@@ -150,23 +151,43 @@ pub(crate) fn dealt_item_table<const W: usize>(
     Some(words)
 }
 
-/// The workspace and slice counters of one launch's `KeySlices`: this GPU's cached ones, or, on
-/// a caller's stream, the launch's own.
+/// The workspace and counters of a launch's key slices.
 pub(crate) enum SliceBuffers {
-    /// The cached workspace and counters (addresses; 0 for none), ordered on this GPU's stream.
-    Cached(u64, u64),
+    /// The cached workspace and counters (address and length; 0 for none), ordered on this GPU's
+    /// stream.
+    Cached((u64, usize), (u64, usize)),
     /// Zeroed, allocated and freed (after the launch) in the order of the caller's stream.
     Own(CudaSlice<f32>, CudaSlice<u32>),
 }
 
 impl SliceBuffers {
-    /// The device addresses of the workspace and the counters.
-    pub(crate) fn addresses(&self, stream: &Arc<CudaStream>) -> (u64, u64) {
-        match self {
+    /// Binds the workspace and counters `slices` needs to `launch`'s `workspace` and
+    /// `split_counters` (nothing when the launch does not split its keys).
+    pub(crate) fn bind<'a>(&'a self, launch: &mut Launch<'a>, slices: KeySlices, stream: &'a CudaStream) {
+        let ((workspace, floats), (counters, count)) = match self {
             SliceBuffers::Cached(workspace, counters) => (*workspace, *counters),
-            SliceBuffers::Own(partials, counters) => {
-                (partials.device_ptr(stream).0, counters.device_ptr(stream).0)
-            }
+            SliceBuffers::Own(partials, counters) => (
+                (partials.device_ptr(stream).0, partials.len()),
+                (counters.device_ptr(stream).0, counters.len()),
+            ),
+        };
+        if slices.floats > 0 {
+            launch.scratch(
+                "split workspace",
+                workspace,
+                4 * floats,
+                4 * slices.floats,
+                |a, p| a.workspace = p,
+            );
+        }
+        if slices.counters > 0 {
+            launch.scratch(
+                "split counters",
+                counters,
+                4 * count,
+                4 * slices.counters,
+                |a, p| a.split_counters = p,
+            );
         }
     }
 }

@@ -5,12 +5,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr};
 
 use crate::decode::{DecodeOptions, Plan};
 use crate::error::{Error, Result};
-use crate::gpu::{launch_with_args, Gpu, Kernel};
-use crate::launch::LaunchArgs;
+use crate::gpu::{Gpu, Kernel};
 use crate::problem::Shape;
 use crate::tuned_table::SplitProblem;
 use crate::variants::Family;
@@ -91,26 +90,26 @@ impl Gpu {
 
     /// The device address of a workspace of at least `floats` fp32 values (0 for none), grown by
     /// powers of two and kept for this `Gpu`'s life (see `Inner::workspaces`).
-    pub(crate) fn decode_workspace(&self, floats: usize) -> Result<u64> {
+    pub(crate) fn decode_workspace(&self, floats: usize) -> Result<(u64, usize)> {
         self.grown(floats, |inner| &mut inner.workspaces)
     }
 
     /// The device address of at least `count` slice counters, each 0 (0 for none): grown by
     /// powers of two and kept as the workspaces are. Launches on this `Gpu`'s stream only (they
     /// are ordered, so one launch's counters are back at 0 before the next one counts).
-    pub(crate) fn decode_counters(&self, count: usize) -> Result<u64> {
+    pub(crate) fn decode_counters(&self, count: usize) -> Result<(u64, usize)> {
         self.grown(count, |inner| &mut inner.counters)
     }
 
-    /// The last of `buffers` (0 for `len` 0), after appending a zeroed one of the next power of
-    /// two at or above `len` when it is shorter.
+    /// The address and length of the last of `buffers` (0 for `len` 0), after appending a zeroed
+    /// one of the next power of two at or above `len` when it is shorter.
     fn grown<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
         &self,
         len: usize,
         buffers: impl FnOnce(&mut Inner) -> &mut Vec<CudaSlice<T>>,
-    ) -> Result<u64> {
+    ) -> Result<(u64, usize)> {
         if len == 0 {
-            return Ok(0);
+            return Ok((0, 0));
         }
         let mut state = self.decode_state();
         let buffers = buffers(&mut state);
@@ -119,30 +118,7 @@ impl Gpu {
         }
         let buffer = buffers.last().expect("a buffer was just ensured");
         let (address, _sync) = buffer.device_ptr(self.stream());
-        Ok(address)
-    }
-
-    /// Launches `kernel` with `args` pushed as its parameter list.
-    ///
-    /// # Safety
-    /// `kernel` takes the launch parameter list, and `args` and `config` satisfy its contract
-    /// (buffers as long as the shape says, the grid it expects).
-    pub(crate) unsafe fn launch_decode_args(
-        &self,
-        kernel: &Kernel,
-        config: LaunchConfig,
-        args: &LaunchArgs,
-    ) -> Result<()> {
-        // Safety: the caller's contract.
-        unsafe {
-            launch_with_args(
-                self.stream(),
-                &kernel.function,
-                config,
-                args,
-                self.dependent_launches,
-            )
-        }
+        Ok((address, buffer.len()))
     }
 
     fn decode_state(&self) -> std::sync::MutexGuard<'_, Inner> {
