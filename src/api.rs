@@ -43,7 +43,7 @@ use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOn
 
 use crate::error::{Error, Result};
 use crate::gpu::{check_alignment, Gpu, RawBuffer, RawTensors, TENSOR_ALIGN};
-use crate::layout::Layout;
+use crate::layout::{Layout, Strides};
 use crate::paged::PagedKv;
 use crate::problem::{DType, Params, Shape};
 use crate::variants::VariantSpec;
@@ -135,10 +135,7 @@ impl<T: Element> DeviceTensor<T> {
     }
 
     fn operand(&self) -> Operand {
-        Operand {
-            dims: self.dims,
-            layout: self.layout,
-        }
+        Operand::contiguous(self.dims, self.layout)
     }
 }
 
@@ -434,7 +431,9 @@ impl<'a, T: Element> Attention<'a, T> {
         let (raw, _guards) = lend(stream, [&q.data, &k.data, &v.data], &mut out.data, lse)?;
         // Safety (the contract of `tensors_from_raw`): `lend`'s buffers (see there), held for
         // this whole function, longer than the `Tensors`.
-        let mut tensors = unsafe { gpu.tensors_from_raw(stream, q.layout, shape, T::DTYPE, raw) }?;
+        let strides = [q, k, v].map(|t| Strides::contiguous(t.layout, t.dims));
+        let mut tensors =
+            unsafe { gpu.tensors_from_strided(stream, out.layout, shape, T::DTYPE, raw, strides) }?;
         gpu.forward(&mut tensors, self.params, kernel.map(|v| v.name))
     }
 
@@ -612,7 +611,10 @@ fn compiled_variant(variant: &'static VariantSpec) -> Result<&'static VariantSpe
 pub struct TensorView<'a, T: Element> {
     ptr: u64,
     dims: [usize; 4],
+    /// The contiguous layout it is in, or for a strided view the order of its head and sequence
+    /// strides (what an output for it is allocated in).
     layout: Layout,
+    strides: Strides,
     _borrow: PhantomData<&'a T>,
 }
 
@@ -628,11 +630,12 @@ impl<T: Element> std::fmt::Debug for TensorView<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "TensorView<{}>({:#x}, {:?}, {})",
+            "TensorView<{}>({:#x}, {:?}, {}, strides {:?})",
             T::DTYPE,
             self.ptr,
             self.dims,
-            self.layout
+            self.layout,
+            self.strides.0
         )
     }
 }
@@ -645,6 +648,7 @@ impl<T: Element> DeviceTensor<T> {
             ptr,
             dims: self.dims,
             layout: self.layout,
+            strides: Strides::contiguous(self.layout, self.dims),
             _borrow: PhantomData,
         }
     }
@@ -664,6 +668,31 @@ impl<'a, T: Element> TensorView<'a, T> {
             ptr,
             dims,
             layout,
+            strides: Strides::contiguous(layout, dims),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Views `dims` (`[B, H, S, D]`) elements of `T` at device address `ptr` whose neighbours
+    /// along each dim are `strides` elements apart (D's must be 1): a slice of a KV cache, one of
+    /// q, k and v of a fused projection, any view PyTorch hands over with a unit last stride. Q, K
+    /// and V may be strided; an output is contiguous ([`check_views`] says which kernels take
+    /// what). Nothing is checked here.
+    ///
+    /// # Safety
+    /// As [`TensorView::from_raw`], for the elements the strides reach from `ptr`: the
+    /// [`Strides::extent`] of `dims`.
+    pub unsafe fn from_strided(ptr: u64, dims: [usize; 4], strides: Strides) -> Self {
+        // An output for it is allocated in the order of its head and sequence strides.
+        let layout = strides.layout(dims).unwrap_or(match strides.0[2] > strides.0[1] {
+            true => Layout::Bshd,
+            false => Layout::Bhsd,
+        });
+        TensorView {
+            ptr,
+            dims,
+            layout,
+            strides,
             _borrow: PhantomData,
         }
     }
@@ -673,9 +702,20 @@ impl<'a, T: Element> TensorView<'a, T> {
         self.dims
     }
 
-    /// How the elements are ordered in memory.
+    /// How the elements are ordered in memory: the contiguous layout the view is in, or for a
+    /// strided one the order of its head and sequence strides.
     pub fn layout(&self) -> Layout {
         self.layout
+    }
+
+    /// The distances between neighbouring elements along each dim, in elements.
+    pub fn strides(&self) -> Strides {
+        self.strides
+    }
+
+    /// Whether the view is contiguous in its layout (what every kernel reads in place).
+    pub fn is_contiguous(&self) -> bool {
+        self.strides.fits(self.layout, self.dims)
     }
 
     /// The device address of the first element.
@@ -687,6 +727,7 @@ impl<'a, T: Element> TensorView<'a, T> {
         Operand {
             dims: self.dims,
             layout: self.layout,
+            strides: self.strides,
         }
     }
 }
@@ -763,14 +804,20 @@ pub fn check_views<T: Element>(
         options.into(),
     )?;
     let bytes = |elements: usize| elements as u128 * std::mem::size_of::<T>() as u128;
-    let (q_bytes, kv_bytes) = (bytes(shape.q_len()), bytes(shape.kv_len()));
+    // The bytes each view spans, from its first element to its last (the inputs' strides may
+    // leave gaps, which other tensors may fill: the three of a fused projection interleave).
+    let span = |view: &TensorView<'_, T>| {
+        view.strides.extent(view.dims).map(bytes).ok_or_else(|| {
+            Error::InvalidProblem(format!("{shape} has more elements than memory can address"))
+        })
+    };
     let lse_rows = shape.lse_len().unwrap_or(usize::MAX);
     let mut buffers = vec![
-        ("q", q.ptr, q_bytes),
-        ("k", k.ptr, kv_bytes),
-        ("v", v.ptr, kv_bytes),
+        ("q", q.ptr, span(q)?),
+        ("k", k.ptr, span(k)?),
+        ("v", v.ptr, span(v)?),
     ];
-    buffers.extend(out.map(|out| ("out", out.ptr, q_bytes)));
+    buffers.extend(out.map(|out| ("out", out.ptr, bytes(shape.q_len()))));
     for &(what, ptr, _) in &buffers {
         if ptr == 0 {
             return Err(Error::NullPointer { what });
@@ -810,10 +857,12 @@ fn raw_tensors<T: Element>(
     lse: Option<u64>,
     shape: Shape,
 ) -> RawTensors {
+    // Each input holds what its strides reach (`check_views` checked the extents fit in `usize`).
+    let extent = |view: &TensorView<'_, T>| view.strides.extent(view.dims).unwrap_or(usize::MAX);
     RawTensors {
-        q: RawBuffer::new(q.ptr, shape.q_len()),
-        k: RawBuffer::new(k.ptr, shape.kv_len()),
-        v: RawBuffer::new(v.ptr, shape.kv_len()),
+        q: RawBuffer::new(q.ptr, extent(q)),
+        k: RawBuffer::new(k.ptr, extent(k)),
+        v: RawBuffer::new(v.ptr, extent(v)),
         out: RawBuffer::new(out.ptr, shape.q_len()),
         lse: lse.map(|ptr| RawBuffer::new(ptr, shape.lse_len().unwrap_or(0))),
     }
@@ -871,7 +920,9 @@ pub unsafe fn attention_raw<T: Element>(
     // shape, and stay valid until `stream` has run the work (this function's contract); nothing
     // else touches them unordered with `stream` meanwhile (same); the output and log-sum-exp
     // overlap neither each other nor Q, K, V (checked by check_views).
-    let mut tensors = unsafe { gpu.tensors_from_raw(&stream, q.layout, shape, T::DTYPE, raw) }?;
+    let strides = [q.strides, k.strides, v.strides];
+    let mut tensors =
+        unsafe { gpu.tensors_from_strided(&stream, out.layout, shape, T::DTYPE, raw, strides) }?;
     gpu.forward(&mut tensors, options.into(), None)
 }
 
@@ -943,6 +994,39 @@ pub(crate) unsafe fn borrow_stream(gpu: &Gpu, stream: *mut std::ffi::c_void) -> 
 struct Operand {
     dims: [usize; 4],
     layout: Layout,
+    strides: Strides,
+}
+
+impl Operand {
+    /// A contiguous tensor's.
+    fn contiguous(dims: [usize; 4], layout: Layout) -> Operand {
+        Operand {
+            dims,
+            layout,
+            strides: Strides::contiguous(layout, dims),
+        }
+    }
+
+    /// Refuses strides the copy engine cannot read: a D stride other than 1, or another stride
+    /// not a multiple of 16 bytes (its rule for every stride but the innermost).
+    fn check_strides(&self, what: &'static str) -> Result<()> {
+        let strides = self.strides.0;
+        let unit_d = self.dims[3] <= 1 || strides[3] == 1;
+        let aligned = (0..3).all(|axis| self.dims[axis] <= 1 || strides[axis].is_multiple_of(8));
+        if unit_d && aligned {
+            return Ok(());
+        }
+        Err(Error::NotContiguous {
+            what,
+            dims: self.dims,
+            strides: strides.map(|s| s as i64),
+        })
+    }
+
+    /// Whether the tensor is contiguous in its layout.
+    fn is_contiguous(&self) -> bool {
+        self.strides.fits(self.layout, self.dims)
+    }
 }
 
 /// The shape of an attention call on `q`, `k`, `v` (and `out`, `lse` when given), or the typed
@@ -956,14 +1040,12 @@ fn plan(
     params: Params,
 ) -> Result<Shape> {
     let incompatible = |message: String| Err(Error::Incompatible(message));
-    for (name, other) in [("k", k), ("v", v)] {
-        if other.layout != q.layout {
-            return incompatible(format!(
-                "q is {} and {name} is {}: q, k and v need one layout",
-                q.layout, other.layout
-            ));
-        }
-    }
+    // Each input has its own strides (the kernels that read through the copy engine take any;
+    // the launch refuses a kernel that would read one in place in another layout than the
+    // output's).
+    q.check_strides("q")?;
+    k.check_strides("k")?;
+    v.check_strides("v")?;
     if v.dims != k.dims {
         return incompatible(format!(
             "k is {:?} and v is {:?}: keys and values need the same dims",
@@ -988,10 +1070,11 @@ fn plan(
         ));
     }
     if let Some(out) = out {
-        if out.dims != q.dims || out.layout != q.layout {
+        if out.dims != q.dims || !out.is_contiguous() {
             return incompatible(format!(
-                "the output is {:?} {} and q is {:?} {}: the output takes q's dims and layout",
-                out.dims, out.layout, q.dims, q.layout
+                "the output is {:?} with strides {:?} and q is {:?}: the output takes q's dims, \
+                 contiguous in either layout",
+                out.dims, out.strides.0, q.dims
             ));
         }
     }
@@ -1043,7 +1126,7 @@ pub fn check_paged(
     params: Params,
 ) -> Result<Shape> {
     plan_paged(
-        Operand { dims: q, layout },
+        Operand::contiguous(q, layout),
         [k_cache, v_cache],
         None,
         None,
@@ -1225,10 +1308,7 @@ mod tests {
     use super::*;
 
     fn bhsd(dims: [usize; 4]) -> Operand {
-        Operand {
-            dims,
-            layout: Layout::Bhsd,
-        }
+        Operand::contiguous(dims, Layout::Bhsd)
     }
 
     fn plain() -> Params {
@@ -1281,10 +1361,7 @@ mod tests {
         // Multi-query (one key/value head), and plain self-attention in the other layout.
         let mqa = check(q, bhsd([2, 1, 300, 64]), bhsd([2, 1, 300, 64]), None, None).unwrap();
         assert_eq!((mqa.heads_kv, mqa.seq_k), (1, 300));
-        let bshd = Operand {
-            dims: [1, 4, 50, 128],
-            layout: Layout::Bshd,
-        };
+        let bshd = Operand::contiguous([1, 4, 50, 128], Layout::Bshd);
         assert_eq!(
             check(bshd, bshd, bshd, Some(bshd), None).unwrap(),
             Shape::new(1, 4, 50, 128)
@@ -1292,18 +1369,38 @@ mod tests {
     }
 
     #[test]
-    fn layouts_must_agree() {
+    fn inputs_may_mix_layouts_and_strides_and_the_output_is_contiguous() {
         let q = bhsd([1, 2, 16, 64]);
-        let other = Operand {
+        let bshd = Operand::contiguous([1, 2, 16, 64], Layout::Bshd);
+        // A KV cache's first 16 positions of 40, and one of q, k, v of a fused projection.
+        let cache = Operand {
+            strides: Strides([2 * 40 * 64, 40 * 64, 64, 1]),
+            ..q
+        };
+        let fused = Operand {
+            strides: Strides([16 * 3 * 2 * 64, 64, 3 * 2 * 64, 1]),
             layout: Layout::Bshd,
             ..q
         };
-        let message = incompatible(check(q, other, q, None, None));
-        assert!(message.contains("q is bhsd and k is bshd"), "{message}");
-        let message = incompatible(check(q, q, other, None, None));
-        assert!(message.contains("v is bshd"), "{message}");
-        let message = incompatible(check(q, q, q, Some(other), None));
-        assert!(message.contains("output"), "{message}");
+        for (k, v) in [(bshd, q), (cache, cache), (fused, bshd)] {
+            assert_eq!(
+                check(fused, k, v, Some(bshd), None).unwrap(),
+                Shape::new(1, 2, 16, 64)
+            );
+        }
+        let message = incompatible(check(q, q, q, Some(cache), None));
+        assert!(message.contains("contiguous in either layout"), "{message}");
+        // The copy engine's rules: a unit D stride, the others multiples of 16 bytes.
+        for strides in [[2048, 1024, 64, 2], [2048, 1024, 68, 1]] {
+            let odd = Operand {
+                strides: Strides(strides),
+                ..q
+            };
+            assert!(matches!(
+                check(q, odd, q, None, None),
+                Err(Error::NotContiguous { what: "k", .. })
+            ));
+        }
     }
 
     #[test]
@@ -1336,7 +1433,7 @@ mod tests {
         let kv = bhsd([1, 4, 32, 64]);
         // Shaped like the keys (S_k) rather than the queries (S_q): refused.
         let message = incompatible(check(q, kv, kv, Some(kv), None));
-        assert!(message.contains("q's dims and layout"), "{message}");
+        assert!(message.contains("the output takes q's dims"), "{message}");
     }
 
     #[test]
@@ -1632,18 +1729,18 @@ mod tests {
     #[test]
     fn a_wrong_output_or_mismatched_view_is_a_typed_error() {
         let [q, k, v, out] = views();
-        let wrong = [
-            view(out.ptr(), [1, 4, 65, 64], Layout::Bhsd),
-            view(out.ptr(), [1, 4, 64, 64], Layout::Bshd),
-        ];
-        for out in wrong {
-            assert!(incompatible(raw_check([q, k, v, out], None).map(|r| r.0)).contains("output"));
-        }
+        let long = view(out.ptr(), [1, 4, 65, 64], Layout::Bhsd);
+        assert!(incompatible(raw_check([q, k, v, long], None).map(|r| r.0)).contains("output"));
+        // Safety: never dereferenced; only the checks read it.
+        let strided_out = unsafe {
+            TensorView::<f16>::from_strided(out.ptr(), [1, 4, 64, 64], Strides([32768, 8192, 64, 1]))
+        };
+        assert!(incompatible(raw_check([q, k, v, strided_out], None).map(|r| r.0)).contains("contiguous"));
+        // Inputs and the output each in their own layout are the launch's to judge (the kernels
+        // that read through the copy engine take them).
         let v_bshd = view(v.ptr(), [1, 4, 64, 64], Layout::Bshd);
-        assert!(matches!(
-            raw_check([q, k, v_bshd, out], None),
-            Err(Error::Incompatible(_))
-        ));
+        let out_bshd = view(out.ptr(), [1, 4, 64, 64], Layout::Bshd);
+        assert!(raw_check([q, k, v_bshd, out_bshd], None).is_ok());
         let d96 = [q, k, v, out].map(|t| view(t.ptr(), [1, 4, 64, 96], Layout::Bhsd));
         assert!(matches!(
             raw_check(d96, None),

@@ -127,6 +127,17 @@ pub fn check_backward<T: Element>(
         d_v,
     } = views;
     let shape = check_views(q, k, v, Some(out), Some(*lse), options.forward())?;
+    // The backward's kernels read every tensor in place, in one layout (`seq_major`).
+    for (what, view) in [("q", q), ("k", k), ("v", v), ("out", out)] {
+        if !view.is_contiguous() || view.layout() != q.layout() {
+            return Err(Error::Incompatible(format!(
+                "{what} has strides {:?}: the backward takes q, k, v and the output contiguous in one \
+                 layout ({})",
+                view.strides().0,
+                q.layout()
+            )));
+        }
+    }
     if !HEAD_DIMS.contains(&shape.head_dim) {
         return Err(Error::UnsupportedHeadDim(shape.head_dim, HEAD_DIMS));
     }
@@ -136,7 +147,7 @@ pub fn check_backward<T: Element>(
         ("d_k", d_k, k, "k"),
         ("d_v", d_v, k, "k"),
     ] {
-        if view.dims() != like.dims() || view.layout() != like.layout() {
+        if view.dims() != like.dims() || view.layout() != like.layout() || !view.is_contiguous() {
             return Err(Error::Incompatible(format!(
                 "{what} is {:?} {} and {like_name} is {:?} {}: {what} takes {like_name}'s dims and layout",
                 view.dims(),

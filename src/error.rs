@@ -87,8 +87,9 @@ pub enum Error {
         /// Which buffer.
         what: &'static str,
     },
-    /// A caller's tensor is strided in neither layout the kernels read in place.
-    #[error("{what}: strides {strides:?} for dims [B, H, S, D] = {dims:?} are those of neither a contiguous [B, H, S, D] nor a contiguous [B, S, H, D] tensor")]
+    /// A caller's tensor has strides no kernel reads: D's is not 1, or another is negative or not
+    /// a multiple of 8 elements (16 bytes, the copy engine's rule).
+    #[error("{what}: strides {strides:?} for dims [B, H, S, D] = {dims:?}: the kernels need D's stride 1 and the others multiples of 8 elements (16 bytes)")]
     NotContiguous {
         /// Which tensor.
         what: &'static str,

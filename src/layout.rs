@@ -91,6 +91,49 @@ impl Layout {
     }
 }
 
+/// Where the elements of a tensor of logical dims `[B, H, S, D]` are: the distance, in elements,
+/// between neighbours along each dim, in that order. A contiguous tensor's are its layout's
+/// ([`Strides::contiguous`]); a view of another library's tensor may have any (a slice of a KV
+/// cache, one of q, k, v of a fused projection, a transpose), which the kernels that read through
+/// the copy engine take as they are (`flashrs::tma`), and the others only in their layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Strides(pub [usize; 4]);
+
+impl Strides {
+    /// The strides of a tensor of `dims` contiguous in `layout`.
+    pub fn contiguous(layout: Layout, dims: [usize; 4]) -> Strides {
+        let [_, heads, seq, d] = dims;
+        Strides(match layout {
+            Layout::Bhsd => [heads * seq * d, seq * d, d, 1],
+            Layout::Bshd => [seq * heads * d, d, heads * d, 1],
+        })
+    }
+
+    /// Whether a tensor of `dims` with these strides is contiguous in `layout`: every dim of
+    /// size above 1 has the layout's stride (a dim of size 1 is never stepped along).
+    pub fn fits(self, layout: Layout, dims: [usize; 4]) -> bool {
+        let contiguous = Strides::contiguous(layout, dims).0;
+        (0..4).all(|axis| dims[axis] <= 1 || self.0[axis] == contiguous[axis])
+    }
+
+    /// The contiguous layout a tensor of `dims` with these strides is in, if any (`[B, H, S, D]`
+    /// when both fit: one head or one position).
+    pub fn layout(self, dims: [usize; 4]) -> Option<Layout> {
+        Layout::ALL.into_iter().find(|&layout| self.fits(layout, dims))
+    }
+
+    /// Elements from the first to one past the last, what a buffer of the tensor must hold: 0
+    /// for an empty tensor, `None` past `usize`.
+    pub fn extent(self, dims: [usize; 4]) -> Option<usize> {
+        if dims.contains(&0) {
+            return Some(0);
+        }
+        (0..4).try_fold(1usize, |end, axis| {
+            (dims[axis] - 1).checked_mul(self.0[axis])?.checked_add(end)
+        })
+    }
+}
+
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -146,6 +189,26 @@ mod tests {
             assert_eq!(layout.split(layout.dims(2, 3, 5, 64)), (2, 3, 5, 64));
         }
         assert_eq!(Layout::Bshd.dims(2, 3, 5, 64), [2, 5, 3, 64]);
+    }
+
+    #[test]
+    fn strides_tell_contiguous_layouts_and_extents() {
+        let dims = [2, 3, 5, 64];
+        for layout in Layout::ALL {
+            let strides = Strides::contiguous(layout, dims);
+            assert_eq!(strides.layout(dims), Some(layout));
+            assert_eq!(strides.extent(dims), Some(2 * 3 * 5 * 64));
+        }
+        // One of q, k, v of a fused [B, S, 3, H, D] projection: every S step skips the other two.
+        let fused = Strides([5 * 3 * 3 * 64, 64, 3 * 3 * 64, 1]);
+        assert_eq!(fused.layout(dims), None);
+        // The last element: batch 1, head 2, position 4, column 63.
+        assert_eq!(fused.extent(dims), Some(2880 + 2 * 64 + 4 * 576 + 63 + 1));
+        // A dim of one element fits any stride; an empty tensor holds nothing.
+        let one_head = [2, 1, 5, 64];
+        assert_eq!(Strides([5 * 64, 7, 64, 1]).layout(one_head), Some(Layout::Bhsd));
+        assert_eq!(Strides([1, 1, 1, 1]).extent([0, 3, 5, 64]), Some(0));
+        assert_eq!(Strides([usize::MAX, 1, 1, 1]).extent(dims), None);
     }
 
     #[test]

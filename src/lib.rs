@@ -54,7 +54,7 @@ pub use decode::{DecodeOptions, SplitSource};
 pub use error::{Error, Result};
 pub use fp8::Fp8Tensors;
 pub use gpu::{Gpu, Kernel, Tensors};
-pub use layout::Layout;
+pub use layout::{Layout, Strides};
 pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};
 pub use variants::{Family, Policy, Spec, VariantSpec, FP8_VARIANTS, VARIANTS};

@@ -57,6 +57,16 @@ impl Shape {
         self.heads / self.heads_kv.max(1)
     }
 
+    /// Q's (and the output's) logical dims, `[B, H, S_q, D]`.
+    pub fn q_dims(&self) -> [usize; 4] {
+        [self.batch, self.heads, self.seq_q, self.head_dim]
+    }
+
+    /// K's (and V's) logical dims, `[B, H_kv, S_k, D]`.
+    pub fn kv_dims(&self) -> [usize; 4] {
+        [self.batch, self.heads_kv, self.seq_k, self.head_dim]
+    }
+
     /// Elements of Q (and of the output). For a shape that passed [`Shape::validate`]; the
     /// launch-time checks use [`Shape::checked_q_len`], which cannot wrap.
     pub fn q_len(&self) -> usize {

@@ -14,7 +14,7 @@
 use cudarc::driver::sys;
 
 use crate::error::{Error, Result};
-use crate::layout::Layout;
+use crate::layout::{Layout, Strides};
 use crate::problem::{DType, Shape};
 
 pub use crate::launch::maps::{MAPS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
@@ -64,6 +64,20 @@ impl MapGeometry {
             dims: [d as u64, seq as u64, heads as u64, batch as u64],
             strides: [bytes(seq_stride), bytes(head_stride), bytes(heads * seq * d)],
             box_dims: [BOX_BYTES / element_bytes, rows, 1, 1],
+        }
+    }
+
+    /// The geometry of a 16-bit tensor of logical dims `[B, H, S, D]` whose elements are
+    /// `strides` apart (elements, D's 1), copied in boxes of `rows` rows: the same coordinates as
+    /// a contiguous tensor's, only the strides differ ([`MapGeometry::check`] refuses strides the
+    /// copy engine cannot take).
+    pub fn strided(dims: [usize; 4], strides: Strides, rows: u32) -> MapGeometry {
+        let [batch, heads, seq, d] = dims;
+        let bytes = |elements: usize| 2 * elements as u64;
+        MapGeometry {
+            dims: [d as u64, seq as u64, heads as u64, batch as u64],
+            strides: [bytes(strides.0[2]), bytes(strides.0[1]), bytes(strides.0[0])],
+            box_dims: [BOX_COLUMNS, rows, 1, 1],
         }
     }
 

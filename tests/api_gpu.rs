@@ -261,8 +261,13 @@ fn mismatched_inputs_are_refused_before_a_launch() {
     let kv_batch_two = tensor([2, 2, 64, 64], Layout::Bhsd);
     let kv_d128 = tensor([1, 2, 64, 128], Layout::Bhsd);
     let (q, k, v) = (&case.q, &case.k, &case.v);
+    // k and v in another layout than q: read through the copy engine on Hopper (checked by
+    // `mixed_layouts_and_strided_views_match_the_reference`), refused in one line elsewhere.
+    if gpu.arch < 90 {
+        let err = attention(q, &kv_bshd, &kv_bshd).run(&gpu).unwrap_err();
+        assert!(matches!(err, Error::Incompatible(_)), "{err}");
+    }
     let refused: Vec<(&str, &DeviceTensor<f16>, &DeviceTensor<f16>)> = vec![
-        ("layout", &kv_bshd, &kv_bshd),
         ("k and v dims", k, &kv_long),
         ("heads", &kv_three_heads, &kv_three_heads),
         ("batch", &kv_batch_two, &kv_batch_two),
@@ -418,6 +423,91 @@ fn attention_raw_on_views_matches_the_safe_path_on_any_stream() {
             );
             case.check(&out, &what);
         }
+    }
+}
+
+/// q, k and v each in their own layout, and k and v as strided views of a longer KV cache (the
+/// first `S_k` of `S_k + 37` positions), match the float64 reference on Hopper, whose kernels read
+/// them through the copy engine, dense and decode-like, causal and not; a GPU whose kernels read
+/// in place refuses them in one line.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn mixed_layouts_and_strided_views_match_the_reference() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    let decode = Shape {
+        seq_q: 1,
+        seq_k: 1000,
+        ..Shape::new(2, 8, 1, 128).with_heads_kv(2)
+    };
+    for (shape, causal) in [
+        (Shape::new(2, 8, 300, 64).with_heads_kv(2), false),
+        (Shape::new(1, 4, 200, 128), true),
+        (decode, false),
+    ] {
+        let case: Case<f16> = case(&gpu, shape, Layout::Bhsd, causal, &mut rng);
+        let what = format!("{shape} causal={causal}, seed {seed}");
+        let [b, h_kv, s_k, d] = case.k.dims();
+        let (k_host, v_host) = (case.k.to_host().unwrap(), case.v.to_host().unwrap());
+        // 1. k and v contiguous [B, S, H, D] beside [B, H, S, D] q, through the builder.
+        let bshd = |data: &[f16]| {
+            DeviceTensor::from_host(
+                &gpu,
+                &Layout::Bshd.from_bhsd(data, b, h_kv, s_k, d),
+                [b, h_kv, s_k, d],
+                Layout::Bshd,
+            )
+            .unwrap()
+        };
+        let (k_bshd, v_bshd) = (bshd(&k_host), bshd(&v_host));
+        let mixed = attention(&case.q, &k_bshd, &v_bshd).causal(causal).run(&gpu);
+        if gpu.arch < 90 {
+            assert!(matches!(mixed, Err(Error::Incompatible(_))), "{what}: {mixed:?}");
+            return;
+        }
+        case.check(
+            &mixed.unwrap_or_else(|e| panic!("{what}: {e}")),
+            &format!("mixed layouts, {what}"),
+        );
+        // 2. k and v as views of the first S_k positions of a [B, H_kv, S_k + 37, D] cache.
+        let s_max = s_k + 37;
+        let cache = |data: &[f16]| {
+            let mut host = vec![f16::NAN; b * h_kv * s_max * d];
+            for (row, chunk) in data.chunks(d).enumerate() {
+                let (head, position) = (row / s_k, row % s_k);
+                host[(head * s_max + position) * d..][..d].copy_from_slice(chunk);
+            }
+            DeviceTensor::from_host(&gpu, &host, [b, h_kv, s_max, d], Layout::Bhsd).unwrap()
+        };
+        let (k_cache, v_cache) = (cache(&k_host), cache(&v_host));
+        let strides = flashrs::Strides([h_kv * s_max * d, s_max * d, d, 1]);
+        // Safety: views of the caches' first S_k positions, which the strides reach and the
+        // caches hold; the caches live until the GPU is synchronised below.
+        let (k_view, v_view) = unsafe {
+            (
+                TensorView::from_strided(k_cache.view().ptr(), [b, h_kv, s_k, d], strides),
+                TensorView::from_strided(v_cache.view().ptr(), [b, h_kv, s_k, d], strides),
+            )
+        };
+        let out = case.poisoned_out(&gpu);
+        let options = RawOptions { causal, scale: None };
+        let stream: *mut c_void = gpu.stream().cu_stream().cast();
+        // Safety: as above; q and the output are live tensors of this GPU, distinct.
+        let ran = unsafe {
+            attention_raw(
+                &gpu,
+                case.q.view(),
+                k_view,
+                v_view,
+                out.view(),
+                None,
+                options,
+                stream,
+            )
+        }
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        gpu.synchronize().unwrap();
+        case.check(&out, &format!("KV cache views, {what}, kernel {}", ran.name));
     }
 }
 

@@ -31,14 +31,17 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, 
 
     q is ``[B, H, S_q, D]`` and k, v are ``[B, H_kv, S_k, D]``, or with ``layout="bshd"`` all
     three ``[B, S, H, D]`` (flash_attn_func's order); ``layout`` names the order of the dims, not
-    of memory. In memory each tensor may be contiguous in either order, e.g. ``x.transpose(1, 2)``
-    of a contiguous tensor: the strides tell, and the kernels read it in place. ``H_kv`` must
+    of memory. Each tensor may have its own strides (a transpose, a slice of a KV cache, one of
+    q, k and v of a fused projection): on Hopper the kernels read them in place when the last
+    stride is 1 and the others are multiples of 8 elements; otherwise (or on older GPUs, unless
+    all three are contiguous in one order) they are copied into one order first. ``H_kv`` must
     divide ``H`` (grouped-query attention). dtype float16 or bfloat16, on one CUDA device;
     ``D`` in 64, 128 (and 256 on Hopper). ``scale`` defaults to ``1/sqrt(D)``. ``causal`` masks
     key ``j`` from query ``i`` unless ``j <= i + S_k - S_q`` (aligned bottom-right, as
     FlashAttention-2; torch's ``is_causal`` aligns top-left): a query that sees no key gets zeros.
 
-    Returns the output, with q's dims and memory layout, and with ``return_lse`` also the
+    Returns the output, with q's dims (and q's memory order when q is contiguous in either
+    order; else contiguous), and with ``return_lse`` also the
     log-sum-exp of each query row's scaled scores, ``[B, H, S_q]`` float32 (``-inf`` for a row
     that sees no key). When q, k or v requires grad (and grad mode is on), the output carries
     autograd history: its backward pass computes dq, dk and dv on the GPU (head dims 64, 128 and
@@ -116,7 +119,7 @@ if torch is not None:
 
     @_attention_op.register_fake
     def _attention_fake(q, k, v, causal, scale, return_lse, layout, deterministic):
-        out = torch.empty_like(q, memory_format=torch.preserve_format)
+        out = _empty_like(q)
         rows = _lse_rows(q.shape, layout) if return_lse else (0,)
         return out, q.new_empty(rows, dtype=torch.float32)
 
@@ -139,7 +142,7 @@ if torch is not None:
 
     @_attention_backward_op.register_fake
     def _attention_backward_fake(d_out, q, k, v, out, lse, causal, scale, layout, deterministic):
-        return tuple(torch.empty_like(t, memory_format=torch.preserve_format) for t in (q, k, v))
+        return tuple(_empty_like(_in_order_of(t, out)) for t in (q, k, v))
 
     def _setup_context(ctx, inputs, output):
         q, k, v, causal, scale, return_lse, layout, deterministic = inputs
@@ -165,8 +168,10 @@ if torch is not None:
 
 
 def _attention_backward(d_out, q, k, v, out, lse, causal, scale, layout, deterministic):
-    """The backward op's implementation: dO in the output's memory layout (autograd may hand
-    over any strides), the gradients and the workspace allocated by torch, then the launch."""
+    """The backward op's implementation: q, k, v and dO in the output's memory order (the
+    backward's kernels read every tensor in place, in one order; autograd may hand over any
+    strides), the gradients and the workspace allocated by torch, then the launch."""
+    q, k, v = (_in_order_of(t, out) for t in (q, k, v))
     if d_out.stride() != out.stride():
         d_out = _empty_like(out).copy_(d_out)
     d_q, d_k, d_v = _empty_like(q), _empty_like(k), _empty_like(v)
@@ -189,7 +194,11 @@ def _attention(q, k, v, causal, scale, return_lse, layout):
         scale = float(scale)
     causal = bool(causal)
     # Every check of the inputs first, so that a refused call allocates nothing.
-    rows = _flashrs.check(*described, layout, causal, scale)
+    rows, in_place = _flashrs.check(*described, layout, causal, scale)
+    if not in_place:
+        # Strides this GPU's kernels do not read in place: copies contiguous in the dims' order.
+        q, k, v = (_contiguous(t) for t in (q, k, v))
+        described = [_describe(name, t) for name, t in (("q", q), ("k", k), ("v", v))]
     out = _empty_like(q)
     lse = _empty_lse(q, rows) if return_lse else None
     kernel = _flashrs.attention(
@@ -225,11 +234,27 @@ def _describe(name, t):
 
 
 def _empty_like(q):
-    """An output with q's dims and strides (``empty_like`` keeps the strides of a dense tensor),
-    so it has q's memory layout."""
+    """An output with q's dims, contiguous: in q's memory order when q is contiguous in either
+    order (``empty_like`` keeps a dense tensor's strides), else in the order of its dims."""
     import torch
 
-    return torch.empty_like(q, memory_format=torch.preserve_format)
+    if q.is_contiguous() or q.transpose(1, 2).is_contiguous():
+        return torch.empty_like(q, memory_format=torch.preserve_format)
+    return torch.empty(q.shape, dtype=q.dtype, device=q.device)
+
+
+def _contiguous(t):
+    """``t`` contiguous in the order of its dims (itself when it already is)."""
+    return t.contiguous()
+
+
+def _in_order_of(t, like):
+    """``t`` contiguous in the memory order of ``like`` (an output of ``_empty_like``: contiguous,
+    or a transpose of S and H of a contiguous tensor); itself when it already is."""
+    if like.is_contiguous():
+        return t if t.is_contiguous() else t.contiguous()
+    swapped = t.transpose(1, 2)
+    return t if swapped.is_contiguous() else swapped.contiguous().transpose(1, 2)
 
 
 def _empty_workspace(q, nbytes):

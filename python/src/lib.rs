@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use flashrs::api::{attention_raw, bf16, check_views, f16, keeping_current_context, RawOptions, TensorView};
 use flashrs::backward::{attention_backward_raw, workspace_bytes, BackwardOptions, BackwardViews};
-use flashrs::{fits_layout, layout_from_strides, Element, Error, Gpu, Layout};
+use flashrs::{Element, Error, Gpu, Layout, Strides};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -22,8 +22,9 @@ struct Operand {
     ptr: u64,
     dims: [usize; 4],
     /// Strides in the order of `dims`.
-    strides: [i64; 4],
-    layout: Layout,
+    strides: Strides,
+    /// The contiguous layout it is in, if any.
+    layout: Option<Layout>,
     dtype: String,
     device: i64,
 }
@@ -68,7 +69,8 @@ fn device_name(kind: &str, index: Option<i64>) -> String {
     }
 }
 
-/// Checks what one tensor alone must satisfy and reads its layout from its strides.
+/// Checks what one tensor alone must satisfy and reads its strides (and the contiguous layout
+/// they make, if any).
 fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Operand> {
     let Described(ptr, shape, strides, dtype, kind, index) = t;
     let device = match (kind.as_str(), index) {
@@ -93,7 +95,15 @@ fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Ope
     }
     let dims = order.map(|axis| shape[axis]);
     let strides = order.map(|axis| strides[axis]);
-    let layout = layout_from_strides(what, dims, strides).map_err(to_py)?;
+    let Ok(strides) = strides
+        .map(usize::try_from)
+        .into_iter()
+        .collect::<Result<Vec<usize>, _>>()
+    else {
+        return Err(to_py(Error::NotContiguous { what, dims, strides }));
+    };
+    let strides = Strides([strides[0], strides[1], strides[2], strides[3]]);
+    let layout = strides.layout(dims);
     Ok(Operand {
         ptr: *ptr,
         dims,
@@ -121,11 +131,11 @@ fn named_operands(tensors: &[(&'static str, &Described)], order: [usize; 4]) -> 
         .collect::<PyResult<Vec<Operand>>>()?;
     // A tensor with one head (k and v under multi-query attention) or one position fits both
     // layouts: take one that fits every tensor, so that such a tensor does not read as the other
-    // layout than q's. When none does, each keeps its own and the library names the mismatch.
-    let fits_all = |layout| operands.iter().all(|o| fits_layout(o.dims, o.strides, layout));
-    if let Some(common) = [Layout::Bhsd, Layout::Bshd].into_iter().find(|&l| fits_all(l)) {
+    // layout than q's.
+    let fits_all = |layout| operands.iter().all(|o| o.strides.fits(layout, o.dims));
+    if let Some(common) = Layout::ALL.into_iter().find(|&l| fits_all(l)) {
         for o in &mut operands {
-            o.layout = common;
+            o.layout = Some(common);
         }
     }
     let q = &operands[0];
@@ -149,7 +159,36 @@ fn named_operands(tensors: &[(&'static str, &Described)], order: [usize; 4]) -> 
 fn view<T: Element>(operand: &Operand) -> TensorView<'static, T> {
     // Safety: a view is only an address with dims; `check_views` and `attention_raw` check it,
     // and `attention` below states what makes the address valid.
-    unsafe { TensorView::from_raw(operand.ptr, operand.dims, operand.layout) }
+    unsafe {
+        match operand.layout {
+            Some(layout) => TensorView::from_raw(operand.ptr, operand.dims, layout),
+            None => TensorView::from_strided(operand.ptr, operand.dims, operand.strides),
+        }
+    }
+}
+
+/// Whether the GPU of `ops` reads q, k and v as they are: always when they are contiguous in one
+/// layout; otherwise on a GPU whose kernels read through the copy engine (sm_90), for strides it
+/// takes (a unit last stride, the others multiples of 16 bytes). When not, the wrapper copies
+/// them into one layout first.
+fn in_place(ops: &[Operand]) -> flashrs::Result<bool> {
+    let inputs = &ops[..3];
+    let one_layout = inputs
+        .iter()
+        .all(|o| o.layout.is_some() && o.layout == inputs[0].layout);
+    if one_layout {
+        return Ok(true);
+    }
+    let copy_engine_takes = inputs.iter().all(|o| {
+        let s = o.strides.0;
+        (o.dims[3] <= 1 || s[3] == 1) && (0..3).all(|axis| o.dims[axis] <= 1 || s[axis].is_multiple_of(8))
+    });
+    if !copy_engine_takes {
+        return Ok(false);
+    }
+    let device = ops[0].device;
+    let arch = keeping_current_context(|| gpu(device).map(|gpu| gpu.arch))?;
+    Ok(arch >= 90)
 }
 
 /// The log-sum-exp's address, once its description fits q's `[B, H, S_q]` as fp32, contiguous.
@@ -176,26 +215,47 @@ fn options(causal: bool, scale: Option<f32>) -> RawOptions {
     RawOptions { causal, scale }
 }
 
-/// Checks q, k and v as `attention` will, without a GPU; returns `(B, H, S_q)`, the dims of the
-/// log-sum-exp, so that the wrapper allocates the outputs only for a call that will be accepted.
+/// Checks q, k and v as `attention` will; returns `((B, H, S_q), in_place)`: the dims of the
+/// log-sum-exp, so that the wrapper allocates the outputs only for a call that will be accepted,
+/// and whether the kernels read q, k and v as they are (else the wrapper copies them into one
+/// layout: `in_place`). Needs no GPU unless q, k and v are strided otherwise than one layout.
 #[pyfunction]
 #[pyo3(signature = (q, k, v, layout, causal, scale))]
 fn check(
+    py: Python<'_>,
     q: Described,
     k: Described,
     v: Described,
     layout: Option<&str>,
     causal: bool,
     scale: Option<f32>,
-) -> PyResult<(usize, usize, usize)> {
+) -> PyResult<((usize, usize, usize), bool)> {
     let ops = operands([&q, &k, &v], None, dim_order(layout)?)?;
     let options = options(causal, scale);
-    let shape = match ops[0].dtype.as_str() {
-        "torch.float16" => check_typed::<f16>(&ops, options),
-        _ => check_typed::<bf16>(&ops, options),
+    // Everything but the strides first, on the tensors as the copies the wrapper would make.
+    let as_copies: Vec<Operand> = ops
+        .iter()
+        .map(|o| Operand {
+            layout: Some(Layout::Bhsd),
+            strides: Strides::contiguous(Layout::Bhsd, o.dims),
+            dtype: o.dtype.clone(),
+            ..*o
+        })
+        .collect();
+    let shape = typed_check(&as_copies, options).map_err(to_py)?;
+    // Opening the GPU (the first call, when it must be asked) takes seconds: other threads run.
+    let in_place = py.detach(|| in_place(&ops)).map_err(to_py)?;
+    if in_place {
+        typed_check(&ops, options).map_err(to_py)?;
     }
-    .map_err(to_py)?;
-    Ok((shape.batch, shape.heads, shape.seq_q))
+    Ok(((shape.batch, shape.heads, shape.seq_q), in_place))
+}
+
+fn typed_check(ops: &[Operand], options: RawOptions) -> flashrs::Result<flashrs::Shape> {
+    match ops[0].dtype.as_str() {
+        "torch.float16" => check_typed::<f16>(ops, options),
+        _ => check_typed::<bf16>(ops, options),
+    }
 }
 
 fn check_typed<T: Element>(ops: &[Operand], options: RawOptions) -> flashrs::Result<flashrs::Shape> {

@@ -74,7 +74,7 @@ class Allocations:
         self.op_calls = []
 
     def __enter__(self):
-        for name in ("_empty_like", "_empty_lse", "_current_stream", "_is_tensor", "_grad_enabled", "_op"):
+        for name in ("_empty_like", "_empty_lse", "_current_stream", "_is_tensor", "_grad_enabled", "_op", "_contiguous"):
             self.saved[name] = getattr(flashrs, name)
         # The stand-ins count as tensors, grad mode is on, and the op's real implementation runs
         # directly (torch.ops.flashrs.attention needs torch).
@@ -88,6 +88,8 @@ class Allocations:
             rows, BASE + (64 << 20), "float32"
         )
         flashrs._current_stream = lambda q: 0
+        # A copy contiguous in the order of its dims, elsewhere in memory.
+        flashrs._contiguous = lambda t: FakeTensor(t.shape, t.data_ptr() + (8 << 20), str(t.dtype)[6:])
         return self
 
     def __exit__(self, *exc):
@@ -184,13 +186,33 @@ class BadInput(unittest.TestCase):
     def test_dims(self):
         self.refused("q has 3 dims", args=tensors(q=(8, 128, 64)))
 
-    def test_not_contiguous(self):
+    def test_strides_the_copy_engine_cannot_read_are_copied(self):
+        describe = lambda ts: [flashrs._describe(n, t) for n, t in zip("qkv", ts)]
         q, k, v = tensors()
-        q._strides = (8 * 128 * 128, 128 * 128, 128, 1)  # a slice of a D=128 tensor
-        self.refused("q: strides", "neither", args=(q, k, v))
+        k._strides = (2 * 256 * 64, 256 * 64, 1, 256)  # transposed S and D: D's stride is not 1
+        self.assertEqual(flashrs._flashrs.check(*describe((q, k, v)), None, False, None), ((2, 8, 128), False))
         q, k, v = tensors()
-        k._strides = (2 * 256 * 64, 256 * 64, 1, 256)  # transposed S and D
-        self.refused("k: strides", args=(q, k, v))
+        v._strides = (2 * 256 * 68, 256 * 68, 68, 1)  # rows 136 bytes apart: not a multiple of 16
+        self.assertEqual(flashrs._flashrs.check(*describe((q, k, v)), None, False, None), ((2, 8, 128), False))
+        # A negative stride is refused outright.
+        q, k, v = tensors()
+        q._strides = (8 * 128 * 64, 128 * 64, -64, 1)
+        self.refused("q: strides", args=(q, k, v))
+
+    @unittest.skipIf(_has_cuda_driver(), "asks the GPU whether it reads them in place")
+    def test_strides_the_copy_engine_reads_ask_the_gpu(self):
+        # A slice of a D=128 tensor, and k stored [B, S, H, D] beside [B, H, S, D] q and v: on
+        # Hopper read in place, elsewhere copied; which it is, the GPU's architecture says.
+        describe = lambda ts: [flashrs._describe(n, t) for n, t in zip("qkv", ts)]
+        for strided in ("q", "k"):
+            q, k, v = tensors()
+            if strided == "q":
+                q._strides = (8 * 128 * 128, 128 * 128, 128, 1)
+            else:
+                k._strides = (256 * 2 * 64, 64, 2 * 64, 1)
+            with self.assertRaises(RuntimeError) as caught:
+                flashrs._flashrs.check(*describe((q, k, v)), None, False, None)
+            self.assertIn("no CUDA driver found", str(caught.exception))
 
     def test_shape_mismatches(self):
         self.refused("keys and values need the same dims", args=(tensors()[0], tensors()[1], FakeTensor((2, 2, 255, 64), BASE + (32 << 20))))
@@ -198,12 +220,6 @@ class BadInput(unittest.TestCase):
         self.refused("must divide q's 8", args=tensors(kv=(2, 3, 256, 64)))
         self.refused("same head dim", args=tensors(kv=(2, 2, 256, 128)))
         self.refused("at least 1", args=tensors(q=(2, 8, 0, 64)))
-
-    def test_layouts_differ(self):
-        q, k, v = tensors()
-        # k stored [B, S, H, D] (a transposed view), q and v [B, H, S, D].
-        k._strides = (256 * 2 * 64, 64, 2 * 64, 1)
-        self.refused("q is bhsd and k is bshd", args=(q, k, v))
 
     def test_head_dim(self):
         self.refused("unsupported head dim 96", args=tensors(q=(1, 2, 16, 96), kv=(1, 2, 16, 96)))
@@ -227,7 +243,7 @@ class BadInput(unittest.TestCase):
         self.refused("must divide", args=(q, k, v))
         self.assertEqual(
             flashrs._flashrs.check(*(flashrs._describe("t", t) for t in (q, k, v)), "bshd", False, None),
-            (2, 8, 128),
+            ((2, 8, 128), True),
         )
 
     def test_outputs_are_checked_too(self):
@@ -251,18 +267,18 @@ class GoodInput(unittest.TestCase):
     def test_checks_pass_for_every_accepted_form(self):
         describe = lambda ts: [flashrs._describe(n, t) for n, t in zip("qkv", ts)]
         check = flashrs._flashrs.check
-        self.assertEqual(check(*describe(tensors()), None, True, 0.125), (2, 8, 128))
-        self.assertEqual(check(*describe(tensors(dtype="bfloat16")), "bhsd", False, None), (2, 8, 128))
+        self.assertEqual(check(*describe(tensors()), None, True, 0.125), ((2, 8, 128), True))
+        self.assertEqual(check(*describe(tensors(dtype="bfloat16")), "bhsd", False, None), ((2, 8, 128), True))
         # [B, S, H, D] memory seen through a transpose to [B, H, S, D] (SDPA callers' usual q).
         q, k, v = tensors()
         q._strides = (128 * 8 * 64, 64, 8 * 64, 1)
         k._strides = v._strides = (256 * 2 * 64, 64, 2 * 64, 1)
-        self.assertEqual(check(*describe((q, k, v)), None, False, None), (2, 8, 128))
+        self.assertEqual(check(*describe((q, k, v)), None, False, None), ((2, 8, 128), True))
         # Multi-query k and v (one head) are contiguous in both layouts: they must take q's
         # [B, S, H, D] memory order rather than read as [B, H, S, D] (seen on the H100).
         q, k, v = tensors(kv=(2, 1, 256, 64))
         q._strides = (128 * 8 * 64, 64, 8 * 64, 1)
-        self.assertEqual(check(*describe((q, k, v)), None, False, None), (2, 8, 128))
+        self.assertEqual(check(*describe((q, k, v)), None, False, None), ((2, 8, 128), True))
 
     @unittest.skipIf(_has_cuda_driver(), "launches on the fake addresses where a GPU is present")
     def test_accepted_input_reaches_the_gpu(self):

@@ -47,11 +47,17 @@ def reference(q, k, v, causal, scale):
 
 def to_order(t, order):
     """A [B, H, S, D] tensor as the caller hands it: ``bhsd`` contiguous, ``bshd`` contiguous in
-    [B, S, H, D] order (layout="bshd"), or ``bshd-view``: [B, S, H, D] memory seen as [B, H, S, D]."""
+    [B, S, H, D] order (layout="bshd"), ``bshd-view``: [B, S, H, D] memory seen as [B, H, S, D],
+    or ``slice``: the first S positions of a [B, H, S + 24, D] buffer (a KV cache's view)."""
     if order == "bhsd":
         return t.contiguous()
     if order == "bshd":
         return t.transpose(1, 2).contiguous()
+    if order == "slice":
+        b, h, s, d = t.shape
+        buffer = torch.full((b, h, s + 24, d), float("nan"), dtype=t.dtype, device=t.device)
+        buffer[:, :, :s] = t
+        return buffer[:, :, :s]
     return t.transpose(1, 2).contiguous().transpose(1, 2)
 
 
@@ -69,8 +75,9 @@ def random_problem(rng, sm90):
         s_q=rng.choice([1, rng.randint(1, 64), rng.randint(1, 700)]),
         s_k=rng.choice([1, rng.randint(1, 64), rng.randint(1, 1200)]),
         d=rng.choice(head_dims),
+        mixed=[rng.choice(["bhsd", "bshd-view", "slice"]) for _ in range(3)],
         dtype=rng.choice(["float16", "bfloat16"]),
-        order=rng.choice(["bhsd", "bshd", "bshd-view"]),
+        order=rng.choice(["bhsd", "bshd", "bshd-view", "mixed"]),
         causal=rng.random() < 0.5,
         scale=rng.choice([None, 0.3]),
     )
@@ -93,12 +100,17 @@ class AgainstTorch(unittest.TestCase):
         want, want_lse = reference(q, k, v, p["causal"], scale)
         order = p["order"]
         layout = "bshd" if order == "bshd" else None
-        args = [to_order(t, order) for t in (q, k, v)]
+        # "mixed": each tensor its own memory order, a KV cache's slice among them.
+        orders = p.get("orders") or ([order] * 3 if order != "mixed" else p["mixed"])
+        args = [to_order(t, o) for t, o in zip((q, k, v), orders)]
         out, lse, kernel = flashrs._attention(*args, p["causal"], p["scale"], return_lse, layout)
         what = f"{p} ({kernel}), FLASHRS_SEED={self.seed}"
         self.assertEqual(out.dtype, dtype, what)
         self.assertEqual(tuple(out.shape), tuple(args[0].shape), what)
-        self.assertEqual(out.stride(), args[0].stride(), f"{what}: out takes q's memory layout")
+        if orders[0] == "slice":
+            self.assertTrue(out.is_contiguous(), f"{what}: out of a strided q is contiguous")
+        else:
+            self.assertEqual(out.stride(), args[0].stride(), f"{what}: out takes q's memory layout")
         got = from_order(out, order).double()
         self.assertTrue(torch.isfinite(got).all(), what)
         max_abs, rel_l2 = TOLERANCE[p["dtype"]]
@@ -122,6 +134,24 @@ class AgainstTorch(unittest.TestCase):
         for _ in range(int(os.environ.get("FLASHRS_CASES", 60))):
             kernels.add(self.run_problem(random_problem(rng, self.sm90), gen, rng.random() < 0.7))
         print(f"\nrandom problems, FLASHRS_SEED={self.seed}: kernels {sorted(kernels)}")
+
+    def test_fused_projection_views_and_mixed_orders(self):
+        # q, k and v of one fused [B, S, 3, H, D] projection (qkv.unbind(2), layout="bshd"), read
+        # in place on Hopper and copied elsewhere, and the mixed orders a model hands over.
+        gen = torch.Generator(device=self.device).manual_seed(self.seed)
+        for d, causal, dtype in [(64, False, torch.float16), (128, True, torch.bfloat16)]:
+            b, s, h = 2, 333, 4
+            qkv = (torch.rand(b, s, 3, h, d, generator=gen, device=self.device) * 4 - 2).to(dtype)
+            q, k, v = qkv.unbind(2)
+            out = flashrs.attention(q, k, v, causal=causal, layout="bshd")
+            want, _ = reference(*(t.transpose(1, 2) for t in (q, k, v)), causal, d**-0.5)
+            err = (out.transpose(1, 2).double() - want).abs().max().item()
+            self.assertLessEqual(err, TOLERANCE[str(dtype)[6:]][0], f"fused qkv d={d}, FLASHRS_SEED={self.seed}")
+        base = dict(b=2, h=8, h_kv=2, s_q=200, s_k=300, d=128, dtype="float16", order="mixed", causal=True, scale=None)
+        for mixed in (["bshd-view", "bhsd", "slice"], ["slice", "slice", "bshd-view"], ["bhsd", "bshd-view", "bshd-view"]):
+            self.run_problem(dict(base, mixed=mixed), gen)
+        # Decode against a KV cache slice, grouped.
+        self.run_problem(dict(base, s_q=1, s_k=4000, mixed=["bhsd", "slice", "slice"], causal=False), gen)
 
     def test_each_feature_on_its_own(self):
         gen = torch.Generator(device=self.device).manual_seed(self.seed)

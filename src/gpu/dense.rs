@@ -55,7 +55,16 @@ impl Gpu {
         let variant = match kernel {
             Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
             None => {
-                let (variant, _) = self.choose(tensors.shape, tensors.dtype, params.causal);
+                let (shape, causal) = (tensors.shape, params.causal);
+                let candidates = self.dispatch_candidates(shape, tensors.dtype, causal);
+                // The first candidate that reads the tensors as they are laid out: inputs in
+                // other strides than the output's layout need a kernel that reads them through
+                // the copy engine (the built-in table's, on sm_90).
+                let variant = candidates
+                    .iter()
+                    .map(|&(variant, _)| variant)
+                    .find(|variant| takes_strides(variant, tensors))
+                    .unwrap_or_else(|| default_variant(shape, causal, self.sm_count, self.arch));
                 let d = tensors.shape.head_dim;
                 if !variant.head_dims.contains(&d) {
                     return Err(Error::InvalidProblem(no_listed_kernel(d)));
@@ -116,8 +125,29 @@ impl Gpu {
             )));
         }
         // The warp-specialised family, and flash_decode through the copy engine, read their
-        // tiles through tensor maps built here per call.
+        // tiles through tensor maps built here per call; every other read is in place, in the
+        // output's layout (`seq_major`).
         let uses_maps = kernel.variant.family == Family::FlashWs || kernel.variant.copy_engine();
+        let in_place = reads_in_place(kernel.variant);
+        let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
+        for ((what, strides), dims) in ["q", "k", "v"]
+            .into_iter()
+            .zip(tensors.strides)
+            .zip([q_dims, kv_dims, kv_dims])
+        {
+            let reads_it_in_place = match what {
+                "q" => in_place.0,
+                _ => in_place.1,
+            };
+            if reads_it_in_place && !strides.fits(tensors.layout, dims) {
+                return Err(Error::Incompatible(format!(
+                    "{what} has strides {:?} and the output is {}: kernel {} reads {what} in place, in \
+                     the output's layout; only the kernels that read through the copy engine (sm_90) \
+                     take other strides",
+                    strides.0, tensors.layout, kernel.symbol
+                )));
+            }
+        }
         if uses_maps {
             self.prepare_maps(kernel.variant, tensors)?;
         }
@@ -163,6 +193,7 @@ impl Gpu {
             maps,
             stream,
             walk_table,
+            strides,
             ..
         } = tensors;
         let stream: &CudaStream = stream;
@@ -181,9 +212,11 @@ impl Gpu {
         }
         .walking(item_walk(kernel.variant, shape, &config, slices.splits));
         let mut launch = Launch::kernel(self, kernel, Entry::Dense, stream, config, &shape, args);
-        launch.reads("q", q, shape.checked_q_len(), |a, p| a.q = p);
-        launch.reads("k", k, shape.checked_kv_len(), |a, p| a.k = p);
-        launch.reads("v", v, shape.checked_kv_len(), |a, p| a.v = p);
+        // Q, K and V reach as far as their strides do (exactly their length when contiguous).
+        let [q_strides, k_strides, v_strides] = strides;
+        launch.reads("q", q, q_strides.extent(q_dims), |a, p| a.q = p);
+        launch.reads("k", k, k_strides.extent(kv_dims), |a, p| a.k = p);
+        launch.reads("v", v, v_strides.extent(kv_dims), |a, p| a.v = p);
         launch.writes("out", out, shape.checked_q_len(), |a, p| a.out = p);
         if let Some(lse) = lse.as_deref_mut() {
             launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
@@ -223,14 +256,18 @@ impl Gpu {
     /// layout, tiles). The copy is ordered on the tensors' stream before the launch that reads it.
     fn prepare_maps(&self, variant: &VariantSpec, tensors: &mut Tensors) -> Result<()> {
         let (shape, layout, dtype) = (tensors.shape, tensors.layout, tensors.dtype);
-        let q_map = tma::MapGeometry::q(layout, shape, variant.block_m);
-        let kv_map = tma::MapGeometry::kv(layout, shape, variant.block_n);
+        // Q, K and V with their own strides (the same coordinates whatever they are), the output
+        // contiguous in its layout.
+        let [q_strides, k_strides, v_strides] = tensors.strides;
+        let q_map = tma::MapGeometry::strided(shape.q_dims(), q_strides, variant.block_m);
+        let k_map = tma::MapGeometry::strided(shape.kv_dims(), k_strides, variant.block_n);
+        let v_map = tma::MapGeometry::strided(shape.kv_dims(), v_strides, variant.block_n);
         let out_map = tma::MapGeometry::out(layout, shape);
         let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
         for (geometry, buffer) in [
             (q_map, &tensors.q),
-            (kv_map, &tensors.k),
-            (kv_map, &tensors.v),
+            (k_map, &tensors.k),
+            (v_map, &tensors.v),
             (out_map, &tensors.out),
         ] {
             let (address, _sync) = buffer.device_ptr(&tensors.stream);
@@ -253,4 +290,26 @@ impl Gpu {
             .checked_mul(blocks(&config))
             .ok_or_else(|| too_large(shape))
     }
+}
+
+/// Which of Q (first) and K, V (second) `variant`'s kernels read in place, through the output's
+/// layout (`seq_major`), rather than through a tensor map: those must be contiguous in that
+/// layout; what a map reads may have any strides the copy engine takes.
+pub(crate) fn reads_in_place(variant: &VariantSpec) -> (bool, bool) {
+    match (variant.family, variant.copy_engine()) {
+        (Family::FlashWs | Family::FlashWsFp8, _) => (false, false),
+        // flash_decode through the copy engine: K and V by maps, Q by rows.
+        (_, true) => (true, false),
+        _ => (true, true),
+    }
+}
+
+/// Whether `variant`'s kernels read `tensors` as they are laid out ([`reads_in_place`]).
+fn takes_strides(variant: &VariantSpec, tensors: &Tensors) -> bool {
+    let (q_in_place, kv_in_place) = reads_in_place(variant);
+    let shape = tensors.shape;
+    let contiguous = |strides: crate::Strides, dims| strides.fits(tensors.layout, dims);
+    let [q, k, v] = tensors.strides;
+    (!q_in_place || contiguous(q, shape.q_dims()))
+        && (!kv_in_place || (contiguous(k, shape.kv_dims()) && contiguous(v, shape.kv_dims())))
 }

@@ -555,12 +555,24 @@ mod tests {
             bound(254, Some(256), false, at),
         ] {
             let err = refused.check("(1, 2, 3, 64)").unwrap_err().to_string();
-            assert!(err.starts_with("q: expected 128 elements for shape (1, 2, 3, 64)"), "{err}");
+            assert!(
+                err.starts_with("q: expected 128 elements for shape (1, 2, 3, 64)"),
+                "{err}"
+            );
         }
         let err = bound(256, None, true, at).check("(1, 2, 3, 64)").unwrap_err();
-        assert!(err.to_string().contains("more elements than memory can address"), "{err}");
-        assert!(matches!(bound(256, Some(256), true, 0).check("p"), Err(Error::Misaligned { .. })));
-        assert!(matches!(bound(256, Some(256), true, at + 8).check("p"), Err(Error::Misaligned { .. })));
+        assert!(
+            err.to_string().contains("more elements than memory can address"),
+            "{err}"
+        );
+        assert!(matches!(
+            bound(256, Some(256), true, 0).check("p"),
+            Err(Error::Misaligned { .. })
+        ));
+        assert!(matches!(
+            bound(256, Some(256), true, at + 8).check("p"),
+            Err(Error::Misaligned { .. })
+        ));
     }
 
     /// The sizes of the parameters PTX entry `name` declares, in order.

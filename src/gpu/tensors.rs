@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use crate::error::{Error, Result};
-use crate::layout::Layout;
+use crate::layout::{Layout, Strides};
 use crate::problem::{DType, Shape};
 use crate::staging::Staged;
 
@@ -147,7 +147,11 @@ pub struct Tensors {
     pub(crate) lse: Option<DeviceBuffer<f32>>,
     pub(crate) shape: Shape,
     pub(crate) dtype: DType,
+    /// The output's layout (and the inputs', unless `strides` says otherwise).
     pub(crate) layout: Layout,
+    /// The element strides of Q, K and V over `[B, H, S, D]`: their layout's unless they were
+    /// lent as strided views ([`Gpu::tensors_from_strided`]).
+    pub(crate) strides: [Strides; 3],
     /// Where launches on these buffers are enqueued: the GPU's own stream, or the caller's for
     /// borrowed buffers.
     pub(crate) stream: Arc<CudaStream>,
@@ -165,9 +169,25 @@ impl Tensors {
         self.shape
     }
 
-    /// How Q, K, V and the output are laid out (the LSE is always `[B, H, S_q]`).
+    /// How the output is laid out (the LSE is always `[B, H, S_q]`), and Q, K and V unless
+    /// [`Tensors::strides`] says otherwise.
     pub fn layout(&self) -> Layout {
         self.layout
+    }
+
+    /// The element strides of Q, K and V over `[B, H, S, D]`.
+    pub fn strides(&self) -> [Strides; 3] {
+        self.strides
+    }
+
+    /// The strides Q, K and V have when contiguous in the output's layout.
+    pub(crate) fn contiguous_strides(layout: Layout, shape: Shape) -> [Strides; 3] {
+        let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
+        [
+            Strides::contiguous(layout, q_dims),
+            Strides::contiguous(layout, kv_dims),
+            Strides::contiguous(layout, kv_dims),
+        ]
     }
 
     /// The element type of Q, K, V and the output.
@@ -241,6 +261,7 @@ impl Gpu {
             shape,
             dtype,
             layout,
+            strides: Tensors::contiguous_strides(layout, shape),
             stream: self.stream.clone(),
             maps: None,
             walk_table: None,
@@ -273,14 +294,37 @@ impl Gpu {
         dtype: DType,
         raw: RawTensors,
     ) -> Result<Tensors> {
+        let strides = Tensors::contiguous_strides(layout, shape);
+        // Safety: this function's contract, for the contiguous strides.
+        unsafe { self.tensors_from_strided(stream, layout, shape, dtype, raw, strides) }
+    }
+
+    /// [`Gpu::tensors_from_raw`] for Q, K and V whose elements are `strides` apart (each
+    /// [`Strides`] over `[B, H, S, D]`, D's 1; each buffer's `len` the [`Strides::extent`] its
+    /// strides reach), the output contiguous in `layout`. The kernels that read through the copy
+    /// engine take any such strides; a launch of another kernel refuses inputs that are not
+    /// contiguous in `layout`.
+    ///
+    /// # Safety
+    /// As [`Gpu::tensors_from_raw`].
+    pub unsafe fn tensors_from_strided(
+        &self,
+        stream: &Arc<CudaStream>,
+        layout: Layout,
+        shape: Shape,
+        dtype: DType,
+        raw: RawTensors,
+        strides: [Strides; 3],
+    ) -> Result<Tensors> {
         shape.validate()?;
         self.check_stream(stream)?;
         let bytes = dtype.bytes();
         let lse_rows = shape.lse_len().ok_or_else(|| too_large(shape))?;
+        let extent = |strides: Strides, dims| strides.extent(dims).ok_or_else(|| too_large(shape));
         let tensor_buffers = [
-            ("q", raw.q, shape.q_len()),
-            ("k", raw.k, shape.kv_len()),
-            ("v", raw.v, shape.kv_len()),
+            ("q", raw.q, extent(strides[0], shape.q_dims())?),
+            ("k", raw.k, extent(strides[1], shape.kv_dims())?),
+            ("v", raw.v, extent(strides[2], shape.kv_dims())?),
             ("out", raw.out, shape.q_len()),
         ];
         for (what, buffer, elements) in tensor_buffers {
@@ -304,6 +348,7 @@ impl Gpu {
             shape,
             dtype,
             layout,
+            strides,
             stream: stream.clone(),
             maps: None,
             walk_table: None,
