@@ -39,11 +39,11 @@ def main():
         stream = torch.cuda.current_stream().cuda_stream
         layers = {
             "flashrs.attention": lambda: flashrs.attention(q, k, v),
-            "torch.ops.flashrs.attention": lambda: torch.ops.flashrs.attention(q, k, v, False, None, False, "bhsd"),
+            "torch.ops.flashrs.attention": lambda: torch.ops.flashrs.attention(q, k, v, False, None, False, "bhsd", False),
             "implementation (_attention)": lambda: flashrs._attention(q, k, v, False, None, False, "bhsd"),
             "  describe q, k, v": lambda: [flashrs._describe(n, t) for n, t in zip("qkv", (q, k, v))],
             "  native check": lambda: _flashrs.check(*described, "bhsd", False, None),
-            "  torch.empty_like": lambda: torch.empty_like(q, memory_format=torch.preserve_format),
+            "  the output's allocation": lambda: flashrs._empty_like(q),
             "  current stream": lambda: torch.cuda.current_stream(q.device).cuda_stream,
             "  native attention (checks + launch)": lambda: _flashrs.attention(
                 *described, out_described, None, "bhsd", False, None, stream

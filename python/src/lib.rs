@@ -187,7 +187,7 @@ fn in_place(ops: &[Operand]) -> flashrs::Result<bool> {
         return Ok(false);
     }
     let device = ops[0].device;
-    let arch = keeping_current_context(|| gpu(device).map(|gpu| gpu.arch))?;
+    let arch = gpu(device)?.arch;
     Ok(arch >= 90)
 }
 
@@ -279,7 +279,8 @@ fn gpu(device: i64) -> flashrs::Result<&'static Gpu> {
     if let Some((_, gpu)) = gpus.iter().find(|(d, _)| *d == device) {
         return Ok(gpu);
     }
-    let gpu: &'static Gpu = Box::leak(Box::new(Gpu::open(device as usize)?));
+    // Opening binds the GPU's context: the caller's (torch's current device) is current again after.
+    let gpu: &'static Gpu = Box::leak(Box::new(keeping_current_context(|| Gpu::open(device as usize))?));
     gpus.push((device, gpu));
     Ok(gpu)
 }
@@ -319,11 +320,12 @@ fn attention(
     // The first call opens the GPU (seconds); other Python threads run meanwhile.
     // Opening the GPU and the launch bind its context; torch's current one is current again after.
     let ran = py.detach(move || {
-        keeping_current_context(|| {
-            let gpu = gpu(device)?;
+        // `gpu` and `attention_raw` each leave torch's current context current.
+        let gpu = gpu(device)?;
+        {
             // Safety: the wrapper hands over torch tensors it holds until this returns, of the device
             // `device` (checked above), whose data pointers address their elements as the shape and
-            // strides describe (the strides were checked to be a contiguous layout), in the primary
+            // strides describe (the elements the strides reach), in the primary
             // context torch shares with cudarc; the output and log-sum-exp are fresh `torch.empty`
             // tensors; `stream` is torch's current stream of that device, on which torch orders the
             // later uses and the frees of all of them (its caching allocator is stream-ordered).
@@ -334,7 +336,7 @@ fn attention(
                     run::<bf16>(gpu, &ops, lse, options, stream)
                 }
             }
-        })
+        }
     });
     ran.map(|variant| variant.name).map_err(to_py)
 }
@@ -457,7 +459,7 @@ fn backward(
     .map_err(to_py)?;
     // Opening the GPU binds its context; torch's current one is current again after.
     let ran = py.detach(move || {
-        let gpu = keeping_current_context(|| gpu(device))?;
+        let gpu = gpu(device)?;
         let stream = stream as *mut std::ffi::c_void;
         // Safety: as `attention`'s: torch tensors the wrapper holds until this returns, of
         // `device`, addressed as their shapes and strides say (checked contiguous), the
