@@ -1008,11 +1008,13 @@ impl Operand {
     }
 
     /// Refuses strides the copy engine cannot read: a D stride other than 1, or another stride
-    /// not a multiple of 16 bytes (its rule for every stride but the innermost).
+    /// not a positive multiple of 16 bytes (its rule for every stride but the innermost; a
+    /// broadcast dim, stride 0, is not one).
     fn check_strides(&self, what: &'static str) -> Result<()> {
         let strides = self.strides.0;
         let unit_d = self.dims[3] <= 1 || strides[3] == 1;
-        let aligned = (0..3).all(|axis| self.dims[axis] <= 1 || strides[axis].is_multiple_of(8));
+        let aligned =
+            (0..3).all(|axis| self.dims[axis] <= 1 || (strides[axis] > 0 && strides[axis].is_multiple_of(8)));
         if unit_d && aligned {
             return Ok(());
         }
@@ -1040,12 +1042,6 @@ fn plan(
     params: Params,
 ) -> Result<Shape> {
     let incompatible = |message: String| Err(Error::Incompatible(message));
-    // Each input has its own strides (the kernels that read through the copy engine take any;
-    // the launch refuses a kernel that would read one in place in another layout than the
-    // output's).
-    q.check_strides("q")?;
-    k.check_strides("k")?;
-    v.check_strides("v")?;
     if v.dims != k.dims {
         return incompatible(format!(
             "k is {:?} and v is {:?}: keys and values need the same dims",
@@ -1096,6 +1092,12 @@ fn plan(
     };
     shape.validate()?;
     params.validate()?;
+    // Each input has its own strides (the kernels that read through the copy engine take any;
+    // the launch refuses a kernel that would read one in place in another layout than the
+    // output's).
+    q.check_strides("q")?;
+    k.check_strides("k")?;
+    v.check_strides("v")?;
     Ok(shape)
 }
 

@@ -89,7 +89,7 @@ pub enum Error {
     },
     /// A caller's tensor has strides no kernel reads: D's is not 1, or another is negative or not
     /// a multiple of 8 elements (16 bytes, the copy engine's rule).
-    #[error("{what}: strides {strides:?} for dims [B, H, S, D] = {dims:?}: the kernels need D's stride 1 and the others multiples of 8 elements (16 bytes)")]
+    #[error("{what}: strides {strides:?} for dims [B, H, S, D] = {dims:?}: the kernels need D's stride 1 and the others positive multiples of 8 elements (16 bytes)")]
     NotContiguous {
         /// Which tensor.
         what: &'static str,

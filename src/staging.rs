@@ -1,15 +1,17 @@
 //! Bytes the host prepares for a launch to read from device memory (tensor maps, item tables),
 //! copied there in the launch's stream order in a way a CUDA graph can replay.
 //!
-//! Outside stream capture a launch's bytes get a device buffer of their own, filled by an
-//! ordinary copy in the stream's order and reused while the bytes stay the same. Under capture
-//! that would not do: a captured launch runs at every replay, long after the call returned and its
-//! buffers were freed or refilled for another call. So while the launch's stream is capturing,
-//! the bytes go to one of the GPU's [`Permanents`]: a device buffer per distinct content, filled
-//! once, when it is made, by a synchronous copy, and never written again; it lives as long as the
-//! `Gpu`. A graph's launch reads it and the graph holds no copy of its own, so every replay, of
-//! every graph sharing it, reads the same bytes. The cost is memory that stays allocated: a few
-//! hundred bytes per distinct captured call.
+//! The bytes go to one of the GPU's [`Permanents`]: a device buffer per distinct content, filled
+//! once and never written again, which lives as long as the `Gpu`. Under stream capture that is
+//! what makes a graph replayable: a captured launch runs at every replay, long after the call
+//! returned, and reads the buffer, which holds the same bytes for every replay of every graph
+//! sharing it (filled by a synchronous copy when made). Outside capture it makes a call whose
+//! tensors recur (the usual case: torch's caching allocator hands out the same blocks) free of
+//! any copy or allocation: the first call fills the buffer by a copy in its stream's order and
+//! records an event, which a later call on another stream waits for until it has completed. The
+//! cost is memory that stays allocated: a few hundred bytes per distinct call, up to
+//! [`EAGER_PERMANENTS`] outside capture; past that, an eager launch's bytes get a device buffer of
+//! their own, filled in the stream's order and reused while the bytes stay the same.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,16 +21,20 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError}
 
 use crate::error::Result;
 
-/// One launch's staged bytes and where they are on the device: the copy outside capture and
-/// the one under capture are kept apart, so that staging under capture never frees (or
-/// refills) a buffer an earlier eager launch used, which the capture would record as a node.
+/// Most permanent copies made outside capture (each a few hundred bytes of device memory).
+pub(crate) const EAGER_PERMANENTS: usize = 4096;
+
+/// One launch's staged bytes and where they are on the device: a permanent copy, or (outside
+/// capture, once the permanents are full) a buffer of its own, kept apart so that staging under
+/// capture never frees (or refills) a buffer an earlier eager launch used, which the capture
+/// would record as a node.
 #[derive(Default)]
 pub(crate) struct Staged {
-    /// Outside capture: the bytes and their buffer.
+    /// Outside capture, past the permanents' cap: the bytes and their buffer.
     own: Option<(Vec<u8>, CudaSlice<u8>)>,
-    /// Under capture: the bytes and their permanent copy's address.
+    /// The bytes and their permanent copy's address.
     captured: Option<(Vec<u8>, u64)>,
-    /// Whether the last staging was under capture: the next launch reads that copy.
+    /// Whether the last staging went to a permanent copy: the next launch reads that one.
     last_captured: bool,
 }
 
@@ -74,8 +80,11 @@ pub(crate) fn stage(
     cache: &mut Option<Staged>,
 ) -> Result<()> {
     let staged = cache.get_or_insert_with(Staged::default);
-    if is_capturing(stream)? {
-        let address = permanents.copy_in(&bytes)?;
+    let permanent = match is_capturing(stream)? {
+        true => Some(permanents.copy_in(&bytes)?),
+        false => permanents.copy_in_eager(&bytes, stream)?,
+    };
+    if let Some(address) = permanent {
         staged.captured = Some((bytes, address));
         staged.last_captured = true;
         return Ok(());
@@ -100,16 +109,56 @@ pub(crate) fn words_bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
-/// A device buffer filled once (`allocate`), freed when dropped.
+/// A device buffer filled once (`allocate`, or a copy in a stream's order whose completion
+/// `filled` records), freed when dropped.
 struct Permanent {
     device: sys::CUdeviceptr,
+    /// The event after an eager fill until it is seen complete (then `None`).
+    filled: Option<sys::CUevent>,
 }
 
 impl Drop for Permanent {
     fn drop(&mut self) {
-        // Safety: allocated by `allocate` and freed only here; no launch reads it any more (the
-        // GPU is being dropped, or the buffer was never handed out).
-        unsafe { sys::cuMemFree_v2(self.device) };
+        // Safety: allocated by `allocate` or `fill_in_order` and freed only here; no launch reads
+        // it any more (the GPU is being dropped, or the buffer was never handed out); the event
+        // is this buffer's own.
+        unsafe {
+            if let Some(event) = self.filled.take() {
+                sys::cuEventDestroy_v2(event);
+            }
+            sys::cuMemFree_v2(self.device);
+        }
+    }
+}
+
+// Safety: a device address and an event handle, which the driver API takes from any thread of
+// the process (its calls are thread-safe); a `Permanent` is only used under its map's mutex.
+unsafe impl Send for Permanent {}
+
+impl Permanent {
+    /// Makes work enqueued on `stream` from now on see the buffer's bytes: nothing once its fill
+    /// is known complete, else a wait on the fill's event; under capture (`None`), which cannot
+    /// wait on an event from outside it, a host wait for the fill.
+    fn ready_for(&mut self, stream: Option<&CudaStream>) -> Result<()> {
+        let Some(event) = self.filled else {
+            return Ok(());
+        };
+        // Safety: `event` is this buffer's live event.
+        let done = unsafe { sys::cuEventQuery(event) } == sys::CUresult::CUDA_SUCCESS;
+        match (done, stream) {
+            (false, Some(stream)) => {
+                // Safety: a live stream handle (the wrapper holds it) and a live event.
+                unsafe { sys::cuStreamWaitEvent(stream.cu_stream(), event, 0) }.result()?;
+                return Ok(());
+            }
+            // Safety: as above.
+            (false, None) => relaxed_capture(|| unsafe { sys::cuEventSynchronize(event) }.result())?,
+            (true, _) => {}
+        }
+        // Safety: as above; the event is not used again.
+        unsafe { sys::cuEventDestroy_v2(event) };
+        self.filled = None;
+        Ok(())
     }
 }
 
@@ -127,16 +176,37 @@ impl Permanents {
         }
     }
 
-    /// The device address of `bytes`' permanent copy, made (allocated and filled) the first time.
+    /// The device address of `bytes`' permanent copy under capture, made (allocated and filled
+    /// before this returns) the first time.
     fn copy_in(&self, bytes: &[u8]) -> Result<u64> {
         let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(permanent) = copies.get(bytes) {
+        if let Some(permanent) = copies.get_mut(bytes) {
+            // Filled by an eager call: under capture, wait for that fill on the host.
+            permanent.ready_for(None)?;
             return Ok(permanent.device);
         }
         let permanent = relaxed_capture(|| allocate(bytes))?;
         let device = permanent.device;
         copies.insert(bytes.to_vec(), permanent);
         Ok(device)
+    }
+
+    /// Outside capture: the device address of `bytes`' permanent copy, ready for work enqueued
+    /// on `stream` next; made the first time (allocated, filled by a copy in `stream`'s order),
+    /// unless [`EAGER_PERMANENTS`] are made already (`None`).
+    fn copy_in_eager(&self, bytes: &[u8], stream: &CudaStream) -> Result<Option<u64>> {
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(permanent) = copies.get_mut(bytes) {
+            permanent.ready_for(Some(stream))?;
+            return Ok(Some(permanent.device));
+        }
+        if copies.len() >= EAGER_PERMANENTS {
+            return Ok(None);
+        }
+        let permanent = fill_in_order(bytes, stream)?;
+        let device = permanent.device;
+        copies.insert(bytes.to_vec(), permanent);
+        Ok(Some(device))
     }
 }
 
@@ -145,10 +215,31 @@ fn allocate(bytes: &[u8]) -> std::result::Result<Permanent, DriverError> {
     let mut device: sys::CUdeviceptr = 0;
     // Safety: `device` is a valid place for the driver to write the allocation's address.
     unsafe { sys::cuMemAlloc_v2(&mut device, bytes.len().max(1)) }.result()?;
-    let permanent = Permanent { device };
+    let permanent = Permanent { device, filled: None };
     // Safety: the allocation holds `bytes.len()` bytes; the copy is synchronous, so `bytes` is
     // only read before this returns (on error, dropping `permanent` frees the allocation).
     unsafe { sys::cuMemcpyHtoD_v2(device, bytes.as_ptr().cast(), bytes.len()) }.result()?;
+    Ok(permanent)
+}
+
+/// A device buffer that will hold `bytes` for work enqueued on `stream` after this returns: the
+/// copy is in the stream's order (the driver takes the bytes before returning), its completion
+/// recorded in the buffer's event for work on other streams.
+fn fill_in_order(bytes: &[u8], stream: &CudaStream) -> std::result::Result<Permanent, DriverError> {
+    let mut device: sys::CUdeviceptr = 0;
+    // Safety: `device` is a valid place for the driver to write the allocation's address.
+    unsafe { sys::cuMemAlloc_v2(&mut device, bytes.len().max(1)) }.result()?;
+    let mut permanent = Permanent { device, filled: None };
+    let mut event: sys::CUevent = std::ptr::null_mut();
+    // Safety: the allocation holds `bytes.len()` bytes and the stream handle is live; the driver
+    // copies pageable bytes out before the call returns. `event` is a valid place for the handle,
+    // which the buffer owns from here on.
+    unsafe {
+        sys::cuMemcpyHtoDAsync_v2(device, bytes.as_ptr().cast(), bytes.len(), stream.cu_stream()).result()?;
+        sys::cuEventCreate(&mut event, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32).result()?;
+        permanent.filled = Some(event);
+        sys::cuEventRecord(event, stream.cu_stream()).result()?;
+    }
     Ok(permanent)
 }
 

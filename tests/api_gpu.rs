@@ -548,8 +548,11 @@ fn attention_raw_refuses_every_buffer_mismatch_before_a_launch() {
     let refused = [
         ("out dims", [q, k, v, bhsd(o, [1, 4, 65, 64])], None, plain),
         (
-            "out layout",
-            [q, k, v, moved(o, q.dims(), Layout::Bshd, 0)],
+            "out strided",
+            // Safety: only passed to calls that refuse it before a launch (asserted below).
+            [q, k, v, unsafe {
+                TensorView::from_strided(o.ptr(), q.dims(), flashrs::Strides([32768, 64, 256, 1]))
+            }],
             None,
             plain,
         ),

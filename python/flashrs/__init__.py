@@ -188,43 +188,52 @@ def _attention_backward(d_out, q, k, v, out, lse, causal, scale, layout, determi
 
 
 def _attention(q, k, v, causal, scale, return_lse, layout):
-    """``attention``, also returning the name of the kernel the library picked."""
-    described = [_describe(name, t) for name, t in (("q", q), ("k", k), ("v", v))]
+    """``attention``, also returning the name of the kernel the library picked. One native call
+    checks everything and launches (the outputs are allocated first: a refused call frees them
+    at once); when the GPU does not read q, k and v as they are strided, it says so and they are
+    copied into one order for a second call."""
     if scale is not None:
         scale = float(scale)
     causal = bool(causal)
-    # Every check of the inputs first, so that a refused call allocates nothing.
-    rows, in_place = _flashrs.check(*described, layout, causal, scale)
-    if not in_place:
-        # Strides this GPU's kernels do not read in place: copies contiguous in the dims' order.
-        q, k, v = (_contiguous(t) for t in (q, k, v))
-        described = [_describe(name, t) for name, t in (("q", q), ("k", k), ("v", v))]
     out = _empty_like(q)
-    lse = _empty_lse(q, rows) if return_lse else None
+    lse = _empty_lse(q, _lse_rows(q.shape, layout)) if return_lse and len(q.shape) == 4 else None
+    stream = _current_stream(q)
+    out_described = _describe("out", out)
+    lse_described = None if lse is None else _describe("lse", lse)
     kernel = _flashrs.attention(
-        *described,
-        _describe("out", out),
-        None if lse is None else _describe("lse", lse),
-        layout,
-        causal,
-        scale,
-        _current_stream(q),
+        _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout, causal,
+        scale, stream,
     )
+    if kernel is None:
+        # Strides this GPU's kernels do not read in place: copies contiguous in the dims' order,
+        # which the output (contiguous in that order unless q was contiguous) already is in.
+        q, k, v = (_contiguous(t) for t in (q, k, v))
+        if out.stride() != q.stride():
+            out = _empty_like(q)
+            out_described = _describe("out", out)
+        kernel = _flashrs.attention(
+            _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout,
+            causal, scale, stream,
+        )
     return out, lse, kernel
 
 
+_DTYPE_NAMES = {}
+
+
 def _describe(name, t):
-    """What the native module needs of a tensor, as plain values."""
+    """What the native module needs of a tensor, as plain values: its address, shape, strides,
+    dtype's name, device type and index. (Read with the cheapest of torch's accessors: this runs
+    three to five times per call.)"""
     try:
+        dtype = t.dtype
+        dtype_name = _DTYPE_NAMES.get(dtype)
+        if dtype_name is None:
+            dtype_name = _DTYPE_NAMES.setdefault(dtype, str(dtype))
+        if t.is_cuda:
+            return (t.data_ptr(), t.shape, t.stride(), dtype_name, "cuda", t.get_device())
         device = t.device
-        return (
-            int(t.data_ptr()),
-            tuple(int(n) for n in t.shape),
-            tuple(int(s) for s in t.stride()),
-            str(t.dtype),
-            str(device.type),
-            device.index,
-        )
+        return (t.data_ptr(), t.shape, t.stride(), dtype_name, str(device.type), device.index)
     except AttributeError:
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}") from None
 
@@ -238,7 +247,7 @@ def _empty_like(q):
     order (``empty_like`` keeps a dense tensor's strides), else in the order of its dims."""
     import torch
 
-    if q.is_contiguous() or q.transpose(1, 2).is_contiguous():
+    if q.dim() != 4 or q.is_contiguous() or q.transpose(1, 2).is_contiguous():
         return torch.empty_like(q, memory_format=torch.preserve_format)
     return torch.empty(q.shape, dtype=q.dtype, device=q.device)
 
@@ -272,9 +281,11 @@ def _empty_lse(q, rows):
 def _current_stream(q):
     import torch
 
+    if not q.is_cuda:
+        return 0  # refused by the native checks before any launch
     # The raw handle straight from torch's C++ side (what Triton reads): a fraction of the cost of
     # building a torch.cuda.Stream object per call.
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return raw(q.device.index)
+        return raw(q.get_device())
     return torch.cuda.current_stream(q.device).cuda_stream

@@ -181,7 +181,8 @@ fn in_place(ops: &[Operand]) -> flashrs::Result<bool> {
     }
     let copy_engine_takes = inputs.iter().all(|o| {
         let s = o.strides.0;
-        (o.dims[3] <= 1 || s[3] == 1) && (0..3).all(|axis| o.dims[axis] <= 1 || s[axis].is_multiple_of(8))
+        (o.dims[3] <= 1 || s[3] == 1)
+            && (0..3).all(|axis| o.dims[axis] <= 1 || (s[axis] > 0 && s[axis].is_multiple_of(8)))
     });
     if !copy_engine_takes {
         return Ok(false);
@@ -233,16 +234,7 @@ fn check(
     let ops = operands([&q, &k, &v], None, dim_order(layout)?)?;
     let options = options(causal, scale);
     // Everything but the strides first, on the tensors as the copies the wrapper would make.
-    let as_copies: Vec<Operand> = ops
-        .iter()
-        .map(|o| Operand {
-            layout: Some(Layout::Bhsd),
-            strides: Strides::contiguous(Layout::Bhsd, o.dims),
-            dtype: o.dtype.clone(),
-            ..*o
-        })
-        .collect();
-    let shape = typed_check(&as_copies, options).map_err(to_py)?;
+    let shape = typed_check(&with_contiguous_inputs(&ops), options).map_err(to_py)?;
     // Opening the GPU (the first call, when it must be asked) takes seconds: other threads run.
     let in_place = py.detach(|| in_place(&ops)).map_err(to_py)?;
     if in_place {
@@ -286,9 +278,10 @@ fn gpu(device: i64) -> flashrs::Result<&'static Gpu> {
 }
 
 /// Runs attention on the described tensors, writing `out` (and `lse` when given), enqueued on
-/// `stream` (torch's current stream of the tensors' device, `cuda_stream`; 0 is the legacy
-/// default stream). Returns the kernel's name. Every check of `check` runs again, with the
-/// output and log-sum-exp, before the GPU is opened.
+/// `stream` (torch's current stream of the tensors' device; 0 is the legacy default stream).
+/// Returns the kernel's name, or `None` when this GPU does not read q, k and v as they are
+/// strided (the wrapper then copies them into one order and calls again). Every check of
+/// `check` runs, with the output and log-sum-exp, before anything is launched.
 #[pyfunction]
 #[pyo3(signature = (q, k, v, out, lse, layout, causal, scale, stream))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one.
@@ -303,16 +296,18 @@ fn attention(
     causal: bool,
     scale: Option<f32>,
     stream: usize,
-) -> PyResult<&'static str> {
+) -> PyResult<Option<&'static str>> {
     let ops = operands([&q, &k, &v], Some(&out), dim_order(layout)?)?;
     let options = options(causal, scale);
     let f16 = ops[0].dtype == "torch.float16";
-    let shape = if f16 {
-        check_typed::<f16>(&ops, options)
-    } else {
-        check_typed::<bf16>(&ops, options)
+    // Everything but the inputs' strides first (on the copies the wrapper would make), then
+    // whether this GPU reads them as they are: if not, the wrapper copies them and calls again.
+    let as_copies = with_contiguous_inputs(&ops);
+    typed_check(&as_copies, options).map_err(to_py)?;
+    if !py.detach(|| in_place(&ops)).map_err(to_py)? {
+        return Ok(None);
     }
-    .map_err(to_py)?;
+    let shape = typed_check(&ops, options).map_err(to_py)?;
     let lse = lse
         .map(|lse| lse_address(&lse, [shape.batch, shape.heads, shape.seq_q], ops[0].device))
         .transpose()?;
@@ -338,7 +333,25 @@ fn attention(
             }
         }
     });
-    ran.map(|variant| variant.name).map_err(to_py)
+    ran.map(|variant| Some(variant.name)).map_err(to_py)
+}
+
+/// `ops` with q, k and v contiguous in `[B, H, S, D]` (as copies of them would be), the output
+/// as it is.
+fn with_contiguous_inputs(ops: &[Operand]) -> Vec<Operand> {
+    ops.iter()
+        .enumerate()
+        .map(|(i, o)| Operand {
+            layout: if i < 3 { Some(Layout::Bhsd) } else { o.layout },
+            strides: if i < 3 {
+                Strides::contiguous(Layout::Bhsd, o.dims)
+            } else {
+                o.strides
+            },
+            dtype: o.dtype.clone(),
+            ..*o
+        })
+        .collect()
 }
 
 /// # Safety

@@ -44,6 +44,13 @@ class FakeTensor:
     def data_ptr(self):
         return self._ptr
 
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    def get_device(self):
+        return self.device.index if self.is_cuda else -1
+
     def stride(self):
         return self._strides
 
