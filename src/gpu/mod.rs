@@ -63,6 +63,8 @@ pub struct Gpu {
     pub(crate) decode: scratch::State,
     /// What launches captured in CUDA graphs read from device memory (`staging`).
     permanents: Permanents,
+    /// Split workspaces and counters lent to launches on callers' streams (`scratch`).
+    pub(crate) stream_pool: scratch::StreamPool,
 }
 
 impl Gpu {
@@ -119,6 +121,7 @@ impl Gpu {
             .map(|k| k as u32);
         Ok(Gpu {
             permanents: Permanents::new(ctx.clone()),
+            stream_pool: scratch::StreamPool::new(ctx.clone()),
             sm_count,
             clock_khz,
             stream,

@@ -152,20 +152,23 @@ pub(crate) fn dealt_item_table<const W: usize>(
 }
 
 /// The workspace and counters of a launch's key slices.
-pub(crate) enum SliceBuffers {
+pub(crate) enum SliceBuffers<'a> {
     /// The cached workspace and counters (address and length; 0 for none), ordered on this GPU's
     /// stream.
     Cached((u64, usize), (u64, usize)),
     /// Zeroed, allocated and freed (after the launch) in the order of the caller's stream.
     Own(CudaSlice<f32>, CudaSlice<u32>),
+    /// Lent by the GPU's pool for callers' streams (outside capture).
+    Pooled(crate::gpu::scratch::PoolLease<'a>),
 }
 
-impl SliceBuffers {
+impl<'a> SliceBuffers<'a> {
     /// Binds the workspace and counters `slices` needs to `launch`'s `workspace` and
     /// `split_counters` (nothing when the launch does not split its keys).
-    pub(crate) fn bind<'a>(&'a self, launch: &mut Launch<'a>, slices: KeySlices, stream: &'a CudaStream) {
+    pub(crate) fn bind<'l>(&'l self, launch: &mut Launch<'l>, slices: KeySlices, stream: &'l CudaStream) {
         let ((workspace, floats), (counters, count)) = match self {
             SliceBuffers::Cached(workspace, counters) => (*workspace, *counters),
+            SliceBuffers::Pooled(lease) => (lease.workspace, lease.counters),
             SliceBuffers::Own(partials, counters) => (
                 (partials.device_ptr(stream).0, partials.len()),
                 (counters.device_ptr(stream).0, counters.len()),
@@ -195,9 +198,19 @@ impl SliceBuffers {
 impl Gpu {
     /// The buffers `slices` needs for a launch on `stream`. The cached workspace and counters are
     /// ordered on this GPU's stream only, so a caller's stream gets its own.
-    pub(crate) fn slice_buffers(&self, slices: KeySlices, stream: &Arc<CudaStream>) -> Result<SliceBuffers> {
+    pub(crate) fn slice_buffers(
+        &self,
+        slices: KeySlices,
+        stream: &Arc<CudaStream>,
+    ) -> Result<SliceBuffers<'_>> {
         let (floats, counters) = (slices.floats, slices.counters);
         if floats > 0 && **stream != *self.stream {
+            // A graph replays its own allocations; outside capture the pool lends a pair.
+            if !crate::staging::is_capturing(stream)? {
+                if let Some(lease) = self.stream_pool.lease(floats, counters, stream)? {
+                    return Ok(SliceBuffers::Pooled(lease));
+                }
+            }
             return Ok(SliceBuffers::Own(
                 stream.alloc_zeros::<f32>(floats)?,
                 stream.alloc_zeros::<u32>(counters)?,

@@ -1,11 +1,13 @@
 //! Scratch a `Gpu` keeps for the launches that split their keys (`flash_decode`'s plan, the
 //! persistent `flash_ws`'s tail split): workspaces and slice counters, grown by powers of two and
-//! kept for the `Gpu`'s life, and the split plan of a decode launch on this GPU.
+//! kept for the `Gpu`'s life (and a pool of them for callers' streams), and the split plan of a
+//! decode launch on this GPU.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaSlice, DevicePtr};
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 
 use crate::decode::{DecodeOptions, Plan};
 use crate::error::{Error, Result};
@@ -123,5 +125,165 @@ impl Gpu {
 
     fn decode_state(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.decode.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Split workspaces and slice counters for launches on callers' streams, outside capture: the
+/// `Gpu`'s cached ones are ordered on its own stream only, and allocating, zeroing and freeing a
+/// pair per call costs more host time than the launch. An entry is lent to one launch at a time;
+/// the launch's stream first waits for the event recorded after the entry's last launch (on any
+/// stream), so no two launches use it at once, and the counters are 0 when it starts (every
+/// launch leaves them 0; a new entry's are cleared in the stream's order).
+pub(crate) struct StreamPool {
+    ctx: Arc<CudaContext>,
+    entries: Mutex<Vec<PoolEntry>>,
+}
+
+/// A workspace of `floats` fp32 values and `count` counters, with the event recorded after the
+/// last launch that used them.
+struct PoolEntry {
+    workspace: sys::CUdeviceptr,
+    floats: usize,
+    counters: sys::CUdeviceptr,
+    count: usize,
+    last_use: sys::CUevent,
+    busy: bool,
+}
+
+// Safety: device addresses and an event handle, which the driver API takes from any thread; an
+// entry is only used under the pool's mutex or by the one lease that marked it busy.
+unsafe impl Send for PoolEntry {}
+
+/// Most entries a pool holds; past that, a launch allocates its own pair.
+const POOL_ENTRIES: usize = 16;
+
+impl StreamPool {
+    pub(crate) fn new(ctx: Arc<CudaContext>) -> StreamPool {
+        StreamPool {
+            ctx,
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A workspace of at least `floats` values and `count` zeroed counters for the launch
+    /// enqueued next on `stream`, lent until the returned lease drops (after that launch is
+    /// enqueued); `None` when every entry is busy and the pool is full.
+    pub(crate) fn lease(
+        &self,
+        floats: usize,
+        count: usize,
+        stream: &CudaStream,
+    ) -> Result<Option<PoolLease<'_>>> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let free = entries
+            .iter()
+            .position(|e| !e.busy && e.floats >= floats && e.count >= count);
+        let index = match free {
+            Some(index) => {
+                // Safety: a live stream handle (the wrapper holds it) and the entry's live event.
+                unsafe { sys::cuStreamWaitEvent(stream.cu_stream(), entries[index].last_use, 0) }.result()?;
+                index
+            }
+            None if entries.len() < POOL_ENTRIES => {
+                entries.push(PoolEntry::new(
+                    floats.next_power_of_two(),
+                    count.next_power_of_two(),
+                    stream,
+                )?);
+                entries.len() - 1
+            }
+            None => return Ok(None),
+        };
+        let entry = &mut entries[index];
+        entry.busy = true;
+        Ok(Some(PoolLease {
+            pool: self,
+            index,
+            stream: stream.cu_stream(),
+            workspace: (entry.workspace, entry.floats),
+            counters: (entry.counters, entry.count),
+        }))
+    }
+}
+
+impl PoolEntry {
+    /// Allocates an entry whose counters are cleared in `stream`'s order.
+    fn new(floats: usize, count: usize, stream: &CudaStream) -> Result<PoolEntry> {
+        let mut entry = PoolEntry {
+            workspace: 0,
+            floats,
+            counters: 0,
+            count,
+            last_use: std::ptr::null_mut(),
+            busy: false,
+        };
+        // Safety: valid places for the driver's answers; the allocations hold what the memset
+        // writes; the stream handle is live. On an error `entry` frees what it holds (Drop).
+        unsafe {
+            sys::cuEventCreate(
+                &mut entry.last_use,
+                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+            )
+            .result()?;
+            sys::cuMemAlloc_v2(&mut entry.workspace, 4 * floats.max(1)).result()?;
+            sys::cuMemAlloc_v2(&mut entry.counters, 4 * count.max(1)).result()?;
+            sys::cuMemsetD32Async(entry.counters, 0, count.max(1), stream.cu_stream()).result()?;
+        }
+        Ok(entry)
+    }
+}
+
+impl Drop for PoolEntry {
+    fn drop(&mut self) {
+        // Safety: the entry's own allocations and event, no longer used (the pool is dropped with
+        // its `Gpu`, whose launches have all been enqueued; the driver frees after they ran).
+        unsafe {
+            if !self.last_use.is_null() {
+                sys::cuEventDestroy_v2(self.last_use);
+            }
+            for address in [self.workspace, self.counters] {
+                if address != 0 {
+                    sys::cuMemFree_v2(address);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for StreamPool {
+    fn drop(&mut self) {
+        let entries = std::mem::take(self.entries.get_mut().unwrap_or_else(|e| e.into_inner()));
+        // Freed in the pool's context; without it they are left to the driver.
+        if !entries.is_empty() && self.ctx.bind_to_thread().is_err() {
+            std::mem::forget(entries);
+        }
+    }
+}
+
+/// A pool entry lent to one launch: recorded as used (an event on the launch's stream) and given
+/// back when dropped, after the launch was enqueued.
+pub(crate) struct PoolLease<'p> {
+    pool: &'p StreamPool,
+    index: usize,
+    stream: sys::CUstream,
+    /// The workspace's address and length in floats.
+    pub(crate) workspace: (u64, usize),
+    /// The counters' address and count.
+    pub(crate) counters: (u64, usize),
+}
+
+impl Drop for PoolLease<'_> {
+    fn drop(&mut self) {
+        let mut entries = self.pool.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = &mut entries[self.index];
+        // Safety: the entry's live event and the launch's stream, alive while the lease is (it
+        // borrows the launch's stream's user). If the record fails, the entry stays busy: never
+        // lent again rather than lent without the wait.
+        if unsafe { sys::cuEventRecord(entry.last_use, self.stream) }
+            .result()
+            .is_ok()
+        {
+            entry.busy = false;
+        }
     }
 }
