@@ -32,7 +32,7 @@ for s in bench["summary"]:
     ratio = lambda peer: f"{peer / us:.2f}x" if peer else "-"
     ci = s.get("ci95_vs_fa3") or [None, None]
     vs_fa3 = f"{fa3 / us:.2f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if fa3 and ci[0] else "-"
-    # The pick's own time in this run, against the same run's cuDNN (src/gpu.rs's test of the
+    # The pick's own time in this run, against the same run's cuDNN (src/dispatch.rs's test of the
     # README recomputes it this way).
     source = " (tuned)" if s.get("dispatch_source") == "tuned" else ""
     pick_us = ours_us.get(key + (s["dispatch"],))

@@ -402,6 +402,26 @@ impl Gpu {
         Ok(())
     }
 
+    /// Refuses tensors another `Gpu` made (ordered on another stream, as in `launch_varlen`) and
+    /// a kernel of another dtype or head dim.
+    fn check_paged_kernel(&self, kernel: &Kernel, tensors: &PagedTensors) -> Result<()> {
+        if tensors.block_table.stream().cu_stream() != self.stream().cu_stream() {
+            return refuse(
+                "the tensors were made by another Gpu: launch them with the one that made them".into(),
+            );
+        }
+        if kernel.dtype() != tensors.dtype || kernel.head_dim() != tensors.shape.head_dim {
+            return refuse(format!(
+                "kernel {} does not take {} at head dim {}",
+                kernel.symbol(),
+                tensors.dtype,
+                tensors.shape.head_dim
+            ));
+        }
+        debug_assert_eq!(kernel.variant().family, Family::FlashDecode);
+        Ok(())
+    }
+
     /// Launches `kernel` on the paged tensors (asynchronously, on this GPU's stream): the
     /// split-KV plan of `decode.rs` for the longest sequence, then the combine when it splits.
     /// `barrier_log`, for a counted kernel, gets four `u32` per block.
@@ -414,21 +434,7 @@ impl Gpu {
     ) -> Result<()> {
         let (kernel, shape) = (&kernel.0, tensors.shape);
         params.validate()?;
-        // As in `launch_varlen`: the tensors must be ordered on this GPU's stream.
-        if tensors.block_table.stream().cu_stream() != self.stream().cu_stream() {
-            return refuse(
-                "the tensors were made by another Gpu: launch them with the one that made them".into(),
-            );
-        }
-        if kernel.dtype() != tensors.dtype || kernel.head_dim() != shape.head_dim {
-            return refuse(format!(
-                "kernel {} does not take {} at head dim {}",
-                kernel.symbol(),
-                tensors.dtype,
-                shape.head_dim
-            ));
-        }
-        debug_assert_eq!(kernel.variant().family, Family::FlashDecode);
+        self.check_paged_kernel(kernel, tensors)?;
         let plan = self
             .decode_plan(kernel, shape, crate::decode::DecodeOptions::default())?
             .expect("a paged kernel is a flash_decode one");

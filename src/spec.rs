@@ -38,6 +38,62 @@ pub enum Family {
 }
 
 impl Family {
+    /// The `kernels.toml` parameters a variant of this family takes (the others must be left
+    /// out).
+    pub fn parameters(self) -> &'static [&'static str] {
+        match self {
+            Family::Naive => &[],
+            Family::FlashScalar => &[
+                "block_m",
+                "block_n",
+                "warps",
+                "vec",
+                "stages",
+                "policy",
+                "min_blocks_per_sm",
+            ],
+            Family::FlashMma => &[
+                "block_m",
+                "block_n",
+                "warps",
+                "stages",
+                "policy",
+                "q_in_regs",
+                "min_blocks_per_sm",
+                "sub_n",
+            ],
+            Family::FlashWgmma => &[
+                "block_m",
+                "block_n",
+                "stages",
+                "policy",
+                "min_blocks_per_sm",
+                "pingpong",
+            ],
+            Family::FlashWs => &[
+                "block_m",
+                "block_n",
+                "stages",
+                "policy",
+                "min_blocks_per_sm",
+                "pingpong",
+                "overlap",
+                "persistent",
+            ],
+            Family::FlashDecode => &["block_m", "block_n", "warps", "stages", "policy"],
+            Family::FlashWsFp8 => &[
+                "block_m",
+                "block_n",
+                "stages",
+                "policy",
+                "pingpong",
+                "overlap",
+                "persistent",
+                "v_rows",
+            ],
+        }
+    }
+
     /// The name in `kernels.toml`, in variant names and in the device's `kernel!` arms.
     pub fn name(self) -> &'static str {
         match self {
@@ -259,57 +315,7 @@ impl Spec {
             ("persistent", persistent.is_some()),
             ("v_rows", v_rows.is_some()),
         ];
-        let takes: &[&str] = match family {
-            Family::Naive => &[],
-            Family::FlashScalar => &[
-                "block_m",
-                "block_n",
-                "warps",
-                "vec",
-                "stages",
-                "policy",
-                "min_blocks_per_sm",
-            ],
-            Family::FlashMma => &[
-                "block_m",
-                "block_n",
-                "warps",
-                "stages",
-                "policy",
-                "q_in_regs",
-                "min_blocks_per_sm",
-                "sub_n",
-            ],
-            Family::FlashWgmma => &[
-                "block_m",
-                "block_n",
-                "stages",
-                "policy",
-                "min_blocks_per_sm",
-                "pingpong",
-            ],
-            Family::FlashWs => &[
-                "block_m",
-                "block_n",
-                "stages",
-                "policy",
-                "min_blocks_per_sm",
-                "pingpong",
-                "overlap",
-                "persistent",
-            ],
-            Family::FlashDecode => &["block_m", "block_n", "warps", "stages", "policy"],
-            Family::FlashWsFp8 => &[
-                "block_m",
-                "block_n",
-                "stages",
-                "policy",
-                "pingpong",
-                "overlap",
-                "persistent",
-                "v_rows",
-            ],
-        };
+        let takes = family.parameters();
         if let Some((name, _)) = given.iter().find(|(name, set)| *set && !takes.contains(name)) {
             return Err(format!("`{name}` is not a {} parameter", family.name()));
         }

@@ -633,6 +633,33 @@ impl Gpu {
         self.stage(&stream, bytes, &mut tensors.maps)
     }
 
+    /// Stages the item table a persistent `flash_ws` varlen launch of `kernel` over `grid` blocks
+    /// walks: dealt once per variant, mask and grid from the batch's checked prefix sums, and
+    /// copied in the stream's order.
+    fn stage_varlen_item_table(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut VarlenTensors,
+        causal: bool,
+        grid: u32,
+    ) -> Result<()> {
+        let table_key = (kernel.variant().name, causal, grid);
+        let (bytes, mut staged) = match tensors.item_table.take() {
+            Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
+            cached => {
+                let table = varlen_item_table(&tensors.batch, tensors.heads, kernel.variant(), causal, grid)
+                    .ok_or_else(|| Error::InvalidProblem("varlen: too many work items".into()))?;
+                (
+                    crate::staging::words_bytes(&table),
+                    cached.map(|(_, staged)| staged),
+                )
+            }
+        };
+        self.stage(self.stream(), bytes, &mut staged)?;
+        tensors.item_table = staged.map(|staged| (table_key, staged));
+        Ok(())
+    }
+
     /// Launches `kernel` on the packed tensors (asynchronously, on this GPU's stream); for a
     /// `flash_decode` kernel that splits the keys, then the combine. `barrier_log`, for a counted
     /// kernel, gets four `u32` per block. A batch with no query launches nothing.
@@ -670,30 +697,9 @@ impl Gpu {
         if uses_maps && runs {
             self.prepare_varlen_maps(kernel.variant(), tensors)?;
         }
-        // A persistent flash_ws walks the host's item table: dealt once per variant, mask and
-        // grid, and copied in the stream's order.
         let persistent = kernel.variant().persistent;
         if persistent && runs {
-            let table_key = (kernel.variant().name, params.causal, config.grid_dim.0);
-            let (bytes, mut staged) = match tensors.item_table.take() {
-                Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
-                cached => {
-                    let table = varlen_item_table(
-                        &tensors.batch,
-                        heads,
-                        kernel.variant(),
-                        params.causal,
-                        config.grid_dim.0,
-                    )
-                    .ok_or_else(|| Error::InvalidProblem(format!("varlen {packed}: too many work items")))?;
-                    (
-                        crate::staging::words_bytes(&table),
-                        cached.map(|(_, staged)| staged),
-                    )
-                }
-            };
-            self.stage(self.stream(), bytes, &mut staged)?;
-            tensors.item_table = staged.map(|staged| (table_key, staged));
+            self.stage_varlen_item_table(kernel, tensors, params.causal, config.grid_dim.0)?;
         }
         let slices = KeySlices {
             splits: plan.map_or(1, |p| p.splits),

@@ -99,6 +99,25 @@ fn check_problem(shape: Shape) -> Result<()> {
     Ok(())
 }
 
+/// The grid of V's transpose (`fp8_transpose_v_d<D>`) for `shape`: a block per KV head, key block
+/// and column block.
+fn transpose_grid(shape: Shape) -> Result<LaunchConfig> {
+    let key_blocks = keys_padded(shape).div_ceil(fp8_transpose::KEYS_PER_BLOCK as usize);
+    let key_blocks = u32::try_from(key_blocks)
+        .ok()
+        .filter(|&y| y <= 65_535)
+        .ok_or_else(|| Error::InvalidProblem(format!("{shape}: too many keys for e4m3")))?;
+    Ok(LaunchConfig {
+        grid_dim: (
+            (shape.batch * shape.heads_kv) as u32,
+            key_blocks,
+            shape.head_dim as u32 / fp8_transpose::COLUMNS_PER_BLOCK,
+        ),
+        block_dim: (fp8_transpose::THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
 fn check_len(what: &str, actual: usize, expected: usize, shape: Shape) -> Result<()> {
     if actual == expected {
         Ok(())
@@ -242,19 +261,7 @@ impl Gpu {
         let kv_heads = shape.batch * shape.heads_kv;
         let transposed_len = kv_heads * shape.head_dim * keys_padded(shape);
         let transpose = self.cached_function(&format!("fp8_transpose_v_d{}", shape.head_dim))?;
-        let key_blocks = keys_padded(shape).div_ceil(fp8_transpose::KEYS_PER_BLOCK as usize);
-        let transpose_grid = LaunchConfig {
-            grid_dim: (
-                kv_heads as u32,
-                u32::try_from(key_blocks)
-                    .ok()
-                    .filter(|&y| y <= 65_535)
-                    .ok_or_else(|| Error::InvalidProblem(format!("{shape}: too many keys for e4m3")))?,
-                shape.head_dim as u32 / fp8_transpose::COLUMNS_PER_BLOCK,
-            ),
-            block_dim: (fp8_transpose::THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let transpose_grid = transpose_grid(shape)?;
         let config = launch_config(&kernel, shape);
         // A persistent variant's tail split (its workspace and zeroed counters live until the
         // launch is enqueued).

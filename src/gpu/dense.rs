@@ -106,48 +106,11 @@ impl Gpu {
         let shape = tensors.shape;
         params.validate()?;
         self.check_stream(&tensors.stream)?;
-        if tensors.dtype != kernel.dtype {
-            return Err(Error::InvalidProblem(format!(
-                "kernel {} takes {}, the tensors hold {}",
-                kernel.symbol, kernel.dtype, tensors.dtype
-            )));
-        }
-        if shape.head_dim != kernel.head_dim {
-            return Err(Error::InvalidProblem(format!(
-                "kernel {} is compiled for head dim {}, the problem has {}",
-                kernel.symbol, kernel.head_dim, shape.head_dim
-            )));
-        }
-        if kernel.variant.family.fp8() {
-            return Err(Error::InvalidProblem(format!(
-                "kernel {} takes e4m3 inputs: call it through Gpu::fp8_forward",
-                kernel.symbol
-            )));
-        }
+        check_dense_kernel(kernel, tensors)?;
         // The warp-specialised family, and flash_decode through the copy engine, read their
-        // tiles through tensor maps built here per call; every other read is in place, in the
-        // output's layout (`seq_major`).
+        // tiles through tensor maps built here per call.
         let uses_maps = kernel.variant.family == Family::FlashWs || kernel.variant.copy_engine();
-        let in_place = reads_in_place(kernel.variant);
         let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
-        for ((what, strides), dims) in ["q", "k", "v"]
-            .into_iter()
-            .zip(tensors.strides)
-            .zip([q_dims, kv_dims, kv_dims])
-        {
-            let reads_it_in_place = match what {
-                "q" => in_place.0,
-                _ => in_place.1,
-            };
-            if reads_it_in_place && !strides.fits(tensors.layout, dims) {
-                return Err(Error::Incompatible(format!(
-                    "{what} has strides {:?} and the output is {}: kernel {} reads {what} in place, in \
-                     the output's layout; only the kernels that read through the copy engine (sm_90) \
-                     take other strides",
-                    strides.0, tensors.layout, kernel.symbol
-                )));
-            }
-        }
         if uses_maps {
             self.prepare_maps(kernel.variant, tensors)?;
         }
@@ -168,21 +131,9 @@ impl Gpu {
             None => KeySlices::tail_split(kernel.variant, shape, params.causal, &config),
         };
         let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
-        // A causal persistent launch walks the host's item table: dealt once per variant, shape
-        // and grid, and copied in the tensors' stream's order.
         let has_table = walks_item_table(kernel.variant, params.causal);
         if has_table {
-            let table_key = (kernel.variant.name, shape, config.grid_dim.0);
-            let (bytes, mut staged) = match tensors.walk_table.take() {
-                Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
-                cached => {
-                    let table = causal_item_table(kernel.variant, shape, config.grid_dim.0)
-                        .ok_or_else(|| too_large(shape))?;
-                    (staging::words_bytes(&table), cached.map(|(_, staged)| staged))
-                }
-            };
-            self.stage(&tensors.stream, bytes, &mut staged)?;
-            tensors.walk_table = staged.map(|staged| (table_key, staged));
+            self.stage_walk_table(kernel, tensors, config.grid_dim.0)?;
         }
         let Tensors {
             q,
@@ -251,6 +202,23 @@ impl Gpu {
         launch.enqueue()
     }
 
+    /// Stages the item table a causal persistent launch of `kernel` on `tensors` over `grid` blocks
+    /// walks: dealt once per variant, shape and grid, and copied in the tensors' stream's order.
+    fn stage_walk_table(&self, kernel: &Kernel, tensors: &mut Tensors, grid: u32) -> Result<()> {
+        let shape = tensors.shape;
+        let table_key = (kernel.variant.name, shape, grid);
+        let (bytes, mut staged) = match tensors.walk_table.take() {
+            Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
+            cached => {
+                let table = causal_item_table(kernel.variant, shape, grid).ok_or_else(|| too_large(shape))?;
+                (staging::words_bytes(&table), cached.map(|(_, staged)| staged))
+            }
+        };
+        self.stage(&tensors.stream, bytes, &mut staged)?;
+        tensors.walk_table = staged.map(|staged| (table_key, staged));
+        Ok(())
+    }
+
     /// Encodes the tensor maps of Q, K, V and the output for `variant`'s tiles and copies them to the GPU,
     /// unless the copy from the last launch still holds the same bytes (same buffers, shape,
     /// layout, tiles). The copy is ordered on the tensors' stream before the launch that reads it.
@@ -312,4 +280,47 @@ fn takes_strides(variant: &VariantSpec, tensors: &Tensors) -> bool {
     let [q, k, v] = tensors.strides;
     (!q_in_place || contiguous(q, shape.q_dims()))
         && (!kv_in_place || (contiguous(k, shape.kv_dims()) && contiguous(v, shape.kv_dims())))
+}
+
+/// Refuses `kernel` for `tensors` when it was compiled for another dtype or head dim, takes e4m3
+/// inputs, or would read an input in place (`reads_in_place`) that is not contiguous in the
+/// output's layout.
+fn check_dense_kernel(kernel: &Kernel, tensors: &Tensors) -> Result<()> {
+    let shape = tensors.shape;
+    if tensors.dtype != kernel.dtype {
+        return Err(Error::InvalidProblem(format!(
+            "kernel {} takes {}, the tensors hold {}",
+            kernel.symbol, kernel.dtype, tensors.dtype
+        )));
+    }
+    if shape.head_dim != kernel.head_dim {
+        return Err(Error::InvalidProblem(format!(
+            "kernel {} is compiled for head dim {}, the problem has {}",
+            kernel.symbol, kernel.head_dim, shape.head_dim
+        )));
+    }
+    if kernel.variant.family.fp8() {
+        return Err(Error::InvalidProblem(format!(
+            "kernel {} takes e4m3 inputs: call it through Gpu::fp8_forward",
+            kernel.symbol
+        )));
+    }
+    let (q_in_place, kv_in_place) = reads_in_place(kernel.variant);
+    let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
+    let inputs = [
+        ("q", q_in_place, q_dims),
+        ("k", kv_in_place, kv_dims),
+        ("v", kv_in_place, kv_dims),
+    ];
+    for ((what, in_place, dims), strides) in inputs.into_iter().zip(tensors.strides) {
+        if in_place && !strides.fits(tensors.layout, dims) {
+            return Err(Error::Incompatible(format!(
+                "{what} has strides {:?} and the output is {}: kernel {} reads {what} in place, in the \
+                 output's layout; only the kernels that read through the copy engine (sm_90) take \
+                 other strides",
+                strides.0, tensors.layout, kernel.symbol
+            )));
+        }
+    }
+    Ok(())
 }
