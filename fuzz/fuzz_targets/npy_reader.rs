@@ -11,7 +11,11 @@ fuzz_target!(|bytes: &[u8]| {
             // and the data is exactly what followed the header.
             let elements: usize = array.shape.iter().product();
             assert_eq!(array.to_f32().len(), elements);
-            let size = if array.dtype_name() == "float16" { 2 } else { 4 };
+            let size = match array.dtype_name() {
+                "float16" => 2,
+                "uint8" => 1,
+                _ => 4,
+            };
             assert!(elements * size <= bytes.len());
         }
         Err(error) => {
