@@ -136,24 +136,17 @@ impl Drop for Permanent {
 unsafe impl Send for Permanent {}
 
 impl Permanent {
-    /// Makes work enqueued on `stream` from now on see the buffer's bytes: nothing once its fill
-    /// is known complete, else a wait on the fill's event; under capture (`None`), which cannot
-    /// wait on an event from outside it, a host wait for the fill.
-    fn ready_for(&mut self, stream: Option<&CudaStream>) -> Result<()> {
+    /// Makes work enqueued on `stream` (outside capture) from now on see the buffer's bytes:
+    /// nothing once its fill is known complete, else a wait on the fill's event.
+    fn ready_for(&mut self, stream: &CudaStream) -> Result<()> {
         let Some(event) = self.filled else {
             return Ok(());
         };
         // Safety: `event` is this buffer's live event.
-        let done = unsafe { sys::cuEventQuery(event) } == sys::CUresult::CUDA_SUCCESS;
-        match (done, stream) {
-            (false, Some(stream)) => {
-                // Safety: a live stream handle (the wrapper holds it) and a live event.
-                unsafe { sys::cuStreamWaitEvent(stream.cu_stream(), event, 0) }.result()?;
-                return Ok(());
-            }
-            // Safety: as above.
-            (false, None) => relaxed_capture(|| unsafe { sys::cuEventSynchronize(event) }.result())?,
-            (true, _) => {}
+        if unsafe { sys::cuEventQuery(event) } != sys::CUresult::CUDA_SUCCESS {
+            // Safety: a live stream handle (the wrapper holds it) and a live event.
+            unsafe { sys::cuStreamWaitEvent(stream.cu_stream(), event, 0) }.result()?;
+            return Ok(());
         }
         // Safety: as above; the event is not used again.
         unsafe { sys::cuEventDestroy_v2(event) };
@@ -162,10 +155,13 @@ impl Permanent {
     }
 }
 
-/// The GPU's permanent copies, by content (see the module docs).
+/// The GPU's permanent copies, by content (see the module docs): those made under capture and
+/// those made outside it apart, so that a capture never waits on (or queries) an eager fill's
+/// event, which would invalidate it.
 pub(crate) struct Permanents {
     ctx: Arc<CudaContext>,
     copies: Mutex<HashMap<Vec<u8>, Permanent>>,
+    eager: Mutex<HashMap<Vec<u8>, Permanent>>,
 }
 
 impl Permanents {
@@ -173,6 +169,7 @@ impl Permanents {
         Permanents {
             ctx,
             copies: Mutex::new(HashMap::new()),
+            eager: Mutex::new(HashMap::new()),
         }
     }
 
@@ -180,9 +177,7 @@ impl Permanents {
     /// before this returns) the first time.
     fn copy_in(&self, bytes: &[u8]) -> Result<u64> {
         let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(permanent) = copies.get_mut(bytes) {
-            // Filled by an eager call: under capture, wait for that fill on the host.
-            permanent.ready_for(None)?;
+        if let Some(permanent) = copies.get(bytes) {
             return Ok(permanent.device);
         }
         let permanent = relaxed_capture(|| allocate(bytes))?;
@@ -195,9 +190,9 @@ impl Permanents {
     /// on `stream` next; made the first time (allocated, filled by a copy in `stream`'s order),
     /// unless [`EAGER_PERMANENTS`] are made already (`None`).
     fn copy_in_eager(&self, bytes: &[u8], stream: &CudaStream) -> Result<Option<u64>> {
-        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        let mut copies = self.eager.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(permanent) = copies.get_mut(bytes) {
-            permanent.ready_for(Some(stream))?;
+            permanent.ready_for(stream)?;
             return Ok(Some(permanent.device));
         }
         if copies.len() >= EAGER_PERMANENTS {
@@ -259,9 +254,11 @@ fn relaxed_capture<T>(f: impl FnOnce() -> std::result::Result<T, DriverError>) -
 impl Drop for Permanents {
     fn drop(&mut self) {
         let copies = std::mem::take(self.copies.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let eager = std::mem::take(self.eager.get_mut().unwrap_or_else(|e| e.into_inner()));
         // The buffers are freed in the GPU's context; without it they are left to the driver.
-        if !copies.is_empty() && self.ctx.bind_to_thread().is_err() {
+        if (!copies.is_empty() || !eager.is_empty()) && self.ctx.bind_to_thread().is_err() {
             std::mem::forget(copies);
+            std::mem::forget(eager);
         }
     }
 }

@@ -551,7 +551,7 @@ fn attention_raw_refuses_every_buffer_mismatch_before_a_launch() {
             "out strided",
             // Safety: only passed to calls that refuse it before a launch (asserted below).
             [q, k, v, unsafe {
-                TensorView::from_strided(o.ptr(), q.dims(), flashrs::Strides([32768, 64, 256, 1]))
+                TensorView::from_strided(o.ptr(), q.dims(), flashrs::Strides([32768, 128, 512, 1]))
             }],
             None,
             plain,
