@@ -280,45 +280,7 @@ impl Spec {
         let need = |field: Option<u32>, name: &str| {
             field.ok_or_else(|| format!("{} variant needs `{name}`", family.name()))
         };
-        // Destructured in full, so that a new field of `Entry` cannot be left out of the check.
-        let Entry {
-            family: _,
-            block_m,
-            block_n,
-            warps,
-            vec,
-            stages,
-            policy,
-            q_in_regs,
-            head_dims: _,
-            experimental: _,
-            shipped: _,
-            min_blocks_per_sm,
-            sub_n,
-            pingpong,
-            overlap,
-            persistent,
-            v_rows,
-        } = entry;
-        let given = [
-            ("block_m", block_m.is_some()),
-            ("block_n", block_n.is_some()),
-            ("warps", warps.is_some()),
-            ("vec", vec.is_some()),
-            ("stages", stages.is_some()),
-            ("policy", policy.is_some()),
-            ("q_in_regs", q_in_regs.is_some()),
-            ("min_blocks_per_sm", min_blocks_per_sm.is_some()),
-            ("sub_n", sub_n.is_some()),
-            ("pingpong", pingpong.is_some()),
-            ("overlap", overlap.is_some()),
-            ("persistent", persistent.is_some()),
-            ("v_rows", v_rows.is_some()),
-        ];
-        let takes = family.parameters();
-        if let Some((name, _)) = given.iter().find(|(name, set)| *set && !takes.contains(name)) {
-            return Err(format!("`{name}` is not a {} parameter", family.name()));
-        }
+        check_parameters_taken(entry)?;
         let policy = if family == Family::Naive {
             None
         } else {
@@ -506,6 +468,12 @@ impl Spec {
         if self.sub_n.is_some() && self.family != Family::FlashMma {
             return problem("sub_n is for flash_mma");
         }
+        self.check_tiles()
+    }
+
+    /// The family's own rules on the tiles, warps, stages and policy (`validate`'s second half).
+    fn check_tiles(&self) -> Result<(), String> {
+        let problem = |why: &str| Err(format!("{}: {why}", self.name()));
         let light = self.policy == Some(Policy::Light);
         let (m, n, w) = (self.block_m, self.block_n, self.warps);
         match self.family {
@@ -742,6 +710,51 @@ impl Spec {
             }
         }
     }
+}
+
+/// Refuses a `kernels.toml` entry that sets a parameter its family does not take.
+fn check_parameters_taken(entry: &Entry) -> Result<(), String> {
+    let family = entry.family;
+    // Destructured in full, so that a new field of `Entry` cannot be left out of the check.
+    let Entry {
+        family: _,
+        block_m,
+        block_n,
+        warps,
+        vec,
+        stages,
+        policy,
+        q_in_regs,
+        head_dims: _,
+        experimental: _,
+        shipped: _,
+        min_blocks_per_sm,
+        sub_n,
+        pingpong,
+        overlap,
+        persistent,
+        v_rows,
+    } = entry;
+    let given = [
+        ("block_m", block_m.is_some()),
+        ("block_n", block_n.is_some()),
+        ("warps", warps.is_some()),
+        ("vec", vec.is_some()),
+        ("stages", stages.is_some()),
+        ("policy", policy.is_some()),
+        ("q_in_regs", q_in_regs.is_some()),
+        ("min_blocks_per_sm", min_blocks_per_sm.is_some()),
+        ("sub_n", sub_n.is_some()),
+        ("pingpong", pingpong.is_some()),
+        ("overlap", overlap.is_some()),
+        ("persistent", persistent.is_some()),
+        ("v_rows", v_rows.is_some()),
+    ];
+    let takes = family.parameters();
+    if let Some((name, _)) = given.iter().find(|(name, set)| *set && !takes.contains(name)) {
+        return Err(format!("`{name}` is not a {} parameter", family.name()));
+    }
+    Ok(())
 }
 
 fn flag(on: bool, text: &'static str) -> &'static str {

@@ -305,6 +305,29 @@ impl VarlenKernel {
     }
 }
 
+/// The scalars of a varlen launch: the packed problem `packed` (one sequence of every query row,
+/// `[total, H, D]`, so `seq_major`), `batch` sequences of its grid, `heads_kv` KV heads, `splits`
+/// key slices; the item walk's head count (its other fields are the persistent kernel's table).
+fn varlen_args(packed: Shape, batch: usize, heads_kv: usize, params: Params, splits: u32) -> LaunchArgs {
+    let heads = packed.heads;
+    LaunchArgs {
+        seq_q: packed.seq_q as u32,
+        seq_k: packed.seq_k as u32,
+        scale_log2: params.scale_for(packed.head_dim) * std::f32::consts::LOG2_E,
+        causal: params.causal as u32,
+        kv_group: (heads / heads_kv) as u32,
+        heads: heads as u32,
+        seq_major: 1,
+        batch_heads: (batch * heads) as u32,
+        kv_splits: splits,
+        ..LaunchArgs::default()
+    }
+    .walking(ItemWalk {
+        heads: Divisor::new(heads as u32),
+        ..ItemWalk::default()
+    })
+}
+
 /// The variants with a varlen entry point for `head_dim` on architecture `arch` (x10).
 pub fn varlen_variants(head_dim: usize, arch: u32) -> impl Iterator<Item = &'static VariantSpec> {
     crate::variants::built(VARIANTS)
@@ -633,6 +656,26 @@ impl Gpu {
         self.stage(&stream, bytes, &mut tensors.maps)
     }
 
+    /// Refuses tensors another `Gpu` made (the launch goes on this GPU's stream: theirs are
+    /// ordered on their own, or another device's, where they could be freed while this launch
+    /// reads them) and a kernel of another dtype or head dim.
+    fn check_varlen_kernel(&self, kernel: &Kernel, tensors: &VarlenTensors) -> Result<()> {
+        if tensors.cu_q.stream().cu_stream() != self.stream().cu_stream() {
+            return refuse(
+                "the tensors were made by another Gpu: launch them with the one that made them".into(),
+            );
+        }
+        if kernel.dtype() != tensors.dtype || kernel.head_dim() != tensors.head_dim {
+            return refuse(format!(
+                "kernel {} does not take {} at head dim {}",
+                kernel.symbol(),
+                tensors.dtype,
+                tensors.head_dim
+            ));
+        }
+        Ok(())
+    }
+
     /// Stages the item table a persistent `flash_ws` varlen launch of `kernel` over `grid` blocks
     /// walks: dealt once per variant, mask and grid from the batch's checked prefix sums, and
     /// copied in the stream's order.
@@ -672,21 +715,7 @@ impl Gpu {
     ) -> Result<()> {
         let kernel = &kernel.0;
         params.validate()?;
-        // The launch goes on this GPU's stream: tensors another Gpu made are ordered on its own
-        // stream (or another device), where they could be freed while this launch reads them.
-        if tensors.cu_q.stream().cu_stream() != self.stream().cu_stream() {
-            return refuse(
-                "the tensors were made by another Gpu: launch them with the one that made them".into(),
-            );
-        }
-        if kernel.dtype() != tensors.dtype || kernel.head_dim() != tensors.head_dim {
-            return refuse(format!(
-                "kernel {} does not take {} at head dim {}",
-                kernel.symbol(),
-                tensors.dtype,
-                tensors.head_dim
-            ));
-        }
+        self.check_varlen_kernel(kernel, tensors)?;
         let (heads, heads_kv, d) = (tensors.heads, tensors.heads_kv, tensors.head_dim);
         let shape = tensors.grid_shape();
         let packed = tensors.batch.packed_shape(heads, heads_kv, d)?;
@@ -724,22 +753,7 @@ impl Gpu {
             item_table,
             ..
         } = tensors;
-        let args = LaunchArgs {
-            seq_q: packed.seq_q as u32,
-            seq_k: packed.seq_k as u32,
-            scale_log2: params.scale_for(d) * std::f32::consts::LOG2_E,
-            causal: params.causal as u32,
-            kv_group: (heads / heads_kv) as u32,
-            heads: heads as u32,
-            seq_major: 1,
-            batch_heads: (shape.batch * heads) as u32,
-            kv_splits: slices.splits,
-            ..LaunchArgs::default()
-        }
-        .walking(ItemWalk {
-            heads: Divisor::new(heads as u32),
-            ..ItemWalk::default()
-        });
+        let args = varlen_args(packed, shape.batch, heads_kv, params, slices.splits);
         let problem = format!("varlen {packed}");
         let mut launch = Launch::kernel(self, kernel, Entry::Varlen, &stream, config, &problem, args);
         launch.reads("q", q, Some(q_len.max(1)), |a, p| a.q = p);

@@ -281,17 +281,7 @@ impl Gpu {
             ..
         } = tensors;
         let stream: &CudaStream = stream;
-        let common = LaunchArgs {
-            seq_q: shape.seq_q as u32,
-            seq_k: shape.seq_k as u32,
-            scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
-            causal: params.causal as u32,
-            kv_group: shape.kv_group() as u32,
-            heads: shape.heads as u32,
-            seq_major: (*layout == Layout::Bshd) as u32,
-            batch_heads: (shape.batch * shape.heads) as u32,
-            ..LaunchArgs::default()
-        };
+        let common = LaunchArgs::dense(shape, params, (*layout == Layout::Bshd) as u32, 0);
         if !variant.v_rows {
             // V transposed into its copy (`fp8_transpose_v_d<D>`: V `kv_len` bytes in, `B * H_kv *
             // D * keys_padded` out, on the grid it documents for this shape).

@@ -148,20 +148,13 @@ impl Gpu {
             ..
         } = tensors;
         let stream: &CudaStream = stream;
-        let args = LaunchArgs {
-            seq_q: shape.seq_q as u32,
-            seq_k: shape.seq_k as u32,
-            scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
-            causal: params.causal as u32,
-            kv_group: shape.kv_group() as u32,
-            heads: shape.heads as u32,
-            seq_major,
-            batch_heads: (shape.batch * shape.heads) as u32,
-            kv_splits: slices.splits,
-            // Contiguous K and V: no block table (the paged launch is `paged.rs`).
-            ..LaunchArgs::default()
-        }
-        .walking(item_walk(kernel.variant, shape, &config, slices.splits));
+        // Contiguous K and V: no block table (the paged launch is `paged.rs`).
+        let args = LaunchArgs::dense(shape, params, seq_major, slices.splits).walking(item_walk(
+            kernel.variant,
+            shape,
+            &config,
+            slices.splits,
+        ));
         let mut launch = Launch::kernel(self, kernel, Entry::Dense, stream, config, &shape, args);
         // Q, K and V reach as far as their strides do (exactly their length when contiguous).
         let [q_strides, k_strides, v_strides] = strides;
@@ -323,4 +316,24 @@ fn check_dense_kernel(kernel: &Kernel, tensors: &Tensors) -> Result<()> {
         }
     }
     Ok(())
+}
+
+impl LaunchArgs {
+    /// The scalars of a launch on `shape` with `params`: the output (and what the kernel reads in
+    /// place) in `[B, S, H, D]` order when `seq_major` is 1, `splits` key slices; every buffer 0,
+    /// for the front end to bind.
+    pub(crate) fn dense(shape: Shape, params: Params, seq_major: u32, splits: u32) -> LaunchArgs {
+        LaunchArgs {
+            seq_q: shape.seq_q as u32,
+            seq_k: shape.seq_k as u32,
+            scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
+            causal: params.causal as u32,
+            kv_group: shape.kv_group() as u32,
+            heads: shape.heads as u32,
+            seq_major,
+            batch_heads: (shape.batch * shape.heads) as u32,
+            kv_splits: splits,
+            ..LaunchArgs::default()
+        }
+    }
 }
