@@ -514,7 +514,7 @@ impl Spec {
                 }
             }
             // 64 rows per consumer warpgroup, two to four of them (the register splits of
-            // `setmaxnreg` in `kernels-rs/src/attention/ws.rs`); key tiles of a width `wgmma` has
+            // `setmaxnreg` in `kernels-rs/src/attention/ws/mod.rs`); key tiles of a width `wgmma` has
             // an instance for (the P V product steps 16 keys at a time); mbarriers, no block
             // barriers.
             Family::FlashWs => {
@@ -574,7 +574,7 @@ impl Spec {
     }
 
     /// Whether head dim `d` has a body in this family and, for `flash_ws`, whether its tiles fit
-    /// in shared memory (Q, then `stages` K and V tiles: `kernels-rs/src/attention/ws.rs`).
+    /// in shared memory (Q, then `stages` K and V tiles: `kernels-rs/src/attention/ws/smem.rs`).
     pub fn check_head_dim(&self, d: u32) -> Result<(), String> {
         if !self.family.supports_head_dim(d) {
             return Err(format!(
@@ -622,7 +622,7 @@ impl Spec {
         if self.family == Family::FlashWsFp8 {
             // Two consumers have 240 registers each, three 160: beside O's 64 x D accumulators
             // a tile's scores and probabilities fit at head dim 256 with 128 keys, and with three
-            // consumers at head dim 128 with 96 keys at most (`kernels-rs/src/attention/ws.rs`).
+            // consumers at head dim 128 with 96 keys at most (`kernels-rs/src/attention/ws/mod.rs`).
             let fits = match (self.block_m, d) {
                 (128, 128) => true,
                 (128, _) => self.block_n == 128,
@@ -641,7 +641,7 @@ impl Spec {
         if matches!(self.family, Family::FlashWs | Family::FlashWsFp8) {
             // Q's buffer holds 16-bit elements either way (the output leaves through it); a slot
             // of e4m3 tiles holds K and transposed V in whole boxes of 128 keys
-            // (`kernels-rs/src/attention/ws.rs`, `v_tile_bytes`).
+            // (`kernels-rs/src/attention/ws/smem.rs`, `v_tile_bytes`).
             let (k_tile, v_tile) = if self.family.fp8() {
                 (self.block_n * d, self.block_n.div_ceil(128) * 128 * d)
             } else {

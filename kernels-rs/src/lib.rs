@@ -133,7 +133,7 @@ macro_rules! kernel {
 }
 
 /// `flash_ws`'s export, the one family arm still here: it belongs beside its body in
-/// `attention/ws.rs` as the other families' do (moved when that file is free to change).
+/// `attention/ws/mod.rs` as the other families' do (moved when that file is free to change).
 macro_rules! flash_ws {
     ($name:ident $counted:ident $smem:ident $barriers:ident,
      $t:ty, $policy:ty, d = $d:literal, m = $bm:literal, n = $bn:literal, stages = $stages:literal,

@@ -34,7 +34,7 @@ pub fn fence_acq_rel_gpu() {
 /// - 1..=4 (`PINGPONG_RING ..`): `flash_wgmma`'s ping-pong ring, id `PINGPONG_RING + g` being
 ///   warpgroup `g`'s turn at the tensor cores;
 /// - 5..=15 (`WARP_SPECIALISED_FIRST ..= WARP_SPECIALISED_LAST`): reserved for the
-///   warp-specialised Hopper family (`attention/ws*.rs`).
+///   warp-specialised Hopper family (`attention/ws/`).
 pub mod barrier_id {
     /// The block barrier, `bar.sync 0`.
     pub const BLOCK: u32 = 0;
