@@ -949,66 +949,27 @@ mod tests {
             seq_k: shape.seq_k,
             head_dim: shape.head_dim,
         };
+        // (B, H, H_kv, S_q, S_k) at head dim 64, and the rows per block.
+        let decode = |b, h, h_kv, seq_q, seq_k| Shape {
+            seq_q,
+            seq_k,
+            ..Shape::new(b, h, seq_q, 64).with_heads_kv(h_kv)
+        };
         let shapes = [
-            (
-                Shape {
-                    seq_q: 1,
-                    seq_k: 5000,
-                    ..Shape::new(1, 8, 1, 64)
-                },
-                16,
-            ),
-            (
-                Shape {
-                    seq_q: 3,
-                    seq_k: 777,
-                    ..Shape::new(2, 4, 3, 64).with_heads_kv(2)
-                },
-                16,
-            ),
-            (
-                Shape {
-                    seq_q: 4,
-                    seq_k: 2500,
-                    ..Shape::new(1, 8, 4, 64).with_heads_kv(1)
-                },
-                16,
-            ),
-            (
-                Shape {
-                    seq_q: 4,
-                    seq_k: 2500,
-                    ..Shape::new(1, 8, 4, 64).with_heads_kv(1)
-                },
-                32,
-            ),
-            (
-                Shape {
-                    seq_q: 7,
-                    seq_k: 65,
-                    ..Shape::new(1, 6, 7, 64).with_heads_kv(3)
-                },
-                16,
-            ),
-            (
-                Shape {
-                    seq_q: 1,
-                    seq_k: 1,
-                    ..Shape::new(1, 2, 1, 64)
-                },
-                16,
-            ),
-            (
-                Shape {
-                    seq_q: 9,
-                    seq_k: 5,
-                    ..Shape::new(1, 2, 9, 64).with_heads_kv(1)
-                },
-                16,
-            ),
+            (decode(1, 8, 8, 1, 5000), 16),
+            (decode(2, 4, 2, 3, 777), 16),
+            (decode(1, 8, 1, 4, 2500), 16),
+            (decode(1, 8, 1, 4, 2500), 32),
+            (decode(1, 6, 3, 7, 65), 16),
+            (decode(1, 2, 2, 1, 1), 16),
+            (decode(1, 2, 1, 9, 5), 16),
         ];
-        let (block_n, d) = (64u32, 64usize);
+        let block_n = 64u32;
+        let value = |i: usize, salt: usize| (((i * 7919 + salt * 104_729) % 2003) as f32 / 1001.0) - 1.0;
         for (shape, block_m) in shapes {
+            let q: Vec<f32> = (0..shape.q_len()).map(|i| value(i, 1)).collect();
+            let k: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 2)).collect();
+            let v: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 3)).collect();
             for causal in [false, true] {
                 // A GPU of very many slots: every sequence of a few tiles is split. Then every
                 // count a caller may force on it (`Plan::forced`): the same cover of the keys.
@@ -1016,117 +977,144 @@ mod tests {
                 assert_eq!(heuristic.splits > 1, shape.seq_k >= 256, "{shape}: {heuristic:?}");
                 let forced =
                     (1..=heuristic.kv_tiles.min(MAX_SPLITS)).filter_map(|s| heuristic.forced(s).ok());
+                let expected = reference::attention_f64(&q, &k, &v, dims(shape), causal, 0.3);
                 for plan in std::iter::once(heuristic).chain(forced) {
-                    let rows_per_split = shape.batch * shape.heads * shape.seq_q;
-                    let value =
-                        |i: usize, salt: usize| (((i * 7919 + salt * 104_729) % 2003) as f32 / 1001.0) - 1.0;
-                    let q: Vec<f32> = (0..shape.q_len()).map(|i| value(i, 1)).collect();
-                    let k: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 2)).collect();
-                    let v: Vec<f32> = (0..shape.kv_len()).map(|i| value(i, 3)).collect();
-                    let scale = 0.3f64;
-                    let splits = plan.splits as usize;
-                    let mut outputs = vec![f64::NAN; splits * rows_per_split * d];
-                    let mut lse2 = vec![f64::NAN; splits * rows_per_split];
-                    let mut written = vec![0u32; splits * rows_per_split];
-                    let mut seen = vec![0u32; rows_per_split * shape.seq_k];
-                    let grid = plan.grid(128, 0).grid_dim;
-                    for kv_head in 0..plan.kv_heads {
-                        let rows =
-                            packing::PackedRows::new(kv_head, shape.kv_group() as u32, shape.seq_q as u32);
-                        for x in 0..grid.0 {
-                            let (row_block, split) = (x % plan.row_blocks, x / plan.row_blocks);
-                            let first_row = row_block * block_m;
-                            let block_end = key_end(shape, causal, rows.last_position(first_row, block_m));
-                            let (first_tile, tiles) = packing::slice_tiles(
-                                shape.seq_k as u32,
-                                block_n,
-                                plan.splits,
-                                split,
-                                block_end,
-                            );
-                            let keys = (first_tile * block_n)
-                                ..((first_tile + tiles) * block_n).min(shape.seq_k as u32);
-                            for r in first_row..(first_row + block_m).min(rows.count) {
-                                let (head, position) = rows.place(r);
-                                let row = head * shape.seq_q + position as usize;
-                                let visible = keys.start
-                                    ..keys.end.min(key_end(shape, causal, position)).max(keys.start);
-                                let kv_base = (head / shape.kv_group()) * shape.seq_k;
-                                let scores: Vec<f64> = visible
-                                    .clone()
-                                    .map(|j| {
-                                        seen[row * shape.seq_k + j as usize] += 1;
-                                        let kj = &k[(kv_base + j as usize) * d..][..d];
-                                        let qi = &q[row * d..][..d];
-                                        qi.iter().zip(kj).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()
-                                            * scale
-                                            / std::f64::consts::LN_2
-                                    })
-                                    .collect();
-                                let slot = split as usize * rows_per_split + row;
-                                written[slot] += 1;
-                                let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                                let sum: f64 = scores.iter().map(|s| (s - max).exp2()).sum();
-                                for c in 0..d {
-                                    let acc: f64 = visible
-                                        .clone()
-                                        .zip(&scores)
-                                        .map(|(j, s)| {
-                                            (s - max).exp2() * v[(kv_base + j as usize) * d + c] as f64
-                                        })
-                                        .sum();
-                                    outputs[slot * d + c] = if sum > 0.0 { acc / sum } else { 0.0 };
-                                }
-                                lse2[slot] = if sum > 0.0 {
-                                    max + sum.log2()
-                                } else {
-                                    f64::NEG_INFINITY
-                                };
-                            }
-                        }
-                    }
-                    assert!(
-                        written.iter().all(|&n| n == 1),
-                        "{shape} causal={causal}: slots written {written:?}"
-                    );
-                    for row in 0..rows_per_split {
-                        let end = key_end(shape, causal, (row % shape.seq_q) as u32) as usize;
-                        let counts = &seen[row * shape.seq_k..][..shape.seq_k];
-                        assert!(
-                            counts[..end].iter().all(|&n| n == 1) && counts[end..].iter().all(|&n| n == 0)
-                        );
-                    }
-                    // The merge, as `Partials::merge_row` does it.
-                    let mut merged = vec![0.0f64; rows_per_split * d];
-                    for row in 0..rows_per_split {
-                        let max = (0..splits)
-                            .map(|s| lse2[s * rows_per_split + row])
-                            .fold(f64::NEG_INFINITY, f64::max);
-                        let weight = |s: usize| {
-                            let l = lse2[s * rows_per_split + row];
-                            if l == f64::NEG_INFINITY {
-                                0.0
-                            } else {
-                                (l - max).exp2()
-                            }
-                        };
-                        let total: f64 = (0..splits).map(weight).sum();
-                        for c in 0..d {
-                            let acc: f64 = (0..splits)
-                                .map(|s| weight(s) * outputs[(s * rows_per_split + row) * d + c])
-                                .sum();
-                            merged[row * d + c] = if total > 0.0 { acc / total } else { 0.0 };
-                        }
-                    }
-                    let expected = reference::attention_f64(&q, &k, &v, dims(shape), causal, scale);
+                    let split = SplitModel {
+                        shape,
+                        plan,
+                        block_m,
+                        block_n,
+                        causal,
+                    };
+                    let merged = split.merge(&split.slices([&q, &k, &v], 0.3));
                     let worst = merged
                         .iter()
                         .zip(&expected)
                         .map(|(a, b)| (a - b).abs())
                         .fold(0.0, f64::max);
-                    assert!(worst < 1e-9, "{shape} causal={causal} splits={splits}: {worst}");
+                    assert!(
+                        worst < 1e-9,
+                        "{shape} causal={causal} splits={}: {worst}",
+                        plan.splits
+                    );
                 }
             }
+        }
+    }
+
+    /// One decode launch's key slices as the kernel's own index arithmetic (`packing`) deals
+    /// them, computed in float64 on the CPU.
+    struct SplitModel {
+        shape: Shape,
+        plan: Plan,
+        block_m: u32,
+        block_n: u32,
+        causal: bool,
+    }
+
+    /// Every slice's partial output and base-2 log-sum-exp, per (slice, row).
+    struct Partials {
+        outputs: Vec<f64>,
+        lse2: Vec<f64>,
+    }
+
+    impl SplitModel {
+        fn rows(&self) -> usize {
+            self.shape.batch * self.shape.heads * self.shape.seq_q
+        }
+
+        /// Every (slice, row)'s partial result, checking that each slot is written once and that
+        /// every key a row sees is seen by exactly one slice.
+        fn slices(&self, [q, k, v]: [&[f32]; 3], scale: f64) -> Partials {
+            let (shape, plan, d) = (self.shape, self.plan, self.shape.head_dim);
+            let (rows_per_split, splits) = (self.rows(), plan.splits as usize);
+            let mut outputs = vec![f64::NAN; splits * rows_per_split * d];
+            let mut lse2 = vec![f64::NAN; splits * rows_per_split];
+            let mut written = vec![0u32; splits * rows_per_split];
+            let mut seen = vec![0u32; rows_per_split * shape.seq_k];
+            let grid = plan.grid(128, 0).grid_dim;
+            for kv_head in 0..plan.kv_heads {
+                let rows = packing::PackedRows::new(kv_head, shape.kv_group() as u32, shape.seq_q as u32);
+                for x in 0..grid.0 {
+                    let (row_block, split) = (x % plan.row_blocks, x / plan.row_blocks);
+                    let first_row = row_block * self.block_m;
+                    let block_end = key_end(shape, self.causal, rows.last_position(first_row, self.block_m));
+                    let (first_tile, tiles) =
+                        packing::slice_tiles(shape.seq_k as u32, self.block_n, plan.splits, split, block_end);
+                    let keys = (first_tile * self.block_n)
+                        ..((first_tile + tiles) * self.block_n).min(shape.seq_k as u32);
+                    for r in first_row..(first_row + self.block_m).min(rows.count) {
+                        let (head, position) = rows.place(r);
+                        let row = head * shape.seq_q + position as usize;
+                        let visible = keys.start
+                            ..keys
+                                .end
+                                .min(key_end(shape, self.causal, position))
+                                .max(keys.start);
+                        let kv_base = (head / shape.kv_group()) * shape.seq_k;
+                        let scores: Vec<f64> = visible
+                            .clone()
+                            .map(|j| {
+                                seen[row * shape.seq_k + j as usize] += 1;
+                                let kj = &k[(kv_base + j as usize) * d..][..d];
+                                let qi = &q[row * d..][..d];
+                                qi.iter().zip(kj).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * scale
+                                    / std::f64::consts::LN_2
+                            })
+                            .collect();
+                        let slot = split as usize * rows_per_split + row;
+                        written[slot] += 1;
+                        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                        let sum: f64 = scores.iter().map(|s| (s - max).exp2()).sum();
+                        for c in 0..d {
+                            let acc: f64 = visible
+                                .clone()
+                                .zip(&scores)
+                                .map(|(j, s)| (s - max).exp2() * v[(kv_base + j as usize) * d + c] as f64)
+                                .sum();
+                            outputs[slot * d + c] = if sum > 0.0 { acc / sum } else { 0.0 };
+                        }
+                        lse2[slot] = if sum > 0.0 {
+                            max + sum.log2()
+                        } else {
+                            f64::NEG_INFINITY
+                        };
+                    }
+                }
+            }
+            assert!(
+                written.iter().all(|&n| n == 1),
+                "{shape} causal={}: slots written {written:?}",
+                self.causal
+            );
+            for row in 0..rows_per_split {
+                let end = key_end(shape, self.causal, (row % shape.seq_q) as u32) as usize;
+                let counts = &seen[row * shape.seq_k..][..shape.seq_k];
+                assert!(counts[..end].iter().all(|&n| n == 1) && counts[end..].iter().all(|&n| n == 0));
+            }
+            Partials { outputs, lse2 }
+        }
+
+        /// The merge of the slices' partial results, as `Partials::merge_row` does it.
+        fn merge(&self, partials: &Partials) -> Vec<f64> {
+            let (rows_per_split, splits, d) = (self.rows(), self.plan.splits as usize, self.shape.head_dim);
+            let mut merged = vec![0.0f64; rows_per_split * d];
+            for row in 0..rows_per_split {
+                let lse2 = |s: usize| partials.lse2[s * rows_per_split + row];
+                let max = (0..splits).map(lse2).fold(f64::NEG_INFINITY, f64::max);
+                let weight = |s: usize| match lse2(s) {
+                    l if l == f64::NEG_INFINITY => 0.0,
+                    l => (l - max).exp2(),
+                };
+                let total: f64 = (0..splits).map(weight).sum();
+                for c in 0..d {
+                    let acc: f64 = (0..splits)
+                        .map(|s| weight(s) * partials.outputs[(s * rows_per_split + row) * d + c])
+                        .sum();
+                    merged[row * d + c] = if total > 0.0 { acc / total } else { 0.0 };
+                }
+            }
+            merged
         }
     }
 }

@@ -514,8 +514,7 @@ impl Gpu {
             let maps = maps
                 .as_ref()
                 .ok_or_else(|| Error::InvalidProblem("the tensor maps were not prepared".into()))?;
-            let bytes = tma::MAPS * tma::MAP_BYTES;
-            launch.scratch("tensor maps", maps.address(&stream), maps.len(), bytes, |a, p| {
+            launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
                 a.tensor_maps = p
             });
         }

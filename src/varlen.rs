@@ -787,10 +787,8 @@ impl Gpu {
         if uses_maps {
             let maps = maps
                 .as_ref()
-                .filter(|maps| maps.len() == tma::MAPS * tma::MAP_BYTES)
                 .map_or_else(|| refuse("the tensor maps were not prepared".into()), Ok)?;
-            let bytes = tma::MAPS * tma::MAP_BYTES;
-            launch.scratch("tensor maps", maps.address(&stream), maps.len(), bytes, |a, p| {
+            launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
                 a.tensor_maps = p
             });
         }
@@ -800,13 +798,7 @@ impl Gpu {
             let (_, table) = item_table
                 .as_ref()
                 .map_or_else(|| refuse("the item table was not prepared".into()), Ok)?;
-            launch.scratch(
-                "item table",
-                table.address(&stream),
-                table.len(),
-                table.len(),
-                |a, p| a.walk_table = p,
-            );
+            launch.staged("item table", table, table.len(), |a, p| a.walk_table = p);
         }
         slice_buffers.bind(&mut launch, slices, &stream);
         launch.enqueue()

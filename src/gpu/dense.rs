@@ -173,23 +173,17 @@ impl Gpu {
                 |a, p| a.barrier_log = p,
             );
         }
+        let unprepared = || Error::InvalidProblem("the tensor maps or item table were not prepared".into());
         if uses_maps {
-            let maps = maps.as_ref().ok_or_else(|| too_large(shape))?;
-            let bytes = tma::MAPS * tma::MAP_BYTES;
-            launch.scratch("tensor maps", maps.address(stream), maps.len(), bytes, |a, p| {
+            let maps = maps.as_ref().ok_or_else(unprepared)?;
+            launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
                 a.tensor_maps = p
             });
         }
         if has_table {
-            let (_, table) = walk_table.as_ref().ok_or_else(|| too_large(shape))?;
             // One u32 per item of the grid's walk, as `causal_item_table` dealt them.
-            launch.scratch(
-                "item table",
-                table.address(stream),
-                table.len(),
-                table.len(),
-                |a, p| a.walk_table = p,
-            );
+            let (_, table) = walk_table.as_ref().ok_or_else(unprepared)?;
+            launch.staged("item table", table, table.len(), |a, p| a.walk_table = p);
         }
         slice_buffers.bind(&mut launch, slices, stream);
         launch.enqueue()

@@ -7,6 +7,7 @@ use cudarc::driver::{
 };
 
 use crate::gpu::{Entry, Gpu};
+use crate::staging::Staged;
 
 use crate::error::{Error, Result};
 use crate::launch::LaunchArgs;
@@ -239,6 +240,18 @@ impl<'a, A: ParamList> Launch<'a, A> {
             align: TENSOR_ALIGN,
         });
         set(&mut self.args, address);
+    }
+
+    /// Binds bytes staged for this launch (tensor maps, an item table: `staging`), of which the
+    /// kernel reads `needed`.
+    pub(crate) fn staged(
+        &mut self,
+        what: &'static str,
+        staged: &Staged,
+        needed: usize,
+        set: fn(&mut A, u64),
+    ) {
+        self.scratch(what, staged.address(self.stream), staged.len(), needed, set);
     }
 
     fn bind(
