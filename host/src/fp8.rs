@@ -12,9 +12,9 @@ use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use serde::Serialize;
 
-use crate::bench::{measure_rounds, rounds_text, time_calls, Order, Repetitions, Sides};
 use crate::inputs;
 use crate::report::Row;
+use crate::rounds::{measure_rounds, rounds_text, time_calls, Order, Repetitions, Sides};
 use crate::Failure;
 
 /// An element type on the command line: the 16-bit ones, or e4m3 (FP8 inputs, 16-bit output).
@@ -978,7 +978,7 @@ mod tests {
         let case = (Shape::new(2, 16, 4096, 128), false);
         for round in 1..=4 {
             let mut calls = Vec::new();
-            let rows = time_round(2, crate::bench::round_order(round), |side, c| {
+            let rows = time_round(2, crate::rounds::round_order(round), |side, c| {
                 calls.push((side, c));
                 let name = format!("{side:?}{c}");
                 Ok::<_, ()>(vec![bench_row(&name, side == Side::E4m3, false, case, 1.0)])
@@ -1029,7 +1029,7 @@ mod tests {
             round([110.0, 95.0, 200.0, 190.0]),
             round([90.0, 120.0, 160.0, 180.0]),
         ];
-        let mut rows = crate::bench::merge_rounds(rounds);
+        let mut rows = crate::rounds::merge_rounds(rounds);
         set_speedups(&mut rows);
         let got: Vec<(bool, f64, Option<f64>)> = rows
             .iter()
@@ -1049,7 +1049,7 @@ mod tests {
         assert_eq!(json["rounds_p50_us"], serde_json::json!([100.0, 110.0, 90.0]));
         assert_eq!(json["speedup_vs_fp16"], serde_json::json!(1.6));
         // One round: the same ratio as the single pass had.
-        let mut one = crate::bench::merge_rounds(vec![round([100.0, 105.0, 150.0, 170.0])]);
+        let mut one = crate::rounds::merge_rounds(vec![round([100.0, 105.0, 150.0, 170.0])]);
         set_speedups(&mut one);
         assert_eq!(one[0].speedup_vs_fp16, Some(1.5));
         assert!(one[0].row.rounds_p50_us.is_none());

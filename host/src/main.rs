@@ -15,6 +15,7 @@ mod peers;
 mod plot;
 mod profile;
 mod report;
+mod rounds;
 mod stress;
 mod trace;
 mod tune;

@@ -107,7 +107,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
             "--varlen-seed chooses --varlen's lengths: add --varlen".into(),
         ));
     }
-    let varlen_head_dim = crate::bench::VARLEN_CASE.3;
+    let varlen_head_dim = crate::varlen::VARLEN_CASE.3;
     if args.varlen
         && variant
             .varlen_symbol(varlen_head_dim, args.dtype.sixteen().name(), true)
@@ -209,8 +209,8 @@ fn trace_varlen(
     args: &Args,
     params: Params,
 ) -> Result<(Shape, Vec<usize>, Vec<BlockTimeline>), Failure> {
-    let (count, _, heads, head_dim) = crate::bench::VARLEN_CASE;
-    let seed = args.varlen_seed.unwrap_or(crate::bench::VARLEN_SEED);
+    let (count, _, heads, head_dim) = crate::varlen::VARLEN_CASE;
+    let seed = args.varlen_seed.unwrap_or(crate::varlen::VARLEN_SEED);
     let (lens, mut tensors) = crate::varlen::bench_case(gpu, seed, None, args.causal, args.dtype.sixteen())?;
     let kernel = gpu.varlen_kernel(variant, head_dim, args.dtype.sixteen(), false)?;
     for _ in 0..args.warmup {

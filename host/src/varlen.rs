@@ -9,6 +9,12 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+/// `--varlen`'s default seed of its lengths.
+pub(crate) const VARLEN_SEED: u64 = 2026;
+
+/// `--varlen`'s batch: sequences, longest length, heads, head dim.
+pub(crate) const VARLEN_CASE: (usize, usize, usize, usize) = (16, 4096, 16, 128);
+
 use crate::Failure;
 
 /// One varlen problem: packed sequences of these query and key lengths.
@@ -294,7 +300,7 @@ pub fn bench_case(
     causal: bool,
     dtype: DType,
 ) -> Result<(Vec<usize>, VarlenTensors), Failure> {
-    let (count, max, heads, head_dim) = crate::bench::VARLEN_CASE;
+    let (count, max, heads, head_dim) = VARLEN_CASE;
     let lens = bench_lengths(count, max, seed);
     let problem = Problem {
         heads,
