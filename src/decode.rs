@@ -1,5 +1,5 @@
 //! Decode-like problems (a few query rows per KV head, long key sequences) on `flash_decode`
-//! (`kernels-rs/src/attention/decode.rs`): which variant the dispatch takes, how many slices the
+//! (`kernels-rs/src/attention/decode/`): which variant the dispatch takes, how many slices the
 //! key range is split into, the launch grid, the workspace the slices write their partial results
 //! to and the counters that let the last slice of each row block merge them in the same launch
 //! (both owned by the `Gpu`, grown as needed).

@@ -584,7 +584,7 @@ impl Spec {
             ));
         }
         if self.family == Family::FlashDecode {
-            // kernels-rs/src/attention/decode.rs (`smem_bytes`): a padded Q tile and the larger
+            // kernels-rs/src/attention/decode/mod.rs (`smem_bytes`): a padded Q tile and the larger
             // of the K/V slots and the cross-warp merge buffers; through the copy engine, the
             // swizzled slots (which must hold the merge buffers), their barriers and 1024 bytes
             // of alignment slack.
