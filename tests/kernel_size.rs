@@ -1,14 +1,19 @@
-//! Kernel bodies stay short enough to read (the readability refactor's rule): no function of the
-//! device crate (`kernels-rs/src`), each family's kernel body included, is longer than
-//! `MAX_LINES`, counted from its `fn` line to its closing brace. A body that grows past it moves
-//! a coherent piece (prologue, epilogue, merge) into an `#[inline(always)]` helper, ideally a
-//! shared one (`attention/fragment.rs`, `pipeline.rs`, `warp_mma.rs`), with the ptxas gate showing
-//! that the move costs nothing. Runs on the CPU: it reads the sources as text.
+//! Code stays short enough to read: no function of the device crate (`kernels-rs/src`), each
+//! family's kernel body included, is longer than `MAX_LINES`, and none of the library (`src/`,
+//! tests included) longer than `MAX_LIBRARY_LINES`, counted from its `fn` line to its closing
+//! brace; no file of the device crate is longer than `MAX_FILE_LINES`. A kernel body that grows
+//! past it moves a coherent piece (prologue, epilogue, merge) into an `#[inline(always)]` helper,
+//! ideally a shared one (`attention/fragment.rs`, `pipeline.rs`, `warp_mma.rs`), with the ptxas
+//! gate showing that the move costs nothing. Runs on the CPU: it reads the sources as text.
 
 use std::path::{Path, PathBuf};
 
 /// The longest a function of the device crate may be, in lines.
 const MAX_LINES: usize = 150;
+/// The longest a function of the library may be, in lines.
+const MAX_LIBRARY_LINES: usize = 100;
+/// The longest a file of the device crate may be, in lines.
+const MAX_FILE_LINES: usize = 800;
 
 /// One function of the device crate: where it is and how long.
 #[derive(Debug)]
@@ -133,12 +138,69 @@ fn functions(file: &Path) -> Vec<Function> {
     out
 }
 
-fn device_functions() -> Vec<Function> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels-rs/src");
+/// Every function of the `.rs` files below `dir` (relative to the repository).
+fn functions_under(dir: &str) -> Vec<Function> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
     rust_files(&root, &mut files);
     files.sort();
     files.iter().flat_map(|f| functions(f)).collect()
+}
+
+fn device_functions() -> Vec<Function> {
+    functions_under("kernels-rs/src")
+}
+
+#[test]
+fn no_library_function_is_longer_than_its_limit() {
+    let functions = functions_under("src");
+    let too_long: Vec<String> = functions
+        .iter()
+        .filter(|f| f.lines > MAX_LIBRARY_LINES)
+        .map(|f| {
+            format!(
+                "{}:{} {} ({} lines)",
+                f.file.display(),
+                f.first_line,
+                f.name,
+                f.lines
+            )
+        })
+        .collect();
+    assert!(
+        too_long.is_empty(),
+        "longer than {MAX_LIBRARY_LINES} lines: {too_long:?}"
+    );
+    assert!(
+        functions.len() > 500,
+        "only {} library functions found",
+        functions.len()
+    );
+}
+
+#[test]
+fn no_device_file_is_longer_than_its_limit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels-rs/src");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let too_long: Vec<String> = files
+        .iter()
+        .map(|f| {
+            (
+                f,
+                std::fs::read_to_string(f)
+                    .expect("readable source file")
+                    .lines()
+                    .count(),
+            )
+        })
+        .filter(|(_, lines)| *lines > MAX_FILE_LINES)
+        .map(|(f, lines)| format!("{} ({lines} lines)", f.display()))
+        .collect();
+    assert!(
+        too_long.is_empty(),
+        "longer than {MAX_FILE_LINES} lines: {too_long:?}"
+    );
 }
 
 #[test]
