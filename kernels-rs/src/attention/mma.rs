@@ -37,7 +37,7 @@ macro_rules! flash_mma {
             <$policy as $crate::policy::BarrierPolicy>::BARRIERS_PER_TILE, wait_at_entry = true,
             |io, p, COUNT| $crate::attention::mma::flash_mma::<
                 $t, $policy, COUNT, $d, $bn, $w, { $bm / (16 * $w) }, $stages, $qr,
-                $crate::attention::shape::Warp<{ $sub / 8 }, { $d / 8 }, { $d / 16 }>,
+                $crate::attention::warp_mma::Warp<{ $sub / 8 }, { $d / 8 }, { $d / 16 }>,
             >(io, p));
     };
 }
@@ -59,7 +59,7 @@ pub unsafe fn flash_mma<
     const ROW_TILES: usize,
     const STAGES: usize,
     const Q_IN_REGS: bool,
-    // The register arrays of one compute step (`shape::Warp`), `W::KEYS` keys: the KV tile is
+    // The register arrays of one compute step (`warp_mma::Warp`), `W::KEYS` keys: the KV tile is
     // loaded whole and consumed a step at a time, so a big tile (fewer barriers and copy batches
     // per key) does not cost a big score tile in registers.
     W: WarpShape,

@@ -113,3 +113,29 @@ pub unsafe fn attend<T: Element, W: WarpShape, L: TileLayout, const ROW_TILES: u
         }
     }
 }
+
+/// The [`WarpShape`] of `8 N_TILES` keys and head dim `8 D_TILES = 16 K_STEPS`.
+pub struct Warp<const N_TILES: usize, const D_TILES: usize, const K_STEPS: usize>;
+
+impl<const N_TILES: usize, const D_TILES: usize, const K_STEPS: usize> WarpShape
+    for Warp<N_TILES, D_TILES, K_STEPS>
+{
+    const KEYS: usize = 8 * N_TILES;
+    const D: usize = {
+        assert!(16 * K_STEPS == 8 * D_TILES);
+        8 * D_TILES
+    };
+    type Scores = [[f32; 4]; N_TILES];
+    type Output = [[f32; 4]; D_TILES];
+    type Query = [[u32; 4]; K_STEPS];
+
+    #[inline(always)]
+    unsafe fn q_fragments<const ROW_TILES: usize>(
+        tile: SharedAddr,
+        first_row: u32,
+        stride: u32,
+    ) -> [Self::Query; ROW_TILES] {
+        // Safety: the caller's contract.
+        unsafe { a_fragments::<ROW_TILES, K_STEPS>(tile, first_row, stride) }
+    }
+}

@@ -98,7 +98,7 @@ macro_rules! flash_decode {
      $d:literal, $bm:literal, $bn:literal, $w:literal, $stages:literal) => {
         $crate::attention::decode::flash_decode::<
             $t, $policy, $count, $paged, $varlen, $d, $bn, $w, { $bm / 16 }, $stages, { $bn / $w },
-            $crate::attention::shape::Warp<{ $bn / $w / 8 }, { $d / 8 }, { $d / 16 }>,
+            $crate::attention::warp_mma::Warp<{ $bn / $w / 8 }, { $d / 8 }, { $d / 16 }>,
         >($io, $p)
     };
     // A twin's two entry points (plain, counted): the body with `$paged`/`$varlen` set.
@@ -160,7 +160,7 @@ pub unsafe fn flash_decode<
     const STAGES: usize,
     // Keys of each KV tile that one warp takes: `BLOCK_N / NUM_WARPS`.
     const WARP_KEYS: usize,
-    // The register arrays of one warp's keys of a tile (`shape::Warp`).
+    // The register arrays of one warp's keys of a tile (`warp_mma::Warp`).
     W: WarpShape,
 >(
     io: Buffers,

@@ -1,7 +1,7 @@
 //! `flash_ws`'s consumer warpgroups: an item as they see it, their `wgmma` operands, the
 //! ping-pong turns, and the KV loops.
 
-use super::epilogue::OutputPath;
+use super::output::OutputPath;
 use super::schedule::{Schedule, Split, Work};
 use super::smem::{slot, Plan, K_EMPTY, K_FULL, V_EMPTY, V_FULL};
 use crate::arch::{self, SharedAddr, SmemDescriptor};

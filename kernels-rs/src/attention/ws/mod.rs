@@ -32,6 +32,7 @@ mod schedule;
 mod consumer;
 mod epilogue;
 mod merge;
+mod output;
 mod producer;
 mod smem;
 
@@ -43,7 +44,7 @@ use crate::arch;
 use crate::launch::record;
 use crate::tile::{Element, Operand};
 use consumer::{Consumer, Item, Turns};
-use epilogue::OutputPath;
+use output::OutputPath;
 use producer::producer_warpgroup;
 use schedule::{Schedule, Work};
 use smem::Plan;
