@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::problem::{DType, Shape};
+use crate::tuned_table::TunedTable;
 use crate::variants::{Family, VariantSpec, VARIANTS};
 
 /// The library's choice of variant: by architecture, head dim, how many waves of 128-row query
@@ -198,12 +199,14 @@ pub enum Choice {
 }
 
 /// Every variant the dispatch weighs for a problem on a GPU named `device` (architecture `arch`
-/// x10, `sms` multiprocessors), best first, each once: `flash_decode` when the problem is
-/// decode-like, then the tuned table's entry, then the built-in `DISPATCH` entry, each being
+/// x10, `sms` multiprocessors) with the tuned table `tuned`, best first, each once:
+/// `flash_decode` when the problem is decode-like, then the tuned table's entry, then the
+/// built-in `DISPATCH` entry, each being
 /// what the dispatch falls back to when the one before does not apply. Never empty; the first
 /// is [`Gpu::choose`]'s pick. `bench` times them all, so the pick is measured beside what it
 /// was preferred to.
 pub fn dispatch_candidates(
+    tuned: Option<&TunedTable>,
     device: &str,
     arch: u32,
     sms: usize,
@@ -217,7 +220,7 @@ pub fn dispatch_candidates(
         .then(|| crate::decode::decode_variant(shape, arch, sms))
         .flatten();
     let seq = shape.seq_q.max(shape.seq_k);
-    let tuned = builtin_tuned().and_then(|table| {
+    let tuned = tuned.and_then(|table| {
         table
             .resolve(VARIANTS, device, dtype.name(), shape.head_dim, seq, causal)
             .ok()
@@ -238,18 +241,12 @@ pub fn dispatch_candidates(
     candidates
 }
 
-/// The tuned table, parsed once: the file `FLASHRS_TUNED` names when set (so a fresh
-/// `tune --save --table FILE` takes effect without a rebuild), else the one compiled into the
-/// library (`tuned/h100.json`; a unit test keeps an unparsable one from shipping). `None` when
-/// the named file cannot be read: the heuristic then decides, as for an untuned GPU.
-pub(crate) fn builtin_tuned() -> Option<&'static crate::tuned_table::TunedTable> {
-    static TABLE: std::sync::OnceLock<Option<crate::tuned_table::TunedTable>> = std::sync::OnceLock::new();
-    TABLE
-        .get_or_init(|| match std::env::var_os("FLASHRS_TUNED") {
-            Some(path) => crate::tuned_table::TunedTable::load(std::path::Path::new(&path)).ok(),
-            None => crate::tuned_table::TunedTable::builtin().ok(),
-        })
-        .as_ref()
+/// The tuned table compiled into the library (`tuned/h100.json`), parsed once; a unit test
+/// keeps an unparsable one from shipping. A `Gpu` consults its own copy, or the file its
+/// options name (`GpuOptions::tuned_table`).
+pub fn builtin_tuned() -> Option<&'static TunedTable> {
+    static TABLE: std::sync::OnceLock<Option<TunedTable>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| TunedTable::builtin().ok()).as_ref()
 }
 
 /// One row of `DISPATCH`.
@@ -361,9 +358,10 @@ mod tests {
                 heads_kv: case["heads_kv"].as_u64().unwrap() as usize,
                 ..Shape::new(dims[0], dims[1], dims[2], dims[3])
             };
-            // The run's GPU: an H200 (132 multiprocessors) loading the sm_90a PTX; the tuned
-            // table is the library's (`FLASHRS_TUNED` would replace it here as in `choose`).
-            let (variant, how) = dispatch_candidates(gpu_name, 90, 132, shape, DType::F16, causal)[0];
+            // The run's GPU: an H200 (132 multiprocessors) loading the sm_90a PTX, with the
+            // library's tuned table.
+            let (variant, how) =
+                dispatch_candidates(builtin_tuned(), gpu_name, 90, 132, shape, DType::F16, causal)[0];
             let picked = variant.name;
             let p50 = |kernel: &str| {
                 results
@@ -397,8 +395,17 @@ mod tests {
 
     #[test]
     fn dispatch_candidates_start_with_the_pick_and_end_with_the_heuristic() {
-        let h100 =
-            |shape: Shape| dispatch_candidates("NVIDIA H100 80GB HBM3", 90, 132, shape, DType::F16, false);
+        let h100 = |shape: Shape| {
+            dispatch_candidates(
+                builtin_tuned(),
+                "NVIDIA H100 80GB HBM3",
+                90,
+                132,
+                shape,
+                DType::F16,
+                false,
+            )
+        };
         let decode = Shape {
             seq_q: 1,
             ..Shape::new(1, 32, 32768, 128)

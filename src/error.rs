@@ -112,9 +112,14 @@ pub enum Error {
         /// Which tensor (`"q"`, `"k"`, ...).
         what: &'static str,
     },
-    /// Prebuilt cubins in `FLASHRS_CUBIN_DIR` could not be read or do not match the embedded PTX.
+    /// Prebuilt cubins (`GpuOptions::cubin_dir`, `FLASHRS_CUBIN_DIR`) could not be read or do
+    /// not match the embedded PTX.
     #[error("prebuilt kernels (FLASHRS_CUBIN_DIR): {0}")]
     Cubin(String),
+    /// The tuned table a `Gpu` was asked to consult (`GpuOptions::tuned_table`, `FLASHRS_TUNED`)
+    /// cannot be read or is not a valid table.
+    #[error("{0} (FLASHRS_TUNED)")]
+    Tuned(#[from] crate::tuned_table::TunedError),
     /// A CUDA driver call failed (a launch, a copy, an allocation, a fault while running).
     #[error("CUDA driver error: {0}")]
     Driver(#[from] cudarc::driver::DriverError),

@@ -53,7 +53,7 @@ pub use backward::{attention_backward, attention_backward_raw, BackwardOptions, 
 pub use decode::{DecodeOptions, SplitSource};
 pub use error::{Error, Result};
 pub use fp8::Fp8Tensors;
-pub use gpu::{Gpu, Kernel, Tensors};
+pub use gpu::{Gpu, GpuOptions, Kernel, L2Promotion, Tensors};
 pub use layout::{Layout, Strides};
 pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};

@@ -534,8 +534,11 @@ impl Gpu {
         let mut bytes = vec![0u8; tma::MAPS * tma::MAP_BYTES];
         for (place, buffer) in [(tma::MAP_K, &tensors.k), (tma::MAP_V, &tensors.v)] {
             let (address, _sync) = buffer.device_ptr(&stream);
-            bytes[place * tma::MAP_BYTES..][..tma::MAP_BYTES]
-                .copy_from_slice(&geometry.encode(tensors.dtype, address)?);
+            bytes[place * tma::MAP_BYTES..][..tma::MAP_BYTES].copy_from_slice(&geometry.encode(
+                tensors.dtype,
+                address,
+                self.options.l2_promotion,
+            )?);
         }
         self.stage(&stream, bytes, &mut tensors.maps)
     }

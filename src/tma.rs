@@ -14,6 +14,7 @@
 use cudarc::driver::sys;
 
 use crate::error::{Error, Result};
+use crate::gpu::L2Promotion;
 use crate::layout::{Layout, Strides};
 use crate::problem::{DType, Shape};
 
@@ -163,23 +164,30 @@ impl MapGeometry {
     }
 
     /// Encodes the map of the tensor at device address `address`: 128-byte swizzle, zero fill,
-    /// 128-byte L2 promotion (`l2_promotion`).
-    pub fn encode(&self, dtype: DType, address: u64) -> Result<[u8; MAP_BYTES]> {
-        self.encode_as(
-            match dtype {
-                DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-            },
-            address,
-        )
+    /// L2 misses promoted as `promotion` says ([`GpuOptions`](crate::GpuOptions)).
+    pub fn encode(&self, dtype: DType, address: u64, promotion: L2Promotion) -> Result<[u8; MAP_BYTES]> {
+        let data_type = match dtype {
+            DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        };
+        self.encode_as(data_type, address, promotion)
     }
 
     /// [`MapGeometry::encode`] for bytes (the e4m3 tensors: the copy engine only moves them).
-    pub fn encode_bytes(&self, address: u64) -> Result<[u8; MAP_BYTES]> {
-        self.encode_as(sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8, address)
+    pub fn encode_bytes(&self, address: u64, promotion: L2Promotion) -> Result<[u8; MAP_BYTES]> {
+        self.encode_as(
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            address,
+            promotion,
+        )
     }
 
-    fn encode_as(&self, data_type: sys::CUtensorMapDataType, address: u64) -> Result<[u8; MAP_BYTES]> {
+    fn encode_as(
+        &self,
+        data_type: sys::CUtensorMapDataType,
+        address: u64,
+        promotion: L2Promotion,
+    ) -> Result<[u8; MAP_BYTES]> {
         self.check()?;
         let element_strides = [1u32; 4];
         let mut map = sys::CUtensorMap { opaque: [0; 16] };
@@ -197,7 +205,7 @@ impl MapGeometry {
                 element_strides.as_ptr(),
                 sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
                 sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-                l2_promotion(),
+                promotion.encoded(),
                 sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )
         };
@@ -208,23 +216,6 @@ impl MapGeometry {
         }
         Ok(bytes)
     }
-}
-
-/// The maps' L2 promotion: 128 bytes, or what `FLASHRS_L2_PROMOTION` names (`none`, `64`, `128`,
-/// `256`; read once), a lab switch for measuring the choice.
-///
-/// A box row is 128 bytes; promoting each miss to 256 made every row's other half an L2 hit but
-/// cost the streaming decode kernels 5% of DRAM's rate on an H200 (docs/kernels/flash_decode.md,
-/// design: copies).
-fn l2_promotion() -> sys::CUtensorMapL2promotion {
-    use sys::CUtensorMapL2promotion as P;
-    static CHOICE: std::sync::OnceLock<P> = std::sync::OnceLock::new();
-    *CHOICE.get_or_init(|| match std::env::var("FLASHRS_L2_PROMOTION").as_deref() {
-        Ok("none") => P::CU_TENSOR_MAP_L2_PROMOTION_NONE,
-        Ok("64") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
-        Ok("256") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        _ => P::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-    })
 }
 
 #[cfg(test)]

@@ -651,7 +651,11 @@ impl Gpu {
             (out_map, &tensors.out, out_guard_bytes),
         ] {
             let (address, _sync) = buffer.device_ptr(&stream);
-            bytes.extend_from_slice(&geometry.encode(tensors.dtype, address + skip)?);
+            bytes.extend_from_slice(&geometry.encode(
+                tensors.dtype,
+                address + skip,
+                self.options.l2_promotion,
+            )?);
         }
         self.stage(&stream, bytes, &mut tensors.maps)
     }

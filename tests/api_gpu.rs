@@ -16,7 +16,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn gpu() -> Gpu {
-    Gpu::open(0).unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
+    Gpu::open_with(0, flashrs::GpuOptions::from_env())
+        .unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
 }
 
 /// How the tests make and read elements of either type.

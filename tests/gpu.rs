@@ -12,7 +12,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn gpu() -> Gpu {
-    Gpu::open(0).unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
+    Gpu::open_with(0, flashrs::GpuOptions::from_env())
+        .unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
 }
 
 fn random(n: usize, dtype: DType, rng: &mut StdRng) -> Vec<u16> {
@@ -1107,7 +1108,7 @@ fn the_lower_layer_refuses_what_would_reach_memory_it_was_not_given() {
     let mut packed = gpu
         .varlen_tensors(batch, (heads, heads, d), DType::F16, (&q, &kv, &kv))
         .unwrap();
-    let other = Gpu::open(0).unwrap();
+    let other = Gpu::open_with(0, flashrs::GpuOptions::from_env()).unwrap();
     let other_kernel = other.varlen_kernel(variant, 64, DType::F16, false).unwrap();
     let refused = message(other.launch_varlen(&other_kernel, &mut packed, params, None));
     assert!(refused.contains("made by another Gpu"), "{refused}");

@@ -362,7 +362,7 @@ fn gpu(ordinal: usize) -> flashrs::Result<&'static Gpu> {
     if let Some((_, gpu)) = gpus.iter().find(|(o, _)| *o == ordinal) {
         return Ok(gpu);
     }
-    let gpu: &'static Gpu = Box::leak(Box::new(Gpu::open(ordinal)?));
+    let gpu: &'static Gpu = Box::leak(Box::new(Gpu::open_with(ordinal, flashrs::GpuOptions::from_env())?));
     gpus.push((ordinal, gpu));
     Ok(gpu)
 }

@@ -1097,11 +1097,18 @@ mod tests {
             seq_q: 128,
             ..Shape::new(4, 32, 4096, 128)
         };
-        let candidates: Vec<_> =
-            flashrs::gpu::dispatch_candidates("NVIDIA H100 80GB HBM3", 90, 132, chunk, DType::F16, false)
-                .into_iter()
-                .map(|(v, _)| v)
-                .collect();
+        let candidates: Vec<_> = flashrs::gpu::dispatch_candidates(
+            flashrs::dispatch::builtin_tuned(),
+            "NVIDIA H100 80GB HBM3",
+            90,
+            132,
+            chunk,
+            DType::F16,
+            false,
+        )
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
         let timed = case_variants(&decode, &candidates, 128, 90);
         let names: Vec<&str> = timed.iter().map(|v| v.name).collect();
         assert_eq!(&names[..2], [decode[0].name, decode[1].name], "asked for first");

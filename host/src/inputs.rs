@@ -434,7 +434,8 @@ pub fn progress(len: usize, what: &str) -> ProgressBar {
 /// Opens the GPU or explains in one line why not; any failure here means no usable GPU (exit
 /// code 2), even a driver error, since nothing has run yet.
 pub fn open_gpu(device: usize) -> Result<flashrs::Gpu, Failure> {
-    flashrs::Gpu::open(device).map_err(|e| Failure::Usage(e.to_string()))
+    flashrs::Gpu::open_with(device, flashrs::GpuOptions::from_env())
+        .map_err(|e| Failure::Usage(e.to_string()))
 }
 
 #[cfg(test)]

@@ -272,7 +272,9 @@ fn gpu(device: i64) -> flashrs::Result<&'static Gpu> {
         return Ok(gpu);
     }
     // Opening binds the GPU's context: the caller's (torch's current device) is current again after.
-    let gpu: &'static Gpu = Box::leak(Box::new(keeping_current_context(|| Gpu::open(device as usize))?));
+    let gpu: &'static Gpu = Box::leak(Box::new(keeping_current_context(|| {
+        Gpu::open_with(device as usize, flashrs::GpuOptions::from_env())
+    })?));
     gpus.push((device, gpu));
     Ok(gpu)
 }

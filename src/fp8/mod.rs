@@ -171,6 +171,7 @@ impl Gpu {
             out_dtype,
             [&q, &k, &v, &v_transposed],
             &out,
+            self.options.l2_promotion,
         )?;
         Ok(Fp8Tensors {
             q,
@@ -265,7 +266,7 @@ impl Gpu {
         let config = launch_config(&kernel, shape);
         // A persistent variant's tail split (its workspace and zeroed counters live until the
         // launch is enqueued).
-        let slices = KeySlices::tail_split(variant, shape, params.causal, &config);
+        let slices = KeySlices::tail_split(variant, shape, params.causal, &config, self.options.tail_split);
         let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
         let Fp8Tensors {
             q,
@@ -344,6 +345,7 @@ fn encode_maps(
     out_dtype: DType,
     [q, k, v, v_transposed]: [&DeviceBuffer<u8>; 4],
     out: &DeviceBuffer<u16>,
+    promotion: crate::gpu::L2Promotion,
 ) -> Result<CudaSlice<u8>> {
     debug_assert!(FP8_VARIANTS
         .iter()
@@ -371,12 +373,12 @@ fn encode_maps(
     let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
     for (geometry, buffer) in [(q_map, q), (k_map, k), (v_map, v_transposed)] {
         let (address, _sync) = buffer.device_ptr(stream);
-        bytes.extend_from_slice(&geometry.encode_bytes(address)?);
+        bytes.extend_from_slice(&geometry.encode_bytes(address, promotion)?);
     }
     let (address, _sync) = out.device_ptr(stream);
-    bytes.extend_from_slice(&MapGeometry::out(layout, shape).encode(out_dtype, address)?);
+    bytes.extend_from_slice(&MapGeometry::out(layout, shape).encode(out_dtype, address, promotion)?);
     debug_assert_eq!(bytes.len(), maps::FP8_MAP_V_ROWS * tma::MAP_BYTES);
     let (address, _sync) = v.device_ptr(stream);
-    bytes.extend_from_slice(&k_map.encode_bytes(address)?);
+    bytes.extend_from_slice(&k_map.encode_bytes(address, promotion)?);
     Ok(stream.clone_htod(&bytes)?)
 }

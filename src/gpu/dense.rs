@@ -41,7 +41,15 @@ impl Gpu {
         dtype: DType,
         causal: bool,
     ) -> Vec<(&'static VariantSpec, Choice)> {
-        dispatch_candidates(&self.name, self.arch, self.sm_count, shape, dtype, causal)
+        dispatch_candidates(
+            self.tuned_table(),
+            &self.name,
+            self.arch,
+            self.sm_count,
+            shape,
+            dtype,
+            causal,
+        )
     }
 
     /// Attention forward on `tensors` with the named variant, or the library's choice when
@@ -128,7 +136,13 @@ impl Gpu {
                 floats: plan.workspace_floats(shape),
                 counters: plan.counters(),
             },
-            None => KeySlices::tail_split(kernel.variant, shape, params.causal, &config),
+            None => KeySlices::tail_split(
+                kernel.variant,
+                shape,
+                params.causal,
+                &config,
+                self.options.tail_split,
+            ),
         };
         let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
         let has_table = walks_item_table(kernel.variant, params.causal);
@@ -226,7 +240,7 @@ impl Gpu {
             (out_map, &tensors.out),
         ] {
             let (address, _sync) = buffer.device_ptr(&tensors.stream);
-            bytes.extend_from_slice(&geometry.encode(dtype, address)?);
+            bytes.extend_from_slice(&geometry.encode(dtype, address, self.options.l2_promotion)?);
         }
         self.stage(&tensors.stream, bytes, &mut tensors.maps)
     }

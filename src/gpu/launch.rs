@@ -21,15 +21,6 @@ macro_rules! launch_arg_addresses {
     };
 }
 
-/// Whether launches on Hopper are made dependent on the kernel before them in the stream
-/// (programmatic dependent launch): on unless `FLASHRS_PDL=0`. Every entry point waits for the
-/// kernel before at its first instruction (`kernels-rs/src/arch/grid.rs`), `flash_ws` after its
-/// set-up in shared memory and registers, so a dependent launch only lets its blocks be scheduled
-/// (and `flash_ws`'s set up) while that kernel finishes.
-pub(crate) fn dependent_launches(arch: u32) -> bool {
-    arch == 90 && std::env::var_os("FLASHRS_PDL").is_none_or(|v| v != "0")
-}
-
 /// A kernel parameter list as the host fills it in: a struct whose fields are the entry points'
 /// parameters in order (`LaunchArgs` for the forward's, `BackwardArgs` for the backward's), each
 /// declared once for both sides by a `with_*_params!` list.
@@ -321,7 +312,7 @@ impl<'a, A: ParamList> Launch<'a, A> {
 }
 
 /// Launches `function` on `stream` with `args` pushed as its parameter list; with `dependent`,
-/// as a programmatic dependent launch (see `dependent_launches`). Every launch of the library
+/// as a programmatic dependent launch (`GpuOptions::dependent_launches`). Every launch of the library
 /// goes through here.
 ///
 /// # Safety

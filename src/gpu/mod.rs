@@ -5,6 +5,7 @@
 mod dense;
 pub(crate) mod kernel;
 pub(crate) mod launch;
+mod options;
 pub(crate) mod schedule;
 pub(crate) mod scratch;
 pub(crate) mod tensors;
@@ -12,8 +13,9 @@ pub(crate) mod tensors;
 pub use crate::dispatch::{default_variant, dispatch_candidates, Choice, DispatchEntry, DISPATCH};
 pub(crate) use kernel::Entry;
 pub use kernel::Kernel;
-pub(crate) use launch::{blocks, check_alignment, check_lens, dependent_launches, Launch, TENSOR_ALIGN};
+pub(crate) use launch::{blocks, check_alignment, check_lens, Launch, TENSOR_ALIGN};
 pub use launch::{launch_config, RECORD_WORDS};
+pub use options::{GpuOptions, L2Promotion};
 pub(crate) use schedule::{dealt_item_table, item_walk, KeySlices};
 pub use tensors::{decode, nan, RawBuffer, RawTensors, Tensors};
 pub(crate) use tensors::{fill_nan, nan_lse, DeviceBuffer};
@@ -28,6 +30,7 @@ use cudarc::nvrtc::Ptx;
 use crate::embedded;
 use crate::error::{Error, Result};
 use crate::staging::{self, Permanents, Staged};
+use crate::tuned_table::TunedTable;
 
 /// Where an open GPU's kernels come from.
 pub(crate) enum KernelCode {
@@ -56,8 +59,12 @@ pub struct Gpu {
     /// The SM clock the driver reports (kHz): cycles to seconds for `micro`; `None` if unknown.
     pub clock_khz: Option<u32>,
     globals: BTreeMap<&'static str, u32>,
-    /// Launches dependent on the kernel before them (`dependent_launches`).
+    /// What the caller chose when opening it.
+    pub(crate) options: GpuOptions,
+    /// Launches dependent on the kernel before them: the option, on Hopper only.
     pub(crate) dependent_launches: bool,
+    /// The tuned table the dispatch consults: the option's file, else the embedded one.
+    tuned: Option<TunedTable>,
     functions: Mutex<HashMap<String, CudaFunction>>,
     /// flash_decode's workspace and cached facts (`decode.rs`).
     pub(crate) decode: scratch::State,
@@ -68,9 +75,17 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    /// Opens device `ordinal`. A machine without the CUDA driver gets `Error::NoDriver`, not a
-    /// panic: cudarc aborts when libcuda is missing, so its presence is checked first.
+    /// Opens device `ordinal` with the default options. A machine without the CUDA driver gets
+    /// `Error::NoDriver`, not a panic: cudarc aborts when libcuda is missing, so its presence is
+    /// checked first.
     pub fn open(ordinal: usize) -> Result<Gpu> {
+        Gpu::open_with(ordinal, GpuOptions::default())
+    }
+
+    /// Opens device `ordinal` with `options` ([`GpuOptions::from_env`] for the environment's).
+    /// A tuned table or cubin folder the options name that cannot be used is an error here, not
+    /// a silent fallback.
+    pub fn open_with(ordinal: usize, options: GpuOptions) -> Result<Gpu> {
         if !library_present(&["libcuda.so.1", "libcuda.so", "nvcuda.dll"]) {
             return Err(Error::NoDriver);
         }
@@ -104,12 +119,15 @@ impl Gpu {
                  FLASHRS_ARCHES unset or naming {target}"
             ))
         })?;
-        let cubin_dir = std::env::var_os("FLASHRS_CUBIN_DIR").filter(|d| !d.is_empty());
-        let code = match cubin_dir {
-            Some(dir) => KernelCode::Cubin(ctx.load_module(cubin_image(dir.into(), target, ptx_text)?)?),
+        let code = match &options.cubin_dir {
+            Some(dir) => KernelCode::Cubin(ctx.load_module(cubin_image(dir.clone(), target, ptx_text)?)?),
             None => KernelCode::Ptx(embedded::EntryModules::embedded(arch).ok_or_else(|| {
                 Error::MissingSymbol(format!("the embedded {target} PTX cannot be read into kernels"))
             })?),
+        };
+        let tuned = match &options.tuned_table {
+            Some(path) => Some(TunedTable::load(path)?),
+            None => TunedTable::builtin().ok(),
         };
         let max_smem_optin =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
@@ -132,7 +150,12 @@ impl Gpu {
             compute_capability,
             max_smem_optin,
             globals: embedded::u32_globals(ptx_text),
-            dependent_launches: dependent_launches(arch),
+            // Every entry point waits for the kernel before it at its first instruction
+            // (`kernels-rs/src/arch/grid.rs`), flash_ws after its set-up, so a dependent launch
+            // only lets its blocks be scheduled while that kernel finishes; sm_90a only.
+            dependent_launches: options.dependent_launches && arch == 90,
+            tuned,
+            options,
             functions: Mutex::new(HashMap::new()),
             decode: Default::default(),
         })
@@ -141,6 +164,17 @@ impl Gpu {
     /// The stream all of this GPU's own work is enqueued on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &GpuOptions {
+        &self.options
+    }
+
+    /// The tuned table the dispatch consults: [`GpuOptions::tuned_table`]'s, else the one
+    /// compiled into the library.
+    pub fn tuned_table(&self) -> Option<&TunedTable> {
+        self.tuned.as_ref()
     }
 
     /// The CUDA context of this device.

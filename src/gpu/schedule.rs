@@ -32,15 +32,16 @@ impl KeySlices {
     /// `variant` on `shape` over the grid `config`: non-causal problems only, whose items are all
     /// the same size (a causal problem's last round holds its shortest items, whose slices would
     /// save little).
-    /// `FLASHRS_TAIL_SPLIT=0` turns it off, for measuring it.
+    /// `enabled` is the opened GPU's `GpuOptions::tail_split` (off for measuring the split).
     pub(crate) fn tail_split(
         variant: &VariantSpec,
         shape: Shape,
         causal: bool,
         config: &LaunchConfig,
+        enabled: bool,
     ) -> KeySlices {
         let warp_specialised = matches!(variant.family, Family::FlashWs | Family::FlashWsFp8);
-        if !warp_specialised || !variant.persistent || causal || !tail_split_enabled() {
+        if !warp_specialised || !variant.persistent || causal || !enabled {
             return KeySlices::NONE;
         }
         let Ok(items) = u32::try_from(
@@ -221,13 +222,6 @@ impl Gpu {
             self.decode_counters(counters)?,
         ))
     }
-}
-
-/// Whether the persistent flash_ws and flash_ws_fp8 split their last round
-/// (`KeySlices::tail_split`): yes unless `FLASHRS_TAIL_SPLIT` is `0`, read once.
-pub(crate) fn tail_split_enabled() -> bool {
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var_os("FLASHRS_TAIL_SPLIT").is_none_or(|v| v != "0"))
 }
 
 #[cfg(test)]

@@ -61,8 +61,9 @@ impl Gpu {
     pub fn split_plan(&self, kernel: &Kernel, shape: Shape, options: DecodeOptions) -> Result<Plan> {
         let heuristic = self.heuristic_split_plan(kernel, shape)?;
         let problem = SplitProblem::of(kernel.dtype, kernel.variant.name, shape, heuristic.blocks());
-        let tuned =
-            crate::dispatch::builtin_tuned().and_then(|table| table.decode_splits(&self.name, &problem));
+        let tuned = self
+            .tuned_table()
+            .and_then(|table| table.decode_splits(&self.name, &problem));
         heuristic.chosen(options, tuned)
     }
 
