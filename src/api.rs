@@ -164,6 +164,17 @@ pub type PackedTensor<T> = DeviceArray<T, 3>;
 /// keys of which sequence is the [`PagedKv`]'s business.
 pub type PagedCache<T> = DeviceArray<T, 4>;
 
+impl<T: Element> PackedTensor<T> {
+    /// A view of this packed tensor for [`varlen_attention_raw`](crate::varlen_attention_raw),
+    /// borrowing it.
+    pub fn view(&self) -> crate::PackedView<'_, T> {
+        let (ptr, _record) = self.data.device_ptr(self.data.stream());
+        // Safety: the view borrows this tensor, whose buffer holds its dims' elements of `T`,
+        // contiguous, in its GPU's context.
+        unsafe { crate::PackedView::from_raw(ptr, self.dims) }
+    }
+}
+
 impl<T: Element, const N: usize> DeviceArray<T, N> {
     /// Copies `data` (the product of `dims` elements, else [`Error::Length`]; every dim at
     /// least 1) to a new tensor on `gpu`.
@@ -818,25 +829,35 @@ pub fn check_views<T: Element>(
         ("v", v.ptr, span(v)?),
     ];
     buffers.extend(out.map(|out| ("out", out.ptr, bytes(shape.q_len()))));
-    for &(what, ptr, _) in &buffers {
+    check_addresses(&buffers, lse.map(|ptr| (ptr, 4 * lse_rows as u128)))?;
+    Ok(shape)
+}
+
+/// The address checks of the raw paths: each of `buffers` (`(what, address, bytes)`, the
+/// output named "out") and the log-sum-exp (`(address, bytes)`) not null and aligned (an empty
+/// buffer is never read: it may be anything), and what is written (the output and log-sum-exp)
+/// overlapping nothing else of the call (the kernels read Q, K, V while other blocks write).
+pub(crate) fn check_addresses(buffers: &[(&'static str, u64, u128)], lse: Option<(u64, u128)>) -> Result<()> {
+    for &(what, ptr, len) in buffers {
+        if len == 0 {
+            continue;
+        }
         if ptr == 0 {
             return Err(Error::NullPointer { what });
         }
         check_alignment(what, ptr, TENSOR_ALIGN)?;
     }
-    if let Some(ptr) = lse {
+    if let Some((ptr, _)) = lse.filter(|&(_, len)| len > 0) {
         if ptr == 0 {
             return Err(Error::NullPointer { what: "lse" });
         }
         check_alignment("lse", ptr, 4)?;
     }
-    // What is written must not overlap anything else of the call (the kernels read Q, K, V while
-    // other blocks write the output).
     let written = buffers
         .iter()
         .filter(|(what, ..)| *what == "out")
         .copied()
-        .chain(lse.map(|ptr| ("lse", ptr, 4 * lse_rows as u128)));
+        .chain(lse.map(|(ptr, len)| ("lse", ptr, len)));
     for (what, ptr, len) in written {
         for &(other, other_ptr, other_len) in buffers.iter().filter(|b| b.0 != what) {
             let (start, end) = (ptr as u128, ptr as u128 + len);
@@ -847,7 +868,7 @@ pub fn check_views<T: Element>(
             }
         }
     }
-    Ok(shape)
+    Ok(())
 }
 
 /// The buffers of views that `check_views` accepted for `shape`, as `Gpu::tensors_from_raw`
@@ -935,10 +956,10 @@ pub fn keeping_current_context<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
 }
 
 /// The CUDA context current on this thread when made, current again when dropped.
-struct CurrentContext(sys::CUcontext);
+pub(crate) struct CurrentContext(sys::CUcontext);
 
 impl CurrentContext {
-    fn save() -> Result<Self> {
+    pub(crate) fn save() -> Result<Self> {
         // cudarc aborts the process when libcuda is missing: ask first (as `Gpu::open` does).
         static DRIVER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         if !*DRIVER.get_or_init(|| crate::gpu::library_present(&["libcuda.so.1", "libcuda.so", "nvcuda.dll"]))
@@ -1140,7 +1161,7 @@ pub fn check_paged(
 /// The heads `(H, H_kv, D)` of a varlen call on packed `q`, `k`, `v` (`[total, heads, D]`, and
 /// `out`, `lse` when given) split by `batch`, or the typed error of the first mismatch. Pure,
 /// like `plan`.
-fn plan_varlen(
+pub(crate) fn plan_varlen(
     [q, k, v]: [[usize; 3]; 3],
     out: Option<[usize; 3]>,
     lse: Option<[usize; 3]>,

@@ -37,6 +37,7 @@ pub mod gpu;
 pub mod layout;
 pub mod paged;
 pub mod problem;
+mod raw_varlen;
 pub mod spec;
 mod staging;
 pub mod tma;
@@ -57,6 +58,7 @@ pub use gpu::{Gpu, GpuOptions, Kernel, L2Promotion, Tensors};
 pub use layout::{Layout, Strides};
 pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};
+pub use raw_varlen::{check_packed_views, varlen_attention_raw, PackedView};
 pub use variants::{Family, Policy, Spec, VariantSpec, FP8_VARIANTS, VARIANTS};
 pub use varlen::{VarlenBatch, VarlenKernel, VarlenTensors};
 

@@ -5,14 +5,17 @@
 //! problems with `S_q != S_k`; the log-sum-exp is `[H, total_q]`.
 //!
 //! [`VarlenBatch`] is the host's copy of the prefix sums, checked in full when made. The device
-//! copies are uploaded from it by [`Gpu::varlen_tensors`] and never handed out, so a kernel only
-//! ever sees prefix sums that were checked: taking device-only prefix sums would mean either
+//! copies are staged from it at each launch (as the tensor maps are: in the stream's order, in a
+//! way a CUDA graph replays) and never handed out, so a kernel only ever sees prefix sums that
+//! were checked: taking device-only prefix sums would mean either
 //! trusting them (a decreasing entry would send a kernel outside its buffers) or downloading
 //! them on every call (a synchronisation the caller did not ask for). [`Gpu::launch_varlen`]
 //! runs a variant's `_varlen` entry point (`kernels-rs/src/attention/varlen.rs`): `flash_ws`
 //! without `persistent` (Hopper) and `flash_decode` (with its split-KV plan and combine) have one.
 
-use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig};
 
 use crate::error::{Error, Result};
 use crate::gpu::{check_lens, DeviceBuffer, Entry, Gpu, Kernel, KeySlices, Launch, RawTensors};
@@ -215,9 +218,13 @@ pub struct VarlenTensors {
     v: DeviceBuffer<u16>,
     out: DeviceBuffer<u16>,
     lse: Option<DeviceBuffer<f32>>,
-    cu_q: CudaSlice<i32>,
-    cu_k: CudaSlice<i32>,
+    /// The device copies of `batch`'s prefix sums, staged at each launch.
+    cu_q: Option<crate::staging::Staged>,
+    cu_k: Option<crate::staging::Staged>,
     batch: VarlenBatch,
+    /// Where launches on these tensors are enqueued: the GPU's own stream, or the caller's for
+    /// [`varlen_attention_raw`](crate::api::varlen_attention_raw).
+    stream: Arc<CudaStream>,
     heads: usize,
     heads_kv: usize,
     head_dim: usize,
@@ -274,6 +281,12 @@ impl VarlenTensors {
             .grid_shape(self.heads, self.heads_kv, self.head_dim)
             .expect("checked when the tensors were made")
     }
+}
+
+/// The staged prefix sums of a launch (`Gpu::stage_varlen_scratch`).
+fn staged_sums(sums: &Option<crate::staging::Staged>) -> Result<&crate::staging::Staged> {
+    sums.as_ref()
+        .map_or_else(|| refuse("the prefix sums were not staged".into()), Ok)
 }
 
 /// Checks packed Q, K and V of these lengths (elements) against `batch` and the heads
@@ -519,7 +532,7 @@ impl Gpu {
         };
         let poison = vec![crate::gpu::nan(dtype); q.len().max(1) + 2 * out_guard];
         let buffers = [upload(q)?, upload(k)?, upload(v)?, upload(&poison)?];
-        let mut tensors = self.assemble_varlen(batch, heads, dtype, buffers, None)?;
+        let mut tensors = self.assemble_varlen(self.stream(), batch, heads, dtype, buffers, None);
         (tensors.out_guard, tensors.lse_guard) = (out_guard, lse_guard);
         Ok(tensors)
     }
@@ -538,35 +551,55 @@ impl Gpu {
         dtype: DType,
         raw: RawTensors,
     ) -> Result<VarlenTensors> {
+        // Safety: this function's contract.
+        unsafe { self.varlen_tensors_on(self.stream(), batch, heads, dtype, raw) }
+    }
+
+    /// As [`Gpu::varlen_tensors_lent`], for launches on `stream` (the caller's, of this GPU's
+    /// context: checked here and at each launch).
+    ///
+    /// # Safety
+    /// `raw`'s buffers satisfy the contract of [`Gpu::tensors_from_raw`] on `stream` for as long
+    /// as the returned tensors live.
+    pub(crate) unsafe fn varlen_tensors_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        batch: VarlenBatch,
+        heads: (usize, usize, usize),
+        dtype: DType,
+        raw: RawTensors,
+    ) -> Result<VarlenTensors> {
+        self.check_stream(stream)?;
         check_inputs(&batch, heads, [raw.q.len, raw.k.len, raw.v.len])?;
-        let stream = self.stream();
         // Safety: this function's contract; the borrowed buffers are never freed here.
         let borrow = |raw| unsafe { DeviceBuffer::borrowed(stream, raw) };
         let buffers = [borrow(raw.q), borrow(raw.k), borrow(raw.v), borrow(raw.out)];
         // Safety: as above.
         let lse = raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) });
-        self.assemble_varlen(batch, heads, dtype, buffers, lse)
+        Ok(self.assemble_varlen(stream, batch, heads, dtype, buffers, lse))
     }
 
-    /// The tensors around Q, K, V and the output (`buffers`, in that order), with the prefix
-    /// sums of `batch` uploaded and no guards.
+    /// The tensors around Q, K, V and the output (`buffers`, in that order), on `stream`, with
+    /// no guards.
     fn assemble_varlen(
         &self,
+        stream: &Arc<CudaStream>,
         batch: VarlenBatch,
         (heads, heads_kv, head_dim): (usize, usize, usize),
         dtype: DType,
         [q, k, v, out]: [DeviceBuffer<u16>; 4],
         lse: Option<DeviceBuffer<f32>>,
-    ) -> Result<VarlenTensors> {
-        Ok(VarlenTensors {
+    ) -> VarlenTensors {
+        VarlenTensors {
             q,
             k,
             v,
             out,
             lse,
-            cu_q: self.upload(&batch.cu_q)?,
-            cu_k: self.upload(&batch.cu_k)?,
+            cu_q: None,
+            cu_k: None,
             batch,
+            stream: stream.clone(),
             heads,
             heads_kv,
             head_dim,
@@ -575,21 +608,21 @@ impl Gpu {
             out_guard: 0,
             lse_guard: 0,
             item_table: None,
-        })
+        }
     }
 
     /// Makes the next varlen launches also write each row's log-sum-exp (NaN-poisoned here).
     pub fn request_varlen_lse(&self, tensors: &mut VarlenTensors) -> Result<()> {
         let rows = tensors.heads * tensors.batch.total_q();
         let poison = vec![f32::NAN; rows.max(1) + 2 * tensors.lse_guard];
-        tensors.lse = Some(DeviceBuffer::owned(self.upload(&poison)?));
+        tensors.lse = Some(DeviceBuffer::owned(tensors.stream.clone_htod(&poison)?));
         Ok(())
     }
 
     /// Refills the output with NaN.
     pub fn poison_varlen(&self, tensors: &mut VarlenTensors) -> Result<()> {
         let poison = vec![crate::gpu::nan(tensors.dtype); tensors.out.len()];
-        self.stream().memcpy_htod(&poison, &mut *tensors.out)?;
+        tensors.stream.memcpy_htod(&poison, &mut *tensors.out)?;
         Ok(())
     }
 
@@ -639,7 +672,7 @@ impl Gpu {
         let q_map = tma::MapGeometry::q(Layout::Bshd, packed, variant.block_m);
         let kv_map = tma::MapGeometry::kv(Layout::Bshd, packed, variant.block_n);
         let out_map = tma::MapGeometry::out(Layout::Bshd, packed);
-        let stream = self.stream().clone();
+        let stream = tensors.stream.clone();
         let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
         // The output's rows start after its guard (none unless asked for), as the kernel's
         // output pointer does (`launch_varlen`).
@@ -660,13 +693,13 @@ impl Gpu {
         self.stage(&stream, bytes, &mut tensors.maps)
     }
 
-    /// Refuses tensors another `Gpu` made (the launch goes on this GPU's stream: theirs are
-    /// ordered on their own, or another device's, where they could be freed while this launch
-    /// reads them) and a kernel of another dtype or head dim.
+    /// Refuses tensors of another device (the launch goes on their stream, which must be of
+    /// this GPU's context, where its kernels and their pointers mean something) and a kernel of
+    /// another dtype or head dim.
     fn check_varlen_kernel(&self, kernel: &Kernel, tensors: &VarlenTensors) -> Result<()> {
-        if tensors.cu_q.stream().cu_stream() != self.stream().cu_stream() {
+        if self.check_stream(&tensors.stream).is_err() {
             return refuse(
-                "the tensors were made by another Gpu: launch them with the one that made them".into(),
+                "the tensors were made for another device: launch them with a Gpu of that device".into(),
             );
         }
         if kernel.dtype() != tensors.dtype || kernel.head_dim() != tensors.head_dim {
@@ -702,12 +735,34 @@ impl Gpu {
                 )
             }
         };
-        self.stage(self.stream(), bytes, &mut staged)?;
+        self.stage(&tensors.stream, bytes, &mut staged)?;
         tensors.item_table = staged.map(|staged| (table_key, staged));
         Ok(())
     }
 
-    /// Launches `kernel` on the packed tensors (asynchronously, on this GPU's stream); for a
+    /// Stages what a launch of `kernel` over `grid` blocks reads besides the tensors, in their
+    /// stream's order: the prefix sums (from the checked host copy), and for `flash_ws` its
+    /// tensor maps and, when persistent, its item table.
+    fn stage_varlen_scratch(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut VarlenTensors,
+        causal: bool,
+        grid: u32,
+    ) -> Result<()> {
+        if kernel.variant().family == Family::FlashWs {
+            self.prepare_varlen_maps(kernel.variant(), tensors)?;
+        }
+        if kernel.variant().persistent {
+            self.stage_varlen_item_table(kernel, tensors, causal, grid)?;
+        }
+        let stream = tensors.stream.clone();
+        let words = |sums: &[i32]| sums.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.stage(&stream, words(&tensors.batch.cu_q), &mut tensors.cu_q)?;
+        self.stage(&stream, words(&tensors.batch.cu_k), &mut tensors.cu_k)
+    }
+
+    /// Launches `kernel` on the packed tensors (asynchronously, on their stream); for a
     /// `flash_decode` kernel that splits the keys, then the combine. `barrier_log`, for a counted
     /// kernel, gets four `u32` per block. A batch with no query launches nothing.
     pub fn launch_varlen(
@@ -727,24 +782,21 @@ impl Gpu {
         let blocks = crate::gpu::blocks(&config);
         let runs = tensors.batch.total_q() > 0;
         let uses_maps = kernel.variant().family == Family::FlashWs;
-        if uses_maps && runs {
-            self.prepare_varlen_maps(kernel.variant(), tensors)?;
-        }
         let persistent = kernel.variant().persistent;
-        if persistent && runs {
-            self.stage_varlen_item_table(kernel, tensors, params.causal, config.grid_dim.0)?;
+        if runs {
+            self.stage_varlen_scratch(kernel, tensors, params.causal, config.grid_dim.0)?;
         }
         let slices = KeySlices {
             splits: plan.map_or(1, |p| p.splits),
             floats: plan.map_or(0, |p| p.workspace_floats(shape)),
             counters: plan.map_or(0, |p| p.counters()),
         };
-        let slice_buffers = self.slice_buffers(slices, self.stream())?;
+        let stream = tensors.stream.clone();
+        let slice_buffers = self.slice_buffers(slices, &stream)?;
         // Every buffer holds what the prefix sums imply (re-checked before each launch).
         let (q_len, kv_len, lse_len) = tensors.batch.lens(heads, heads_kv, d);
         let b1 = tensors.batch.batch() + 1;
         let (out_guard, lse_guard) = (tensors.out_guard, tensors.lse_guard);
-        let stream = self.stream().clone();
         let VarlenTensors {
             q,
             k,
@@ -767,11 +819,6 @@ impl Gpu {
         // unless asked for: `VarlenTensors::with_guards`); the kernel gets their first row.
         launch.writes("out", out, Some(q_len.max(1) + 2 * out_guard), |a, p| a.out = p);
         launch.args_mut().out += 2 * out_guard as u64;
-        // The prefix sums on the device are the host copy that `VarlenBatch::new` checked (0
-        // first, never decreasing, B + 1 entries, the last equal to the packed rows), uploaded
-        // at `varlen_tensors` and private since.
-        launch.reads("cu_seqlens_q", cu_q, Some(b1), |a, p| a.cu_seqlens_q = p);
-        launch.reads("cu_seqlens_k", cu_k, Some(b1), |a, p| a.cu_seqlens_k = p);
         if let Some(lse) = lse.as_deref_mut() {
             launch.writes("lse", lse, Some(lse_len.max(1) + 2 * lse_guard), |a, p| a.lse = p);
             launch.args_mut().lse += 4 * lse_guard as u64;
@@ -788,6 +835,15 @@ impl Gpu {
             // No query rows: nothing to launch, but the buffers are checked all the same.
             return launch.check();
         }
+        // The prefix sums on the device are the host copy that `VarlenBatch::new` checked (0
+        // first, never decreasing, B + 1 entries, the last equal to the packed rows), staged
+        // above and private.
+        launch.staged("cu_seqlens_q", staged_sums(cu_q)?, 4 * b1, |a, p| {
+            a.cu_seqlens_q = p
+        });
+        launch.staged("cu_seqlens_k", staged_sums(cu_k)?, 4 * b1, |a, p| {
+            a.cu_seqlens_k = p
+        });
         if uses_maps {
             let maps = maps
                 .as_ref()

@@ -161,7 +161,10 @@ impl Desc {
         };
         // [B, S, H, D] as the caller holds it, [B, H, S, D] as flashrs names the dims.
         let order = [0, 2, 1, 3];
-        Ok((order.map(|axis| dims[axis]), order.map(|axis| strides[axis] as i64)))
+        Ok((
+            order.map(|axis| dims[axis]),
+            order.map(|axis| strides[axis] as i64),
+        ))
     }
 }
 
@@ -172,7 +175,11 @@ impl Desc {
 fn operands(descs: &[Desc; 3]) -> Result<Vec<([usize; 4], Layout)>, String> {
     let mut operands = descs.iter().map(Desc::operand).collect::<Result<Vec<_>, _>>()?;
     let logical = descs.iter().map(Desc::logical).collect::<Result<Vec<_>, _>>()?;
-    let fits_all = |layout| logical.iter().all(|&(dims, strides)| fits_layout(dims, strides, layout));
+    let fits_all = |layout| {
+        logical
+            .iter()
+            .all(|&(dims, strides)| fits_layout(dims, strides, layout))
+    };
     if let Some(common) = [Layout::Bshd, Layout::Bhsd].into_iter().find(|&l| fits_all(l)) {
         for operand in &mut operands {
             operand.1 = common;
@@ -362,7 +369,10 @@ fn gpu(ordinal: usize) -> flashrs::Result<&'static Gpu> {
     if let Some((_, gpu)) = gpus.iter().find(|(o, _)| *o == ordinal) {
         return Ok(gpu);
     }
-    let gpu: &'static Gpu = Box::leak(Box::new(Gpu::open_with(ordinal, flashrs::GpuOptions::from_env())?));
+    let gpu: &'static Gpu = Box::leak(Box::new(Gpu::open_with(
+        ordinal,
+        flashrs::GpuOptions::from_env(),
+    )?));
     gpus.push((ordinal, gpu));
     Ok(gpu)
 }

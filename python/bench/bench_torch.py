@@ -3,6 +3,8 @@ SDPA backends on the same tensors, three ways per contestant: the median of CUDA
 single calls after a warm-up, the wall clock per call of 1,000 back-to-back calls (host overhead
 included for every contestant alike: the cost a Python caller pays), and the median per call
 replayed from a CUDA graph (no host work: `host bench` times the kernels alone this way too).
+When flash-attn-4's `flash_attn.cute` imports (FlashAttention-3's algorithm on sm90), it is timed
+the same three ways as `fa3`, on [B, S, H, D] copies of the same tensors.
 
     python3 python/bench/bench_torch.py --json bench_torch.json [--dtype bf16] [--iters 50]
 
@@ -29,6 +31,7 @@ SHAPES = [
     (2, 16, 16, 4096, 4096, 128, False),
     (2, 16, 16, 4096, 4096, 128, True),
     (2, 32, 8, 2048, 2048, 128, True),
+    (1, 32, 8, 1, 8192, 128, False),
     (1, 32, 8, 1, 32768, 128, False),
     (16, 32, 8, 1, 4096, 128, False),
 ]
@@ -38,6 +41,15 @@ BACKENDS = {
     "torch_cudnn": SDPBackend.CUDNN_ATTENTION,
     "torch_efficient": SDPBackend.EFFICIENT_ATTENTION,
 }
+
+
+def fa3_peer():
+    """flash-attn-4's flash_attn_func (FlashAttention-3's algorithm on sm90), or None."""
+    try:
+        from flash_attn.cute.interface import flash_attn_func
+    except Exception:  # not installed: the column stays empty
+        return None
+    return flash_attn_func
 
 
 def median_us(fn, iters, warmup=5):
@@ -98,6 +110,7 @@ def main():
     dtype = torch.float16 if args.dtype == "fp16" else torch.bfloat16
     device = torch.device("cuda")
     rows = []
+    fa3 = fa3_peer()
     for b, h, h_kv, s_q, s_k, d, causal in SHAPES:
         q = torch.randn(b, h, s_q, d, device=device, dtype=dtype)
         k = torch.randn(b, h_kv, s_k, d, device=device, dtype=dtype)
@@ -120,6 +133,21 @@ def main():
             except RuntimeError as e:  # the backend does not take this problem
                 row[name + "_us"] = None
                 row[name + "_note"] = str(e).splitlines()[0][:200]
+        if fa3 is not None:
+            # [B, S, H, D] copies; the scale 1/sqrt(D) and bottom-right causal mask match ours.
+            qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+            scale = d**-0.5
+
+            def fa3_call():
+                out = fa3(qs, ks, vs, causal=causal, softmax_scale=scale)
+                return out[0] if isinstance(out, tuple) else out
+
+            try:
+                for key, value in timings(fa3_call, args.iters).items():
+                    row["fa3_" + key] = value
+            except Exception as e:  # noqa: BLE001 - a peer's failure is reported, not fatal
+                row["fa3_us"] = None
+                row["fa3_note"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         flops = 4 * b * h * s_q * s_k * d / (2 if causal else 1)
         row["flashrs_tflops"] = flops / row["flashrs_us"] / 1e6
         rows.append(row)
@@ -128,7 +156,7 @@ def main():
                 return f"{n} -"
             return f"{n} {row[n + '_us']:.1f}/{row[n + '_wall_us']:.1f}/{row[n + '_graph_us']:.1f}"
 
-        peers = "  ".join(times(n) for n in BACKENDS)
+        peers = "  ".join(times(n) for n in [*BACKENDS, "fa3"])
         print(f"{row['shape']} causal={causal} ({kernel}) events/wall/graph us: {times('flashrs')}  {peers}", flush=True)
     result = {
         "device": torch.cuda.get_device_name(),

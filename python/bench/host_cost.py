@@ -44,7 +44,7 @@ def main():
             "  describe q, k, v": lambda: [flashrs._describe(n, t) for n, t in zip("qkv", (q, k, v))],
             "  native check": lambda: _flashrs.check(*described, "bhsd", False, None),
             "  the output's allocation": lambda: flashrs._empty_like(q),
-            "  current stream": lambda: torch.cuda.current_stream(q.device).cuda_stream,
+            "  current stream": lambda: flashrs._current_stream(q),
             "  native attention (checks + launch)": lambda: _flashrs.attention(
                 *described, out_described, None, "bhsd", False, None, stream
             ),

@@ -12,6 +12,10 @@ The op is differentiable: its autograd formula (``torch.library.register_autogra
 second custom op, ``torch.ops.flashrs.attention_backward``, with what the forward saved (q, k, v,
 the output and the log-sum-exp), so a loss through ``attention`` trains, also under
 ``torch.compile``.
+
+``varlen_attention`` (``torch.ops.flashrs.varlen_attention``) takes packed batches of sequences
+of their own lengths, as ``flash_attn_varlen_func`` does; ``flashrs.transformers`` registers the
+package as an attention implementation of Hugging Face transformers.
 """
 
 from typing import Optional, Tuple
@@ -23,7 +27,7 @@ try:
 except ImportError:  # the checks still run (and are tested) without torch
     torch = None
 
-__all__ = ["attention"]
+__all__ = ["attention", "varlen_attention"]
 
 
 def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, deterministic=False):
@@ -53,12 +57,13 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, 
     in a CUDA graph: replays read the inputs' current contents at the same addresses, with the
     shapes and options of the captured call.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not _is_tensor(t):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    # The checks of every call, written for the host time they take (this runs once per call).
+    if not (_is_tensor(q) and _is_tensor(k) and _is_tensor(v)):
+        _refuse_non_tensors(q, k, v)
     scale = None if scale is None else float(scale)
     layout = "bhsd" if layout is None else str(layout)
-    needs_grad = _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v))
+    wants_grad = getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)
+    needs_grad = wants_grad and _grad_enabled()
     # The backward needs the log-sum-exp; it goes through the dispatcher, where autograd is.
     args = (q, k, v, bool(causal), scale, bool(return_lse) or needs_grad, layout, bool(deterministic))
     # torch.compile and torch.export trace the op; an eager call that needs no gradient runs its
@@ -71,8 +76,98 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, 
     return (out, lse) if return_lse else out
 
 
+def varlen_attention(
+    q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, causal=False, scale=None,
+    return_lse=False,
+):
+    """``attention`` on a packed batch of sequences of their own lengths, as FlashAttention's
+    ``flash_attn_varlen_func`` takes one: q is ``[total_q, H, D]``, k and v ``[total_k, H_kv, D]``
+    (contiguous; others are copied first), and sequence ``b`` owns rows
+    ``cu_seqlens[b]:cu_seqlens[b + 1]`` of each (``B + 1`` int32 prefix sums, 0 first, never
+    decreasing, the last one the packed rows). Each sequence attends to its own keys; ``causal``
+    is aligned bottom-right per sequence (a query that sees no key gets zeros).
+
+    The prefix sums are read on the host: a list, tuple or CPU tensor costs nothing, a CUDA
+    tensor is copied to the host (a synchronisation, which a CUDA graph cannot capture: pass them
+    on the CPU there). A captured call replays with the prefix sums and shapes it was captured
+    with, on the inputs' current contents. ``max_seqlen_q`` and ``max_seqlen_k`` are taken for
+    flash_attn's signature and not needed. Returns the output, ``[total_q, H, D]``, and with
+    ``return_lse`` also the log-sum-exp, ``[H, total_q]`` float32. There is no backward pass for
+    packed batches yet: inputs that require grad (under grad mode) are refused. A batch with no
+    query returns empty outputs; one with queries but no key at all is refused. Bad input raises
+    ``ValueError`` with a one-line message.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not _is_tensor(t):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v)):
+        raise ValueError(
+            "flashrs.varlen_attention has no backward pass yet: call it under torch.no_grad() or on "
+            "tensors that do not require grad (flashrs.attention has one)"
+        )
+    scale = None if scale is None else float(scale)
+    if _compiling():
+        sums = tuple(_prefix_sums_tensor(x) for x in (cu_seqlens_q, cu_seqlens_k))
+        out, lse = torch.ops.flashrs.varlen_attention(q, k, v, *sums, bool(causal), scale, bool(return_lse))
+    else:
+        sums = (_prefix_sums("cu_seqlens_q", cu_seqlens_q), _prefix_sums("cu_seqlens_k", cu_seqlens_k))
+        out, lse, _ = _varlen_attention(q, k, v, *sums, bool(causal), scale, bool(return_lse))
+    return (out, lse) if return_lse else out
+
+
+def _prefix_sums(name, sums):
+    """The prefix sums as a list of Python ints, read on the host (see ``varlen_attention``)."""
+    if _is_tensor(sums):
+        if sums.dim() != 1 or sums.dtype.is_floating_point or sums.dtype.is_complex:
+            raise ValueError(f"{name} is a {sums.dtype} tensor of {sums.dim()} dims: it needs 1 dim of integers")
+        if sums.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise ValueError(
+                f"{name} is on the GPU, which cannot be read while a CUDA graph is captured: pass the "
+                "prefix sums on the CPU (a list or a CPU tensor)"
+            )
+        sums = sums.tolist()
+    if not isinstance(sums, (list, tuple)):
+        raise ValueError(f"{name} must be a list, tuple or 1-dim tensor of ints, got {type(sums).__name__}")
+    values = []
+    for value in sums:
+        if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+            raise ValueError(f"{name} holds {value!r}: its entries are int32 row indices")
+        values.append(value)
+    return values
+
+
+def _prefix_sums_tensor(sums):
+    """The prefix sums as the custom op takes them: a CPU int32 tensor."""
+    if _is_tensor(sums):
+        return sums.to(device="cpu", dtype=torch.int32)
+    return torch.tensor(list(sums), dtype=torch.int32)
+
+
+def _varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse):
+    """``varlen_attention``'s implementation on host prefix sums, also returning the kernel's
+    name (None when nothing ran): outputs allocated by torch, then one native call that checks
+    everything and launches on torch's current stream."""
+    q, k, v = (_contiguous(t) for t in (q, k, v))
+    total_q = q.shape[0] if len(q.shape) == 3 else -1
+    heads = q.shape[1] if len(q.shape) == 3 else 0
+    out = _empty_like(q)
+    lse = _empty_lse(q, (heads, total_q)) if return_lse and total_q >= 0 else None
+    lse_described = None if lse is None else _describe("lse", lse)
+    kernel = _flashrs.varlen_attention(
+        _describe("q", q), _describe("k", k), _describe("v", v), _describe("out", out), lse_described,
+        cu_seqlens_q, cu_seqlens_k, causal, scale, _current_stream(q),
+    )
+    return out, lse, kernel
+
+
 # What the public function asks of torch; module functions so that the CPU tests (no torch)
 # can stand in for them.
+
+
+def _refuse_non_tensors(*tensors):
+    for name, t in zip(("q", "k", "v"), tensors):
+        if not _is_tensor(t):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
 
 
 def _is_tensor(t):
@@ -166,6 +261,30 @@ if torch is not None:
 
     torch.library.register_autograd("flashrs::attention", _attention_grad, setup_context=_setup_context)
 
+    @torch.library.custom_op("flashrs::varlen_attention", mutates_args=())
+    def _varlen_attention_op(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cu_seqlens_q: torch.Tensor,
+        cu_seqlens_k: torch.Tensor,
+        causal: bool,
+        scale: Optional[float],
+        return_lse: bool,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``varlen_attention``'s implementation as an op; the prefix sums are CPU int32
+        tensors. Without ``return_lse`` the second output is an empty float32 tensor."""
+        sums = (_prefix_sums("cu_seqlens_q", cu_seqlens_q), _prefix_sums("cu_seqlens_k", cu_seqlens_k))
+        out, lse, _ = _varlen_attention(q, k, v, *sums, causal, scale, return_lse)
+        if lse is None:
+            lse = torch.empty(0, dtype=torch.float32, device=q.device)
+        return out, lse
+
+    @_varlen_attention_op.register_fake
+    def _varlen_attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse):
+        rows = (q.shape[1], q.shape[0]) if return_lse else (0,)
+        return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(rows, dtype=torch.float32)
+
 
 def _attention_backward(d_out, q, k, v, out, lse, causal, scale, layout, deterministic):
     """The backward op's implementation: q, k, v and dO in the output's memory order (the
@@ -200,10 +319,18 @@ def _attention(q, k, v, causal, scale, return_lse, layout):
     stream = _current_stream(q)
     out_described = _describe("out", out)
     lse_described = None if lse is None else _describe("lse", lse)
-    kernel = _flashrs.attention(
-        _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout, causal,
-        scale, stream,
-    )
+    try:
+        kernel = _flashrs.attention(
+            _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout,
+            causal, scale, stream,
+        )
+    except ValueError:
+        # The native checks refuse empty dims; SDPA answers them (looked at only here, so that
+        # calls with work pay nothing for it).
+        empty = _without_work(q, k, v, causal, scale, return_lse, layout)
+        if empty is None:
+            raise
+        return empty
     if kernel is None:
         # Strides this GPU's kernels do not read in place: copies contiguous in the dims' order,
         # which the output (contiguous in that order unless q was contiguous) already is in.
@@ -216,6 +343,32 @@ def _attention(q, k, v, causal, scale, return_lse, layout):
             causal, scale, stream,
         )
     return out, lse, kernel
+
+
+def _without_work(q, k, v, causal, scale, return_lse, layout):
+    """What SDPA gives for a call with nothing to compute, or None: an empty output when a dim
+    of q (B, H or S_q) is 0, zeros (and a ``-inf`` log-sum-exp) when there is no key (S_k = 0).
+    Every other check runs first, on stand-ins of the same dims with each 0 made 1."""
+    shapes = [tuple(getattr(t, "shape", (1,))) for t in (q, k, v)]
+    if all(0 not in shape for shape in shapes):
+        return None
+    _flashrs.check(*(_stand_in(name, t) for name, t in (("q", q), ("k", k), ("v", v))), layout, causal, scale)
+    rows = _lse_rows(q.shape, layout)
+    out = _zeros_like(q)
+    lse = _full_lse(q, rows, float("-inf")) if return_lse else None
+    return out, lse, None
+
+
+def _stand_in(name, t):
+    """``_describe`` of a tensor like ``t`` with each dim of size 0 made 1, contiguous at a
+    16-byte-aligned address: what the checks see of an empty tensor."""
+    ptr, shape, _, dtype, kind, index = _describe(name, t)
+    shape = [max(int(n), 1) for n in shape]
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step *= n
+    return (256, shape, strides, dtype, kind, index)
 
 
 _DTYPE_NAMES = {}
@@ -266,6 +419,18 @@ def _in_order_of(t, like):
     return t if swapped.is_contiguous() else swapped.contiguous().transpose(1, 2)
 
 
+def _zeros_like(q):
+    import torch
+
+    return torch.zeros_like(q)
+
+
+def _full_lse(q, rows, value):
+    import torch
+
+    return torch.full(rows, value, dtype=torch.float32, device=q.device)
+
+
 def _empty_workspace(q, nbytes):
     import torch
 
@@ -279,13 +444,16 @@ def _empty_lse(q, rows):
 
 
 def _current_stream(q):
+    device = q.get_device()
+    if device < 0:
+        return 0  # not on a GPU: refused by the native checks before any launch
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(device)
     import torch
 
-    if not q.is_cuda:
-        return 0  # refused by the native checks before any launch
-    # The raw handle straight from torch's C++ side (what Triton reads): a fraction of the cost of
-    # building a torch.cuda.Stream object per call.
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(q.get_device())
     return torch.cuda.current_stream(q.device).cuda_stream
+
+
+# The raw handle straight from torch's C++ side (what Triton reads): a fraction of the cost of
+# building a torch.cuda.Stream object per call.
+_RAW_STREAM = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None) if torch is not None else None

@@ -6,6 +6,8 @@
 
 use std::sync::Mutex;
 
+mod varlen;
+
 use flashrs::api::{attention_raw, bf16, check_views, f16, keeping_current_context, RawOptions, TensorView};
 use flashrs::backward::{attention_backward_raw, workspace_bytes, BackwardOptions, BackwardViews};
 use flashrs::{Element, Error, Gpu, Layout, Strides};
@@ -172,13 +174,10 @@ fn view<T: Element>(operand: &Operand) -> TensorView<'static, T> {
 /// takes (a unit last stride, the others multiples of 16 bytes). When not, the wrapper copies
 /// them into one layout first.
 fn in_place(ops: &[Operand]) -> flashrs::Result<bool> {
-    let inputs = &ops[..3];
-    let one_layout = inputs
-        .iter()
-        .all(|o| o.layout.is_some() && o.layout == inputs[0].layout);
-    if one_layout {
+    if one_layout(ops) {
         return Ok(true);
     }
+    let inputs = &ops[..3];
     let copy_engine_takes = inputs.iter().all(|o| {
         let s = o.strides.0;
         (o.dims[3] <= 1 || s[3] == 1)
@@ -190,6 +189,15 @@ fn in_place(ops: &[Operand]) -> flashrs::Result<bool> {
     let device = ops[0].device;
     let arch = gpu(device)?.arch;
     Ok(arch >= 90)
+}
+
+/// Whether q, k and v (the first three of `ops`) are contiguous in one layout, which every GPU's
+/// kernels read as they are.
+fn one_layout(ops: &[Operand]) -> bool {
+    let inputs = &ops[..3];
+    inputs
+        .iter()
+        .all(|o| o.layout.is_some() && o.layout == inputs[0].layout)
 }
 
 /// The log-sum-exp's address, once its description fits q's `[B, H, S_q]` as fp32, contiguous.
@@ -302,12 +310,15 @@ fn attention(
     let ops = operands([&q, &k, &v], Some(&out), dim_order(layout)?)?;
     let options = options(causal, scale);
     let f16 = ops[0].dtype == "torch.float16";
-    // Everything but the inputs' strides first (on the copies the wrapper would make), then
-    // whether this GPU reads them as they are: if not, the wrapper copies them and calls again.
-    let as_copies = with_contiguous_inputs(&ops);
-    typed_check(&as_copies, options).map_err(to_py)?;
-    if !py.detach(|| in_place(&ops)).map_err(to_py)? {
-        return Ok(None);
+    // Inputs in one layout are read as they are on every GPU (the common case: no GPU needed to
+    // answer, nor a release of the GIL). Others: everything but their strides first (on the
+    // copies the wrapper would make), then whether this GPU reads them as they are; if not, the
+    // wrapper copies them and calls again.
+    if !one_layout(&ops) {
+        typed_check(&with_contiguous_inputs(&ops), options).map_err(to_py)?;
+        if !py.detach(|| in_place(&ops)).map_err(to_py)? {
+            return Ok(None);
+        }
     }
     let shape = typed_check(&ops, options).map_err(to_py)?;
     let lse = lse
@@ -510,6 +521,7 @@ fn backward(
 fn _flashrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(varlen::varlen_attention, m)?)?;
     m.add_function(wrap_pyfunction!(check_backward, m)?)?;
     m.add_function(wrap_pyfunction!(backward, m)?)?;
     Ok(())

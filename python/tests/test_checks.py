@@ -226,7 +226,6 @@ class BadInput(unittest.TestCase):
         self.refused("batch", args=tensors(kv=(1, 2, 256, 64)))
         self.refused("must divide q's 8", args=tensors(kv=(2, 3, 256, 64)))
         self.refused("same head dim", args=tensors(kv=(2, 2, 256, 128)))
-        self.refused("at least 1", args=tensors(q=(2, 8, 0, 64)))
 
     def test_head_dim(self):
         self.refused("unsupported head dim 96", args=tensors(q=(1, 2, 16, 96), kv=(1, 2, 16, 96)))
@@ -268,6 +267,86 @@ class BadInput(unittest.TestCase):
         with Allocations(lse=half_lse), self.assertRaises(ValueError) as caught:
             flashrs.attention(q, k, v, return_lse=True)
         self.assertIn("contiguous torch.float32 [B, H, S_q] = [2, 8, 128]", str(caught.exception))
+
+
+def packed(total_q=300, total_k=500, heads=8, heads_kv=2, d=64, **kw):
+    """Packed q, k, v ([total, heads, D]) 16 MiB apart."""
+    return (
+        FakeTensor((total_q, heads, d), BASE, **kw),
+        FakeTensor((total_k, heads_kv, d), BASE + (16 << 20), **kw),
+        FakeTensor((total_k, heads_kv, d), BASE + (32 << 20), **kw),
+    )
+
+
+class BadVarlenInput(unittest.TestCase):
+    def refused(self, *words, args=None, sums=([0, 100, 300], [0, 250, 500]), **kw):
+        """Calls varlen_attention, expecting a one-line ValueError containing every word."""
+        with Allocations():
+            with self.assertRaises(ValueError) as caught:
+                flashrs.varlen_attention(*(args or packed()), *sums, **kw)
+        message = str(caught.exception)
+        self.assertEqual(len(message.splitlines()), 1, message)
+        for word in words:
+            self.assertIn(word, message)
+
+    def test_prefix_sums(self):
+        self.refused("cu_seqlens_q", "list, tuple or 1-dim tensor", sums=("0,300", [0, 500]))
+        self.refused("cu_seqlens_k holds 2.5", sums=([0, 300], [0, 2.5, 500]))
+        self.refused("int32", sums=([0, 300], [0, 2**31, 500]))
+        self.refused("cu_seqlens_q ends at 250", sums=([0, 250], [0, 500]))
+        self.refused("decreas", sums=([0, 200, 100, 300], [0, 100, 200, 500]))
+        self.refused("entries", sums=([0, 300], [0, 200, 500]))
+        self.refused("queries but no key", args=packed(total_k=0), sums=([0, 300], [0, 0]))
+
+    def test_tensors(self):
+        q, k, v = packed()
+        self.refused("k must be a torch.Tensor", args=(q, "k", v))
+        self.refused("3, [total, H, D]", args=tensors())
+        self.refused("torch.float32", args=packed(dtype="float32"))
+        self.refused("must divide q's 8", args=packed(heads_kv=3))
+        self.refused("head dim", args=packed(d=32))
+        q, k, v = packed()
+        k.requires_grad = True
+        self.refused("no backward pass yet", args=(q, k, v))
+
+    def test_strided_inputs_are_copied_and_checked(self):
+        # A strided q reaches the native checks as its contiguous copy (here: refused for its
+        # head dim, so nothing launches on the fake addresses).
+        q, k, v = packed(d=32)
+        q._strides = (2 * 8 * 32, 32, 1)
+        self.refused("head dim", args=(q, k, v))
+
+
+class NothingToCompute(unittest.TestCase):
+    """Calls with an empty dim answer as SDPA does, after every other check."""
+
+    def run_empty(self, q_dims, kv_dims, **kw):
+        zeros, fulls = [], []
+        saved = flashrs._zeros_like, flashrs._full_lse
+        flashrs._zeros_like = lambda q: zeros.append(q.shape) or FakeTensor(q.shape, 0)
+        flashrs._full_lse = lambda q, rows, value: fulls.append((rows, value)) or FakeTensor(rows, 0, "float32")
+        try:
+            with Allocations():
+                q, k, v = tensors(q=q_dims, kv=kv_dims)
+                flashrs.attention(q, k, v, return_lse=True, **kw)
+        finally:
+            flashrs._zeros_like, flashrs._full_lse = saved
+        return zeros, fulls
+
+    def test_empty_queries_and_no_keys(self):
+        self.assertEqual(self.run_empty((2, 8, 0, 64), (2, 2, 256, 64)), ([(2, 8, 0, 64)], [((2, 8, 0), float("-inf"))]))
+        zeros, fulls = self.run_empty((2, 8, 128, 64), (2, 2, 0, 64))
+        self.assertEqual((zeros, fulls), ([(2, 8, 128, 64)], [((2, 8, 128), float("-inf"))]))
+        zeros, _ = self.run_empty((2, 0, 8, 64), (2, 0, 2, 64), layout="bshd")
+        self.assertEqual(zeros, [(2, 0, 8, 64)])
+
+    def test_the_other_checks_still_run(self):
+        with self.assertRaises(ValueError) as caught:
+            self.run_empty((2, 8, 0, 64), (2, 3, 256, 64))
+        self.assertIn("must divide q's 8", str(caught.exception))
+        with self.assertRaises(ValueError) as caught:
+            self.run_empty((2, 8, 7, 32), (2, 2, 0, 32))
+        self.assertIn("head dim", str(caught.exception))
 
 
 class GoodInput(unittest.TestCase):
