@@ -1,6 +1,7 @@
 //! The library's errors: each says what is wrong in terms of the user's input.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use thiserror::Error;
 
@@ -119,7 +120,7 @@ pub enum Error {
     /// The tuned table a `Gpu` was asked to consult (`GpuOptions::tuned_table`, `FLASHRS_TUNED`)
     /// cannot be read or is not a valid table.
     #[error("{0} (FLASHRS_TUNED)")]
-    Tuned(#[from] crate::tuned_table::TunedError),
+    Tuned(#[from] TunedError),
     /// A CUDA driver call failed (a launch, a copy, an allocation, a fault while running).
     #[error("CUDA driver error: {0}")]
     Driver(#[from] cudarc::driver::DriverError),
@@ -202,4 +203,68 @@ mod tests {
              NVIDIA GPU and its driver"
         );
     }
+}
+
+/// Errors of loading, saving and resolving a tuned table.
+#[derive(Debug, Error)]
+pub enum TunedError {
+    /// The table's file could not be read.
+    #[error("cannot read tuned table {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The table's file or its directory could not be written.
+    #[error("cannot write tuned table {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The text is not JSON of the table's form.
+    #[error("tuned table is not valid JSON of the expected form: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// One GPU lists the same (dtype, head dim, bucket, mask) twice, or the same split key.
+    #[error("tuned table lists {gpu} / {key} twice: dispatch would be ambiguous")]
+    Duplicate {
+        /// The GPU's name.
+        gpu: String,
+        /// The repeated key, as text (e.g. `f16 d128 <=1024 causal`).
+        key: String,
+    },
+    /// A split entry's bucket is not a power of two, so no problem would ever fall in it.
+    #[error(
+        "tuned table's decode_splits for {gpu} has {field} {value}: buckets are powers of two (the largest count in each)"
+    )]
+    Bucket {
+        /// The GPU's name.
+        gpu: String,
+        /// `rows_bucket`, `blocks_bucket` or `seq_k_bucket`.
+        field: &'static str,
+        /// The value found.
+        value: u64,
+    },
+    /// An entry names a variant this build does not have.
+    #[error("tuned table names unknown kernel `{kernel}` for {gpu}: not in kernels.toml (retune or remove the entry)")]
+    UnknownKernel {
+        /// The GPU's name.
+        gpu: String,
+        /// The unknown variant name.
+        kernel: String,
+    },
+    /// An entry names a variant at a head dim it is not compiled for.
+    #[error(
+        "tuned table names kernel `{kernel}` for {gpu} at head dim {head_dim}, which it is not compiled for"
+    )]
+    HeadDim {
+        /// The GPU's name.
+        gpu: String,
+        /// The variant name.
+        kernel: String,
+        /// The entry's head dim.
+        head_dim: usize,
+    },
 }
