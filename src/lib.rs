@@ -9,6 +9,26 @@
 
 #![warn(missing_docs)]
 
+/// Declares a method that hands out one of cudarc's handles (a stream, a context, a buffer of the
+/// library's): `pub` with the `lab` feature, crate-private without it. The library's contexts run
+/// with cudarc's cross-stream event tracking off (so that launches can be captured into CUDA
+/// graphs), so through such a handle safe code could use a buffer on a second stream unordered,
+/// or free it while a kernel still reads it. The project's own tools (`host`, `flashrs-lab`, the
+/// GPU tests) enable `lab` and keep their buffers on the GPU's stream; a user of the library sees
+/// the typed API and the `unsafe` raw entry points only.
+macro_rules! lab_pub {
+    ($(#[$attr:meta])* fn $($rest:tt)*) => {
+        $(#[$attr])*
+        #[cfg(feature = "lab")]
+        pub fn $($rest)*
+
+        $(#[$attr])*
+        #[cfg(not(feature = "lab"))]
+        #[allow(dead_code)]
+        pub(crate) fn $($rest)*
+    };
+}
+
 // First: its macros (the launch parameter list) are used by `gpu`.
 /// The kernels' launch parameters: the device crate's own list, so both sides agree.
 #[macro_use]

@@ -229,14 +229,18 @@ impl PagedTensors {
         &self.cache
     }
 
-    /// The output, laid out as Q.
-    pub fn out(&self) -> &CudaSlice<u16> {
-        &self.out
+    lab_pub! {
+        /// The output, laid out as Q.
+        fn out(&self) -> &CudaSlice<u16> {
+            &self.out
+        }
     }
 
-    /// The log-sum-exp (`[B, H, S_q]`, natural log), once asked for.
-    pub fn lse(&self) -> Option<&CudaSlice<f32>> {
-        self.lse.as_deref()
+    lab_pub! {
+        /// The log-sum-exp (`[B, H, S_q]`, natural log), once asked for.
+        fn lse(&self) -> Option<&CudaSlice<f32>> {
+            self.lse.as_deref()
+        }
     }
 
     /// Bytes of K and V a decode step reads: each sequence's keys once per KV head.

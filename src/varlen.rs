@@ -258,16 +258,20 @@ impl VarlenTensors {
         self.dtype
     }
 
-    /// The output buffer: `[total_q, H, D]`, after and before `guards().0` guard elements when
-    /// made with guards.
-    pub fn out(&self) -> &CudaSlice<u16> {
-        &self.out
+    lab_pub! {
+        /// The output buffer: `[total_q, H, D]`, after and before `guards().0` guard elements when
+        /// made with guards.
+        fn out(&self) -> &CudaSlice<u16> {
+            &self.out
+        }
     }
 
-    /// The log-sum-exp buffer (`[H, total_q]`, natural log, between `guards().1` guard floats
-    /// when made with guards), once asked for.
-    pub fn lse(&self) -> Option<&CudaSlice<f32>> {
-        self.lse.as_deref()
+    lab_pub! {
+        /// The log-sum-exp buffer (`[H, total_q]`, natural log, between `guards().1` guard floats
+        /// when made with guards), once asked for.
+        fn lse(&self) -> Option<&CudaSlice<f32>> {
+            self.lse.as_deref()
+        }
     }
 
     /// Elements of the guard before and after the output's rows, and the log-sum-exp's.

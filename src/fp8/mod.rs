@@ -70,14 +70,18 @@ impl Fp8Tensors {
         self.out_dtype
     }
 
-    /// The output, laid out as Q (the bits of `out_dtype`).
-    pub fn out(&self) -> &CudaSlice<u16> {
-        &self.out
+    lab_pub! {
+        /// The output, laid out as Q (the bits of `out_dtype`).
+        fn out(&self) -> &CudaSlice<u16> {
+            &self.out
+        }
     }
 
-    /// The log-sum-exp buffer (`[B, H, S_q]`, natural log), once [`Gpu::fp8_request_lse`] made one.
-    pub fn lse(&self) -> Option<&CudaSlice<f32>> {
-        self.lse.as_deref()
+    lab_pub! {
+        /// The log-sum-exp buffer (`[B, H, S_q]`, natural log), once [`Gpu::fp8_request_lse`] made one.
+        fn lse(&self) -> Option<&CudaSlice<f32>> {
+            self.lse.as_deref()
+        }
     }
 }
 

@@ -161,9 +161,11 @@ impl Gpu {
         })
     }
 
-    /// The stream all of this GPU's own work is enqueued on.
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
+    lab_pub! {
+        /// The stream all of this GPU's own work is enqueued on.
+        fn stream(&self) -> &Arc<CudaStream> {
+            &self.stream
+        }
     }
 
     /// The options it was opened with.
@@ -177,14 +179,18 @@ impl Gpu {
         self.tuned.as_ref()
     }
 
-    /// The CUDA context of this device.
-    pub fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
+    lab_pub! {
+        /// The CUDA context of this device.
+        fn context(&self) -> &Arc<CudaContext> {
+            &self.ctx
+        }
     }
 
-    /// Copies host data to a new device buffer.
-    pub fn upload<T: cudarc::driver::DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
-        Ok(self.stream.clone_htod(data)?)
+    lab_pub! {
+        /// Copies host data to a new device buffer.
+        fn upload<T: cudarc::driver::DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+            Ok(self.stream.clone_htod(data)?)
+        }
     }
 
     /// Copies a device buffer back to the host, on the buffer's own stream (so after the work

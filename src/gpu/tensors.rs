@@ -195,34 +195,46 @@ impl Tensors {
         self.dtype
     }
 
-    /// The query buffer (the dtype's bits).
-    pub fn q(&self) -> &CudaSlice<u16> {
-        &self.q
+    lab_pub! {
+        /// The query buffer (the dtype's bits).
+        fn q(&self) -> &CudaSlice<u16> {
+            &self.q
+        }
     }
 
-    /// The key buffer (the dtype's bits).
-    pub fn k(&self) -> &CudaSlice<u16> {
-        &self.k
+    lab_pub! {
+        /// The key buffer (the dtype's bits).
+        fn k(&self) -> &CudaSlice<u16> {
+            &self.k
+        }
     }
 
-    /// The value buffer (the dtype's bits).
-    pub fn v(&self) -> &CudaSlice<u16> {
-        &self.v
+    lab_pub! {
+        /// The value buffer (the dtype's bits).
+        fn v(&self) -> &CudaSlice<u16> {
+            &self.v
+        }
     }
 
-    /// The output, laid out as Q (download it with [`Gpu::download`]).
-    pub fn out(&self) -> &CudaSlice<u16> {
-        &self.out
+    lab_pub! {
+        /// The output, laid out as Q (download it with [`Gpu::download`]).
+        fn out(&self) -> &CudaSlice<u16> {
+            &self.out
+        }
     }
 
-    /// The log-sum-exp buffer, once [`Gpu::request_lse`] made one (or the caller lent one).
-    pub fn lse(&self) -> Option<&CudaSlice<f32>> {
-        self.lse.as_deref()
+    lab_pub! {
+        /// The log-sum-exp buffer, once [`Gpu::request_lse`] made one (or the caller lent one).
+        fn lse(&self) -> Option<&CudaSlice<f32>> {
+            self.lse.as_deref()
+        }
     }
 
-    /// The stream launches on these tensors run on.
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
+    lab_pub! {
+        /// The stream launches on these tensors run on.
+        fn stream(&self) -> &Arc<CudaStream> {
+            &self.stream
+        }
     }
 }
 
