@@ -36,7 +36,7 @@ fn main() -> Result<(), flashrs::Error> {
         scale: None,
     };
     let kernel = gpu.fp8_forward(&mut tensors, params, None)?;
-    let out = flashrs::gpu::decode(DType::Bf16, &gpu.download(tensors.out())?);
+    let out = flashrs::gpu::decode(DType::Bf16, &tensors.out_to_host()?);
 
     // The first query row of head 0 sees only key 0 (causal): its output is V's row 0.
     let d = shape.head_dim;

@@ -9,7 +9,6 @@ import unittest
 
 try:
     import torch
-    import torch.nn.functional as F
 
     HAVE_CUDA = torch.cuda.is_available()
 except ImportError:  # the CPU CI
@@ -166,10 +165,7 @@ class Varlen(unittest.TestCase):
             with self.subTest(layout=layout, q=q_dims):
                 q, k = torch.randn(q_dims, **half), torch.randn(kv_dims, **half)
                 out, lse = flashrs.attention(q, k, k, layout=layout, return_lse=True)
-                want = F.scaled_dot_product_attention(*(t.transpose(1, 2) if layout == "bshd" else t for t in (q, k, k)), enable_gqa=True)
-                self.assertEqual(out.shape, q.shape)
-                self.assertEqual(out.numel(), want.numel())
-                self.assertEqual(lse.numel(), 0)
+                self.assertEqual((out.shape, out.numel(), lse.numel()), (q.shape, 0, 0))
         # No key: zeros and -inf, every other check made all the same.
         q, k = torch.randn(2, 4, 7, 64, **half), torch.randn(2, 2, 0, 64, **half)
         out, lse = flashrs.attention(q, k, k, return_lse=True)

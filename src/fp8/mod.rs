@@ -70,6 +70,18 @@ impl Fp8Tensors {
         self.out_dtype
     }
 
+    /// Copies the output to the host, after the launches enqueued before: laid out as Q, the
+    /// bits of `out_dtype` ([`crate::gpu::decode`] turns them into `f32`).
+    pub fn out_to_host(&self) -> Result<Vec<u16>> {
+        Ok(self.out.stream().clone_dtoh(&*self.out)?)
+    }
+
+    /// Copies the log-sum-exp to the host (`[B, H, S_q]`, natural log), once
+    /// [`Gpu::fp8_request_lse`] made one.
+    pub fn lse_to_host(&self) -> Result<Option<Vec<f32>>> {
+        self.lse.as_deref().map(|lse| Ok(lse.stream().clone_dtoh(lse)?)).transpose()
+    }
+
     lab_pub! {
         /// The output, laid out as Q (the bits of `out_dtype`).
         fn out(&self) -> &CudaSlice<u16> {

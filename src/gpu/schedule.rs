@@ -157,7 +157,8 @@ pub(crate) enum SliceBuffers<'a> {
     /// The cached workspace and counters (address and length; 0 for none), ordered on this GPU's
     /// stream.
     Cached((u64, usize), (u64, usize)),
-    /// Zeroed, allocated and freed (after the launch) in the order of the caller's stream.
+    /// Allocated (the counters zeroed) and freed (after the launch) in the order of the caller's
+    /// stream.
     Own(CudaSlice<f32>, CudaSlice<u32>),
     /// Lent by the GPU's pool for callers' streams (outside capture).
     Pooled(crate::gpu::scratch::PoolLease<'a>),
@@ -212,10 +213,13 @@ impl Gpu {
                     return Ok(SliceBuffers::Pooled(lease));
                 }
             }
-            return Ok(SliceBuffers::Own(
-                stream.alloc_zeros::<f32>(floats)?,
-                stream.alloc_zeros::<u32>(counters)?,
-            ));
+            // Only the counters must start at 0: each slice writes its part of the workspace
+            // before the merge reads it (the cached workspace is reused as the last launch left
+            // it). Under capture a zeroed workspace would be a memset node run at every replay.
+            // Safety: `floats` f32 of device memory, allocated in the stream's order, never read
+            // before a launch wrote it (above).
+            let workspace = unsafe { stream.alloc::<f32>(floats) }?;
+            return Ok(SliceBuffers::Own(workspace, stream.alloc_zeros::<u32>(counters)?));
         }
         Ok(SliceBuffers::Cached(
             self.decode_workspace(floats)?,
