@@ -71,10 +71,10 @@ fn device_name(kind: &str, index: Option<i64>) -> String {
     }
 }
 
-/// Checks what one tensor alone must satisfy and reads its strides (and the contiguous layout
-/// they make, if any).
-fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Operand> {
-    let Described(ptr, shape, strides, dtype, kind, index) = t;
+/// The device index of a tensor described as on a CUDA device with a 16-bit float dtype, else
+/// the one-line refusal.
+fn cuda_half(what: &'static str, t: &Described) -> PyResult<i64> {
+    let Described(_, _, _, dtype, kind, index) = t;
     let device = match (kind.as_str(), index) {
         ("cuda", Some(i)) if *i >= 0 => *i,
         _ => {
@@ -89,6 +89,14 @@ fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Ope
             "{what} has dtype {dtype}: flashrs takes torch.float16 or torch.bfloat16"
         )));
     }
+    Ok(device)
+}
+
+/// Checks what one tensor alone must satisfy and reads its strides (and the contiguous layout
+/// they make, if any).
+fn operand(what: &'static str, t: &Described, order: [usize; 4]) -> PyResult<Operand> {
+    let device = cuda_half(what, t)?;
+    let Described(ptr, shape, strides, dtype, ..) = t;
     if shape.len() != 4 || strides.len() != 4 {
         return Err(invalid(format!(
             "{what} has {} dims {shape:?}: flashrs takes 4, [B, H, S, D] (or [B, S, H, D] with layout=\"bshd\")",

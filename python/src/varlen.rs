@@ -6,7 +6,7 @@ use flashrs::api::{bf16, f16, RawOptions};
 use flashrs::{check_packed_views, varlen_attention_raw, Element, PackedView, VarlenBatch};
 use pyo3::prelude::*;
 
-use crate::{device_name, gpu, invalid, options, to_py, Described};
+use crate::{cuda_half, device_name, gpu, invalid, options, to_py, Described};
 
 /// A packed tensor's address, dims, dtype name and device, once its description is a
 /// contiguous 3-dim CUDA tensor of a 16-bit float type.
@@ -18,21 +18,8 @@ struct Packed {
 }
 
 fn packed(what: &'static str, t: &Described) -> PyResult<Packed> {
-    let Described(ptr, shape, strides, dtype, kind, index) = t;
-    let device = match (kind.as_str(), index) {
-        ("cuda", Some(i)) if *i >= 0 => *i,
-        _ => {
-            return Err(invalid(format!(
-                "{what} is on {}: flashrs needs CUDA tensors",
-                device_name(kind, *index)
-            )))
-        }
-    };
-    if !matches!(dtype.as_str(), "torch.float16" | "torch.bfloat16") {
-        return Err(invalid(format!(
-            "{what} has dtype {dtype}: flashrs takes torch.float16 or torch.bfloat16"
-        )));
-    }
+    let device = cuda_half(what, t)?;
+    let Described(ptr, shape, strides, dtype, ..) = t;
     let &[total, heads, head_dim] = shape.as_slice() else {
         return Err(invalid(format!(
             "{what} has {} dims {shape:?}: varlen_attention takes 3, [total, H, D]",
