@@ -175,6 +175,16 @@ impl<T: Element> PackedTensor<T> {
     }
 }
 
+impl<T: Element> PagedCache<T> {
+    /// A view of this cache for [`paged_attention_raw`](crate::paged_attention_raw), borrowing it.
+    pub fn view(&self) -> crate::CacheView<'_, T> {
+        let (ptr, _record) = self.data.device_ptr(self.data.stream());
+        // Safety: the view borrows this cache, whose buffer holds its dims' elements of `T`,
+        // contiguous, in its GPU's context.
+        unsafe { crate::CacheView::from_raw(ptr, self.dims) }
+    }
+}
+
 impl<T: Element, const N: usize> DeviceArray<T, N> {
     /// Copies `data` (the product of `dims` elements, else [`Error::Length`]; every dim at
     /// least 1) to a new tensor on `gpu`.
@@ -734,7 +744,7 @@ impl<'a, T: Element> TensorView<'a, T> {
         self.ptr
     }
 
-    fn operand(&self) -> Operand {
+    pub(crate) fn operand(&self) -> Operand {
         Operand {
             dims: self.dims,
             layout: self.layout,
@@ -1012,7 +1022,7 @@ pub(crate) unsafe fn borrow_stream(gpu: &Gpu, stream: *mut std::ffi::c_void) -> 
 
 /// What the checks need of a tensor.
 #[derive(Clone, Copy, Debug)]
-struct Operand {
+pub(crate) struct Operand {
     dims: [usize; 4],
     layout: Layout,
     strides: Strides,
@@ -1217,7 +1227,7 @@ pub(crate) fn plan_varlen(
 /// The shape of a paged call on `q` (`[B, H, S_q, D]`, and `out`, `lse` when given) against
 /// caches of dims `[k, v]` (`[num_blocks, block_size, H_kv, D]`) indexed by `cache`, or the typed
 /// error of the first mismatch. `seq_k` is the longest sequence's length. Pure, like `plan`.
-fn plan_paged(
+pub(crate) fn plan_paged(
     q: Operand,
     [k, v]: [[usize; 4]; 2],
     out: Option<Operand>,

@@ -10,7 +10,9 @@
 //! variant's paged entry point (`kernels-rs/src/attention/paged.rs`) with the split-KV plan and
 //! combine of `decode.rs`, the plan sized by the longest sequence.
 
-use cudarc::driver::{CudaSlice, DevicePtr};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use crate::error::{Error, Result};
 use crate::gpu::{check_lens, DeviceBuffer, Entry, Gpu, Kernel, KeySlices, Launch, RawTensors};
@@ -203,9 +205,13 @@ pub struct PagedTensors {
     v: DeviceBuffer<u16>,
     out: DeviceBuffer<u16>,
     lse: Option<DeviceBuffer<f32>>,
-    block_table: CudaSlice<i32>,
-    seqlens_k: CudaSlice<i32>,
+    /// The device copies of `cache`'s table and lengths, staged at each launch.
+    block_table: Option<crate::staging::Staged>,
+    seqlens_k: Option<crate::staging::Staged>,
     cache: PagedKv,
+    /// Where launches on these tensors are enqueued: the GPU's own stream, or the caller's for
+    /// [`paged_attention_raw`](crate::paged_attention_raw).
+    stream: Arc<CudaStream>,
     shape: Shape,
     dtype: DType,
     layout: Layout,
@@ -247,6 +253,13 @@ impl PagedTensors {
     pub fn kv_bytes(&self) -> usize {
         2 * self.cache.total_len() * self.shape.heads_kv * self.shape.head_dim * self.dtype.bytes()
     }
+}
+
+/// A table or the lengths as the launch staged them.
+fn staged(table: &Option<crate::staging::Staged>) -> Result<&crate::staging::Staged> {
+    table
+        .as_ref()
+        .map_or_else(|| refuse("the block table was not staged".into()), Ok)
 }
 
 /// Checks Q and the caches of these lengths (elements) against `shape` (made by
@@ -342,7 +355,7 @@ impl Gpu {
         let upload =
             |data: &[u16]| -> Result<DeviceBuffer<u16>> { Ok(DeviceBuffer::owned(self.upload(data)?)) };
         let buffers = [upload(q)?, upload(k_cache)?, upload(v_cache)?, upload(&poison)?];
-        self.assemble_paged(layout, shape, dtype, cache, buffers, None)
+        Ok(self.assemble_paged(self.stream(), (layout, shape, dtype), cache, buffers, None))
     }
 
     /// The typed API's query tensor, caches and output (`api::paged_attention`) as
@@ -362,56 +375,74 @@ impl Gpu {
         cache: PagedKv,
         raw: RawTensors,
     ) -> Result<PagedTensors> {
+        // Safety: this function's contract.
+        unsafe { self.paged_tensors_on(self.stream(), (layout, shape, dtype), cache, raw) }
+    }
+
+    /// As [`Gpu::paged_tensors_lent`], for launches on `stream` (the caller's, of this GPU's
+    /// context: checked here and at each launch).
+    ///
+    /// # Safety
+    /// `raw`'s buffers (K and V being the caches) satisfy the contract of
+    /// [`Gpu::tensors_from_raw`] on `stream` for as long as the returned tensors live.
+    pub(crate) unsafe fn paged_tensors_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        (layout, shape, dtype): (Layout, Shape, DType),
+        cache: PagedKv,
+        raw: RawTensors,
+    ) -> Result<PagedTensors> {
+        self.check_stream(stream)?;
         check_inputs(shape, &cache, [raw.q.len, raw.k.len, raw.v.len])?;
-        let stream = self.stream();
         // Safety: this function's contract; the borrowed buffers are never freed here.
         let borrow = |raw| unsafe { DeviceBuffer::borrowed(stream, raw) };
         let buffers = [borrow(raw.q), borrow(raw.k), borrow(raw.v), borrow(raw.out)];
         // Safety: as above.
         let lse = raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) });
-        self.assemble_paged(layout, shape, dtype, cache, buffers, lse)
+        Ok(self.assemble_paged(stream, (layout, shape, dtype), cache, buffers, lse))
     }
 
-    /// The tensors around Q, the caches and the output (`buffers`, in that order), with the
-    /// table and lengths of `cache` uploaded.
+    /// The tensors around Q, the caches and the output (`buffers`, in that order), on `stream`.
     fn assemble_paged(
         &self,
-        layout: Layout,
-        shape: Shape,
-        dtype: DType,
+        stream: &Arc<CudaStream>,
+        (layout, shape, dtype): (Layout, Shape, DType),
         cache: PagedKv,
         [q, k, v, out]: [DeviceBuffer<u16>; 4],
         lse: Option<DeviceBuffer<f32>>,
-    ) -> Result<PagedTensors> {
-        Ok(PagedTensors {
+    ) -> PagedTensors {
+        PagedTensors {
             q,
             k,
             v,
             out,
             lse,
-            block_table: self.upload(&cache.block_table)?,
-            seqlens_k: self.upload(&cache.seqlens_k)?,
+            block_table: None,
+            seqlens_k: None,
             cache,
+            stream: stream.clone(),
             shape,
             dtype,
             layout,
             maps: None,
-        })
+        }
     }
 
     /// Makes the next paged launches also write each row's log-sum-exp (NaN-poisoned here).
     pub fn request_paged_lse(&self, tensors: &mut PagedTensors) -> Result<()> {
         let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
-        tensors.lse = Some(DeviceBuffer::owned(self.upload(&vec![f32::NAN; rows])?));
+        tensors.lse = Some(DeviceBuffer::owned(
+            tensors.stream.clone_htod(&vec![f32::NAN; rows])?,
+        ));
         Ok(())
     }
 
-    /// Refuses tensors another `Gpu` made (ordered on another stream, as in `launch_varlen`) and
-    /// a kernel of another dtype or head dim.
+    /// Refuses tensors of another device (the launch goes on their stream, as in
+    /// `launch_varlen`) and a kernel of another dtype or head dim.
     fn check_paged_kernel(&self, kernel: &Kernel, tensors: &PagedTensors) -> Result<()> {
-        if tensors.block_table.stream().cu_stream() != self.stream().cu_stream() {
+        if self.check_stream(&tensors.stream).is_err() {
             return refuse(
-                "the tensors were made by another Gpu: launch them with the one that made them".into(),
+                "the tensors were made for another device: launch them with a Gpu of that device".into(),
             );
         }
         if kernel.dtype() != tensors.dtype || kernel.head_dim() != tensors.shape.head_dim {
@@ -426,7 +457,7 @@ impl Gpu {
         Ok(())
     }
 
-    /// Launches `kernel` on the paged tensors (asynchronously, on this GPU's stream): the
+    /// Launches `kernel` on the paged tensors (asynchronously, on their stream): the
     /// split-KV plan of `decode.rs` for the longest sequence, then the combine when it splits.
     /// `barrier_log`, for a counted kernel, gets four `u32` per block.
     pub fn launch_paged(
@@ -454,9 +485,17 @@ impl Gpu {
             floats: plan.workspace_floats(shape),
             counters: plan.counters(),
         };
-        let slice_buffers = self.slice_buffers(slices, self.stream())?;
+        let stream = tensors.stream.clone();
+        // The table and lengths the kernels index by, from the checked host copy.
+        let words = |values: &[i32]| values.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.stage(
+            &stream,
+            words(&tensors.cache.block_table),
+            &mut tensors.block_table,
+        )?;
+        self.stage(&stream, words(&tensors.cache.seqlens_k), &mut tensors.seqlens_k)?;
+        let slice_buffers = self.slice_buffers(slices, &stream)?;
         let cache_len = tensors.cache.cache_len(shape)?;
-        let stream = self.stream().clone();
         let PagedTensors {
             q,
             k,
@@ -490,18 +529,18 @@ impl Gpu {
         // Q, the output and the LSE hold what the shape implies, the caches `num_blocks *
         // block_size * H_kv * D` elements; the table and lengths on the device are the host copy
         // that `PagedKv::new` checked (every page a sequence uses is inside the cache, every
-        // length inside its table row), uploaded when the tensors were made and private since.
+        // length inside its table row), staged above and private.
         launch.reads("q", q, Some(shape.q_len()), |a, p| a.q = p);
         launch.reads("k cache", k, Some(cache_len), |a, p| a.k = p);
         launch.reads("v cache", v, Some(cache_len), |a, p| a.v = p);
         launch.writes("out", out, Some(shape.q_len()), |a, p| a.out = p);
-        launch.reads(
-            "block table",
-            block_table,
-            Some(cache.block_table.len()),
-            |a, p| a.block_table = p,
-        );
-        launch.reads("seqlens_k", seqlens_k, Some(shape.batch), |a, p| a.seqlens_k = p);
+        let table_bytes = 4 * cache.block_table.len();
+        launch.staged("block table", staged(block_table)?, table_bytes, |a, p| {
+            a.block_table = p
+        });
+        launch.staged("seqlens_k", staged(seqlens_k)?, 4 * shape.batch, |a, p| {
+            a.seqlens_k = p
+        });
         if let Some(lse) = lse.as_deref_mut() {
             launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
         }
@@ -534,7 +573,7 @@ impl Gpu {
         let slots = cache.num_blocks * cache.block_size;
         let box_rows = cache.block_size.min(variant.block_n as usize) as u32;
         let geometry = tma::MapGeometry::paged(slots, shape.heads_kv, shape.head_dim, box_rows);
-        let stream = self.stream().clone();
+        let stream = tensors.stream.clone();
         let mut bytes = vec![0u8; tma::MAPS * tma::MAP_BYTES];
         for (place, buffer) in [(tma::MAP_K, &tensors.k), (tma::MAP_V, &tensors.v)] {
             let (address, _sync) = buffer.device_ptr(&stream);

@@ -10,7 +10,10 @@ use flashrs::api::{
     attention, attention_raw, bf16, f16, paged_attention, varlen_attention, DeviceTensor, Element, LseBuffer,
     PackedTensor, PagedCache, RawOptions, TensorView,
 };
-use flashrs::{varlen_attention_raw, DType, Error, Gpu, Layout, PackedView, PagedKv, Shape, VarlenBatch};
+use flashrs::{
+    paged_attention_raw, varlen_attention_raw, CacheView, DType, Error, Gpu, Layout, PackedView, PagedKv,
+    Shape, VarlenBatch,
+};
 use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -823,12 +826,12 @@ fn paged_calls_match_the_reference_per_sequence() {
         );
     };
     let mut lse = LseBuffer::for_queries(&gpu, &dq).unwrap();
-    let out = paged_attention(&dq, &dk, &dv, &cache)
+    let run_out = paged_attention(&dq, &dk, &dv, &cache)
         .causal(true)
         .lse(&mut lse)
         .run(&gpu)
         .unwrap();
-    check(&out, "run");
+    check(&run_out, "run");
     assert_lse(&lse, &expected_lse, &format!("seed {seed}"));
     for variant in flashrs::variants::built(flashrs::VARIANTS)
         .filter(|v| v.family == flashrs::Family::FlashDecode && v.head_dims.contains(&d))
@@ -869,4 +872,78 @@ fn paged_calls_match_the_reference_per_sequence() {
         out.to_host().unwrap().iter().all(|x| x.is_nan()),
         "a refused call wrote the output"
     );
+    paged_raw_matches_the_safe_path(&gpu, &dq, [&dk, &dv], &cache, (&run_out, &lse));
+}
+
+/// `paged_attention_raw` on views of the same tensors, on a stream of the caller's, gives the
+/// safe path's bits (output and log-sum-exp); a cache view of the wrong dims is refused before
+/// a launch.
+fn paged_raw_matches_the_safe_path(
+    gpu: &Gpu,
+    q: &DeviceTensor<bf16>,
+    [k, v]: [&PagedCache<bf16>; 2],
+    cache: &PagedKv,
+    (want, want_lse): (&DeviceTensor<bf16>, &LseBuffer),
+) {
+    let out = DeviceTensor::from_host(
+        gpu,
+        &vec![bf16::NAN; q.dims().iter().product()],
+        q.dims(),
+        q.layout(),
+    )
+    .unwrap();
+    let lse = lse_rows(gpu, want_lse.dims().iter().product());
+    let caller = gpu.context().new_stream().unwrap();
+    gpu.synchronize().unwrap();
+    let options = RawOptions {
+        causal: true,
+        scale: None,
+    };
+    // Safety: views of live tensors of this GPU, nothing else running on them; `caller` is
+    // synchronised before they drop.
+    unsafe {
+        paged_attention_raw(
+            gpu,
+            q.view(),
+            k.view(),
+            v.view(),
+            out.view(),
+            Some(address(gpu, &lse)),
+            cache,
+            options,
+            caller.cu_stream().cast(),
+        )
+    }
+    .unwrap();
+    caller.synchronize().unwrap();
+    let bits = |x: Vec<bf16>| x.into_iter().map(bf16::to_bits).collect::<Vec<_>>();
+    assert_eq!(
+        bits(out.to_host().unwrap()),
+        bits(want.to_host().unwrap()),
+        "raw output"
+    );
+    let lse_bits = |x: Vec<f32>| x.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    assert_eq!(
+        lse_bits(gpu.download(&lse).unwrap()),
+        lse_bits(want_lse.to_host().unwrap()),
+        "raw lse"
+    );
+    let mut dims = k.dims();
+    dims[0] -= 1;
+    // Safety: only passed to a call that refuses it before a launch (asserted).
+    let short = unsafe { CacheView::<bf16>::from_raw(k.view().ptr(), dims) };
+    let refused = unsafe {
+        paged_attention_raw(
+            gpu,
+            q.view(),
+            short,
+            short,
+            out.view(),
+            None,
+            cache,
+            options,
+            caller.cu_stream().cast(),
+        )
+    };
+    assert!(matches!(refused, Err(Error::Incompatible(_))), "{refused:?}");
 }

@@ -27,7 +27,7 @@ try:
 except ImportError:  # the checks still run (and are tested) without torch
     torch = None
 
-__all__ = ["attention", "varlen_attention"]
+__all__ = ["attention", "varlen_attention", "paged_attention"]
 
 
 def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, deterministic=False):
@@ -115,6 +115,63 @@ def varlen_attention(
     return (out, lse) if return_lse else out
 
 
+def paged_attention(
+    q, k_cache, v_cache, block_table, cache_seqlens, causal=False, scale=None, return_lse=False, layout="bshd"
+):
+    """``attention`` of ``q`` against a paged KV cache, as FlashAttention's
+    ``flash_attn_with_kvcache`` takes one: q is ``[B, S_q, H, D]`` (or ``[B, H, S_q, D]`` with
+    ``layout="bhsd"``), the caches ``[num_blocks, block_size, H_kv, D]`` (contiguous; others are
+    copied first), sequence ``b``'s keys the first ``cache_seqlens[b]`` slots of the pages its
+    row of ``block_table`` (``[B, max_blocks]`` int32) lists. Page sizes 16 to 256, a power of
+    two; ``causal`` is aligned bottom-right per sequence. Runs on ``flash_decode``.
+
+    The block table and lengths are read on the host, like ``varlen_attention``'s prefix sums
+    (a CUDA tensor costs a synchronisation and cannot be read under capture); a captured call
+    replays with the table and lengths it was captured with, on the caches' current contents.
+    Returns the output (q's dims, contiguous) and with ``return_lse`` the log-sum-exp
+    ``[B, H, S_q]`` float32. No backward pass: inputs that require grad are refused.
+    """
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if not _is_tensor(t):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k_cache, v_cache)):
+        raise ValueError("flashrs.paged_attention has no backward pass: call it under torch.no_grad()")
+    scale = None if scale is None else float(scale)
+    layout = str(layout)
+    if _compiling():
+        tables = tuple(_prefix_sums_tensor(x) for x in (block_table, cache_seqlens))
+        out, lse = torch.ops.flashrs.paged_attention(q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout)
+    else:
+        tables = (_host_ints("block_table", block_table, 2), _host_ints("cache_seqlens", cache_seqlens, 1))
+        out, lse, _ = _paged_attention(q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout)
+    return (out, lse) if return_lse else out
+
+
+def _paged_attention(q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout):
+    """``paged_attention``'s implementation on host tables, also returning the kernel's name."""
+    q, k_cache, v_cache = (_contiguous(t) for t in (q, k_cache, v_cache))
+    out = _empty_like(q)
+    lse = _empty_lse(q, _lse_rows(q.shape, layout)) if return_lse and len(q.shape) == 4 else None
+    lse_described = None if lse is None else _describe("lse", lse)
+    kernel = _flashrs.paged_attention(
+        _describe("q", q), _describe("k_cache", k_cache), _describe("v_cache", v_cache), _describe("out", out),
+        lse_described, block_table, cache_seqlens, layout, causal, scale, _current_stream(q),
+    )
+    return out, lse, kernel
+
+
+def _host_ints(name, values, dims):
+    """A table of int32 read on the host, flattened row-major: a tensor of ``dims`` dims, or
+    (for one dim) a list or tuple."""
+    if _is_tensor(values):
+        if values.dim() != dims:
+            raise ValueError(f"{name} has {values.dim()} dims: it needs {dims}")
+        values = values.reshape(-1)
+    elif dims != 1:
+        raise ValueError(f"{name} must be a {dims}-dim tensor of int32, got {type(values).__name__}")
+    return _prefix_sums(name, values)
+
+
 def _prefix_sums(name, sums):
     """The prefix sums as a list of Python ints, read on the host (see ``varlen_attention``)."""
     if _is_tensor(sums):
@@ -131,7 +188,7 @@ def _prefix_sums(name, sums):
     values = []
     for value in sums:
         if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
-            raise ValueError(f"{name} holds {value!r}: its entries are int32 row indices")
+            raise ValueError(f"{name} holds {value!r}: its entries are int32")
         values.append(value)
     return values
 
@@ -279,6 +336,31 @@ if torch is not None:
         if lse is None:
             lse = torch.empty(0, dtype=torch.float32, device=q.device)
         return out, lse
+
+    @torch.library.custom_op("flashrs::paged_attention", mutates_args=())
+    def _paged_attention_op(
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_table: torch.Tensor,
+        cache_seqlens: torch.Tensor,
+        causal: bool,
+        scale: Optional[float],
+        return_lse: bool,
+        layout: str,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``paged_attention``'s implementation as an op; the table and lengths are CPU int32
+        tensors. Without ``return_lse`` the second output is an empty float32 tensor."""
+        tables = (_host_ints("block_table", block_table, 2), _host_ints("cache_seqlens", cache_seqlens, 1))
+        out, lse, _ = _paged_attention(q, k_cache, v_cache, *tables, causal, scale, return_lse, layout)
+        if lse is None:
+            lse = torch.empty(0, dtype=torch.float32, device=q.device)
+        return out, lse
+
+    @_paged_attention_op.register_fake
+    def _paged_attention_fake(q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout):
+        rows = _lse_rows(q.shape, layout) if return_lse else (0,)
+        return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(rows, dtype=torch.float32)
 
     @_varlen_attention_op.register_fake
     def _varlen_attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse):

@@ -6,6 +6,7 @@
 
 use std::sync::Mutex;
 
+mod paged;
 mod varlen;
 
 use flashrs::api::{attention_raw, bf16, check_views, f16, keeping_current_context, RawOptions, TensorView};
@@ -20,6 +21,7 @@ use pyo3::prelude::*;
 struct Described(u64, Vec<usize>, Vec<i64>, String, String, Option<i64>);
 
 /// A checked description of q, k, v or the output.
+#[derive(Clone)]
 struct Operand {
     ptr: u64,
     dims: [usize; 4],
@@ -530,6 +532,7 @@ fn _flashrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
     m.add_function(wrap_pyfunction!(varlen::varlen_attention, m)?)?;
+    m.add_function(wrap_pyfunction!(paged::paged_attention, m)?)?;
     m.add_function(wrap_pyfunction!(check_backward, m)?)?;
     m.add_function(wrap_pyfunction!(backward, m)?)?;
     Ok(())

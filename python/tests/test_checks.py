@@ -85,7 +85,7 @@ class Allocations:
             self.saved[name] = getattr(flashrs, name)
         # The stand-ins count as tensors, grad mode is on, and the op's real implementation runs
         # directly (torch.ops.flashrs.attention needs torch).
-        flashrs._is_tensor = lambda t: isinstance(t, FakeTensor)
+        flashrs._is_tensor = lambda t: isinstance(t, (FakeTensor, FakeTable))
         flashrs._grad_enabled = lambda: True
         flashrs._op = lambda *args: self.op_calls.append(args) or flashrs._attention(*args[:7])[:2]
         flashrs._empty_like = lambda q: self.out(q) if self.out else FakeTensor(
@@ -315,6 +315,47 @@ class BadVarlenInput(unittest.TestCase):
         q, k, v = packed(d=32)
         q._strides = (2 * 8 * 32, 32, 1)
         self.refused("head dim", args=(q, k, v))
+
+
+class BadPagedInput(unittest.TestCase):
+    """flashrs.paged_attention's checks: q [B, S_q, H, D], caches [num_blocks, block_size, H_kv, D]."""
+
+    def refused(self, *words, q=(2, 1, 8, 64), cache=(10, 16, 2, 64), table=((0, 1), (2, 3)), lens=(20, 32), **kw):
+        with Allocations():
+            with self.assertRaises(ValueError) as caught:
+                flashrs.paged_attention(
+                    FakeTensor(q, BASE), FakeTensor(cache, BASE + (16 << 20)), FakeTensor(cache, BASE + (32 << 20)),
+                    [list(row) for row in table] if kw.pop("as_list", False) else FakeTable(table), list(lens), **kw,
+                )
+        message = str(caught.exception)
+        self.assertEqual(len(message.splitlines()), 1, message)
+        for word in words:
+            self.assertIn(word, message)
+
+    def test_tables(self):
+        self.refused("outside the cache's 10 pages", table=((0, 1), (2, 10)))
+        self.refused("outside 0..=32", lens=(20, 33))
+        self.refused("not 3 equal rows", lens=(1, 2, 3))
+        self.refused("block size 12", cache=(10, 12, 2, 64))
+        self.refused("block_table must be a 2-dim tensor", as_list=True)
+
+    def test_tensors(self):
+        self.refused("a paged cache is [num_blocks, block_size, H_kv, D]", cache=(10, 16, 64))
+        self.refused("must divide q's 8", cache=(10, 16, 3, 64))
+        self.refused("head dim", q=(2, 1, 8, 32), cache=(10, 16, 2, 32))
+
+
+class FakeTable:
+    """A 2-dim int tensor as the table reader sees one."""
+
+    def __init__(self, rows):
+        self.rows = [list(r) for r in rows]
+
+    def dim(self):
+        return 2
+
+    def reshape(self, *_):
+        return [x for row in self.rows for x in row]
 
 
 class NothingToCompute(unittest.TestCase):

@@ -1,5 +1,5 @@
-"""flashrs.varlen_attention and calls with nothing to compute, on a GPU: packed batches against
-float64 attention per sequence, CUDA-graph capture and replay (bit-identical to eager, right
+"""flashrs.varlen_attention, flashrs.paged_attention and calls with nothing to compute, on a GPU:
+packed batches and paged caches against float64 attention per sequence, CUDA-graph capture and replay (bit-identical to eager, right
 again after the inputs' contents change), torch.compile(fullgraph=True), opcheck, and the
 empty and key-less dense calls as SDPA answers them. Skipped without torch or a CUDA device."""
 
@@ -170,6 +170,101 @@ class Varlen(unittest.TestCase):
         self.assertTrue(bool((lse == float("-inf")).all()) and tuple(lse.shape) == (2, 4, 7))
         with self.assertRaisesRegex(ValueError, "divide"):
             flashrs.attention(q, torch.randn(2, 3, 0, 64, **half), torch.randn(2, 3, 0, 64, **half))
+
+
+# (seqlens_k, S_q, H, H_kv, D, block_size, causal, dtype): decode steps and a few new tokens.
+PAGED_CASES = [
+    ([700, 33, 1500, 0], 1, 32, 8, 128, 64, False, "bfloat16"),
+    ([300, 17, 128], 4, 16, 2, 64, 16, True, "float16"),
+    ([4096, 2000], 1, 8, 1, 128, 256, False, "float16"),
+]
+
+
+@unittest.skipUnless(HAVE_CUDA, "needs torch with a CUDA device")
+class Paged(unittest.TestCase):
+    def setUp(self):
+        self.seed = int(os.environ.get("FLASHRS_SEED", random.randrange(1 << 30)))
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.gen = torch.Generator(device=self.device).manual_seed(self.seed)
+        self.rng = random.Random(self.seed)
+
+    def inputs(self, case):
+        """q [B, S_q, H, D], the caches with pages dealt at random (spare pages in between), the
+        block table and lengths."""
+        lens, s_q, h, h_kv, d, block_size, causal, dtype = case
+        pages = [max(1, -(-n // block_size)) for n in lens]
+        num_blocks = sum(pages) + 3
+        order = list(range(num_blocks))
+        self.rng.shuffle(order)
+        max_blocks = max(pages)
+        table = [[order.pop() for _ in range(p)] + [0] * (max_blocks - p) for p in pages]
+        rand = lambda *dims: (torch.rand(dims, generator=self.gen, device=self.device) * 4 - 2).to(getattr(torch, dtype))
+        q = rand(len(lens), s_q, h, d)
+        k, v = rand(num_blocks, block_size, h_kv, d), rand(num_blocks, block_size, h_kv, d)
+        return q, k, v, torch.tensor(table, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32), causal
+
+    def reference(self, q, k, v, table, lens, causal):
+        """float64 attention per sequence on its keys gathered through the table."""
+        out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+        block_size, group = k.shape[1], q.shape[2] // k.shape[2]
+        for b, n in enumerate(lens.tolist()):
+            if n == 0:
+                continue
+            slots = [table[b, j // block_size].item() * block_size + j % block_size for j in range(n)]
+            index = torch.tensor(slots, device=q.device)
+            kb = k.reshape(-1, *k.shape[2:]).index_select(0, index).double().transpose(0, 1).repeat_interleave(group, 0)
+            vb = v.reshape(-1, *v.shape[2:]).index_select(0, index).double().transpose(0, 1).repeat_interleave(group, 0)
+            qb = q[b].double().transpose(0, 1)
+            scores = qb @ kb.transpose(1, 2) / q.shape[-1] ** 0.5
+            if causal:
+                i = torch.arange(q.shape[1], device=q.device)[:, None]
+                j = torch.arange(n, device=q.device)[None, :]
+                scores = scores.masked_fill(j > i + n - q.shape[1], float("-inf"))
+            p = torch.softmax(scores, -1).nan_to_num(0.0)
+            out[b] = (p @ vb).transpose(0, 1)
+        return out
+
+    def test_matches_float64_and_replays_under_a_graph(self):
+        for case in PAGED_CASES:
+            with self.subTest(case=case, seed=self.seed):
+                q, k, v, table, lens, causal = self.inputs(case)
+                call = lambda: flashrs.paged_attention(q, k, v, table, lens, causal=causal, return_lse=True)
+                eager, eager_lse = call()
+                err = (eager.double() - self.reference(q, k, v, table, lens, causal)).abs().max().item()
+                self.assertFalse(eager.isnan().any().item())
+                self.assertLessEqual(err, 6e-2, f"max abs error {err}")
+                graph, (out, lse) = captured(call)
+                graph.replay()
+                torch.cuda.synchronize()
+                self.assertTrue(torch.equal(out, eager) and torch.equal(lse, eager_lse), "replay differs")
+                for t, new in zip((q, k, v), self.inputs(case)):
+                    t.copy_(new)
+                graph.replay()
+                fresh = call()[0]
+                torch.cuda.synchronize()
+                self.assertTrue(torch.equal(out, fresh), "replay on new contents")
+
+    def test_compile_fullgraph_and_opcheck(self):
+        q, k, v, table, lens, causal = self.inputs(PAGED_CASES[1])
+
+        def f(q, k, v, table, lens):
+            return flashrs.paged_attention(q * 0.5, k, v, table, lens, causal=True) * 2
+
+        self.assertTrue(torch.equal(torch.compile(f, fullgraph=True)(q, k, v, table, lens), f(q, k, v, table, lens)))
+        torch.library.opcheck(torch.ops.flashrs.paged_attention.default, (q, k, v, table, lens, True, None, True, "bshd"))
+
+    def test_bad_tables_are_value_errors(self):
+        q, k, v, table, lens, _ = self.inputs(PAGED_CASES[1])
+        bad = table.clone()
+        bad[0, 0] = k.shape[0]  # a page outside the cache
+        for what, args in [
+            ("outside the cache", (q, k, v, bad, lens)),
+            ("outside 0..=", (q, k, v, table, lens + 10_000)),
+            ("sequence", (q, k, v, table, lens[:2])),
+        ]:
+            with self.subTest(what=what):
+                with self.assertRaisesRegex(ValueError, what):
+                    flashrs.paged_attention(*args)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,10 @@ impl Fp8Tensors {
     /// Copies the log-sum-exp to the host (`[B, H, S_q]`, natural log), once
     /// [`Gpu::fp8_request_lse`] made one.
     pub fn lse_to_host(&self) -> Result<Option<Vec<f32>>> {
-        self.lse.as_deref().map(|lse| Ok(lse.stream().clone_dtoh(lse)?)).transpose()
+        self.lse
+            .as_deref()
+            .map(|lse| Ok(lse.stream().clone_dtoh(lse)?))
+            .transpose()
     }
 
     lab_pub! {
