@@ -255,6 +255,25 @@ impl PagedTensors {
     }
 }
 
+/// The parameters of a paged launch of `shape` split `splits` ways over `cache`.
+fn paged_args(shape: Shape, params: Params, splits: u32, cache: &PagedKv, layout: Layout) -> LaunchArgs {
+    LaunchArgs {
+        seq_q: shape.seq_q as u32,
+        seq_k: shape.seq_k as u32,
+        scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
+        causal: params.causal as u32,
+        kv_group: shape.kv_group() as u32,
+        heads: shape.heads as u32,
+        seq_major: (layout == Layout::Bshd) as u32,
+        batch_heads: (shape.batch * shape.heads) as u32,
+        kv_splits: splits,
+        block_size: cache.block_size as u32,
+        max_blocks: cache.max_blocks as u32,
+        // Not the persistent flash_ws: no item walk.
+        ..LaunchArgs::default()
+    }
+}
+
 /// A table or the lengths as the launch staged them.
 fn staged(table: &Option<crate::staging::Staged>) -> Result<&crate::staging::Staged> {
     table
@@ -475,25 +494,14 @@ impl Gpu {
             .expect("a paged kernel is a flash_decode one");
         let config = plan.grid(kernel.variant().threads(), kernel.smem_bytes());
         let blocks = crate::gpu::blocks(&config);
-        // Through the copy engine: the caches' maps, in boxes of a page (or of a tile).
         let uses_maps = kernel.variant().copy_engine();
-        if uses_maps {
-            self.prepare_paged_maps(kernel.variant(), tensors)?;
-        }
+        self.stage_paged_scratch(kernel, tensors)?;
         let slices = KeySlices {
             splits: plan.splits,
             floats: plan.workspace_floats(shape),
             counters: plan.counters(),
         };
         let stream = tensors.stream.clone();
-        // The table and lengths the kernels index by, from the checked host copy.
-        let words = |values: &[i32]| values.iter().flat_map(|w| w.to_le_bytes()).collect();
-        self.stage(
-            &stream,
-            words(&tensors.cache.block_table),
-            &mut tensors.block_table,
-        )?;
-        self.stage(&stream, words(&tensors.cache.seqlens_k), &mut tensors.seqlens_k)?;
         let slice_buffers = self.slice_buffers(slices, &stream)?;
         let cache_len = tensors.cache.cache_len(shape)?;
         let PagedTensors {
@@ -509,21 +517,7 @@ impl Gpu {
             maps,
             ..
         } = tensors;
-        let args = LaunchArgs {
-            seq_q: shape.seq_q as u32,
-            seq_k: shape.seq_k as u32,
-            scale_log2: params.scale_for(shape.head_dim) * std::f32::consts::LOG2_E,
-            causal: params.causal as u32,
-            kv_group: shape.kv_group() as u32,
-            heads: shape.heads as u32,
-            seq_major: (*layout == Layout::Bshd) as u32,
-            batch_heads: (shape.batch * shape.heads) as u32,
-            kv_splits: plan.splits,
-            block_size: cache.block_size as u32,
-            max_blocks: cache.max_blocks as u32,
-            // Not the persistent flash_ws: no item walk.
-            ..LaunchArgs::default()
-        };
+        let args = paged_args(shape, params, plan.splits, cache, *layout);
         let problem = shape;
         let mut launch = Launch::kernel(self, kernel, Entry::Paged, &stream, config, &problem, args);
         // Q, the output and the LSE hold what the shape implies, the caches `num_blocks *
@@ -563,6 +557,20 @@ impl Gpu {
         }
         slice_buffers.bind(&mut launch, slices, &stream);
         launch.enqueue()
+    }
+
+    /// Stages what a launch of `kernel` reads besides the tensors, in their stream's order: the
+    /// block table and lengths (from the checked host copy) and, through the copy engine, the
+    /// caches' maps (in boxes of a page, or of a tile).
+    fn stage_paged_scratch(&self, kernel: &Kernel, tensors: &mut PagedTensors) -> Result<()> {
+        if kernel.variant().copy_engine() {
+            self.prepare_paged_maps(kernel.variant(), tensors)?;
+        }
+        let stream = tensors.stream.clone();
+        let words = |values: &[i32]| values.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let cache = &tensors.cache;
+        self.stage(&stream, words(&cache.block_table), &mut tensors.block_table)?;
+        self.stage(&stream, words(&cache.seqlens_k), &mut tensors.seqlens_k)
     }
 
     /// Encodes the maps of the K and V caches for `variant`'s tiles (`tma::MapGeometry::paged`,
