@@ -162,6 +162,21 @@ pub(crate) struct Permanents {
     ctx: Arc<CudaContext>,
     copies: Mutex<HashMap<Vec<u8>, Permanent>>,
     eager: Mutex<HashMap<Vec<u8>, Permanent>>,
+    /// Split scratch of captured launches, by (capture sequence, stream), the largest last: see
+    /// `capture_scratch`.
+    scratch: Mutex<HashMap<(u64, usize), Vec<CaptureScratch>>>,
+}
+
+/// A split workspace and its counters as a launch binds them: `((address, floats), (address,
+/// count))`.
+pub(crate) type ScratchPair = ((u64, usize), (u64, usize));
+
+/// A workspace of `floats` fp32 values and `count` zeroed split counters.
+struct CaptureScratch {
+    workspace: Permanent,
+    floats: usize,
+    counters: Permanent,
+    count: usize,
 }
 
 impl Permanents {
@@ -170,7 +185,69 @@ impl Permanents {
             ctx,
             copies: Mutex::new(HashMap::new()),
             eager: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Under capture: a split workspace of at least `floats` values and `count` counters for the
+    /// launch captured next on `stream`, as `((address, floats), (address, count))`; `None`
+    /// outside capture. Every launch captured on one stream of one capture sequence shares one
+    /// pair: at each replay they run one after another, each leaving the counters 0 (the block
+    /// that merges a row block's slices resets them) and writing its part of the workspace before
+    /// reading it; a graph never replays concurrently with itself, and other captures or streams
+    /// get pairs of their own. Made (counters zeroed) when first needed, grown by a new pair
+    /// (later launches take it; earlier ones keep theirs), and kept for the GPU's life, so that a
+    /// replay allocates and clears nothing.
+    pub(crate) fn capture_scratch(
+        &self,
+        stream: &CudaStream,
+        floats: usize,
+        count: usize,
+    ) -> Result<Option<ScratchPair>> {
+        let mut status = CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut id: u64 = 0;
+        // Safety: a live stream handle (the wrapper holds it), valid places for the status and
+        // id; the graph, dependency and edge outputs are optional (null).
+        unsafe {
+            sys::cuStreamGetCaptureInfo_v3(
+                stream.cu_stream(),
+                &mut status,
+                &mut id,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()?;
+        if status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
+            return Ok(None);
+        }
+        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        // An outgrown pair stays allocated: the launches captured with it still use it.
+        let pairs = scratch.entry((id, stream.cu_stream() as usize)).or_default();
+        if !pairs
+            .last()
+            .is_some_and(|p| p.floats >= floats && p.count >= count)
+        {
+            let (floats, count) = (
+                floats.max(1).next_power_of_two(),
+                count.max(1).next_power_of_two(),
+            );
+            pairs.push(relaxed_capture(|| {
+                Ok(CaptureScratch {
+                    workspace: zeroed(4 * floats)?,
+                    floats,
+                    counters: zeroed(4 * count)?,
+                    count,
+                })
+            })?);
+        }
+        let pair = pairs.last().expect("a pair was just ensured");
+        Ok(Some((
+            (pair.workspace.device, pair.floats),
+            (pair.counters.device, pair.count),
+        )))
     }
 
     /// The device address of `bytes`' permanent copy under capture, made (allocated and filled
@@ -217,6 +294,18 @@ fn allocate(bytes: &[u8]) -> std::result::Result<Permanent, DriverError> {
     Ok(permanent)
 }
 
+/// A device buffer of `bytes` zero bytes, cleared before this returns.
+fn zeroed(bytes: usize) -> std::result::Result<Permanent, DriverError> {
+    let mut device: sys::CUdeviceptr = 0;
+    // Safety: `device` is a valid place for the driver to write the allocation's address.
+    unsafe { sys::cuMemAlloc_v2(&mut device, bytes.max(1)) }.result()?;
+    let permanent = Permanent { device, filled: None };
+    // Safety: the allocation holds `bytes` bytes; the clear is synchronous (on error, dropping
+    // `permanent` frees the allocation).
+    unsafe { sys::cuMemsetD8_v2(device, 0, bytes) }.result()?;
+    Ok(permanent)
+}
+
 /// A device buffer that will hold `bytes` for work enqueued on `stream` after this returns: the
 /// copy is in the stream's order (the driver takes the bytes before returning), its completion
 /// recorded in the buffer's event for work on other streams.
@@ -255,10 +344,13 @@ impl Drop for Permanents {
     fn drop(&mut self) {
         let copies = std::mem::take(self.copies.get_mut().unwrap_or_else(|e| e.into_inner()));
         let eager = std::mem::take(self.eager.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let scratch = std::mem::take(self.scratch.get_mut().unwrap_or_else(|e| e.into_inner()));
         // The buffers are freed in the GPU's context; without it they are left to the driver.
-        if (!copies.is_empty() || !eager.is_empty()) && self.ctx.bind_to_thread().is_err() {
+        let any = !copies.is_empty() || !eager.is_empty() || !scratch.is_empty();
+        if any && self.ctx.bind_to_thread().is_err() {
             std::mem::forget(copies);
             std::mem::forget(eager);
+            std::mem::forget(scratch);
         }
     }
 }

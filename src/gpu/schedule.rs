@@ -154,8 +154,8 @@ pub(crate) fn dealt_item_table<const W: usize>(
 
 /// The workspace and counters of a launch's key slices.
 pub(crate) enum SliceBuffers<'a> {
-    /// The cached workspace and counters (address and length; 0 for none), ordered on this GPU's
-    /// stream.
+    /// Kept workspace and counters (address and length; 0 for none): the GPU's own, ordered on
+    /// its stream, or a capture's own (`Permanents::capture_scratch`).
     Cached((u64, usize), (u64, usize)),
     /// Allocated (the counters zeroed) and freed (after the launch) in the order of the caller's
     /// stream.
@@ -207,11 +207,13 @@ impl Gpu {
     ) -> Result<SliceBuffers<'_>> {
         let (floats, counters) = (slices.floats, slices.counters);
         if floats > 0 && **stream != *self.stream {
-            // A graph replays its own allocations; outside capture the pool lends a pair.
-            if !crate::staging::is_capturing(stream)? {
-                if let Some(lease) = self.stream_pool.lease(floats, counters, stream)? {
-                    return Ok(SliceBuffers::Pooled(lease));
-                }
+            // Under capture, the capture's own pair (kept, so that a replay allocates nothing);
+            // outside it the pool lends a pair.
+            if let Some((workspace, counters)) = self.permanents.capture_scratch(stream, floats, counters)? {
+                return Ok(SliceBuffers::Cached(workspace, counters));
+            }
+            if let Some(lease) = self.stream_pool.lease(floats, counters, stream)? {
+                return Ok(SliceBuffers::Pooled(lease));
             }
             // Only the counters must start at 0: each slice writes its part of the workspace
             // before the merge reads it (the cached workspace is reused as the last launch left
