@@ -354,6 +354,8 @@ fn device_units(table: &Table, variants: &[(&Variant, Build)], arch: u32) -> Vec
         "fp8_transpose_v!(fp8_transpose_v_d128, 128);\nfp8_transpose_v!(fp8_transpose_v_d256, 256);\n",
     );
     common.push_str("softmax_rows!(softmax_rows_f16, F16);\nsoftmax_rows!(softmax_rows_bf16, Bf16);\n");
+    // The merge of two partial results (O, log-sum-exp), per element type.
+    common.push_str("merge_states!(merge_states_f16, F16);\nmerge_states!(merge_states_bf16, Bf16);\n");
     // The backward pass's three kernels per head dim and dtype (`attention::backward`).
     let mut backward = String::from(header);
     for d in BACKWARD_HEAD_DIMS {

@@ -41,6 +41,11 @@ pub mod launch;
 #[path = "../kernels-rs/src/backward_launch.rs"]
 pub mod backward_launch;
 
+/// The merge kernel's launch parameters: the device crate's own, so both sides agree.
+#[macro_use]
+#[path = "../kernels-rs/src/merge_launch.rs"]
+pub mod merge_launch;
+
 /// Where the overlapped `flash_ws` loop waits for its running product: the device crate's own
 /// rule, read by the check of the machine code.
 #[doc(hidden)]
@@ -55,6 +60,7 @@ pub mod error;
 pub mod fp8;
 pub mod gpu;
 pub mod layout;
+pub mod merge;
 pub mod paged;
 pub mod problem;
 mod raw_paged;
@@ -77,6 +83,7 @@ pub use error::{Error, Result};
 pub use fp8::Fp8Tensors;
 pub use gpu::{Gpu, GpuOptions, Kernel, L2Promotion, Tensors};
 pub use layout::{Layout, Strides};
+pub use merge::{merge_states, merge_states_raw};
 pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};
 pub use raw_paged::{check_paged_views, paged_attention_raw, CacheView};

@@ -947,3 +947,51 @@ fn paged_raw_matches_the_safe_path(
     };
     assert!(matches!(refused, Err(Error::Incompatible(_))), "{refused:?}");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn attention_over_key_chunks_merged_equals_attention_over_all_keys() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    let (b, h, h_kv, s_q, s_k, d, cut) = (2, 8, 2, 100, 700, 128, 250);
+    let shape = Shape {
+        seq_k: s_k,
+        ..Shape::new(b, h, s_q, d).with_heads_kv(h_kv)
+    };
+    let q: Vec<f16> = random(shape.q_len(), &mut rng);
+    let k: Vec<f16> = random(shape.kv_len(), &mut rng);
+    let v: Vec<f16> = random(shape.kv_len(), &mut rng);
+    let scale = 1.0 / (d as f64).sqrt();
+    let dims = shape.reference_dims();
+    let expected = reference::attention_f64(&widen(&q), &widen(&k), &widen(&v), dims, false, scale);
+    let expected_lse = reference::log_sum_exp_f64(&widen(&q), &widen(&k), dims, false, scale);
+    // Keys `range` of every (batch, KV head), [B, H_kv, S, D].
+    let chunk = |x: &[f16], range: std::ops::Range<usize>| -> Vec<f16> {
+        x.chunks(s_k * d)
+            .flat_map(|head| head[range.start * d..range.end * d].to_vec())
+            .collect()
+    };
+    let upload = |x: &[f16], dims: [usize; 4]| DeviceTensor::from_host(&gpu, x, dims, Layout::Bhsd).unwrap();
+    let dq = upload(&q, [b, h, s_q, d]);
+    let partial = |range: std::ops::Range<usize>| {
+        let n = range.len();
+        let (dk, dv) = (
+            upload(&chunk(&k, range.clone()), [b, h_kv, n, d]),
+            upload(&chunk(&v, range), [b, h_kv, n, d]),
+        );
+        let mut lse = LseBuffer::for_queries(&gpu, &dq).unwrap();
+        let out = attention(&dq, &dk, &dv).lse(&mut lse).run(&gpu).unwrap();
+        (out, lse)
+    };
+    let (a, b_side) = (partial(0..cut), partial(cut..s_k));
+    let (out, lse) = flashrs::merge_states(&gpu, (&a.0, &a.1), (&b_side.0, &b_side.1)).unwrap();
+    let cmp = reference::compare(&widen(&out.to_host().unwrap()), &expected);
+    assert!(cmp.passes(DType::F16.tolerance()), "seed {seed}: {cmp:?}");
+    assert_lse(&lse, &expected_lse, &format!("merged, seed {seed}"));
+    // Log-sum-exps of other rows than the outputs': refused before a launch.
+    let short = LseBuffer::new(&gpu, [b, h, s_q - 1]).unwrap();
+    assert!(matches!(
+        flashrs::merge_states(&gpu, (&a.0, &short), (&b_side.0, &b_side.1)),
+        Err(Error::Incompatible(_))
+    ));
+}

@@ -20,6 +20,8 @@ pub mod attention;
 pub mod launch;
 #[macro_use]
 pub mod backward_launch;
+#[macro_use]
+pub mod merge_launch;
 pub mod policy;
 pub mod schedule;
 pub mod softmax;
@@ -245,7 +247,35 @@ macro_rules! softmax_rows {
     };
 }
 
+/// Merges two partial attention results (`attention::merge::merge_states`), one entry point per
+/// element type, taking `merge_launch.rs`'s parameters. Grid `(ceil(rows / 4), 1, 1)`,
+/// `merge_launch::THREADS` threads.
+macro_rules! merge_states {
+    ($name:ident, $t:ty) => {
+        with_merge_params!(merge_entry!($name, $t;));
+    };
+}
+
+/// One merge entry point taking the `with_merge_params!` list.
+macro_rules! merge_entry {
+    ($name:ident, $t:ty; $($(#[$doc:meta])* $field:ident: $host:ty $(as $device:ty)?,)*) => {
+        /// # Safety
+        /// Launched by the host with the merge parameter list (`merge_launch.rs`): buffers as long
+        /// as the dims say, the grid of `merge_states!`.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name($($field: launch_param_type!($host $(as $device)?)),*) {
+            // As the forward's entry points: wait for the kernel before (a dependent launch),
+            // then let the next one's blocks be scheduled.
+            arch::wait_for_prerequisite_grids();
+            arch::launch_dependents();
+            let args = merge_launch::MergeArgs { $($field: $field as $host),* };
+            attention::merge::merge_states::<$t>(args)
+        }
+    };
+}
+
 // The entry points: `build.rs`'s table of export-macro invocations, for the variants of
-// `kernels.toml` and the common kernels above (`fp8_transpose_v`, `softmax_rows`), or the part of
+// `kernels.toml` and the common kernels above (`fp8_transpose_v`, `softmax_rows`, `merge_states`),
+// or the part of
 // it that one device unit compiles.
 include!(env!("FLASHRS_KERNEL_TABLE"));

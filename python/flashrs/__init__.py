@@ -27,7 +27,7 @@ try:
 except ImportError:  # the checks still run (and are tested) without torch
     torch = None
 
-__all__ = ["attention", "varlen_attention", "paged_attention"]
+__all__ = ["attention", "varlen_attention", "paged_attention", "merge_states"]
 
 
 def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, deterministic=False):
@@ -170,6 +170,45 @@ def _host_ints(name, values, dims):
     elif dims != 1:
         raise ValueError(f"{name} must be a {dims}-dim tensor of int32, got {type(values).__name__}")
     return _prefix_sums(name, values)
+
+
+def merge_states(out_a, lse_a, out_b, lse_b, layout=None):
+    """Attention over two disjoint sets of keys merged into attention over both: ``out_a`` and
+    ``out_b`` are ``attention``'s outputs for the same queries (``[B, H, S, D]``, or
+    ``[B, S, H, D]`` with ``layout="bshd"``, one dtype), ``lse_a`` and ``lse_b`` their
+    log-sum-exps (``return_lse=True``: ``[B, H, S]`` float32, natural log). Returns ``(out,
+    lse)``: ``lse = log(e^lse_a + e^lse_b)``, ``out = e^(lse_a - lse) out_a + e^(lse_b - lse)
+    out_b``, computed in float32. A row that saw no key on either side (``-inf`` twice) merges to
+    zeros and ``-inf``. Context parallelism and cascade attention combine chunks this way; the
+    op ``torch.ops.flashrs.merge_states`` is capturable. Not differentiable.
+    """
+    for name, t in (("out_a", out_a), ("lse_a", lse_a), ("out_b", out_b), ("lse_b", lse_b)):
+        if not _is_tensor(t):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    layout = "bhsd" if layout is None else str(layout)
+    if _compiling():
+        return torch.ops.flashrs.merge_states(out_a, lse_a, out_b, lse_b, layout)
+    return _merge_states(out_a, lse_a, out_b, lse_b, layout)
+
+
+def _merge_states(out_a, lse_a, out_b, lse_b, layout):
+    """``merge_states``' implementation: the outputs in one memory order (``out_a``'s), the
+    results allocated by torch, one native call."""
+    out_a = _contiguous(out_a) if not _dense(out_a) else out_a
+    out_b = _in_order_of(out_b, out_a)
+    lse_a, lse_b = (_contiguous(t) for t in (lse_a, lse_b))
+    out = _empty_like(out_a)
+    lse = _empty_lse(out_a, tuple(lse_a.shape))
+    _flashrs.merge_states(
+        _describe("out_a", out_a), _describe("lse_a", lse_a), _describe("out_b", out_b), _describe("lse_b", lse_b),
+        _describe("out", out), _describe("lse", lse), layout, _current_stream(out_a),
+    )
+    return out, lse
+
+
+def _dense(t):
+    """Whether ``t`` is contiguous in its dims' order or as a transpose of S and H of one."""
+    return t.dim() != 4 or t.is_contiguous() or t.transpose(1, 2).is_contiguous()
 
 
 def _prefix_sums(name, sums):
@@ -361,6 +400,17 @@ if torch is not None:
     def _paged_attention_fake(q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout):
         rows = _lse_rows(q.shape, layout) if return_lse else (0,)
         return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(rows, dtype=torch.float32)
+
+    @torch.library.custom_op("flashrs::merge_states", mutates_args=())
+    def _merge_states_op(
+        out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor, layout: str
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``merge_states``' implementation as an op."""
+        return _merge_states(out_a, lse_a, out_b, lse_b, layout)
+
+    @_merge_states_op.register_fake
+    def _merge_states_fake(out_a, lse_a, out_b, lse_b, layout):
+        return _empty_like(out_a), lse_a.new_empty(lse_a.shape)
 
     @_varlen_attention_op.register_fake
     def _varlen_attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse):

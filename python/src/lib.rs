@@ -6,6 +6,7 @@
 
 use std::sync::Mutex;
 
+mod merge;
 mod paged;
 mod varlen;
 
@@ -533,6 +534,7 @@ fn _flashrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attention, m)?)?;
     m.add_function(wrap_pyfunction!(varlen::varlen_attention, m)?)?;
     m.add_function(wrap_pyfunction!(paged::paged_attention, m)?)?;
+    m.add_function(wrap_pyfunction!(merge::merge_states, m)?)?;
     m.add_function(wrap_pyfunction!(check_backward, m)?)?;
     m.add_function(wrap_pyfunction!(backward, m)?)?;
     Ok(())

@@ -36,6 +36,13 @@ impl ParamList for LaunchArgs {
     }
 }
 
+impl ParamList for crate::merge_launch::MergeArgs {
+    fn with_addresses<R>(&self, f: impl FnOnce(&mut [*mut std::ffi::c_void]) -> R) -> R {
+        let args = self;
+        f(&mut with_merge_params!(launch_arg_addresses!(args;)))
+    }
+}
+
 impl ParamList for crate::backward_launch::BackwardArgs {
     fn with_addresses<R>(&self, f: impl FnOnce(&mut [*mut std::ffi::c_void]) -> R) -> R {
         let args = self;

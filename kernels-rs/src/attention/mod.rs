@@ -53,6 +53,7 @@ pub mod backward;
 pub mod decode;
 pub mod fp8;
 pub mod fragment;
+pub mod merge;
 #[cfg(any(not(flashrs_unit), family = "flash_mma"))]
 #[macro_use]
 pub mod mma;
