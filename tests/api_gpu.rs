@@ -722,6 +722,14 @@ fn varlen_calls_match_the_reference_per_sequence() {
     varlen_raw_matches_the_safe_path(&gpu, [&dq, &dk, &dv], &batch, (&run_out, &lse));
 }
 
+/// Asserts a raw path's output and log-sum-exp are the safe path's, bit for bit.
+fn assert_same_bits<T: Half>((out, lse): (Vec<T>, Vec<f32>), (want, want_lse): (Vec<T>, Vec<f32>)) {
+    let bits = |x: Vec<T>| x.into_iter().map(|x| x.to_f32().to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(out), bits(want), "raw output");
+    let lse_bits = |x: Vec<f32>| x.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    assert_eq!(lse_bits(lse), lse_bits(want_lse), "raw lse");
+}
+
 /// `varlen_attention_raw` on views of the same tensors, on a stream of the caller's, gives the
 /// safe path's bits (output and log-sum-exp); a null, misaligned or overlapping view is refused
 /// before a launch.
@@ -760,17 +768,9 @@ fn varlen_raw_matches_the_safe_path(
     };
     run(q.view(), out.view(), Some(address(gpu, &lse))).unwrap();
     caller.synchronize().unwrap();
-    let bits = |x: Vec<f16>| x.into_iter().map(f16::to_bits).collect::<Vec<_>>();
-    assert_eq!(
-        bits(out.to_host().unwrap()),
-        bits(want.to_host().unwrap()),
-        "raw output"
-    );
-    let lse_bits = |x: Vec<f32>| x.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-    assert_eq!(
-        lse_bits(gpu.download(&lse).unwrap()),
-        lse_bits(want_lse.to_host().unwrap()),
-        "raw lse"
+    assert_same_bits(
+        (out.to_host().unwrap(), gpu.download(&lse).unwrap()),
+        (want.to_host().unwrap(), want_lse.to_host().unwrap()),
     );
     // Safety (all three): only passed to calls that refuse them before a launch (asserted).
     let null = unsafe { PackedView::<f16>::from_raw(0, dims) };
@@ -916,17 +916,9 @@ fn paged_raw_matches_the_safe_path(
     }
     .unwrap();
     caller.synchronize().unwrap();
-    let bits = |x: Vec<bf16>| x.into_iter().map(bf16::to_bits).collect::<Vec<_>>();
-    assert_eq!(
-        bits(out.to_host().unwrap()),
-        bits(want.to_host().unwrap()),
-        "raw output"
-    );
-    let lse_bits = |x: Vec<f32>| x.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-    assert_eq!(
-        lse_bits(gpu.download(&lse).unwrap()),
-        lse_bits(want_lse.to_host().unwrap()),
-        "raw lse"
+    assert_same_bits(
+        (out.to_host().unwrap(), gpu.download(&lse).unwrap()),
+        (want.to_host().unwrap(), want_lse.to_host().unwrap()),
     );
     let mut dims = k.dims();
     dims[0] -= 1;

@@ -3,23 +3,11 @@ over all of them (against float64, and the log-sum-exp against the whole call's)
 that saw no key on either side; CUDA-graph replay; torch.compile and opcheck. Skipped without
 torch or a CUDA device."""
 
-import os
-import random
 import unittest
 
-try:
-    import torch
-
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:  # the CPU CI
-    HAVE_CUDA = False
+from gpu_support import HAVE_CUDA, GpuCase, captured, torch
 
 import flashrs
-
-try:
-    from graphs import captured
-except ImportError:  # without torch
-    captured = None
 
 # (B, H, H_kv, S_q, S_k, D, layout, dtype, where the keys are cut)
 CASES = [
@@ -29,13 +17,7 @@ CASES = [
 ]
 
 
-@unittest.skipUnless(HAVE_CUDA, "needs torch with a CUDA device")
-class Merge(unittest.TestCase):
-    def setUp(self):
-        self.seed = int(os.environ.get("FLASHRS_SEED", random.randrange(1 << 30)))
-        self.device = torch.device("cuda", torch.cuda.current_device())
-        self.gen = torch.Generator(device=self.device).manual_seed(self.seed)
-
+class Merge(GpuCase):
     def chunks(self, case):
         b, h, h_kv, s_q, s_k, d, layout, dtype, cut = case
         dims = lambda heads, s: (b, s, heads, d) if layout == "bshd" else (b, heads, s, d)

@@ -4,24 +4,14 @@ torch.library.opcheck and the caller's current CUDA
 context left as it was. Skipped without torch or a CUDA device (scripts/python_gpu.sh runs it)."""
 
 import ctypes
-import os
-import random
 import unittest
 
-try:
-    import torch
+from gpu_support import HAVE_CUDA, GpuCase, captured, torch
+
+if HAVE_CUDA:
     import torch.nn.functional as F
 
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:  # the CPU CI
-    HAVE_CUDA = False
-
 import flashrs
-
-try:
-    from graphs import captured
-except ImportError:  # without torch
-    captured = None
 
 # (B, H, H_kv, S_q, S_k, D, causal, layout, dtype): a small dense call, grouped-query decode (the
 # key-split kernel with its workspace), a causal persistent one (its item table), bshd order.
@@ -56,13 +46,7 @@ def reference(q, k, v, causal, layout):
     return out.transpose(1, 2) if layout == "bshd" else out
 
 
-@unittest.skipUnless(HAVE_CUDA, "needs torch with a CUDA device")
-class TorchOp(unittest.TestCase):
-    def setUp(self):
-        self.seed = int(os.environ.get("FLASHRS_SEED", random.randrange(1 << 30)))
-        self.device = torch.device("cuda", torch.cuda.current_device())
-        self.gen = torch.Generator(device=self.device).manual_seed(self.seed)
-
+class TorchOp(GpuCase):
     def inputs(self, case):
         b, h, h_kv, s_q, s_k, d, causal, layout, dtype = case
         q = make((b, h, s_q, d), layout, dtype, self.gen, self.device)

@@ -3,23 +3,11 @@ packed batches and paged caches against float64 attention per sequence, CUDA-gra
 again after the inputs' contents change), torch.compile(fullgraph=True), opcheck, and the
 empty and key-less dense calls as SDPA answers them. Skipped without torch or a CUDA device."""
 
-import os
-import random
 import unittest
 
-try:
-    import torch
-
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:  # the CPU CI
-    HAVE_CUDA = False
+from gpu_support import HAVE_CUDA, GpuCase, captured, torch
 
 import flashrs
-
-try:
-    from graphs import captured
-except ImportError:  # without torch
-    captured = None
 
 # (lengths_q, lengths_k, H, H_kv, D, causal, dtype): decode-like, prefill-like with a sequence
 # without keys, grouped heads, head dim 64 and 128.
@@ -63,13 +51,7 @@ def reference(q, k, v, cu_q, cu_k, causal):
     return out, lse
 
 
-@unittest.skipUnless(HAVE_CUDA, "needs torch with a CUDA device")
-class Varlen(unittest.TestCase):
-    def setUp(self):
-        self.seed = int(os.environ.get("FLASHRS_SEED", random.randrange(1 << 30)))
-        self.device = torch.device("cuda", torch.cuda.current_device())
-        self.gen = torch.Generator(device=self.device).manual_seed(self.seed)
-
+class Varlen(GpuCase):
     def packed(self, rows, heads, d, dtype):
         t = torch.rand((rows, heads, d), generator=self.gen, device=self.device) * 4 - 2
         return t.to(getattr(torch, dtype))
@@ -180,14 +162,7 @@ PAGED_CASES = [
 ]
 
 
-@unittest.skipUnless(HAVE_CUDA, "needs torch with a CUDA device")
-class Paged(unittest.TestCase):
-    def setUp(self):
-        self.seed = int(os.environ.get("FLASHRS_SEED", random.randrange(1 << 30)))
-        self.device = torch.device("cuda", torch.cuda.current_device())
-        self.gen = torch.Generator(device=self.device).manual_seed(self.seed)
-        self.rng = random.Random(self.seed)
-
+class Paged(GpuCase):
     def inputs(self, case):
         """q [B, S_q, H, D], the caches with pages dealt at random (spare pages in between), the
         block table and lengths."""
