@@ -27,7 +27,10 @@ pub unsafe fn merge_states<T: Element>(a: MergeArgs) {
         true => ((row / (heads * seq)) * seq + row % seq) * heads + (row / seq) % heads,
         false => row,
     } as usize;
-    let (la, lb) = (*(a.lse_a as *const f32).add(row as usize), *(a.lse_b as *const f32).add(row as usize));
+    let (la, lb) = (
+        *(a.lse_a as *const f32).add(row as usize),
+        *(a.lse_b as *const f32).add(row as usize),
+    );
     let top = arch::max(la, lb);
     let (wa, wb) = match top == f32::NEG_INFINITY {
         true => (0.0, 0.0),
@@ -48,7 +51,11 @@ pub unsafe fn merge_states<T: Element>(a: MergeArgs) {
     // Every lane has read `lse_a` before lane 0 may overwrite it (an in-place merge).
     arch::sync_warp();
     if arch::lane_id() == 0 {
-        let merged = if total > 0.0 { top + arch::log2(total) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
+        let merged = if total > 0.0 {
+            top + arch::log2(total) * core::f32::consts::LN_2
+        } else {
+            f32::NEG_INFINITY
+        };
         *(a.lse as *mut f32).add(row as usize) = merged;
     }
 }
