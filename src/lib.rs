@@ -27,6 +27,16 @@ macro_rules! lab_pub {
         #[allow(dead_code)]
         pub(crate) fn $($rest)*
     };
+    ($(#[$attr:meta])* unsafe fn $($rest:tt)*) => {
+        $(#[$attr])*
+        #[cfg(feature = "lab")]
+        pub unsafe fn $($rest)*
+
+        $(#[$attr])*
+        #[cfg(not(feature = "lab"))]
+        #[allow(dead_code)]
+        pub(crate) unsafe fn $($rest)*
+    };
 }
 
 // First: its macros (the launch parameter list) are used by `gpu`.

@@ -315,32 +315,34 @@ impl PagedKernel {
 }
 
 impl Gpu {
-    /// The paged entry point of `variant` (a `flash_decode` one) for `head_dim` and `dtype`, or
-    /// its barrier-counting twin.
-    pub fn paged_kernel(
-        &self,
-        variant: &'static VariantSpec,
-        head_dim: usize,
-        dtype: DType,
-        counted: bool,
-    ) -> Result<PagedKernel> {
-        let symbol = variant
-            .paged_symbol(head_dim, dtype.name(), counted)
-            .ok_or_else(|| {
-                Error::InvalidProblem(format!(
-                    "{} has no paged entry point: only flash_decode variants read a paged KV cache",
-                    variant.name
-                ))
-            })?;
-        self.kernel_with_symbol(
-            variant,
-            head_dim,
-            dtype,
-            symbol,
-            crate::gpu::Entry::Paged,
-            counted,
-        )
-        .map(PagedKernel)
+    lab_pub! {
+        /// The paged entry point of `variant` (a `flash_decode` one) for `head_dim` and `dtype`, or
+        /// its barrier-counting twin.
+        fn paged_kernel(
+            &self,
+            variant: &'static VariantSpec,
+            head_dim: usize,
+            dtype: DType,
+            counted: bool,
+        ) -> Result<PagedKernel> {
+            let symbol = variant
+                .paged_symbol(head_dim, dtype.name(), counted)
+                .ok_or_else(|| {
+                    Error::InvalidProblem(format!(
+                        "{} has no paged entry point: only flash_decode variants read a paged KV cache",
+                        variant.name
+                    ))
+                })?;
+            self.kernel_with_symbol(
+                variant,
+                head_dim,
+                dtype,
+                symbol,
+                crate::gpu::Entry::Paged,
+                counted,
+            )
+            .map(PagedKernel)
+        }
     }
 
     /// The library's paged kernel for `shape` (made by [`PagedKv::shape`]) on pages of
@@ -355,26 +357,28 @@ impl Gpu {
         })
     }
 
-    /// Uploads Q (`layout`), the K and V caches (`[num_blocks, block_size, H_kv, D]`, the bits of
-    /// `dtype`), the table and lengths, and a NaN-poisoned output. Every length is checked
-    /// against `shape` (made by [`PagedKv::shape`]) and `cache` first.
-    #[allow(clippy::too_many_arguments)]
-    pub fn paged_tensors(
-        &self,
-        layout: Layout,
-        shape: Shape,
-        dtype: DType,
-        q: &[u16],
-        k_cache: &[u16],
-        v_cache: &[u16],
-        cache: PagedKv,
-    ) -> Result<PagedTensors> {
-        check_inputs(shape, &cache, [q.len(), k_cache.len(), v_cache.len()])?;
-        let poison = vec![crate::gpu::nan(dtype); shape.q_len()];
-        let upload =
-            |data: &[u16]| -> Result<DeviceBuffer<u16>> { Ok(DeviceBuffer::owned(self.upload(data)?)) };
-        let buffers = [upload(q)?, upload(k_cache)?, upload(v_cache)?, upload(&poison)?];
-        Ok(self.assemble_paged(self.stream(), (layout, shape, dtype), cache, buffers, None))
+    lab_pub! {
+        /// Uploads Q (`layout`), the K and V caches (`[num_blocks, block_size, H_kv, D]`, the bits of
+        /// `dtype`), the table and lengths, and a NaN-poisoned output. Every length is checked
+        /// against `shape` (made by [`PagedKv::shape`]) and `cache` first.
+        #[allow(clippy::too_many_arguments)]
+        fn paged_tensors(
+            &self,
+            layout: Layout,
+            shape: Shape,
+            dtype: DType,
+            q: &[u16],
+            k_cache: &[u16],
+            v_cache: &[u16],
+            cache: PagedKv,
+        ) -> Result<PagedTensors> {
+            check_inputs(shape, &cache, [q.len(), k_cache.len(), v_cache.len()])?;
+            let poison = vec![crate::gpu::nan(dtype); shape.q_len()];
+            let upload =
+                |data: &[u16]| -> Result<DeviceBuffer<u16>> { Ok(DeviceBuffer::owned(self.upload(data)?)) };
+            let buffers = [upload(q)?, upload(k_cache)?, upload(v_cache)?, upload(&poison)?];
+            Ok(self.assemble_paged(self.stream(), (layout, shape, dtype), cache, buffers, None))
+        }
     }
 
     /// The typed API's query tensor, caches and output (`api::paged_attention`) as
@@ -447,13 +451,15 @@ impl Gpu {
         }
     }
 
-    /// Makes the next paged launches also write each row's log-sum-exp (NaN-poisoned here).
-    pub fn request_paged_lse(&self, tensors: &mut PagedTensors) -> Result<()> {
-        let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
-        tensors.lse = Some(DeviceBuffer::owned(
-            tensors.stream.clone_htod(&vec![f32::NAN; rows])?,
-        ));
-        Ok(())
+    lab_pub! {
+        /// Makes the next paged launches also write each row's log-sum-exp (NaN-poisoned here).
+        fn request_paged_lse(&self, tensors: &mut PagedTensors) -> Result<()> {
+            let rows = tensors.shape.batch * tensors.shape.heads * tensors.shape.seq_q;
+            tensors.lse = Some(DeviceBuffer::owned(
+                tensors.stream.clone_htod(&vec![f32::NAN; rows])?,
+            ));
+            Ok(())
+        }
     }
 
     /// Refuses tensors of another device (the launch goes on their stream, as in
@@ -476,87 +482,89 @@ impl Gpu {
         Ok(())
     }
 
-    /// Launches `kernel` on the paged tensors (asynchronously, on their stream): the
-    /// split-KV plan of `decode.rs` for the longest sequence, then the combine when it splits.
-    /// `barrier_log`, for a counted kernel, gets four `u32` per block.
-    pub fn launch_paged(
-        &self,
-        kernel: &PagedKernel,
-        tensors: &mut PagedTensors,
-        params: Params,
-        barrier_log: Option<&mut CudaSlice<u32>>,
-    ) -> Result<()> {
-        let (kernel, shape) = (&kernel.0, tensors.shape);
-        params.validate()?;
-        self.check_paged_kernel(kernel, tensors)?;
-        let plan = self
-            .decode_plan(kernel, shape, crate::decode::DecodeOptions::default())?
-            .expect("a paged kernel is a flash_decode one");
-        let config = plan.grid(kernel.variant().threads(), kernel.smem_bytes());
-        let blocks = crate::gpu::blocks(&config);
-        let uses_maps = kernel.variant().copy_engine();
-        self.stage_paged_scratch(kernel, tensors)?;
-        let slices = KeySlices {
-            splits: plan.splits,
-            floats: plan.workspace_floats(shape),
-            counters: plan.counters(),
-        };
-        let stream = tensors.stream.clone();
-        let slice_buffers = self.slice_buffers(slices, &stream)?;
-        let cache_len = tensors.cache.cache_len(shape)?;
-        let PagedTensors {
-            q,
-            k,
-            v,
-            out,
-            lse,
-            block_table,
-            seqlens_k,
-            cache,
-            layout,
-            maps,
-            ..
-        } = tensors;
-        let args = paged_args(shape, params, plan.splits, cache, *layout);
-        let problem = shape;
-        let mut launch = Launch::kernel(self, kernel, Entry::Paged, &stream, config, &problem, args);
-        // Q, the output and the LSE hold what the shape implies, the caches `num_blocks *
-        // block_size * H_kv * D` elements; the table and lengths on the device are the host copy
-        // that `PagedKv::new` checked (every page a sequence uses is inside the cache, every
-        // length inside its table row), staged above and private.
-        launch.reads("q", q, Some(shape.q_len()), |a, p| a.q = p);
-        launch.reads("k cache", k, Some(cache_len), |a, p| a.k = p);
-        launch.reads("v cache", v, Some(cache_len), |a, p| a.v = p);
-        launch.writes("out", out, Some(shape.q_len()), |a, p| a.out = p);
-        let table_bytes = 4 * cache.block_table.len();
-        launch.staged("block table", staged(block_table)?, table_bytes, |a, p| {
-            a.block_table = p
-        });
-        launch.staged("seqlens_k", staged(seqlens_k)?, 4 * shape.batch, |a, p| {
-            a.seqlens_k = p
-        });
-        if let Some(lse) = lse.as_deref_mut() {
-            launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
-        }
-        if let Some(log) = barrier_log {
-            launch.writes(
-                "barrier log",
-                log,
-                crate::gpu::RECORD_WORDS.checked_mul(blocks),
-                |a, p| a.barrier_log = p,
-            );
-        }
-        if uses_maps {
-            // The caches' maps (every box inside them, by the copy engine's own bounds).
-            let maps = maps
-                .as_ref()
-                .ok_or_else(|| Error::InvalidProblem("the tensor maps were not prepared".into()))?;
-            launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
-                a.tensor_maps = p
+    lab_pub! {
+        /// Launches `kernel` on the paged tensors (asynchronously, on their stream): the
+        /// split-KV plan of `decode.rs` for the longest sequence, then the combine when it splits.
+        /// `barrier_log`, for a counted kernel, gets four `u32` per block.
+        fn launch_paged(
+            &self,
+            kernel: &PagedKernel,
+            tensors: &mut PagedTensors,
+            params: Params,
+            barrier_log: Option<&mut CudaSlice<u32>>,
+        ) -> Result<()> {
+            let (kernel, shape) = (&kernel.0, tensors.shape);
+            params.validate()?;
+            self.check_paged_kernel(kernel, tensors)?;
+            let plan = self
+                .decode_plan(kernel, shape, crate::decode::DecodeOptions::default())?
+                .expect("a paged kernel is a flash_decode one");
+            let config = plan.grid(kernel.variant().threads(), kernel.smem_bytes());
+            let blocks = crate::gpu::blocks(&config);
+            let uses_maps = kernel.variant().copy_engine();
+            self.stage_paged_scratch(kernel, tensors)?;
+            let slices = KeySlices {
+                splits: plan.splits,
+                floats: plan.workspace_floats(shape),
+                counters: plan.counters(),
+            };
+            let stream = tensors.stream.clone();
+            let slice_buffers = self.slice_buffers(slices, &stream)?;
+            let cache_len = tensors.cache.cache_len(shape)?;
+            let PagedTensors {
+                q,
+                k,
+                v,
+                out,
+                lse,
+                block_table,
+                seqlens_k,
+                cache,
+                layout,
+                maps,
+                ..
+            } = tensors;
+            let args = paged_args(shape, params, plan.splits, cache, *layout);
+            let problem = shape;
+            let mut launch = Launch::kernel(self, kernel, Entry::Paged, &stream, config, &problem, args);
+            // Q, the output and the LSE hold what the shape implies, the caches `num_blocks *
+            // block_size * H_kv * D` elements; the table and lengths on the device are the host copy
+            // that `PagedKv::new` checked (every page a sequence uses is inside the cache, every
+            // length inside its table row), staged above and private.
+            launch.reads("q", q, Some(shape.q_len()), |a, p| a.q = p);
+            launch.reads("k cache", k, Some(cache_len), |a, p| a.k = p);
+            launch.reads("v cache", v, Some(cache_len), |a, p| a.v = p);
+            launch.writes("out", out, Some(shape.q_len()), |a, p| a.out = p);
+            let table_bytes = 4 * cache.block_table.len();
+            launch.staged("block table", staged(block_table)?, table_bytes, |a, p| {
+                a.block_table = p
             });
+            launch.staged("seqlens_k", staged(seqlens_k)?, 4 * shape.batch, |a, p| {
+                a.seqlens_k = p
+            });
+            if let Some(lse) = lse.as_deref_mut() {
+                launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
+            }
+            if let Some(log) = barrier_log {
+                launch.writes(
+                    "barrier log",
+                    log,
+                    crate::gpu::RECORD_WORDS.checked_mul(blocks),
+                    |a, p| a.barrier_log = p,
+                );
+            }
+            if uses_maps {
+                // The caches' maps (every box inside them, by the copy engine's own bounds).
+                let maps = maps
+                    .as_ref()
+                    .ok_or_else(|| Error::InvalidProblem("the tensor maps were not prepared".into()))?;
+                launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
+                    a.tensor_maps = p
+                });
+            }
+            slice_buffers.bind(&mut launch, slices, &stream);
+            launch.enqueue()
         }
-        slice_buffers.bind(&mut launch, slices, &stream);
-        launch.enqueue()
     }
 
     /// Stages what a launch of `kernel` reads besides the tensors, in their stream's order: the

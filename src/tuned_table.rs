@@ -411,17 +411,19 @@ impl TunedTable {
         TunedTable::parse(&text)
     }
 
-    /// Writes [`TunedTable::to_json_pretty`] to `path`, creating its directory.
-    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), TunedError> {
-        let path = path.as_ref();
-        let write_error = |source| TunedError::Write {
-            path: path.to_path_buf(),
-            source,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(write_error)?;
+    lab_pub! {
+        /// Writes [`TunedTable::to_json_pretty`] to `path`, creating its directory.
+        fn save(&self, path: impl AsRef<Path>) -> Result<(), TunedError> {
+            let path = path.as_ref();
+            let write_error = |source| TunedError::Write {
+                path: path.to_path_buf(),
+                source,
+            };
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(write_error)?;
+            }
+            std::fs::write(path, self.to_json_pretty()).map_err(write_error)
         }
-        std::fs::write(path, self.to_json_pretty()).map_err(write_error)
     }
 
     /// Pretty JSON with a final line break.
@@ -493,10 +495,12 @@ impl TunedTable {
         Ok(Some(v))
     }
 
-    /// Inserts `entry` for `gpu`, replacing (and returning) the entry with the same key.
-    pub fn upsert(&mut self, gpu: &str, entry: Entry) -> Option<Entry> {
-        let entries = self.gpus.entry(gpu.to_string()).or_default();
-        upsert_sorted(entries, entry, |a, b| a.key().cmp(&b.key()))
+    lab_pub! {
+        /// Inserts `entry` for `gpu`, replacing (and returning) the entry with the same key.
+        fn upsert(&mut self, gpu: &str, entry: Entry) -> Option<Entry> {
+            let entries = self.gpus.entry(gpu.to_string()).or_default();
+            upsert_sorted(entries, entry, |a, b| a.key().cmp(&b.key()))
+        }
     }
 
     /// The split count for a `flash_decode` launch of `problem` on GPU `gpu`, or `None` (unknown
@@ -511,11 +515,13 @@ impl TunedTable {
             .map(|i| &entries[i])
     }
 
-    /// Inserts `entry` into `gpu`'s split counts, replacing (and returning) the entry with the
-    /// same key.
-    pub fn upsert_splits(&mut self, gpu: &str, entry: SplitEntry) -> Option<SplitEntry> {
-        let entries = self.decode_splits.entry(gpu.to_string()).or_default();
-        upsert_sorted(entries, entry, |a, b| a.key().cmp(&b.key()))
+    lab_pub! {
+        /// Inserts `entry` into `gpu`'s split counts, replacing (and returning) the entry with the
+        /// same key.
+        fn upsert_splits(&mut self, gpu: &str, entry: SplitEntry) -> Option<SplitEntry> {
+            let entries = self.decode_splits.entry(gpu.to_string()).or_default();
+            upsert_sorted(entries, entry, |a, b| a.key().cmp(&b.key()))
+        }
     }
 
     /// The kernel names the table uses (winners and split counts) that are not in `variants`,

@@ -438,34 +438,36 @@ fn varlen_item_table(
 }
 
 impl Gpu {
-    /// The `_varlen` entry point of `variant` for `head_dim` and `dtype`, or its
-    /// barrier-counting twin; a variant without one is refused in one line.
-    pub fn varlen_kernel(
-        &self,
-        variant: &'static VariantSpec,
-        head_dim: usize,
-        dtype: DType,
-        counted: bool,
-    ) -> Result<VarlenKernel> {
-        let symbol = variant
-            .varlen_symbol(head_dim, dtype.name(), counted)
-            .ok_or_else(|| {
-                Error::InvalidProblem(format!(
-                    "varlen: {} has no variable-length entry point at head dim {head_dim} (flash_decode \
-                     and flash_ws without persistent have one, and the persistent 128 x 128 flash_ws \
-                     at head dim 128)",
-                    variant.name
-                ))
-            })?;
-        self.kernel_with_symbol(
-            variant,
-            head_dim,
-            dtype,
-            symbol,
-            crate::gpu::Entry::Varlen,
-            counted,
-        )
-        .map(VarlenKernel)
+    lab_pub! {
+        /// The `_varlen` entry point of `variant` for `head_dim` and `dtype`, or its
+        /// barrier-counting twin; a variant without one is refused in one line.
+        fn varlen_kernel(
+            &self,
+            variant: &'static VariantSpec,
+            head_dim: usize,
+            dtype: DType,
+            counted: bool,
+        ) -> Result<VarlenKernel> {
+            let symbol = variant
+                .varlen_symbol(head_dim, dtype.name(), counted)
+                .ok_or_else(|| {
+                    Error::InvalidProblem(format!(
+                        "varlen: {} has no variable-length entry point at head dim {head_dim} (flash_decode \
+                         and flash_ws without persistent have one, and the persistent 128 x 128 flash_ws \
+                         at head dim 128)",
+                        variant.name
+                    ))
+                })?;
+            self.kernel_with_symbol(
+                variant,
+                head_dim,
+                dtype,
+                symbol,
+                crate::gpu::Entry::Varlen,
+                counted,
+            )
+            .map(VarlenKernel)
+        }
     }
 
     /// The library's varlen kernel: `flash_decode` when every sequence's grouped queries fit one
@@ -503,42 +505,46 @@ impl Gpu {
         })
     }
 
-    /// Uploads packed Q (`[total_q, H, D]`), K and V (`[total_k, H_kv, D]`, the bits of
-    /// `dtype`), the prefix sums of `batch`, and a NaN-poisoned output. Every length is checked
-    /// against `batch` first.
-    pub fn varlen_tensors(
-        &self,
-        batch: VarlenBatch,
-        heads: (usize, usize, usize),
-        dtype: DType,
-        (q, k, v): (&[u16], &[u16], &[u16]),
-    ) -> Result<VarlenTensors> {
-        self.varlen_tensors_guarded(batch, heads, dtype, (q, k, v), false)
+    lab_pub! {
+        /// Uploads packed Q (`[total_q, H, D]`), K and V (`[total_k, H_kv, D]`, the bits of
+        /// `dtype`), the prefix sums of `batch`, and a NaN-poisoned output. Every length is checked
+        /// against `batch` first.
+        fn varlen_tensors(
+            &self,
+            batch: VarlenBatch,
+            heads: (usize, usize, usize),
+            dtype: DType,
+            (q, k, v): (&[u16], &[u16], &[u16]),
+        ) -> Result<VarlenTensors> {
+            self.varlen_tensors_guarded(batch, heads, dtype, (q, k, v), false)
+        }
     }
 
-    /// As [`Gpu::varlen_tensors`]; with `guard`, the output and log-sum-exp buffers get a
-    /// NaN-poisoned guard before and after their rows (one packed row, `H * D` elements, for the
-    /// output; 64 floats for the log-sum-exp), which no launch may change: `verify` checks them.
-    pub fn varlen_tensors_guarded(
-        &self,
-        batch: VarlenBatch,
-        heads: (usize, usize, usize),
-        dtype: DType,
-        (q, k, v): (&[u16], &[u16], &[u16]),
-        guard: bool,
-    ) -> Result<VarlenTensors> {
-        check_inputs(&batch, heads, [q.len(), k.len(), v.len()])?;
-        let (out_guard, lse_guard) = if guard { (heads.0 * heads.2, 64) } else { (0, 0) };
-        // An empty buffer cannot be allocated; a batch with no query has nothing to launch.
-        let upload = |data: &[u16]| -> Result<DeviceBuffer<u16>> {
-            let data = if data.is_empty() { &[0u16][..] } else { data };
-            Ok(DeviceBuffer::owned(self.upload(data)?))
-        };
-        let poison = vec![crate::gpu::nan(dtype); q.len().max(1) + 2 * out_guard];
-        let buffers = [upload(q)?, upload(k)?, upload(v)?, upload(&poison)?];
-        let mut tensors = self.assemble_varlen(self.stream(), batch, heads, dtype, buffers, None);
-        (tensors.out_guard, tensors.lse_guard) = (out_guard, lse_guard);
-        Ok(tensors)
+    lab_pub! {
+        /// As [`Gpu::varlen_tensors`]; with `guard`, the output and log-sum-exp buffers get a
+        /// NaN-poisoned guard before and after their rows (one packed row, `H * D` elements, for the
+        /// output; 64 floats for the log-sum-exp), which no launch may change: `verify` checks them.
+        fn varlen_tensors_guarded(
+            &self,
+            batch: VarlenBatch,
+            heads: (usize, usize, usize),
+            dtype: DType,
+            (q, k, v): (&[u16], &[u16], &[u16]),
+            guard: bool,
+        ) -> Result<VarlenTensors> {
+            check_inputs(&batch, heads, [q.len(), k.len(), v.len()])?;
+            let (out_guard, lse_guard) = if guard { (heads.0 * heads.2, 64) } else { (0, 0) };
+            // An empty buffer cannot be allocated; a batch with no query has nothing to launch.
+            let upload = |data: &[u16]| -> Result<DeviceBuffer<u16>> {
+                let data = if data.is_empty() { &[0u16][..] } else { data };
+                Ok(DeviceBuffer::owned(self.upload(data)?))
+            };
+            let poison = vec![crate::gpu::nan(dtype); q.len().max(1) + 2 * out_guard];
+            let buffers = [upload(q)?, upload(k)?, upload(v)?, upload(&poison)?];
+            let mut tensors = self.assemble_varlen(self.stream(), batch, heads, dtype, buffers, None);
+            (tensors.out_guard, tensors.lse_guard) = (out_guard, lse_guard);
+            Ok(tensors)
+        }
     }
 
     /// The typed API's packed tensors (`api::varlen_attention`) as [`VarlenTensors`], lent
@@ -615,26 +621,32 @@ impl Gpu {
         }
     }
 
-    /// Makes the next varlen launches also write each row's log-sum-exp (NaN-poisoned here).
-    pub fn request_varlen_lse(&self, tensors: &mut VarlenTensors) -> Result<()> {
-        let rows = tensors.heads * tensors.batch.total_q();
-        let poison = vec![f32::NAN; rows.max(1) + 2 * tensors.lse_guard];
-        tensors.lse = Some(DeviceBuffer::owned(tensors.stream.clone_htod(&poison)?));
-        Ok(())
+    lab_pub! {
+        /// Makes the next varlen launches also write each row's log-sum-exp (NaN-poisoned here).
+        fn request_varlen_lse(&self, tensors: &mut VarlenTensors) -> Result<()> {
+            let rows = tensors.heads * tensors.batch.total_q();
+            let poison = vec![f32::NAN; rows.max(1) + 2 * tensors.lse_guard];
+            tensors.lse = Some(DeviceBuffer::owned(tensors.stream.clone_htod(&poison)?));
+            Ok(())
+        }
     }
 
-    /// Refills the output with NaN.
-    pub fn poison_varlen(&self, tensors: &mut VarlenTensors) -> Result<()> {
-        let poison = vec![crate::gpu::nan(tensors.dtype); tensors.out.len()];
-        tensors.stream.memcpy_htod(&poison, &mut *tensors.out)?;
-        Ok(())
+    lab_pub! {
+        /// Refills the output with NaN.
+        fn poison_varlen(&self, tensors: &mut VarlenTensors) -> Result<()> {
+            let poison = vec![crate::gpu::nan(tensors.dtype); tensors.out.len()];
+            tensors.stream.memcpy_htod(&poison, &mut *tensors.out)?;
+            Ok(())
+        }
     }
 
-    /// The length in `u32` of the barrier log a counted launch of `kernel` on `tensors` writes
-    /// (`gpu::RECORD_WORDS` per block of its grid).
-    pub fn varlen_barrier_log_len(&self, kernel: &VarlenKernel, tensors: &VarlenTensors) -> Result<usize> {
-        let (config, _) = self.varlen_grid(&kernel.0, tensors)?;
-        Ok(crate::gpu::RECORD_WORDS * crate::gpu::blocks(&config))
+    lab_pub! {
+        /// The length in `u32` of the barrier log a counted launch of `kernel` on `tensors` writes
+        /// (`gpu::RECORD_WORDS` per block of its grid).
+        fn varlen_barrier_log_len(&self, kernel: &VarlenKernel, tensors: &VarlenTensors) -> Result<usize> {
+            let (config, _) = self.varlen_grid(&kernel.0, tensors)?;
+            Ok(crate::gpu::RECORD_WORDS * crate::gpu::blocks(&config))
+        }
     }
 
     /// The grid (and, for `flash_decode`, the split plan) of `kernel` on `tensors`: for a
@@ -766,106 +778,108 @@ impl Gpu {
         self.stage(&stream, words(&tensors.batch.cu_k), &mut tensors.cu_k)
     }
 
-    /// Launches `kernel` on the packed tensors (asynchronously, on their stream); for a
-    /// `flash_decode` kernel that splits the keys, then the combine. `barrier_log`, for a counted
-    /// kernel, gets four `u32` per block. A batch with no query launches nothing.
-    pub fn launch_varlen(
-        &self,
-        kernel: &VarlenKernel,
-        tensors: &mut VarlenTensors,
-        params: Params,
-        barrier_log: Option<&mut CudaSlice<u32>>,
-    ) -> Result<()> {
-        let kernel = &kernel.0;
-        params.validate()?;
-        self.check_varlen_kernel(kernel, tensors)?;
-        let (heads, heads_kv, d) = (tensors.heads, tensors.heads_kv, tensors.head_dim);
-        let shape = tensors.grid_shape();
-        let packed = tensors.batch.packed_shape(heads, heads_kv, d)?;
-        let (config, plan) = self.varlen_grid(kernel, tensors)?;
-        let blocks = crate::gpu::blocks(&config);
-        let runs = tensors.batch.total_q() > 0;
-        let uses_maps = kernel.variant().family == Family::FlashWs;
-        let persistent = kernel.variant().persistent;
-        if runs {
-            self.stage_varlen_scratch(kernel, tensors, params.causal, config.grid_dim.0)?;
-        }
-        let slices = KeySlices {
-            splits: plan.map_or(1, |p| p.splits),
-            floats: plan.map_or(0, |p| p.workspace_floats(shape)),
-            counters: plan.map_or(0, |p| p.counters()),
-        };
-        let stream = tensors.stream.clone();
-        let slice_buffers = self.slice_buffers(slices, &stream)?;
-        // Every buffer holds what the prefix sums imply (re-checked before each launch).
-        let (q_len, kv_len, lse_len) = tensors.batch.lens(heads, heads_kv, d);
-        let b1 = tensors.batch.batch() + 1;
-        let (out_guard, lse_guard) = (tensors.out_guard, tensors.lse_guard);
-        let VarlenTensors {
-            q,
-            k,
-            v,
-            out,
-            lse,
-            cu_q,
-            cu_k,
-            maps,
-            item_table,
-            ..
-        } = tensors;
-        let args = varlen_args(packed, shape.batch, heads_kv, params, slices.splits);
-        let problem = format!("varlen {packed}");
-        let mut launch = Launch::kernel(self, kernel, Entry::Varlen, &stream, config, &problem, args);
-        launch.reads("q", q, Some(q_len.max(1)), |a, p| a.q = p);
-        launch.reads("k", k, Some(kv_len.max(1)), |a, p| a.k = p);
-        launch.reads("v", v, Some(kv_len.max(1)), |a, p| a.v = p);
-        // The output and the LSE have `out_guard` and `lse_guard` elements on both sides (none
-        // unless asked for: `VarlenTensors::with_guards`); the kernel gets their first row.
-        launch.writes("out", out, Some(q_len.max(1) + 2 * out_guard), |a, p| a.out = p);
-        launch.args_mut().out += 2 * out_guard as u64;
-        if let Some(lse) = lse.as_deref_mut() {
-            launch.writes("lse", lse, Some(lse_len.max(1) + 2 * lse_guard), |a, p| a.lse = p);
-            launch.args_mut().lse += 4 * lse_guard as u64;
-        }
-        if let Some(log) = barrier_log {
-            launch.writes(
-                "barrier log",
-                log,
-                crate::gpu::RECORD_WORDS.checked_mul(blocks),
-                |a, p| a.barrier_log = p,
-            );
-        }
-        if !runs {
-            // No query rows: nothing to launch, but the buffers are checked all the same.
-            return launch.check();
-        }
-        // The prefix sums on the device are the host copy that `VarlenBatch::new` checked (0
-        // first, never decreasing, B + 1 entries, the last equal to the packed rows), staged
-        // above and private.
-        launch.staged("cu_seqlens_q", staged_sums(cu_q)?, 4 * b1, |a, p| {
-            a.cu_seqlens_q = p
-        });
-        launch.staged("cu_seqlens_k", staged_sums(cu_k)?, 4 * b1, |a, p| {
-            a.cu_seqlens_k = p
-        });
-        if uses_maps {
-            let maps = maps
-                .as_ref()
-                .map_or_else(|| refuse("the tensor maps were not prepared".into()), Ok)?;
-            launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
-                a.tensor_maps = p
+    lab_pub! {
+        /// Launches `kernel` on the packed tensors (asynchronously, on their stream); for a
+        /// `flash_decode` kernel that splits the keys, then the combine. `barrier_log`, for a counted
+        /// kernel, gets four `u32` per block. A batch with no query launches nothing.
+        fn launch_varlen(
+            &self,
+            kernel: &VarlenKernel,
+            tensors: &mut VarlenTensors,
+            params: Params,
+            barrier_log: Option<&mut CudaSlice<u32>>,
+        ) -> Result<()> {
+            let kernel = &kernel.0;
+            params.validate()?;
+            self.check_varlen_kernel(kernel, tensors)?;
+            let (heads, heads_kv, d) = (tensors.heads, tensors.heads_kv, tensors.head_dim);
+            let shape = tensors.grid_shape();
+            let packed = tensors.batch.packed_shape(heads, heads_kv, d)?;
+            let (config, plan) = self.varlen_grid(kernel, tensors)?;
+            let blocks = crate::gpu::blocks(&config);
+            let runs = tensors.batch.total_q() > 0;
+            let uses_maps = kernel.variant().family == Family::FlashWs;
+            let persistent = kernel.variant().persistent;
+            if runs {
+                self.stage_varlen_scratch(kernel, tensors, params.causal, config.grid_dim.0)?;
+            }
+            let slices = KeySlices {
+                splits: plan.map_or(1, |p| p.splits),
+                floats: plan.map_or(0, |p| p.workspace_floats(shape)),
+                counters: plan.map_or(0, |p| p.counters()),
+            };
+            let stream = tensors.stream.clone();
+            let slice_buffers = self.slice_buffers(slices, &stream)?;
+            // Every buffer holds what the prefix sums imply (re-checked before each launch).
+            let (q_len, kv_len, lse_len) = tensors.batch.lens(heads, heads_kv, d);
+            let b1 = tensors.batch.batch() + 1;
+            let (out_guard, lse_guard) = (tensors.out_guard, tensors.lse_guard);
+            let VarlenTensors {
+                q,
+                k,
+                v,
+                out,
+                lse,
+                cu_q,
+                cu_k,
+                maps,
+                item_table,
+                ..
+            } = tensors;
+            let args = varlen_args(packed, shape.batch, heads_kv, params, slices.splits);
+            let problem = format!("varlen {packed}");
+            let mut launch = Launch::kernel(self, kernel, Entry::Varlen, &stream, config, &problem, args);
+            launch.reads("q", q, Some(q_len.max(1)), |a, p| a.q = p);
+            launch.reads("k", k, Some(kv_len.max(1)), |a, p| a.k = p);
+            launch.reads("v", v, Some(kv_len.max(1)), |a, p| a.v = p);
+            // The output and the LSE have `out_guard` and `lse_guard` elements on both sides (none
+            // unless asked for: `VarlenTensors::with_guards`); the kernel gets their first row.
+            launch.writes("out", out, Some(q_len.max(1) + 2 * out_guard), |a, p| a.out = p);
+            launch.args_mut().out += 2 * out_guard as u64;
+            if let Some(lse) = lse.as_deref_mut() {
+                launch.writes("lse", lse, Some(lse_len.max(1) + 2 * lse_guard), |a, p| a.lse = p);
+                launch.args_mut().lse += 4 * lse_guard as u64;
+            }
+            if let Some(log) = barrier_log {
+                launch.writes(
+                    "barrier log",
+                    log,
+                    crate::gpu::RECORD_WORDS.checked_mul(blocks),
+                    |a, p| a.barrier_log = p,
+                );
+            }
+            if !runs {
+                // No query rows: nothing to launch, but the buffers are checked all the same.
+                return launch.check();
+            }
+            // The prefix sums on the device are the host copy that `VarlenBatch::new` checked (0
+            // first, never decreasing, B + 1 entries, the last equal to the packed rows), staged
+            // above and private.
+            launch.staged("cu_seqlens_q", staged_sums(cu_q)?, 4 * b1, |a, p| {
+                a.cu_seqlens_q = p
             });
+            launch.staged("cu_seqlens_k", staged_sums(cu_k)?, 4 * b1, |a, p| {
+                a.cu_seqlens_k = p
+            });
+            if uses_maps {
+                let maps = maps
+                    .as_ref()
+                    .map_or_else(|| refuse("the tensor maps were not prepared".into()), Ok)?;
+                launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
+                    a.tensor_maps = p
+                });
+            }
+            if persistent {
+                // The item table, dealt for this grid from the same checked prefix sums (its bounds
+                // are checked again per item by the kernel).
+                let (_, table) = item_table
+                    .as_ref()
+                    .map_or_else(|| refuse("the item table was not prepared".into()), Ok)?;
+                launch.staged("item table", table, table.len(), |a, p| a.walk_table = p);
+            }
+            slice_buffers.bind(&mut launch, slices, &stream);
+            launch.enqueue()
         }
-        if persistent {
-            // The item table, dealt for this grid from the same checked prefix sums (its bounds
-            // are checked again per item by the kernel).
-            let (_, table) = item_table
-                .as_ref()
-                .map_or_else(|| refuse("the item table was not prepared".into()), Ok)?;
-            launch.staged("item table", table, table.len(), |a, p| a.walk_table = p);
-        }
-        slice_buffers.bind(&mut launch, slices, &stream);
-        launch.enqueue()
     }
 }
 

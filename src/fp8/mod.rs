@@ -214,9 +214,11 @@ impl Gpu {
         Ok(())
     }
 
-    /// Refills the output with NaN before a launch whose every write must be checked.
-    pub fn fp8_poison(&self, tensors: &mut Fp8Tensors) -> Result<()> {
-        fill_nan(&tensors.stream, &mut tensors.out, tensors.out_dtype)
+    lab_pub! {
+        /// Refills the output with NaN before a launch whose every write must be checked.
+        fn fp8_poison(&self, tensors: &mut Fp8Tensors) -> Result<()> {
+            fill_nan(&tensors.stream, &mut tensors.out, tensors.out_dtype)
+        }
     }
 
     /// The e4m3 variant a call without a named kernel runs for head dim `d`: the first of
@@ -237,25 +239,29 @@ impl Gpu {
         self.fp8_launch(tensors, params, kernel, None)
     }
 
-    /// [`Gpu::fp8_forward`] through the variant's instrumented (counted) twin, which records into
-    /// `barrier_log` ([`Gpu::fp8_barrier_log_len`] words: [`crate::gpu::RECORD_WORDS`] per block,
-    /// `launch::record`'s layout). Lab tooling (`host trace --dtype e4m3`).
-    pub fn fp8_forward_counted(
-        &self,
-        tensors: &mut Fp8Tensors,
-        params: Params,
-        kernel: Option<&str>,
-        barrier_log: &mut CudaSlice<u32>,
-    ) -> Result<&'static VariantSpec> {
-        self.fp8_launch(tensors, params, kernel, Some(barrier_log))
+    lab_pub! {
+        /// [`Gpu::fp8_forward`] through the variant's instrumented (counted) twin, which records into
+        /// `barrier_log` ([`Gpu::fp8_barrier_log_len`] words: [`crate::gpu::RECORD_WORDS`] per block,
+        /// `launch::record`'s layout). Lab tooling (`host trace --dtype e4m3`).
+        fn fp8_forward_counted(
+            &self,
+            tensors: &mut Fp8Tensors,
+            params: Params,
+            kernel: Option<&str>,
+            barrier_log: &mut CudaSlice<u32>,
+        ) -> Result<&'static VariantSpec> {
+            self.fp8_launch(tensors, params, kernel, Some(barrier_log))
+        }
     }
 
-    /// The words of the barrier log that [`Gpu::fp8_forward_counted`] of `variant` on `tensors`
-    /// takes: a record per block of its grid.
-    pub fn fp8_barrier_log_len(&self, variant: &'static VariantSpec, tensors: &Fp8Tensors) -> Result<usize> {
-        let shape = tensors.shape;
-        let kernel = self.kernel(variant, shape.head_dim, tensors.out_dtype, true)?;
-        Ok(crate::gpu::RECORD_WORDS * crate::gpu::blocks(&launch_config(&kernel, shape)))
+    lab_pub! {
+        /// The words of the barrier log that [`Gpu::fp8_forward_counted`] of `variant` on `tensors`
+        /// takes: a record per block of its grid.
+        fn fp8_barrier_log_len(&self, variant: &'static VariantSpec, tensors: &Fp8Tensors) -> Result<usize> {
+            let shape = tensors.shape;
+            let kernel = self.kernel(variant, shape.head_dim, tensors.out_dtype, true)?;
+            Ok(crate::gpu::RECORD_WORDS * crate::gpu::blocks(&launch_config(&kernel, shape)))
+        }
     }
 
     fn fp8_launch(

@@ -52,155 +52,161 @@ impl Gpu {
         )
     }
 
-    /// Attention forward on `tensors` with the named variant, or the library's choice when
-    /// `kernel` is `None`. Returns the variant used. Asynchronous: `download` waits.
-    pub fn forward(
-        &self,
-        tensors: &mut Tensors,
-        params: Params,
-        kernel: Option<&str>,
-    ) -> Result<&'static VariantSpec> {
-        let variant = match kernel {
-            Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
-            None => {
-                let (shape, causal) = (tensors.shape, params.causal);
-                let candidates = self.dispatch_candidates(shape, tensors.dtype, causal);
-                // The first candidate that reads the tensors as they are laid out: inputs in
-                // other strides than the output's layout need a kernel that reads them through
-                // the copy engine (the built-in table's, on sm_90).
-                let variant = candidates
-                    .iter()
-                    .map(|&(variant, _)| variant)
-                    .find(|variant| takes_strides(variant, tensors))
-                    .unwrap_or_else(|| default_variant(shape, causal, self.sm_count, self.arch));
-                let d = tensors.shape.head_dim;
-                if !variant.head_dims.contains(&d) {
-                    return Err(Error::InvalidProblem(no_listed_kernel(d)));
+    lab_pub! {
+        /// Attention forward on `tensors` with the named variant, or the library's choice when
+        /// `kernel` is `None`. Returns the variant used. Asynchronous: `download` waits.
+        fn forward(
+            &self,
+            tensors: &mut Tensors,
+            params: Params,
+            kernel: Option<&str>,
+        ) -> Result<&'static VariantSpec> {
+            let variant = match kernel {
+                Some(name) => VariantSpec::by_name(name).ok_or_else(|| Error::UnknownKernel(name.to_string()))?,
+                None => {
+                    let (shape, causal) = (tensors.shape, params.causal);
+                    let candidates = self.dispatch_candidates(shape, tensors.dtype, causal);
+                    // The first candidate that reads the tensors as they are laid out: inputs in
+                    // other strides than the output's layout need a kernel that reads them through
+                    // the copy engine (the built-in table's, on sm_90).
+                    let variant = candidates
+                        .iter()
+                        .map(|&(variant, _)| variant)
+                        .find(|variant| takes_strides(variant, tensors))
+                        .unwrap_or_else(|| default_variant(shape, causal, self.sm_count, self.arch));
+                    let d = tensors.shape.head_dim;
+                    if !variant.head_dims.contains(&d) {
+                        return Err(Error::InvalidProblem(no_listed_kernel(d)));
+                    }
+                    variant
                 }
-                variant
-            }
-        };
-        let kernel = self.kernel(variant, tensors.shape.head_dim, tensors.dtype, false)?;
-        self.launch(&kernel, tensors, params, None)?;
-        Ok(variant)
-    }
-
-    /// Launches `kernel` on the tensors' stream (asynchronously). `barrier_log`, for counted
-    /// kernels, holds [`Gpu::barrier_log_len`] words and gets [`RECORD_WORDS`] per block. Every
-    /// buffer the kernel gets is checked against the shape, dtype and grid right before the launch.
-    pub fn launch(
-        &self,
-        kernel: &Kernel,
-        tensors: &mut Tensors,
-        params: Params,
-        barrier_log: Option<&mut CudaSlice<u32>>,
-    ) -> Result<()> {
-        self.launch_with(kernel, tensors, params, barrier_log, DecodeOptions::default())
-    }
-
-    /// [`Gpu::launch`] with what `options` fixes of a `flash_decode` launch (its split count,
-    /// checked against the problem: [`crate::decode::Plan::forced`]); the default options are
-    /// `launch` itself. A forced split count on a kernel of another family is an error. A
-    /// counted launch's `barrier_log` is sized by [`Gpu::barrier_log_len`], which knows the
-    /// default plan only: with a forced count, size it from [`Gpu::split_plan`]'s grid.
-    pub fn launch_with(
-        &self,
-        kernel: &Kernel,
-        tensors: &mut Tensors,
-        params: Params,
-        barrier_log: Option<&mut CudaSlice<u32>>,
-        options: DecodeOptions,
-    ) -> Result<()> {
-        let shape = tensors.shape;
-        params.validate()?;
-        self.check_stream(&tensors.stream)?;
-        check_dense_kernel(kernel, tensors)?;
-        // The warp-specialised family, and flash_decode through the copy engine, read their
-        // tiles through tensor maps built here per call.
-        let uses_maps = kernel.variant.family == Family::FlashWs || kernel.variant.copy_engine();
-        let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
-        if uses_maps {
-            self.prepare_maps(kernel.variant, tensors)?;
+            };
+            let kernel = self.kernel(variant, tensors.shape.head_dim, tensors.dtype, false)?;
+            self.launch(&kernel, tensors, params, None)?;
+            Ok(variant)
         }
-        // flash_decode plans its own grid (key slices) and may need a workspace and a combine.
-        let decode = self.decode_plan(kernel, shape, options)?;
-        let config = match &decode {
-            Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
-            None => launch_config(kernel, shape),
-        };
-        let seq_major = (tensors.layout == Layout::Bshd) as u32;
-        // Key slices: flash_decode's plan, or the persistent flash_ws's tail split.
-        let slices = match &decode {
-            Some(plan) => KeySlices {
-                splits: plan.splits,
-                floats: plan.workspace_floats(shape),
-                counters: plan.counters(),
-            },
-            None => KeySlices::tail_split(
+    }
+
+    lab_pub! {
+        /// Launches `kernel` on the tensors' stream (asynchronously). `barrier_log`, for counted
+        /// kernels, holds [`Gpu::barrier_log_len`] words and gets [`RECORD_WORDS`] per block. Every
+        /// buffer the kernel gets is checked against the shape, dtype and grid right before the launch.
+        fn launch(
+            &self,
+            kernel: &Kernel,
+            tensors: &mut Tensors,
+            params: Params,
+            barrier_log: Option<&mut CudaSlice<u32>>,
+        ) -> Result<()> {
+            self.launch_with(kernel, tensors, params, barrier_log, DecodeOptions::default())
+        }
+    }
+
+    lab_pub! {
+        /// [`Gpu::launch`] with what `options` fixes of a `flash_decode` launch (its split count,
+        /// checked against the problem: [`crate::decode::Plan::forced`]); the default options are
+        /// `launch` itself. A forced split count on a kernel of another family is an error. A
+        /// counted launch's `barrier_log` is sized by [`Gpu::barrier_log_len`], which knows the
+        /// default plan only: with a forced count, size it from [`Gpu::split_plan`]'s grid.
+        fn launch_with(
+            &self,
+            kernel: &Kernel,
+            tensors: &mut Tensors,
+            params: Params,
+            barrier_log: Option<&mut CudaSlice<u32>>,
+            options: DecodeOptions,
+        ) -> Result<()> {
+            let shape = tensors.shape;
+            params.validate()?;
+            self.check_stream(&tensors.stream)?;
+            check_dense_kernel(kernel, tensors)?;
+            // The warp-specialised family, and flash_decode through the copy engine, read their
+            // tiles through tensor maps built here per call.
+            let uses_maps = kernel.variant.family == Family::FlashWs || kernel.variant.copy_engine();
+            let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
+            if uses_maps {
+                self.prepare_maps(kernel.variant, tensors)?;
+            }
+            // flash_decode plans its own grid (key slices) and may need a workspace and a combine.
+            let decode = self.decode_plan(kernel, shape, options)?;
+            let config = match &decode {
+                Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
+                None => launch_config(kernel, shape),
+            };
+            let seq_major = (tensors.layout == Layout::Bshd) as u32;
+            // Key slices: flash_decode's plan, or the persistent flash_ws's tail split.
+            let slices = match &decode {
+                Some(plan) => KeySlices {
+                    splits: plan.splits,
+                    floats: plan.workspace_floats(shape),
+                    counters: plan.counters(),
+                },
+                None => KeySlices::tail_split(
+                    kernel.variant,
+                    shape,
+                    params.causal,
+                    &config,
+                    self.options.tail_split,
+                ),
+            };
+            let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
+            let has_table = walks_item_table(kernel.variant, params.causal);
+            if has_table {
+                self.stage_walk_table(kernel, tensors, config.grid_dim.0)?;
+            }
+            let Tensors {
+                q,
+                k,
+                v,
+                out,
+                lse,
+                maps,
+                stream,
+                walk_table,
+                strides,
+                ..
+            } = tensors;
+            let stream: &CudaStream = stream;
+            // Contiguous K and V: no block table (the paged launch is `paged.rs`).
+            let args = LaunchArgs::dense(shape, params, seq_major, slices.splits).walking(item_walk(
                 kernel.variant,
                 shape,
-                params.causal,
                 &config,
-                self.options.tail_split,
-            ),
-        };
-        let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
-        let has_table = walks_item_table(kernel.variant, params.causal);
-        if has_table {
-            self.stage_walk_table(kernel, tensors, config.grid_dim.0)?;
+                slices.splits,
+            ));
+            let mut launch = Launch::kernel(self, kernel, Entry::Dense, stream, config, &shape, args);
+            // Q, K and V reach as far as their strides do (exactly their length when contiguous).
+            let [q_strides, k_strides, v_strides] = strides;
+            launch.reads("q", q, q_strides.extent(q_dims), |a, p| a.q = p);
+            launch.reads("k", k, k_strides.extent(kv_dims), |a, p| a.k = p);
+            launch.reads("v", v, v_strides.extent(kv_dims), |a, p| a.v = p);
+            launch.writes("out", out, shape.checked_q_len(), |a, p| a.out = p);
+            if let Some(lse) = lse.as_deref_mut() {
+                launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
+            }
+            if let Some(log) = barrier_log {
+                launch.writes(
+                    "barrier log",
+                    log,
+                    RECORD_WORDS.checked_mul(blocks(&config)),
+                    |a, p| a.barrier_log = p,
+                );
+            }
+            let unprepared = || Error::InvalidProblem("the tensor maps or item table were not prepared".into());
+            if uses_maps {
+                let maps = maps.as_ref().ok_or_else(unprepared)?;
+                launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
+                    a.tensor_maps = p
+                });
+            }
+            if has_table {
+                // One u32 per item of the grid's walk, as `causal_item_table` dealt them.
+                let (_, table) = walk_table.as_ref().ok_or_else(unprepared)?;
+                launch.staged("item table", table, table.len(), |a, p| a.walk_table = p);
+            }
+            slice_buffers.bind(&mut launch, slices, stream);
+            launch.enqueue()
         }
-        let Tensors {
-            q,
-            k,
-            v,
-            out,
-            lse,
-            maps,
-            stream,
-            walk_table,
-            strides,
-            ..
-        } = tensors;
-        let stream: &CudaStream = stream;
-        // Contiguous K and V: no block table (the paged launch is `paged.rs`).
-        let args = LaunchArgs::dense(shape, params, seq_major, slices.splits).walking(item_walk(
-            kernel.variant,
-            shape,
-            &config,
-            slices.splits,
-        ));
-        let mut launch = Launch::kernel(self, kernel, Entry::Dense, stream, config, &shape, args);
-        // Q, K and V reach as far as their strides do (exactly their length when contiguous).
-        let [q_strides, k_strides, v_strides] = strides;
-        launch.reads("q", q, q_strides.extent(q_dims), |a, p| a.q = p);
-        launch.reads("k", k, k_strides.extent(kv_dims), |a, p| a.k = p);
-        launch.reads("v", v, v_strides.extent(kv_dims), |a, p| a.v = p);
-        launch.writes("out", out, shape.checked_q_len(), |a, p| a.out = p);
-        if let Some(lse) = lse.as_deref_mut() {
-            launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
-        }
-        if let Some(log) = barrier_log {
-            launch.writes(
-                "barrier log",
-                log,
-                RECORD_WORDS.checked_mul(blocks(&config)),
-                |a, p| a.barrier_log = p,
-            );
-        }
-        let unprepared = || Error::InvalidProblem("the tensor maps or item table were not prepared".into());
-        if uses_maps {
-            let maps = maps.as_ref().ok_or_else(unprepared)?;
-            launch.staged("tensor maps", maps, tma::MAPS * tma::MAP_BYTES, |a, p| {
-                a.tensor_maps = p
-            });
-        }
-        if has_table {
-            // One u32 per item of the grid's walk, as `causal_item_table` dealt them.
-            let (_, table) = walk_table.as_ref().ok_or_else(unprepared)?;
-            launch.staged("item table", table, table.len(), |a, p| a.walk_table = p);
-        }
-        slice_buffers.bind(&mut launch, slices, stream);
-        launch.enqueue()
     }
 
     /// Stages the item table a causal persistent launch of `kernel` on `tensors` over `grid` blocks
@@ -245,19 +251,21 @@ impl Gpu {
         self.stage(&tensors.stream, bytes, &mut tensors.maps)
     }
 
-    /// The length in `u32` of the barrier log that a launch of the counted `kernel` (see
-    /// [`Gpu::kernel`]) on a problem of `shape` takes: [`RECORD_WORDS`] per block of its grid,
-    /// which for `flash_decode` depends on how this GPU splits the keys. For a paged launch pass
-    /// the paged tensors' shape, for a varlen one
-    /// [`VarlenTensors::grid_shape`](crate::VarlenTensors::grid_shape).
-    pub fn barrier_log_len(&self, kernel: &Kernel, shape: Shape) -> Result<usize> {
-        let config = match self.decode_plan(kernel, shape, DecodeOptions::default())? {
-            Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
-            None => launch_config(kernel, shape),
-        };
-        RECORD_WORDS
-            .checked_mul(blocks(&config))
-            .ok_or_else(|| too_large(shape))
+    lab_pub! {
+        /// The length in `u32` of the barrier log that a launch of the counted `kernel` (see
+        /// [`Gpu::kernel`]) on a problem of `shape` takes: [`RECORD_WORDS`] per block of its grid,
+        /// which for `flash_decode` depends on how this GPU splits the keys. For a paged launch pass
+        /// the paged tensors' shape, for a varlen one
+        /// [`VarlenTensors::grid_shape`](crate::VarlenTensors::grid_shape).
+        fn barrier_log_len(&self, kernel: &Kernel, shape: Shape) -> Result<usize> {
+            let config = match self.decode_plan(kernel, shape, DecodeOptions::default())? {
+                Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
+                None => launch_config(kernel, shape),
+            };
+            RECORD_WORDS
+                .checked_mul(blocks(&config))
+                .ok_or_else(|| too_large(shape))
+        }
     }
 }
 

@@ -105,20 +105,22 @@ impl Kernel {
 }
 
 impl Gpu {
-    /// The kernel of `variant` for `head_dim` and `dtype`, or its barrier-counting twin.
-    pub fn kernel(
-        &self,
-        variant: &'static VariantSpec,
-        head_dim: usize,
-        dtype: DType,
-        counted: bool,
-    ) -> Result<Kernel> {
-        let symbol = if counted {
-            variant.counted_symbol(head_dim, dtype.name())
-        } else {
-            variant.symbol(head_dim, dtype.name())
-        };
-        self.kernel_with_symbol(variant, head_dim, dtype, symbol, Entry::Dense, counted)
+    lab_pub! {
+        /// The kernel of `variant` for `head_dim` and `dtype`, or its barrier-counting twin.
+        fn kernel(
+            &self,
+            variant: &'static VariantSpec,
+            head_dim: usize,
+            dtype: DType,
+            counted: bool,
+        ) -> Result<Kernel> {
+            let symbol = if counted {
+                variant.counted_symbol(head_dim, dtype.name())
+            } else {
+                variant.symbol(head_dim, dtype.name())
+            };
+            self.kernel_with_symbol(variant, head_dim, dtype, symbol, Entry::Dense, counted)
+        }
     }
 
     /// `kernel` for one of `variant`'s entry points named `symbol` (its own, its counted twin,
@@ -239,9 +241,11 @@ impl Gpu {
         Ok(f)
     }
 
-    /// A fixed (non-variant) kernel by name, such as `softmax_rows_f16`.
-    pub fn function(&self, name: &str) -> Result<CudaFunction> {
-        self.cached_function(name)
+    lab_pub! {
+        /// A fixed (non-variant) kernel by name, such as `softmax_rows_f16`.
+        fn function(&self, name: &str) -> Result<CudaFunction> {
+            self.cached_function(name)
+        }
     }
 
     /// Loads the kernel `name`: from the cubin, or as its own module cut from the embedded PTX

@@ -243,153 +243,163 @@ impl Tensors {
 pub(crate) type TableCache = Option<((&'static str, Shape, u32), Staged)>;
 
 impl Gpu {
-    /// Uploads Q, K and V (the bits of `dtype`) for `shape`, lengths checked, and allocates an
-    /// output poisoned with NaN, so that any element a kernel fails to write stays visibly wrong.
-    pub fn tensors(&self, shape: Shape, dtype: DType, q: &[u16], k: &[u16], v: &[u16]) -> Result<Tensors> {
-        self.tensors_in(Layout::Bhsd, shape, dtype, q, k, v)
-    }
-
-    /// As `tensors`, for inputs laid out as `layout` (the output will be too).
-    pub fn tensors_in(
-        &self,
-        layout: Layout,
-        shape: Shape,
-        dtype: DType,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-    ) -> Result<Tensors> {
-        shape.validate()?;
-        let bytes = dtype.bytes();
-        check_bytes("q", std::mem::size_of_val(q), shape.q_len(), bytes, shape)?;
-        check_bytes("k", std::mem::size_of_val(k), shape.kv_len(), bytes, shape)?;
-        check_bytes("v", std::mem::size_of_val(v), shape.kv_len(), bytes, shape)?;
-        Ok(Tensors {
-            q: DeviceBuffer::owned(self.upload(q)?),
-            k: DeviceBuffer::owned(self.upload(k)?),
-            v: DeviceBuffer::owned(self.upload(v)?),
-            out: DeviceBuffer::owned(self.upload(&vec![nan(dtype); shape.q_len()])?),
-            lse: None,
-            shape,
-            dtype,
-            layout,
-            strides: Tensors::contiguous_strides(layout, shape),
-            stream: self.stream.clone(),
-            maps: None,
-            walk_table: None,
-        })
-    }
-
-    /// Wraps buffers the caller allocated (with another library, or PyTorch through its data
-    /// pointers) as [`Tensors`] for `shape`, laid out as `layout`, holding `dtype`. Launches on
-    /// them run on `stream`, which must belong to this GPU's context (the caller's own stream, so
-    /// that its work and ours stay ordered without a synchronisation). Lengths, alignment, the
-    /// shape and the stream's context are checked here and again at every launch; a mismatch is
-    /// a typed error. The buffers are never freed by the library.
-    ///
-    /// # Safety
-    /// For as long as the returned `Tensors` lives and until the work it enqueued on `stream` has
-    /// completed:
-    /// - each `ptr` is a device allocation (or part of one) of this GPU's context that holds at
-    ///   least `len` elements of its type from `ptr` on, and stays allocated;
-    /// - no other work writes Q, K, V, or reads or writes the output and log-sum-exp, unless it
-    ///   is ordered with `stream` (same stream, or events);
-    /// - the output and log-sum-exp do not overlap each other or Q, K, V.
-    ///
-    /// Alignment (16 bytes for Q, K, V and the output, 4 for the log-sum-exp) is checked, not
-    /// assumed.
-    pub unsafe fn tensors_from_raw(
-        &self,
-        stream: &Arc<CudaStream>,
-        layout: Layout,
-        shape: Shape,
-        dtype: DType,
-        raw: RawTensors,
-    ) -> Result<Tensors> {
-        let strides = Tensors::contiguous_strides(layout, shape);
-        // Safety: this function's contract, for the contiguous strides.
-        unsafe { self.tensors_from_strided(stream, layout, shape, dtype, raw, strides) }
-    }
-
-    /// [`Gpu::tensors_from_raw`] for Q, K and V whose elements are `strides` apart (each
-    /// [`Strides`] over `[B, H, S, D]`, D's 1; each buffer's `len` the [`Strides::extent`] its
-    /// strides reach), the output contiguous in `layout`. The kernels that read through the copy
-    /// engine take any such strides; a launch of another kernel refuses inputs that are not
-    /// contiguous in `layout`.
-    ///
-    /// # Safety
-    /// As [`Gpu::tensors_from_raw`].
-    pub unsafe fn tensors_from_strided(
-        &self,
-        stream: &Arc<CudaStream>,
-        layout: Layout,
-        shape: Shape,
-        dtype: DType,
-        raw: RawTensors,
-        strides: [Strides; 3],
-    ) -> Result<Tensors> {
-        shape.validate()?;
-        self.check_stream(stream)?;
-        let bytes = dtype.bytes();
-        let lse_rows = shape.lse_len().ok_or_else(|| too_large(shape))?;
-        let extent = |strides: Strides, dims| strides.extent(dims).ok_or_else(|| too_large(shape));
-        let tensor_buffers = [
-            ("q", raw.q, extent(strides[0], shape.q_dims())?),
-            ("k", raw.k, extent(strides[1], shape.kv_dims())?),
-            ("v", raw.v, extent(strides[2], shape.kv_dims())?),
-            ("out", raw.out, shape.q_len()),
-        ];
-        for (what, buffer, elements) in tensor_buffers {
-            check_buffer(what, buffer.len, 2, Some(elements), bytes, shape)?;
-            check_alignment(what, buffer.ptr, TENSOR_ALIGN)?;
+    lab_pub! {
+        /// Uploads Q, K and V (the bits of `dtype`) for `shape`, lengths checked, and allocates an
+        /// output poisoned with NaN, so that any element a kernel fails to write stays visibly wrong.
+        fn tensors(&self, shape: Shape, dtype: DType, q: &[u16], k: &[u16], v: &[u16]) -> Result<Tensors> {
+            self.tensors_in(Layout::Bhsd, shape, dtype, q, k, v)
         }
-        if let Some(lse) = raw.lse {
-            check_buffer("lse", lse.len, 4, Some(lse_rows), 4, shape)?;
-            check_alignment("lse", lse.ptr, 4)?;
-        }
-        // Safety: the caller's contract above (allocation, lengths, lifetime, ordering); the
-        // lengths were also just checked against the shape.
-        let borrow = |raw| unsafe { DeviceBuffer::borrowed(stream, raw) };
-        Ok(Tensors {
-            q: borrow(raw.q),
-            k: borrow(raw.k),
-            v: borrow(raw.v),
-            out: borrow(raw.out),
-            // Safety: as above.
-            lse: raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) }),
-            shape,
-            dtype,
-            layout,
-            strides,
-            stream: stream.clone(),
-            maps: None,
-            walk_table: None,
-        })
     }
 
-    /// For work outside `launch` that reads Q, K, V and writes the output on this GPU's own
-    /// stream (the lab's cuBLAS and cuTENSOR candidates, its timing): the tensors are on that
-    /// stream and their buffers hold what the shape and dtype imply.
-    pub fn check_tensors_on_own_stream(&self, tensors: &Tensors) -> Result<()> {
-        // Such work is ordered on this GPU's stream only: on tensors of a caller's stream it
-        // could run before the caller's writes to them, or race its reads.
-        if *tensors.stream != *self.stream {
-            return Err(Error::InvalidProblem(
-                "these tensors are on a caller's stream: work outside `launch` runs on the GPU's own \
-                 stream and needs tensors made there"
-                    .into(),
-            ));
+    lab_pub! {
+        /// As `tensors`, for inputs laid out as `layout` (the output will be too).
+        fn tensors_in(
+            &self,
+            layout: Layout,
+            shape: Shape,
+            dtype: DType,
+            q: &[u16],
+            k: &[u16],
+            v: &[u16],
+        ) -> Result<Tensors> {
+            shape.validate()?;
+            let bytes = dtype.bytes();
+            check_bytes("q", std::mem::size_of_val(q), shape.q_len(), bytes, shape)?;
+            check_bytes("k", std::mem::size_of_val(k), shape.kv_len(), bytes, shape)?;
+            check_bytes("v", std::mem::size_of_val(v), shape.kv_len(), bytes, shape)?;
+            Ok(Tensors {
+                q: DeviceBuffer::owned(self.upload(q)?),
+                k: DeviceBuffer::owned(self.upload(k)?),
+                v: DeviceBuffer::owned(self.upload(v)?),
+                out: DeviceBuffer::owned(self.upload(&vec![nan(dtype); shape.q_len()])?),
+                lse: None,
+                shape,
+                dtype,
+                layout,
+                strides: Tensors::contiguous_strides(layout, shape),
+                stream: self.stream.clone(),
+                maps: None,
+                walk_table: None,
+            })
         }
-        let lens = BufferLens {
-            q: tensors.q.len(),
-            k: tensors.k.len(),
-            v: tensors.v.len(),
-            out: tensors.out.len(),
-            lse: tensors.lse.as_ref().map(|lse| lse.len()),
-            barrier_log: None,
-            tensor_maps: None,
-        };
-        check_buffers(tensors.shape, tensors.dtype, lens, 0, false)
+    }
+
+    lab_pub! {
+        /// Wraps buffers the caller allocated (with another library, or PyTorch through its data
+        /// pointers) as [`Tensors`] for `shape`, laid out as `layout`, holding `dtype`. Launches on
+        /// them run on `stream`, which must belong to this GPU's context (the caller's own stream, so
+        /// that its work and ours stay ordered without a synchronisation). Lengths, alignment, the
+        /// shape and the stream's context are checked here and again at every launch; a mismatch is
+        /// a typed error. The buffers are never freed by the library.
+        ///
+        /// # Safety
+        /// For as long as the returned `Tensors` lives and until the work it enqueued on `stream` has
+        /// completed:
+        /// - each `ptr` is a device allocation (or part of one) of this GPU's context that holds at
+        ///   least `len` elements of its type from `ptr` on, and stays allocated;
+        /// - no other work writes Q, K, V, or reads or writes the output and log-sum-exp, unless it
+        ///   is ordered with `stream` (same stream, or events);
+        /// - the output and log-sum-exp do not overlap each other or Q, K, V.
+        ///
+        /// Alignment (16 bytes for Q, K, V and the output, 4 for the log-sum-exp) is checked, not
+        /// assumed.
+        unsafe fn tensors_from_raw(
+            &self,
+            stream: &Arc<CudaStream>,
+            layout: Layout,
+            shape: Shape,
+            dtype: DType,
+            raw: RawTensors,
+        ) -> Result<Tensors> {
+            let strides = Tensors::contiguous_strides(layout, shape);
+            // Safety: this function's contract, for the contiguous strides.
+            unsafe { self.tensors_from_strided(stream, layout, shape, dtype, raw, strides) }
+        }
+    }
+
+    lab_pub! {
+        /// [`Gpu::tensors_from_raw`] for Q, K and V whose elements are `strides` apart (each
+        /// [`Strides`] over `[B, H, S, D]`, D's 1; each buffer's `len` the [`Strides::extent`] its
+        /// strides reach), the output contiguous in `layout`. The kernels that read through the copy
+        /// engine take any such strides; a launch of another kernel refuses inputs that are not
+        /// contiguous in `layout`.
+        ///
+        /// # Safety
+        /// As [`Gpu::tensors_from_raw`].
+        unsafe fn tensors_from_strided(
+            &self,
+            stream: &Arc<CudaStream>,
+            layout: Layout,
+            shape: Shape,
+            dtype: DType,
+            raw: RawTensors,
+            strides: [Strides; 3],
+        ) -> Result<Tensors> {
+            shape.validate()?;
+            self.check_stream(stream)?;
+            let bytes = dtype.bytes();
+            let lse_rows = shape.lse_len().ok_or_else(|| too_large(shape))?;
+            let extent = |strides: Strides, dims| strides.extent(dims).ok_or_else(|| too_large(shape));
+            let tensor_buffers = [
+                ("q", raw.q, extent(strides[0], shape.q_dims())?),
+                ("k", raw.k, extent(strides[1], shape.kv_dims())?),
+                ("v", raw.v, extent(strides[2], shape.kv_dims())?),
+                ("out", raw.out, shape.q_len()),
+            ];
+            for (what, buffer, elements) in tensor_buffers {
+                check_buffer(what, buffer.len, 2, Some(elements), bytes, shape)?;
+                check_alignment(what, buffer.ptr, TENSOR_ALIGN)?;
+            }
+            if let Some(lse) = raw.lse {
+                check_buffer("lse", lse.len, 4, Some(lse_rows), 4, shape)?;
+                check_alignment("lse", lse.ptr, 4)?;
+            }
+            // Safety: the caller's contract above (allocation, lengths, lifetime, ordering); the
+            // lengths were also just checked against the shape.
+            let borrow = |raw| unsafe { DeviceBuffer::borrowed(stream, raw) };
+            Ok(Tensors {
+                q: borrow(raw.q),
+                k: borrow(raw.k),
+                v: borrow(raw.v),
+                out: borrow(raw.out),
+                // Safety: as above.
+                lse: raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) }),
+                shape,
+                dtype,
+                layout,
+                strides,
+                stream: stream.clone(),
+                maps: None,
+                walk_table: None,
+            })
+        }
+    }
+
+    lab_pub! {
+        /// For work outside `launch` that reads Q, K, V and writes the output on this GPU's own
+        /// stream (the lab's cuBLAS and cuTENSOR candidates, its timing): the tensors are on that
+        /// stream and their buffers hold what the shape and dtype imply.
+        fn check_tensors_on_own_stream(&self, tensors: &Tensors) -> Result<()> {
+            // Such work is ordered on this GPU's stream only: on tensors of a caller's stream it
+            // could run before the caller's writes to them, or race its reads.
+            if *tensors.stream != *self.stream {
+                return Err(Error::InvalidProblem(
+                    "these tensors are on a caller's stream: work outside `launch` runs on the GPU's own \
+                     stream and needs tensors made there"
+                        .into(),
+                ));
+            }
+            let lens = BufferLens {
+                q: tensors.q.len(),
+                k: tensors.k.len(),
+                v: tensors.v.len(),
+                out: tensors.out.len(),
+                lse: tensors.lse.as_ref().map(|lse| lse.len()),
+                barrier_log: None,
+                tensor_maps: None,
+            };
+            check_buffers(tensors.shape, tensors.dtype, lens, 0, false)
+        }
     }
 
     /// Refuses a stream of another context: pointers of one context mean nothing in another.
@@ -401,16 +411,20 @@ impl Gpu {
         }
     }
 
-    /// Makes the next launches also write each row's log-sum-exp into the tensors' `lse`
-    /// (allocated here, NaN-poisoned).
-    pub fn request_lse(&self, tensors: &mut Tensors) -> Result<()> {
-        tensors.lse = Some(nan_lse(&tensors.stream, tensors.shape)?);
-        Ok(())
+    lab_pub! {
+        /// Makes the next launches also write each row's log-sum-exp into the tensors' `lse`
+        /// (allocated here, NaN-poisoned).
+        fn request_lse(&self, tensors: &mut Tensors) -> Result<()> {
+            tensors.lse = Some(nan_lse(&tensors.stream, tensors.shape)?);
+            Ok(())
+        }
     }
 
-    /// Refills the output with NaN before a launch whose every write must be checked.
-    pub fn poison(&self, tensors: &mut Tensors) -> Result<()> {
-        fill_nan(&tensors.stream, &mut tensors.out, tensors.dtype)
+    lab_pub! {
+        /// Refills the output with NaN before a launch whose every write must be checked.
+        fn poison(&self, tensors: &mut Tensors) -> Result<()> {
+            fill_nan(&tensors.stream, &mut tensors.out, tensors.dtype)
+        }
     }
 }
 
