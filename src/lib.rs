@@ -43,24 +43,48 @@ macro_rules! lab_pub {
 /// The kernels' launch parameters: the device crate's own list, so both sides agree.
 #[macro_use]
 #[path = "../kernels-rs/src/launch.rs"]
+#[cfg(feature = "lab")]
 pub mod launch;
+#[macro_use]
+#[path = "../kernels-rs/src/launch.rs"]
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code, unused_macros)]
+pub(crate) mod launch;
 
 /// The backward kernels' launch parameters, workspace and shared-memory layout: the device
 /// crate's own, so both sides agree.
 #[macro_use]
 #[path = "../kernels-rs/src/backward_launch.rs"]
+#[cfg(feature = "lab")]
 pub mod backward_launch;
+#[macro_use]
+#[path = "../kernels-rs/src/backward_launch.rs"]
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code, unused_macros)]
+pub(crate) mod backward_launch;
 
 /// The merge kernel's launch parameters: the device crate's own, so both sides agree.
 #[macro_use]
 #[path = "../kernels-rs/src/merge_launch.rs"]
+#[cfg(feature = "lab")]
 pub mod merge_launch;
+#[macro_use]
+#[path = "../kernels-rs/src/merge_launch.rs"]
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code, unused_macros)]
+pub(crate) mod merge_launch;
 
 /// Where the overlapped `flash_ws` loop waits for its running product: the device crate's own
 /// rule, read by the check of the machine code.
 #[doc(hidden)]
 #[path = "../kernels-rs/src/schedule.rs"]
+#[cfg(feature = "lab")]
 pub mod schedule;
+#[doc(hidden)]
+#[path = "../kernels-rs/src/schedule.rs"]
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code, unused_macros)]
+pub(crate) mod schedule;
 
 pub mod api;
 pub mod backward;
@@ -75,9 +99,17 @@ pub mod paged;
 pub mod problem;
 mod raw_paged;
 mod raw_varlen;
+#[cfg(feature = "lab")]
 pub mod spec;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code)]
+pub(crate) mod spec;
 mod staging;
+#[cfg(feature = "lab")]
 pub mod tma;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code)]
+pub(crate) mod tma;
 pub mod tuned_table;
 pub mod variants;
 pub mod varlen;
@@ -101,8 +133,13 @@ pub use raw_varlen::{check_packed_views, varlen_attention_raw, PackedView};
 pub use variants::{Family, Policy, Spec, VariantSpec, FP8_VARIANTS, VARIANTS};
 pub use varlen::{VarlenBatch, VarlenKernel, VarlenTensors};
 
-/// The PTX of every kernel, one module per architecture, embedded at build time.
-pub mod embedded {
+/// Declares `embedded` with the visibility given: public with the `lab` feature, for the tools
+/// that analyse the PTX; crate-private without.
+macro_rules! embedded_module {
+    ($vis:vis) => {
+        /// The PTX of every kernel, one module per architecture, embedded at build time.
+        #[cfg_attr(not(feature = "lab"), allow(dead_code))]
+        $vis mod embedded {
     /// The sm_80 PTX (the variants whose `min_arch` is 80), loaded on every GPU of compute
     /// capability 8.0 or newer but Hopper.
     pub static PTX_SM80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels_sm_80.ptx"));
@@ -247,6 +284,12 @@ pub mod embedded {
         }
     }
 }
+    };
+}
+#[cfg(feature = "lab")]
+embedded_module!(pub);
+#[cfg(not(feature = "lab"))]
+embedded_module!(pub(crate));
 
 // build.rs reads the rest of it (the merge of the device units).
 #[allow(dead_code)]

@@ -18,6 +18,7 @@ use crate::gpu::L2Promotion;
 use crate::layout::{Layout, Strides};
 use crate::problem::{DType, Shape};
 
+#[allow(unused_imports)] // Q's and O's places: read by the lab's tools.
 pub use crate::launch::maps::{MAPS, MAP_BYTES, MAP_K, MAP_O, MAP_Q, MAP_V};
 
 /// Rows of the output map's box: one consumer warpgroup's rows, which it stores on its own.
