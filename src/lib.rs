@@ -88,8 +88,16 @@ pub(crate) mod schedule;
 
 pub mod api;
 pub mod backward;
+#[cfg(feature = "lab")]
 pub mod decode;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code)]
+pub(crate) mod decode;
+#[cfg(feature = "lab")]
 pub mod dispatch;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code)]
+pub(crate) mod dispatch;
 pub mod error;
 pub mod fp8;
 pub mod gpu;
@@ -110,7 +118,11 @@ pub mod tma;
 #[cfg(not(feature = "lab"))]
 #[allow(dead_code)]
 pub(crate) mod tma;
+#[cfg(feature = "lab")]
 pub mod tuned_table;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code)]
+pub(crate) mod tuned_table;
 pub mod variants;
 pub mod varlen;
 
@@ -130,6 +142,7 @@ pub use paged::{PagedKernel, PagedKv, PagedTensors};
 pub use problem::{DType, Params, Shape};
 pub use raw_paged::{check_paged_views, paged_attention_raw, CacheView};
 pub use raw_varlen::{check_packed_views, varlen_attention_raw, PackedView};
+pub use tuned_table::TunedTable;
 pub use variants::{Family, Policy, Spec, VariantSpec, FP8_VARIANTS, VARIANTS};
 pub use varlen::{VarlenBatch, VarlenKernel, VarlenTensors};
 

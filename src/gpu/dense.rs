@@ -34,22 +34,24 @@ impl Gpu {
         })
     }
 
-    /// [`dispatch_candidates`] on this GPU.
-    pub fn dispatch_candidates(
-        &self,
-        shape: Shape,
-        dtype: DType,
-        causal: bool,
-    ) -> Vec<(&'static VariantSpec, Choice)> {
-        dispatch_candidates(
-            self.tuned_table(),
-            &self.name,
-            self.arch,
-            self.sm_count,
-            shape,
-            dtype,
-            causal,
-        )
+    lab_pub! {
+        /// [`dispatch_candidates`] on this GPU.
+        fn dispatch_candidates(
+            &self,
+            shape: Shape,
+            dtype: DType,
+            causal: bool,
+        ) -> Vec<(&'static VariantSpec, Choice)> {
+            dispatch_candidates(
+                self.tuned_table(),
+                &self.name,
+                self.arch,
+                self.sm_count,
+                shape,
+                dtype,
+                causal,
+            )
+        }
     }
 
     lab_pub! {

@@ -55,40 +55,44 @@ impl Gpu {
         }
     }
 
-    /// The plan a launch of the `flash_decode` `kernel` on `shape` with `options` takes: its
-    /// split count and where that came from (the module's documentation gives the order). An
-    /// error for a kernel of another family, or when a forced count cannot run on `shape`.
-    pub fn split_plan(&self, kernel: &Kernel, shape: Shape, options: DecodeOptions) -> Result<Plan> {
-        let heuristic = self.heuristic_split_plan(kernel, shape)?;
-        let problem = SplitProblem::of(kernel.dtype, kernel.variant.name, shape, heuristic.blocks());
-        let tuned = self
-            .tuned_table()
-            .and_then(|table| table.decode_splits(&self.name, &problem));
-        heuristic.chosen(options, tuned)
+    lab_pub! {
+        /// The plan a launch of the `flash_decode` `kernel` on `shape` with `options` takes: its
+        /// split count and where that came from (the module's documentation gives the order). An
+        /// error for a kernel of another family, or when a forced count cannot run on `shape`.
+        fn split_plan(&self, kernel: &Kernel, shape: Shape, options: DecodeOptions) -> Result<Plan> {
+            let heuristic = self.heuristic_split_plan(kernel, shape)?;
+            let problem = SplitProblem::of(kernel.dtype, kernel.variant.name, shape, heuristic.blocks());
+            let tuned = self
+                .tuned_table()
+                .and_then(|table| table.decode_splits(&self.name, &problem));
+            heuristic.chosen(options, tuned)
+        }
     }
 
-    /// The heuristic's plan of the `flash_decode` `kernel` on `shape` ([`choose_splits`] on this
-    /// GPU's slots), whatever the tuned table says: what `tune --splits` measures against.
-    pub fn heuristic_split_plan(&self, kernel: &Kernel, shape: Shape) -> Result<Plan> {
-        if kernel.variant.family != Family::FlashDecode {
-            return Err(Error::InvalidProblem(format!(
-                "kernel {} is not a flash_decode kernel: only those split the keys",
-                kernel.symbol
-            )));
-        }
-        let resident = {
-            let cached = self.decode_state().resident.get(&kernel.symbol).copied();
-            match cached {
-                Some(blocks) => blocks,
-                None => {
-                    let blocks = self.resident_blocks(kernel)?.max(1);
-                    self.decode_state().resident.insert(kernel.symbol.clone(), blocks);
-                    blocks
-                }
+    lab_pub! {
+        /// The heuristic's plan of the `flash_decode` `kernel` on `shape` ([`choose_splits`] on this
+        /// GPU's slots), whatever the tuned table says: what `tune --splits` measures against.
+        fn heuristic_split_plan(&self, kernel: &Kernel, shape: Shape) -> Result<Plan> {
+            if kernel.variant.family != Family::FlashDecode {
+                return Err(Error::InvalidProblem(format!(
+                    "kernel {} is not a flash_decode kernel: only those split the keys",
+                    kernel.symbol
+                )));
             }
-        };
-        let slots = self.sm_count as u64 * resident as u64;
-        Plan::new(shape, kernel.variant.block_m, kernel.variant.block_n, slots)
+            let resident = {
+                let cached = self.decode_state().resident.get(&kernel.symbol).copied();
+                match cached {
+                    Some(blocks) => blocks,
+                    None => {
+                        let blocks = self.resident_blocks(kernel)?.max(1);
+                        self.decode_state().resident.insert(kernel.symbol.clone(), blocks);
+                        blocks
+                    }
+                }
+            };
+            let slots = self.sm_count as u64 * resident as u64;
+            Plan::new(shape, kernel.variant.block_m, kernel.variant.block_n, slots)
+        }
     }
 
     /// The device address of a workspace of at least `floats` fp32 values (0 for none), grown by
