@@ -39,65 +39,57 @@ macro_rules! lab_pub {
     };
 }
 
+/// Declares a module `pub` with the `lab` feature and crate-private without it: the modules only
+/// the project's tools read (the shared launch parameter lists, the variant spec, tensor maps,
+/// the dispatch table, the decode plan, the tuned table), behind the same line as `lab_pub!`.
+macro_rules! lab_mod {
+    ($(#[$attr:meta])* mod $name:ident;) => {
+        $(#[$attr])*
+        #[cfg(feature = "lab")]
+        pub mod $name;
+
+        $(#[$attr])*
+        #[cfg(not(feature = "lab"))]
+        #[allow(dead_code, unused_macros)]
+        pub(crate) mod $name;
+    };
+}
+
 // First: its macros (the launch parameter list) are used by `gpu`.
-/// The kernels' launch parameters: the device crate's own list, so both sides agree.
-#[macro_use]
-#[path = "../kernels-rs/src/launch.rs"]
-#[cfg(feature = "lab")]
-pub mod launch;
-#[macro_use]
-#[path = "../kernels-rs/src/launch.rs"]
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code, unused_macros)]
-pub(crate) mod launch;
+lab_mod! {
+    /// The kernels' launch parameters: the device crate's own list, so both sides agree.
+    #[macro_use]
+    #[path = "../kernels-rs/src/launch.rs"]
+    mod launch;
+}
 
-/// The backward kernels' launch parameters, workspace and shared-memory layout: the device
-/// crate's own, so both sides agree.
-#[macro_use]
-#[path = "../kernels-rs/src/backward_launch.rs"]
-#[cfg(feature = "lab")]
-pub mod backward_launch;
-#[macro_use]
-#[path = "../kernels-rs/src/backward_launch.rs"]
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code, unused_macros)]
-pub(crate) mod backward_launch;
+lab_mod! {
+    /// The backward kernels' launch parameters, workspace and shared-memory layout: the device
+    /// crate's own, so both sides agree.
+    #[macro_use]
+    #[path = "../kernels-rs/src/backward_launch.rs"]
+    mod backward_launch;
+}
 
-/// The merge kernel's launch parameters: the device crate's own, so both sides agree.
-#[macro_use]
-#[path = "../kernels-rs/src/merge_launch.rs"]
-#[cfg(feature = "lab")]
-pub mod merge_launch;
-#[macro_use]
-#[path = "../kernels-rs/src/merge_launch.rs"]
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code, unused_macros)]
-pub(crate) mod merge_launch;
+lab_mod! {
+    /// The merge kernel's launch parameters: the device crate's own, so both sides agree.
+    #[macro_use]
+    #[path = "../kernels-rs/src/merge_launch.rs"]
+    mod merge_launch;
+}
 
-/// Where the overlapped `flash_ws` loop waits for its running product: the device crate's own
-/// rule, read by the check of the machine code.
-#[doc(hidden)]
-#[path = "../kernels-rs/src/schedule.rs"]
-#[cfg(feature = "lab")]
-pub mod schedule;
-#[doc(hidden)]
-#[path = "../kernels-rs/src/schedule.rs"]
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code, unused_macros)]
-pub(crate) mod schedule;
+lab_mod! {
+    /// Where the overlapped `flash_ws` loop waits for its running product: the device crate's own
+    /// rule, read by the check of the machine code.
+    #[doc(hidden)]
+    #[path = "../kernels-rs/src/schedule.rs"]
+    mod schedule;
+}
 
 pub mod api;
 pub mod backward;
-#[cfg(feature = "lab")]
-pub mod decode;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code)]
-pub(crate) mod decode;
-#[cfg(feature = "lab")]
-pub mod dispatch;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code)]
-pub(crate) mod dispatch;
+lab_mod! { mod decode; }
+lab_mod! { mod dispatch; }
 pub mod error;
 pub mod fp8;
 pub mod gpu;
@@ -107,22 +99,10 @@ pub mod paged;
 pub mod problem;
 mod raw_paged;
 mod raw_varlen;
-#[cfg(feature = "lab")]
-pub mod spec;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code)]
-pub(crate) mod spec;
+lab_mod! { mod spec; }
 mod staging;
-#[cfg(feature = "lab")]
-pub mod tma;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code)]
-pub(crate) mod tma;
-#[cfg(feature = "lab")]
-pub mod tuned_table;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code)]
-pub(crate) mod tuned_table;
+lab_mod! { mod tma; }
+lab_mod! { mod tuned_table; }
 pub mod variants;
 pub mod varlen;
 

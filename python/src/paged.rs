@@ -7,7 +7,9 @@ use flashrs::api::{bf16, f16, RawOptions, TensorView};
 use flashrs::{check_paged_views, paged_attention_raw, CacheView, Element, PagedKv};
 use pyo3::prelude::*;
 
-use crate::{cuda_half, dim_order, gpu, invalid, lse_address, operands, options, to_py, Described, Operand};
+use crate::{
+    cuda_half, dim_order, gpu, invalid, lse_address, named_operands, options, to_py, Described, Operand,
+};
 
 /// A cache's address and dims, once its description is a contiguous 4-dim CUDA tensor of q's
 /// dtype on q's device.
@@ -58,8 +60,8 @@ pub(crate) fn paged_attention(
     stream: usize,
 ) -> PyResult<&'static str> {
     // q and the output as the dense call reads them (one order, contiguous: checked below).
-    let ops = operands([&q, &q, &q], Some(&out), dim_order(layout)?)?;
-    let (q_op, out_op) = (&ops[0], &ops[3]);
+    let ops = named_operands(&[("q", &q), ("out", &out)], dim_order(layout)?)?;
+    let (q_op, out_op) = (&ops[0], &ops[1]);
     let k = cache_view("k_cache", &k_cache, q_op)?;
     let v = cache_view("v_cache", &v_cache, q_op)?;
     let cache = PagedKv::new(k.1[1], k.1[0], block_table, seqlens_k).map_err(to_py)?;
@@ -75,7 +77,7 @@ pub(crate) fn paged_attention(
         .map(|lse| lse_address(&lse, [shape.batch, shape.heads, shape.seq_q], q_op.device))
         .transpose()?;
     let device = q_op.device;
-    let (q_op, out_op) = (ops[0].clone(), ops[3].clone());
+    let (q_op, out_op) = (ops[0].clone(), ops[1].clone());
     py.detach(move || {
         let gpu = gpu(device)?;
         // Safety: the wrapper hands over contiguous torch tensors it holds until this returns,
