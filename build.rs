@@ -56,6 +56,9 @@ fn selected_arches() -> Vec<(&'static str, u32)> {
 /// The head dims the backward kernels are compiled for: `backward_launch::HEAD_DIMS` (the
 /// library's test `every_backward_kernel_is_compiled` holds the two lists together).
 const BACKWARD_HEAD_DIMS: [u32; 3] = [64, 128, 256];
+/// The head dims of the backward's `wgmma` main kernel (sm_90a): `backward_launch::warpgroup::
+/// HEAD_DIMS`, held together by the same test.
+const BACKWARD_WGMMA_HEAD_DIMS: [u32; 2] = [64, 128];
 
 // The typed variant description, shared with the library.
 #[path = "src/spec.rs"]
@@ -371,6 +374,18 @@ fn device_units(table: &Table, variants: &[(&Variant, Build)], arch: u32) -> Vec
             .unwrap();
         }
     }
+    // On Hopper, the backward's `wgmma` main kernel per head dim it covers and dtype.
+    let mut backward_wgmma = String::from(header);
+    for d in BACKWARD_WGMMA_HEAD_DIMS {
+        for dtype in &table.dtypes {
+            writeln!(
+                backward_wgmma,
+                "flash_backward_wgmma!(flash_backward_wgmma_d{d}_{dtype}, {}, d = {d});",
+                dtype_type(dtype)
+            )
+            .unwrap();
+        }
+    }
     let mut units = vec![
         device::Unit {
             name: "common".into(),
@@ -385,6 +400,14 @@ fn device_units(table: &Table, variants: &[(&Variant, Build)], arch: u32) -> Vec
             table: backward,
         },
     ];
+    if arch >= 90 {
+        units.push(device::Unit {
+            name: "backward_wgmma".into(),
+            families: BTreeSet::from(["backward", "backward_wgmma"]),
+            counted: false,
+            table: backward_wgmma,
+        });
+    }
     for &(v, build) in variants.iter().filter(|(v, _)| v.spec.min_arch() <= arch) {
         let family = v.spec.family.name();
         let mut src = String::from(header);

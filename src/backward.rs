@@ -38,7 +38,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, LaunchConfig};
 
 use crate::api::{check_views, DeviceTensor, Element, LseBuffer, RawOptions, TensorView};
-use crate::backward_launch::{smem, workspace, BackwardArgs, BLOCK_N, ROWS_PER_BLOCK, THREADS};
+use crate::backward_launch::{smem, warpgroup, workspace, BackwardArgs, BLOCK_N, ROWS_PER_BLOCK, THREADS};
 use crate::error::{Error, Result};
 use crate::gpu::{check_alignment, Gpu, TENSOR_ALIGN};
 use crate::problem::{Params, Shape};
@@ -315,6 +315,48 @@ pub fn attention_backward<T: Element>(
     Ok(gradients)
 }
 
+/// The backward's main kernel for a call: on Hopper at the head dims it covers, the `wgmma` one
+/// (`attention::backward::warpgroup`), else the `mma.sync` one (`attention::backward::kv_block`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MainKernel {
+    MmaSync,
+    Wgmma,
+}
+
+impl MainKernel {
+    fn for_call(arch: u32, d: u32) -> Self {
+        // The row kernels of the sm_90a module read dQ's accumulator in the wgmma kernel's order
+        // exactly where this holds.
+        if warpgroup::covers(d, arch >= 90) {
+            MainKernel::Wgmma
+        } else {
+            MainKernel::MmaSync
+        }
+    }
+
+    fn symbol(self, d: u32, dtype: &str) -> String {
+        match self {
+            MainKernel::MmaSync => format!("flash_backward_d{d}_{dtype}"),
+            MainKernel::Wgmma => format!("flash_backward_wgmma_d{d}_{dtype}"),
+        }
+    }
+
+    /// Keys per block: the grid's x extent is `S_k` over it.
+    fn block_n(self) -> u32 {
+        match self {
+            MainKernel::MmaSync => BLOCK_N,
+            MainKernel::Wgmma => warpgroup::BLOCK_N,
+        }
+    }
+
+    fn smem_bytes(self, d: u32) -> u32 {
+        match self {
+            MainKernel::MmaSync => smem::bytes(d, smem::stages(d)),
+            MainKernel::Wgmma => warpgroup::bytes(d),
+        }
+    }
+}
+
 /// The three launches of a checked call.
 ///
 /// # Safety
@@ -346,10 +388,9 @@ unsafe fn launch_backward<T: Element>(
         ..BackwardArgs::default()
     };
     let dtype = T::DTYPE.name();
-    let stages = smem::stages(d);
-    let smem_bytes = smem::bytes(d, stages);
+    let main_kernel = MainKernel::for_call(gpu.arch, d);
     let prepare = gpu.cached_function(&format!("flash_backward_prepare_d{d}_{dtype}"))?;
-    let main = gpu.cached_function_with_shared(&format!("flash_backward_d{d}_{dtype}"), smem_bytes)?;
+    let main = gpu.cached_function_with_shared(&main_kernel.symbol(d, dtype), main_kernel.smem_bytes(d))?;
     let finish = gpu.cached_function(&format!("flash_backward_dq_d{d}_{dtype}"))?;
     let rows = |heads: u32, x: u32, shared: u32| {
         let y = heads.min(MAX_GRID_Y);
@@ -360,13 +401,16 @@ unsafe fn launch_backward<T: Element>(
         }
     };
     let row_blocks = (workspace::padded_rows(shape.seq_q as u32) / ROWS_PER_BLOCK as u64) as u32;
-    let key_blocks = (shape.seq_k as u32).div_ceil(BLOCK_N);
+    let key_blocks = (shape.seq_k as u32).div_ceil(main_kernel.block_n());
     // The grids are the ones the kernels' modules document (rows: padded rows / 8 by B*H; main:
     // key blocks by B*H_kv, with the shared memory it was opted into); the three run in stream
     // order, each waiting for the one before.
     let grids = [
         (&prepare, rows(batch_heads, row_blocks, 0)),
-        (&main, rows(batch_heads / kv_group, key_blocks, smem_bytes)),
+        (
+            &main,
+            rows(batch_heads / kv_group, key_blocks, main_kernel.smem_bytes(d)),
+        ),
         (&finish, rows(batch_heads, row_blocks, 0)),
     ];
     let element = std::mem::size_of::<T>();
@@ -518,6 +562,32 @@ mod tests {
         };
         let error = check_backward(&views, None, BackwardOptions::default()).unwrap_err();
         assert!(matches!(error, Error::UnsupportedHeadDim(32, _)), "{error}");
+    }
+
+    #[test]
+    fn every_backward_kernel_is_compiled() {
+        for &d in HEAD_DIMS {
+            for dtype in ["f16", "bf16"] {
+                for arch in [80, 90] {
+                    // A build for fewer architectures (`FLASHRS_ARCHES`) checks the ones it has.
+                    let Some(ptx) = crate::embedded::ptx(arch) else {
+                        continue;
+                    };
+                    let main = MainKernel::for_call(arch, d as u32).symbol(d as u32, dtype);
+                    for name in [
+                        format!("flash_backward_prepare_d{d}_{dtype}"),
+                        main,
+                        format!("flash_backward_dq_d{d}_{dtype}"),
+                    ] {
+                        assert!(ptx.contains(&format!(".entry {name}(")), "sm_{arch}: {name}");
+                    }
+                }
+            }
+        }
+        // The wgmma kernel replaces the mma.sync one on Hopper at its head dims only.
+        assert_eq!(MainKernel::for_call(90, 128), MainKernel::Wgmma);
+        assert_eq!(MainKernel::for_call(90, 256), MainKernel::MmaSync);
+        assert_eq!(MainKernel::for_call(80, 64), MainKernel::MmaSync);
     }
 
     #[test]

@@ -145,6 +145,134 @@ pub mod workspace {
     }
 }
 
+/// The Hopper main kernel (`attention::backward::warpgroup`, sm_90a): its head dims, its block,
+/// the order of its dQ accumulator, and its shared memory (bytes from the first 1024-byte
+/// boundary after the dynamic base, the 16-bit tiles in the 128-byte swizzle layout that `wgmma`
+/// reads): K and V of the block's keys, per stage Q and dO of a query tile, dS^T of the current
+/// tile (`[key][query]`), the tile's part of dQ in fp32 (in `dq_index` order), then per stage the
+/// tile's base-2 log-sum-exps and deltas.
+pub mod warpgroup {
+    use super::BLOCK_M;
+
+    /// The head dims it is compiled for (others take the `mma.sync` kernel).
+    pub const HEAD_DIMS: &[u32] = &[64, 128];
+
+    /// Whether a backward call at head dim `d` runs this kernel: on Hopper (`hopper`) at its head
+    /// dims. The host picks the main kernel by it, and the row kernels of an architecture's
+    /// module lay out dQ's accumulator by it (`dq_index`).
+    pub const fn covers(d: u32, hopper: bool) -> bool {
+        let mut i = 0;
+        while i < HEAD_DIMS.len() {
+            if HEAD_DIMS[i] == d {
+                return hopper;
+            }
+            i += 1;
+        }
+        false
+    }
+
+    /// Where element `(row, col)` of a query tile's `BLOCK_M x d` block of dQ's accumulator sits
+    /// (in floats from the block's start) when this kernel adds into it. The order is that of
+    /// the `wgmma` accumulators that hold it, so that each thread stores its registers to shared
+    /// memory as consecutive pairs (no bank conflicts) and the block is added into global memory
+    /// by one bulk reduction of the copy engine: thread `t` (of 128) of warpgroup `w` puts its
+    /// register pair `e` at `4096 w + 256 e + 2 t`. At head dim 128 warpgroup `w` holds columns
+    /// `64 w ..`; at 64 both hold all of them (their sums are added first). `rows::finish_dq`
+    /// reads it back through this function.
+    pub const fn dq_index(row: u32, col: u32, d: u32) -> u32 {
+        let (warpgroup, col) = if d == 128 { (col / 64, col % 64) } else { (0, col) };
+        // The accumulator layout: warp row / 16 holds rows g and g + 8 of its 16 (lane 4g + q),
+        // columns 8j + 2q and 8j + 2q + 1 in registers 4j + 2h and 4j + 2h + 1.
+        let (warp, g, h) = (row / 16, row % 8, (row % 16) / 8);
+        let (j, q, p) = (col / 8, (col % 8) / 2, col % 2);
+        let thread = 32 * warp + 4 * g + q;
+        warpgroup * 4096 + (2 * j + h) * 256 + 2 * thread + p
+    }
+    /// Keys per block: 64 per warpgroup, two warpgroups.
+    pub const BLOCK_N: u32 = 128;
+    /// Query tiles in flight.
+    pub const STAGES: u32 = 2;
+
+    /// Bytes of a swizzled `rows x d` 16-bit tile.
+    const fn tile(rows: u32, d: u32) -> u32 {
+        2 * rows * d
+    }
+    /// Where V starts.
+    pub const fn v(d: u32) -> u32 {
+        tile(BLOCK_N, d)
+    }
+    /// Where stage `stage`'s Q tile starts.
+    pub const fn q(d: u32, stage: u32) -> u32 {
+        2 * tile(BLOCK_N, d) + stage * 2 * tile(BLOCK_M, d)
+    }
+    /// Where stage `stage`'s dO tile starts.
+    pub const fn d_out(d: u32, stage: u32) -> u32 {
+        q(d, stage) + tile(BLOCK_M, d)
+    }
+    /// Where dS^T starts: `BLOCK_N` rows of `BLOCK_M` queries.
+    pub const fn d_scores(d: u32) -> u32 {
+        q(d, STAGES)
+    }
+    /// Where the tile's part of dQ starts: `BLOCK_M x d` fp32 in `dq_index` order.
+    pub const fn d_q(d: u32) -> u32 {
+        d_scores(d) + tile(BLOCK_N, BLOCK_M)
+    }
+    /// Where stage `stage`'s base-2 log-sum-exps start (its deltas follow them).
+    pub const fn lse2(d: u32, stage: u32) -> u32 {
+        d_q(d) + 4 * BLOCK_M * d + stage * 2 * BLOCK_M * 4
+    }
+    /// Where stage `stage`'s deltas start.
+    pub const fn delta(d: u32, stage: u32) -> u32 {
+        lse2(d, stage) + BLOCK_M * 4
+    }
+    /// The whole of it, with the slack that aligns the first tile to 1024 bytes.
+    pub const fn bytes(d: u32) -> u32 {
+        lse2(d, STAGES) + 1024
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn tiles_stay_on_swizzle_atoms_and_fit_an_sm90_block() {
+            for &d in HEAD_DIMS {
+                for stage in 0..STAGES {
+                    assert_eq!(q(d, stage) % 1024, 0);
+                    assert_eq!(d_out(d, stage) % 1024, 0);
+                    assert_eq!(lse2(d, stage) % 16, 0);
+                }
+                assert_eq!((v(d) % 1024, d_scores(d) % 1024, d_q(d) % 1024), (0, 0, 0));
+                assert!(bytes(d) <= 227 * 1024, "d {d}: {} bytes", bytes(d));
+            }
+            // Head dim 128: K and V (32 KiB each), two stages of Q and dO (16 KiB each), dS^T
+            // (16 KiB), dQ (32 KiB), the statistics, the alignment slack.
+            assert_eq!(bytes(128), 4 * 32768 + 16384 + 32768 + 1024 + 1024);
+        }
+
+        #[test]
+        fn the_dq_order_is_a_permutation_of_the_tile() {
+            for &d in HEAD_DIMS {
+                let mut seen = vec![false; (BLOCK_M * d) as usize];
+                for row in 0..BLOCK_M {
+                    for col in 0..d {
+                        let i = dq_index(row, col, d) as usize;
+                        assert!(i < seen.len() && !seen[i], "d {d}: ({row}, {col}) -> {i}");
+                        seen[i] = true;
+                        // Pairs stay adjacent: one 8-byte load reads columns 2c and 2c + 1.
+                        if col % 2 == 1 {
+                            assert_eq!(i, dq_index(row, col - 1, d) as usize + 1);
+                        }
+                    }
+                }
+            }
+            // Thread 5 of warpgroup 1 (warp 0, g 1, q 1), register pair 0: row 1, column 64 + 2.
+            assert_eq!(dq_index(1, 66, 128), 4096 + 2 * 5);
+            assert!(covers(128, true) && !covers(128, false) && !covers(256, true));
+        }
+    }
+}
+
 /// The main kernel's shared memory (bytes from the dynamic base), for head dim `d` and `stages`
 /// query tiles in flight: K and V of the block's keys, then per stage Q and dO of a query tile,
 /// then P^T and dS^T of the current tile (16-bit, `[key][query]`), then per stage the tile's

@@ -269,6 +269,17 @@ pub trait Element: Operand {
     fn pack(lo: f32, hi: f32) -> u32;
     /// `acc += a * b` on tensor cores for this element type.
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]);
+    /// `acc (+)= A B` on warpgroup tensor cores, A and B both MN-major in shared memory
+    /// (`arch::wgmma_ss_mn`).
+    ///
+    /// # Safety
+    /// As `arch::wgmma_ss_mn`.
+    unsafe fn wgmma_ss_mn<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: u64,
+        b: u64,
+        accumulate: bool,
+    );
 }
 
 // A 16-bit type as a `wgmma` operand: the type is part of the instruction's name, so each forwards
@@ -326,6 +337,15 @@ impl Element for F16 {
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
         arch::mma_f16_m16n8k16(acc, a, b)
     }
+    #[inline(always)]
+    unsafe fn wgmma_ss_mn<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: u64,
+        b: u64,
+        accumulate: bool,
+    ) {
+        arch::wgmma_ss_mn::<false, CHAIN, R>(acc, a, b, accumulate)
+    }
 }
 sixteen_bit_operand!(F16, false);
 
@@ -347,6 +367,15 @@ impl Element for Bf16 {
     #[inline(always)]
     fn mma(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
         arch::mma_bf16_m16n8k16(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn wgmma_ss_mn<const CHAIN: u8, const R: usize>(
+        acc: &mut [f32; R],
+        a: u64,
+        b: u64,
+        accumulate: bool,
+    ) {
+        arch::wgmma_ss_mn::<true, CHAIN, R>(acc, a, b, accumulate)
     }
 }
 sixteen_bit_operand!(Bf16, true);

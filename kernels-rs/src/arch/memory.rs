@@ -31,6 +31,20 @@ impl SharedAddr {
     }
 }
 
+impl SharedAddr {
+    /// Emits nothing (a PTX comment naming the register): the same address, which the compiler
+    /// can no longer see through. Taken inside a loop, the addresses and descriptors derived from
+    /// it are computed where they are used (an add each) instead of hoisted out of the loop and
+    /// held in registers across it.
+    #[inline(always)]
+    pub fn opaque(self) -> SharedAddr {
+        let mut value = self.0;
+        // Safety: emits nothing; only hides the value.
+        unsafe { core::arch::asm!("// opaque {v}", v = inout(reg32) value, options(nostack, nomem)) };
+        SharedAddr(value)
+    }
+}
+
 impl Add<u32> for SharedAddr {
     type Output = SharedAddr;
     #[inline(always)]
@@ -122,6 +136,16 @@ pub unsafe fn ld_shared_v4_u32(addr: SharedAddr) -> [u32; 4] {
     asm!("ld.shared.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
          c = out(reg32) c, d = out(reg32) d, p = in(reg32) addr.0, options(pure, readonly, nostack));
     [a, b, c, d]
+}
+
+/// Emits `st.shared.v2.b32` (8 bytes).
+///
+/// # Safety
+/// As `st_shared_u32`, for 8 bytes at an 8-byte aligned `addr`.
+#[inline(always)]
+pub unsafe fn st_shared_v2_u32(addr: SharedAddr, v: [u32; 2]) {
+    asm!("st.shared.v2.b32 [{p}], {{{a}, {b}}};", p = in(reg32) addr.0, a = in(reg32) v[0],
+         b = in(reg32) v[1], options(nostack));
 }
 
 /// Emits `st.shared.b32`.

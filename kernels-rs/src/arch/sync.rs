@@ -42,6 +42,10 @@ pub mod barrier_id {
     pub const PINGPONG_RING: u32 = 1;
     /// The ring's ids, one per warpgroup: at most this many warpgroups take turns.
     pub const PINGPONG_RING_LEN: u32 = 4;
+    /// The backward's `wgmma` kernel at head dim 64: its second warpgroup waits there for the
+    /// first's part of dQ before adding its own (a kernel of its own, so it shares the ring's
+    /// first id).
+    pub const BACKWARD_DQ_SUM: u32 = 1;
     /// The first id reserved for the warp-specialised Hopper family.
     pub const WARP_SPECIALISED_FIRST: u32 = 5;
     /// The last id reserved for the warp-specialised Hopper family (the last id PTX has).

@@ -76,3 +76,32 @@ pub fn bulk_wait_group_read_all() {
     // Safety: waiting touches no memory.
     unsafe { asm!("cp.async.bulk.wait_group.read 0;", options(nostack)) };
 }
+
+/// Emits `cp.async.bulk.wait_group 0`: waits until every committed bulk copy of this thread has
+/// completed, its writes to global memory done.
+#[inline(always)]
+pub fn bulk_wait_group_all() {
+    // Safety: waiting touches no memory.
+    unsafe { asm!("cp.async.bulk.wait_group 0;", options(nostack)) };
+}
+
+/// Emits `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`: adds `bytes` bytes of fp32
+/// values from shared memory at `src` into global memory at `dst`, element by element, by the
+/// copy engine (one operation for the whole range, reduced in L2), asynchronously in this
+/// thread's bulk group.
+///
+/// # Safety
+/// `dst` and `src` 16-byte aligned, `bytes` a multiple of 16; `dst` valid for `bytes` of reads
+/// and writes of global memory; `src` this block's shared memory, written and made visible to
+/// the async proxy (`fence_proxy_async_shared`, then a barrier), unchanged until
+/// `bulk_wait_group_read_all` returns.
+#[inline(always)]
+pub unsafe fn bulk_reduce_add_f32(dst: *mut f32, src: SharedAddr, bytes: u32) {
+    asm!(
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [{dst}], [{src}], {bytes};",
+        dst = in(reg64) dst,
+        src = in(reg32) src.get(),
+        bytes = in(reg32) bytes,
+        options(nostack)
+    );
+}

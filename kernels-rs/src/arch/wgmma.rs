@@ -90,16 +90,20 @@ macro_rules! wgmma_asm {
     // The transpose immediates: 16-bit types read A and B K-major (0, 0), or, with A in registers,
     // B MN-major (1), which is how V sits in shared memory; 8-bit types have no transposed form.
     (@transpose $form:ident "e4m3") => { "" };
+    // The backward's dQ = dS K reads both MN-major (1, 1): dS^T and K as they sit in shared memory.
     (@transpose ss $ty:tt) => { ", 0, 0" };
+    (@transpose ss_mn $ty:tt) => { ", 1, 1" };
     (@transpose rs $ty:tt) => { ", 1" };
-    (ss $pre:expr, $post:expr, $n:literal, $ty:tt, [$i0:literal $($i:literal)*],
+    (ss $($rest:tt)*) => { wgmma_asm!(@descriptors ss $($rest)*) };
+    (ss_mn $($rest:tt)*) => { wgmma_asm!(@descriptors ss_mn $($rest)*) };
+    (@descriptors $form:ident $pre:expr, $post:expr, $n:literal, $ty:tt, [$i0:literal $($i:literal)*],
      $acc:ident, $a:ident, $b:ident, $accumulate:ident) => {
         asm!(
             concat!(
                 "{{\n.reg .pred p;\nsetp.ne.b32 p, {scale_d}, 0;\n", $pre,
                 "wgmma.mma_async.sync.aligned.m64n", stringify!($n), wgmma_asm!(@k $ty), ".f32.", $ty, ".",
                 $ty, " {{{", stringify!($i0), "}" $(, ", {", stringify!($i), "}")*,
-                "}}, {a}, {b}, p, 1, 1", wgmma_asm!(@transpose ss $ty), ";\n", $post, "}}"
+                "}}, {a}, {b}, p, 1, 1", wgmma_asm!(@transpose $form $ty), ";\n", $post, "}}"
             ),
             inout(reg32) $acc[$i0], $(inout(reg32) $acc[$i],)*
             a = in(reg64) $a, b = in(reg64) $b, scale_d = in(reg32) $accumulate as u32,
@@ -236,6 +240,14 @@ wgmma_family!(256, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 2
     96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127],
     wgmma_m64n256k16_ss_f16, wgmma_m64n256k16_ss_bf16, wgmma_m64n256k16_rs_f16, wgmma_m64n256k16_rs_bf16);
 
+// The backward's dQ = dS K, both operands MN-major: N = 64 (half of head dim 128, or all of 64).
+wgmma_fn!(
+    /// Emits `wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16` with A and B descriptors, both transposed.
+    ss_mn wgmma_m64n64k16_ss_mn_f16, u64, 64, "f16", [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31]);
+wgmma_fn!(
+    /// Emits `wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16` with A and B descriptors, both transposed.
+    ss_mn wgmma_m64n64k16_ss_mn_bf16, u64, 64, "bf16", [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31]);
+
 /// Reinterprets an accumulator array of `R` registers as one of `N` (the caller checked R == N).
 ///
 /// # Safety
@@ -304,6 +316,25 @@ pub unsafe fn wgmma_rs<const BF16: bool, const CHAIN: u8, const R: usize>(
         (96, true) => wgmma_m64n192k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
         (128, false) => wgmma_m64n256k16_rs_f16::<CHAIN>(cast(acc), a, b, accumulate),
         (128, true) => wgmma_m64n256k16_rs_bf16::<CHAIN>(cast(acc), a, b, accumulate),
+        _ => super::trap(),
+    }
+}
+
+/// `acc (+)= A B` for a 64 x 64 x 16 product, A and B from descriptors of MN-major (transposed)
+/// operands: the M and N dimensions contiguous in shared memory; R = 32.
+///
+/// # Safety
+/// As `wgmma_ss`.
+#[inline(always)]
+pub unsafe fn wgmma_ss_mn<const BF16: bool, const CHAIN: u8, const R: usize>(
+    acc: &mut [f32; R],
+    a: u64,
+    b: u64,
+    accumulate: bool,
+) {
+    match (R, BF16) {
+        (32, false) => wgmma_m64n64k16_ss_mn_f16::<CHAIN>(cast(acc), a, b, accumulate),
+        (32, true) => wgmma_m64n64k16_ss_mn_bf16::<CHAIN>(cast(acc), a, b, accumulate),
         _ => super::trap(),
     }
 }

@@ -18,6 +18,34 @@
 /// compile-time choice once the loop is unrolled. With `$leave_running` the chain's end commits
 /// without waiting (a later `arch::wgmma_wait` collects it); otherwise it waits for the chain.
 macro_rules! chained {
+    // The chain position as a constant `$c` that the call names (for products generic in more
+    // than the position).
+    ($i:expr, $n:expr, $leave_running:expr, |$c:ident| $call:expr) => {{
+        use $crate::arch::chain;
+        if $n == 1 {
+            if $leave_running {
+                const $c: u8 = chain::ONLY_ASYNC;
+                $call
+            } else {
+                const $c: u8 = chain::ONLY;
+                $call
+            }
+        } else if $i == 0 {
+            const $c: u8 = chain::FIRST;
+            $call
+        } else if $i + 1 == $n {
+            if $leave_running {
+                const $c: u8 = chain::LAST_ASYNC;
+                $call
+            } else {
+                const $c: u8 = chain::LAST;
+                $call
+            }
+        } else {
+            const $c: u8 = chain::MIDDLE;
+            $call
+        }
+    }};
     ($i:expr, $n:expr, $leave_running:expr, $t:ident::$call:ident($($arg:expr),*)) => {{
         use $crate::arch::chain;
         if $n == 1 {

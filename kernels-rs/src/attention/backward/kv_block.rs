@@ -15,6 +15,7 @@
 //! At the end dK (times the softmax scale) and dV are written in the input type.
 
 use super::gemm::{product, SharedMatrix};
+use super::walk::Walk;
 use super::Grads;
 use crate::arch;
 use crate::attention::Problem;
@@ -83,31 +84,6 @@ impl<const D: usize, const STAGES: usize> Layout<D, STAGES> {
     }
 }
 
-/// Where one block stands: its keys, its KV head's first query head, and the walk over
-/// (query head of the group, query tile) positions.
-#[derive(Clone, Copy)]
-struct Walk {
-    key0: u32,
-    first_head: usize,
-    first_tile: u32,
-    tiles_per_head: u32,
-    q_tiles: u32,
-}
-
-impl Walk {
-    /// Walk position `t`: the query head and tile it stands for.
-    #[inline(always)]
-    fn position(self, t: u32) -> (usize, u32) {
-        let (i, tile) = (t / self.tiles_per_head, self.first_tile + t % self.tiles_per_head);
-        (self.first_head + i as usize, tile)
-    }
-
-    #[inline(always)]
-    fn padded_rows(self) -> u32 {
-        self.q_tiles * BLOCK_M
-    }
-}
-
 /// Issues the copies of position `t`'s Q, dO and statistics into its stage.
 ///
 /// # Safety
@@ -131,18 +107,7 @@ unsafe fn issue<const D: usize, const STAGES: usize>(
         tile::load_async::<D>(smem.q(stage).base, q, row0, BLOCK_M, thread, THREADS);
         let d_out = problem.q_rows::<D>(g.d_out, head);
         tile::load_async::<D>(smem.d_out(stage).base, d_out, row0, BLOCK_M, thread, THREADS);
-        // 64 statistics of each kind, 16 bytes a copy: 16 threads each.
-        let stat = head as u64 * walk.padded_rows() as u64 + row0 as u64;
-        if thread < 32 {
-            let (from, to) = if thread < 16 {
-                (g.lse2 as *const f32, smem.lse2(stage))
-            } else {
-                (g.delta as *const f32, smem.delta(stage))
-            };
-            let piece = thread % 16;
-            let from = from.add(stat as usize + 4 * piece as usize) as *const u8;
-            arch::cp_async_16(to + piece * 16, from, 16);
-        }
+        walk.copy_statistics(g, (head, tile), (smem.lse2(stage), smem.delta(stage)), thread);
     }
 }
 
@@ -339,32 +304,11 @@ pub unsafe fn kv_block<
     let d = D as u32;
     let thread = arch::thread_idx_x();
     let warp = arch::warp_id();
-    let kv_heads = problem.batch_heads / problem.kv_group;
-    let kv_head = arch::block_idx_y() + arch::block_idx_z() * arch::grid_dim_y();
-    if kv_head >= kv_heads {
-        return; // past the last KV head (y and z round it up): before any barrier
-    }
-    // The query heads of this KV head: `b * H + hk * group + i` for i < group.
-    let heads_kv = problem.heads / problem.kv_group;
-    let first_head =
-        ((kv_head / heads_kv) * problem.heads + (kv_head % heads_kv) * problem.kv_group) as usize;
-    let key0 = arch::block_idx_x() * BLOCK_N;
-    // The query tiles that see any of these keys: from the first row whose mask reaches key0.
-    let first_row = if problem.causal {
-        (key0 as i64 + problem.seq_q as i64 - problem.seq_k as i64).max(0) as u32
-    } else {
-        0
+    let Some(walk) = Walk::of_block(&problem, BLOCK_N) else {
+        return; // past the last KV head: before any barrier
     };
-    let q_tiles = problem.seq_q.div_ceil(BLOCK_M);
-    let first_tile = first_row / BLOCK_M;
-    let walk = Walk {
-        key0,
-        first_head,
-        first_tile,
-        tiles_per_head: q_tiles.saturating_sub(first_tile),
-        q_tiles,
-    };
-    let tiles = walk.tiles_per_head * problem.kv_group;
+    let (key0, first_head) = (walk.key0, walk.first_head);
+    let tiles = walk.positions(problem.kv_group);
     let smem = Layout::<D, STAGES> {
         base: arch::dynamic_smem_base(),
     };

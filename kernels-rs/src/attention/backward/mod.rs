@@ -7,12 +7,19 @@
 //!    whole, and adds its part of dQ into the accumulator;
 //! 3. `rows::finish_dq`: dQ from the accumulator, scaled, in the input type.
 //!
+//! On Hopper (sm_90a) at head dims 64 and 128 the host launches `warpgroup::kv_block_wgmma` in
+//! place of `kv_block`: the same walk and workspace, its five products on `wgmma`.
+//!
 //! P is recomputed from the log-sum-exp rather than stored by the forward, so the forward saves
 //! only O and one float per row. Masks and layouts are the forward's (`Problem`).
 
 pub mod gemm;
 pub mod kv_block;
 pub mod rows;
+pub mod walk;
+#[cfg(any(not(flashrs_unit), family = "backward_wgmma"))]
+#[macro_use]
+pub mod warpgroup;
 
 use super::Problem;
 use crate::backward_launch::{workspace, BackwardArgs};
@@ -121,7 +128,11 @@ macro_rules! flash_backward {
                 $t, $d, { $crate::backward_launch::smem::stages($d) as usize }, { $d / 16 },
                 { if $d / 16 > 8 { 8 } else { $d / 16 } },
             >(a.grads($d), a.problem(), a.deterministic != 0);));
+        // The accumulator's order is the main kernel's that the host launches on this
+        // architecture (`src/backward.rs`).
         with_backward_params!(backward_entry!($finish, |a|
-            $crate::attention::backward::rows::finish_dq::<$t, $d>(a.grads($d), a.problem());));
+            $crate::attention::backward::rows::finish_dq::<
+                $t, $d, { $crate::backward_launch::warpgroup::covers($d, cfg!(sm90a)) },
+            >(a.grads($d), a.problem());));
     };
 }

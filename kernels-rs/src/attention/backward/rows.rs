@@ -8,6 +8,7 @@
 use super::Grads;
 use crate::arch;
 use crate::attention::Problem;
+use crate::backward_launch::warpgroup::dq_index;
 use crate::backward_launch::{BLOCK_M, ROWS_PER_BLOCK};
 use crate::tile::Element;
 
@@ -61,10 +62,13 @@ pub unsafe fn prepare<T: Element, const D: usize>(g: Grads, problem: Problem) {
     }
 }
 
+/// `WGMMA_ORDER`: the accumulator is in the order the Hopper main kernel adds in
+/// (`backward_launch::warpgroup::dq_index`, per query tile), else row-major.
+///
 /// # Safety
 /// As `prepare`, after the main kernel has added every key block into the accumulator.
 #[inline(always)]
-pub unsafe fn finish_dq<T: Element, const D: usize>(g: Grads, problem: Problem) {
+pub unsafe fn finish_dq<T: Element, const D: usize, const WGMMA_ORDER: bool>(g: Grads, problem: Problem) {
     let Some((head, row, padded_rows)) = warp_row(&problem) else {
         return;
     };
@@ -72,11 +76,17 @@ pub unsafe fn finish_dq<T: Element, const D: usize>(g: Grads, problem: Problem) 
         return;
     }
     let lane = arch::lane_id() as usize;
-    let accumulator = g.dq_accum.add((head * padded_rows as usize + row as usize) * D) as *const f32;
     let d_q = problem.out_row::<D>(g.d_q, head, row) as *mut u32;
     for i in 0..D / 64 {
         let pair = lane + 32 * i;
-        let (lo, hi) = (*accumulator.add(2 * pair), *accumulator.add(2 * pair + 1));
+        let at = if WGMMA_ORDER {
+            // The tile's block, then the pair's place in it.
+            let block = (head * padded_rows as usize + (row - row % BLOCK_M) as usize) * D;
+            block + dq_index(row % BLOCK_M, 2 * pair as u32, D as u32) as usize
+        } else {
+            (head * padded_rows as usize + row as usize) * D + 2 * pair
+        };
+        let [lo, hi] = arch::ld_global_v2_u32(g.dq_accum.add(at) as *const u32).map(f32::from_bits);
         arch::st_global_u32(d_q.add(pair), T::pack(lo * g.scale, hi * g.scale));
     }
 }
