@@ -2,6 +2,7 @@
 //! `attend` runs attention on your own `.npy` tensors, `list` shows the compiled variants.
 
 mod attend;
+mod backward;
 mod bench;
 mod cubin;
 mod fp8;

@@ -92,6 +92,13 @@ pub struct Args {
     /// masks) and require bit-identical outputs and log-sum-exps.
     #[arg(long, value_name = "N", conflicts_with = "random")]
     repeat: Option<usize>,
+    /// The backward pass instead: dQ, dK and dV against float64 gradients (fresh random inputs;
+    /// every gradient finite and within the type's relative L2 bound), on `--shape`s or the
+    /// backward's default set (head dims 64, 128, 256: ragged, S_q above and below S_k, GQA and
+    /// MQA, one query row), each `--dtype`, `--layout` and `--masks`; with `--repeat N` also the
+    /// deterministic mode bit-identical over N runs of each problem.
+    #[arg(long, conflicts_with_all = ["quick", "random", "shapes", "kernels", "peer", "lse", "logit_scale", "heads_kv", "scale", "out_dtype", "rmse"])]
+    backward: bool,
     /// Random testing instead: N random valid problems (sizes, grouped heads, S_q != S_k, masks,
     /// dtypes, layouts, scales), every kernel against the float64 reference; a failure prints the
     /// problem's seed to replay it alone with `--random 1 --seed <seed>`.
@@ -185,6 +192,9 @@ struct Report {
 const CPU_REFERENCE_LIMIT: f64 = 2e10;
 
 pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
+    if args.backward {
+        return crate::backward::verify(device, backward_plan(&args)?);
+    }
     apply_quick(&mut args);
     check_options(&args)?;
     inputs::check_json_outputs([&args.json])?;
@@ -255,6 +265,39 @@ pub fn run(device: usize, mut args: Args) -> Result<(), Failure> {
         barriers,
     };
     verdict(report, &args.json)
+}
+
+/// `--backward`'s plan from the options it shares with the forward's checks.
+fn backward_plan(args: &Args) -> Result<crate::backward::Plan, Failure> {
+    let dtypes = args
+        .dtype
+        .iter()
+        .map(|e| match e {
+            Elem::Sixteen(t) => Ok(*t),
+            Elem::E4m3 => Err(Failure::Usage(
+                "verify --backward takes f16 and bf16, not e4m3".into(),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let head_dims = flashrs::backward::HEAD_DIMS;
+    if let Some(s) = args.shape.iter().find(|s| !head_dims.contains(&s.head_dim)) {
+        return Err(Failure::Usage(format!(
+            "{s}: the backward is compiled for head dims {head_dims:?}"
+        )));
+    }
+    Ok(crate::backward::Plan {
+        shapes: if args.shape.is_empty() {
+            crate::backward::default_shapes()
+        } else {
+            args.shape.clone()
+        },
+        dtypes,
+        layouts: args.layout.clone(),
+        causal: args.masks.list().to_vec(),
+        repeat: args.repeat.unwrap_or(0),
+        seed: args.seed,
+        json: args.json.clone(),
+    })
 }
 
 /// `--quick`: the shapes, dtype and kernels that a compute-sanitizer pass can afford.

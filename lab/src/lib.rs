@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod backward_check;
 pub mod backward_reference;
 pub mod clocks;
 pub mod composed;
