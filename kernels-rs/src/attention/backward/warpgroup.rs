@@ -176,6 +176,60 @@ unsafe fn probabilities(
     }
 }
 
+/// P^T and dS^T packed as A fragments, dS^T also to shared memory, then dV += P^T dO and
+/// dK += dS^T Q; dK's chain is waited for (and with it dV's, issued first).
+///
+/// # Safety
+/// The whole warpgroup; stage `stage`'s tiles have landed and are visible; dS^T is free.
+#[inline(always)]
+unsafe fn gradient_products<T: Element, const D: usize, const O_REGS: usize>(
+    smem: Smem<D>,
+    (stage, key_row): (u32, u32),
+    (s, dp): (&[f32; SQUARE_REGS], &[f32; SQUARE_REGS]),
+    (d_v, d_k): (&mut [f32; O_REGS], &mut [f32; O_REGS]),
+) {
+    // P^T and dS^T as A fragments, all packed before the products that read them (so the
+    // chains run without a fence); dS^T also to shared memory for dQ: register i of step kk
+    // holds key row + 8 (i % 2), queries 16 kk + 8 (i / 2) + 2 quad and the next.
+    let mut p_frags = [[0u32; 4]; QUERY_STEPS];
+    let mut ds_frags = [[0u32; 4]; QUERY_STEPS];
+    let quad = arch::lane_id() % 4;
+    for kk in 0..QUERY_STEPS {
+        p_frags[kk] = T::pack_probabilities(s, kk);
+        ds_frags[kk] = T::pack_probabilities(dp, kk);
+        for i in 0..4 {
+            arch::fence_operand(&mut p_frags[kk][i]);
+            arch::fence_operand(&mut ds_frags[kk][i]);
+            let (row, chunk) = (key_row + 8 * (i as u32 % 2), 2 * kk as u32 + i as u32 / 2);
+            let at = smem.d_scores() + swizzled::chunk_offset(row, chunk, BLOCK_N) + 4 * quad;
+            // Safety: inside dS^T, which nobody reads until the barrier below.
+            unsafe { arch::st_shared_u32(at, ds_frags[kk][i]) };
+        }
+    }
+
+    // 2. dV += P^T dO, dK += dS^T Q. Waited for here: left running under step 3, their A
+    // registers would stay live beside dQ's accumulators, which spills at head dim 128.
+    // Safety: the whole warpgroup, on this stage's tiles.
+    unsafe {
+        for kk in 0..QUERY_STEPS {
+            chained!(kk, QUERY_STEPS, true, |C| T::wgmma_rs::<C, O_REGS>(
+                d_v,
+                p_frags[kk],
+                mn_major(smem.d_out(stage), BLOCK_M, kk),
+                true
+            ));
+        }
+        for kk in 0..QUERY_STEPS {
+            chained!(kk, QUERY_STEPS, false, |C| T::wgmma_rs::<C, O_REGS>(
+                d_k,
+                ds_frags[kk],
+                mn_major(smem.q(stage), BLOCK_M, kk),
+                true
+            ));
+        }
+    }
+}
+
 /// Step 3: dQ += dS K for the tile `(head, tile)`, this warpgroup's part, added into the
 /// workspace's accumulator (in the deterministic order when asked).
 ///
@@ -406,47 +460,10 @@ pub unsafe fn kv_block_wgmma<T: Element, const D: usize, const O_REGS: usize>(
             );
         }
 
-        // P^T and dS^T as A fragments, all packed before the products that read them (so the
-        // chains run without a fence); dS^T also to shared memory for dQ: register i of step kk
-        // holds key row + 8 (i % 2), queries 16 kk + 8 (i / 2) + 2 quad and the next.
-        let mut p_frags = [[0u32; 4]; QUERY_STEPS];
-        let mut ds_frags = [[0u32; 4]; QUERY_STEPS];
-        let key_row = key - walk.key0;
-        let quad = arch::lane_id() % 4;
-        for kk in 0..QUERY_STEPS {
-            p_frags[kk] = T::pack_probabilities(&s, kk);
-            ds_frags[kk] = T::pack_probabilities(&dp, kk);
-            for i in 0..4 {
-                arch::fence_operand(&mut p_frags[kk][i]);
-                arch::fence_operand(&mut ds_frags[kk][i]);
-                let (row, chunk) = (key_row + 8 * (i as u32 % 2), 2 * kk as u32 + i as u32 / 2);
-                let at = smem.d_scores() + swizzled::chunk_offset(row, chunk, BLOCK_N) + 4 * quad;
-                // Safety: inside dS^T, which nobody reads until the barrier below.
-                unsafe { arch::st_shared_u32(at, ds_frags[kk][i]) };
-            }
-        }
-
-        // 2. dV += P^T dO, dK += dS^T Q. Waited for here: left running under step 3, their A
-        // registers would stay live beside dQ's accumulators, which spills at head dim 128.
-        // Safety: the whole warpgroup, on this stage's tiles.
+        // Safety: the whole warpgroup; the stage's tiles landed; dS^T is free.
         unsafe {
-            for kk in 0..QUERY_STEPS {
-                chained!(kk, QUERY_STEPS, true, |C| T::wgmma_rs::<C, O_REGS>(
-                    &mut d_v,
-                    p_frags[kk],
-                    mn_major(smem.d_out(stage), BLOCK_M, kk),
-                    true
-                ));
-            }
-            for kk in 0..QUERY_STEPS {
-                chained!(kk, QUERY_STEPS, false, |C| T::wgmma_rs::<C, O_REGS>(
-                    &mut d_k,
-                    ds_frags[kk],
-                    mn_major(smem.q(stage), BLOCK_M, kk),
-                    true
-                ));
-            }
-        }
+            gradient_products::<T, D, O_REGS>(smem, (stage, key - walk.key0), (&s, &dp), (&mut d_v, &mut d_k))
+        };
         arch::wgmma_wait::<0>(&mut d_v);
         if thread == 0 {
             // The last tile's bulk reduction has read the dQ block (long done: a tile ago).
