@@ -10,7 +10,7 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 use flashrs::api::{bf16, f16, TensorView};
 use flashrs::backward::{attention_backward_raw, workspace_bytes, BackwardViews};
 use flashrs::{Error, Gpu, Layout, Shape};
-use flashrs_lab::backward_check::{bit_identical, passes, Case, Half};
+use flashrs_lab::backward_check::{bit_identical, passes, shapes, Case, Half};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -63,16 +63,6 @@ fn shape(batch: usize, heads: usize, heads_kv: usize, seq_q: usize, seq_k: usize
         seq_k,
         head_dim,
     }
-}
-
-/// Shapes with ragged tiles (S not a multiple of 64), S_q != S_k both ways, GQA and MQA.
-fn shapes(head_dim: usize) -> Vec<Shape> {
-    vec![
-        shape(2, 4, 4, 256, 256, head_dim),
-        shape(1, 4, 2, 200, 331, head_dim),
-        shape(2, 6, 1, 129, 70, head_dim),
-        shape(1, 2, 2, 1, 190, head_dim),
-    ]
 }
 
 fn every_shape<T: Half>(what: &str) {

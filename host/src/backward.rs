@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use flashrs::api::{bf16, f16};
 use flashrs::{DType, Gpu, Layout, Shape};
-use flashrs_lab::backward_check::{bit_identical, passes, Case, Half};
+use flashrs_lab::backward_check::{bit_identical, passes, shapes, Case, Half};
 use flashrs_lab::reference::Comparison;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -27,27 +27,12 @@ pub struct Plan {
     pub json: Option<PathBuf>,
 }
 
-/// The default problems: per head dim, ragged tiles (S not a multiple of 64), S_q above and below
-/// S_k, grouped- and multi-query attention, a single query row, and a square training shape.
+/// The default problems: per head dim, a square training shape and the backward's ragged,
+/// grouped and single-row problems (`backward_check::shapes`).
 pub fn default_shapes() -> Vec<Shape> {
-    let shape = |batch, heads, heads_kv, seq_q, seq_k, head_dim| Shape {
-        batch,
-        heads,
-        heads_kv,
-        seq_q,
-        seq_k,
-        head_dim,
-    };
     flashrs::backward::HEAD_DIMS
         .iter()
-        .flat_map(|&d| {
-            [
-                shape(2, 8, 8, 512, 512, d),
-                shape(1, 4, 2, 200, 331, d),
-                shape(2, 6, 1, 129, 70, d),
-                shape(1, 2, 2, 1, 190, d),
-            ]
-        })
+        .flat_map(|&d| std::iter::once(Shape::new(2, 8, 512, d)).chain(shapes(d)))
         .collect()
 }
 

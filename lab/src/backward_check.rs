@@ -61,6 +61,25 @@ impl Half for bf16 {
     const REL_L2: f64 = 1.5e-2;
 }
 
+/// The backward's problems at head dim `head_dim`: ragged tiles (S not a multiple of 64), S_q
+/// above and below S_k, grouped- and multi-query attention, a single query row.
+pub fn shapes(head_dim: usize) -> Vec<Shape> {
+    let shape = |batch, heads, heads_kv, seq_q, seq_k| Shape {
+        batch,
+        heads,
+        heads_kv,
+        seq_q,
+        seq_k,
+        head_dim,
+    };
+    vec![
+        shape(2, 4, 4, 256, 256),
+        shape(1, 4, 2, 200, 331),
+        shape(2, 6, 1, 129, 70),
+        shape(1, 2, 2, 1, 190),
+    ]
+}
+
 /// `n` values uniform in (-2, 2), rounded to `T`.
 pub fn random<T: Half>(n: usize, rng: &mut StdRng) -> Vec<T> {
     (0..n)
