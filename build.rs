@@ -380,7 +380,8 @@ fn device_units(table: &Table, variants: &[(&Variant, Build)], arch: u32) -> Vec
         for dtype in &table.dtypes {
             writeln!(
                 backward_wgmma,
-                "flash_backward_wgmma!(flash_backward_wgmma_d{d}_{dtype}, {}, d = {d});",
+                "flash_backward_wgmma!(flash_backward_wgmma_d{d}_{dtype} \
+                 flash_backward_wgmma_softcap_d{d}_{dtype}, {}, d = {d});",
                 dtype_type(dtype)
             )
             .unwrap();

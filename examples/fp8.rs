@@ -34,6 +34,7 @@ fn main() -> Result<(), flashrs::Error> {
     let params = Params {
         causal: true,
         scale: None,
+        ..Params::default()
     };
     let kernel = gpu.fp8_forward(&mut tensors, params, None)?;
     let out = flashrs::gpu::decode(DType::Bf16, &tensors.out_to_host()?);

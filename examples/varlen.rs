@@ -41,6 +41,7 @@ fn main() -> Result<(), flashrs::Error> {
     let params = Params {
         causal: true,
         scale: None,
+        ..Params::default()
     };
 
     // Sequence 0 on the CPU: rows 0..17 of the packed tensors, head h reads KV head h / 4.

@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{check_alignment, Gpu, RawBuffer, RawTensors, TENSOR_ALIGN};
 use crate::layout::{Layout, Strides};
 use crate::paged::PagedKv;
-use crate::problem::{DType, Params, Shape};
+use crate::problem::{DType, Params, Shape, Window};
 use crate::variants::VariantSpec;
 use crate::varlen::VarlenBatch;
 
@@ -391,6 +391,7 @@ impl<'a, T: Element, I> Attention<'a, T, I> {
             params: Params {
                 causal: false,
                 scale: None,
+                ..Params::default()
             },
             lse: None,
             kernel: None,
@@ -409,6 +410,21 @@ impl<'a, T: Element, I> Attention<'a, T, I> {
     /// The softmax scale; `1 / sqrt(D)` unless set. Must be positive and finite.
     pub fn scale(mut self, scale: f32) -> Self {
         self.params.scale = Some(scale);
+        self
+    }
+
+    /// A sliding window: query `i` sees the keys from `left` before its diagonal (key
+    /// `i + S_k - S_q`) to `right` after it, `None` for no bound on a side (with `causal`, the
+    /// right side is 0). FlashAttention's `window_size` with `-1` as `None`. None by default.
+    pub fn window(mut self, left: Option<u32>, right: Option<u32>) -> Self {
+        self.params.window = Window { left, right };
+        self
+    }
+
+    /// Logit softcap: each scaled score `x` becomes `softcap * tanh(x / softcap)` before the
+    /// softmax (Gemma 2). Must be positive and finite. None by default.
+    pub fn softcap(mut self, softcap: f32) -> Self {
+        self.params.softcap = Some(softcap);
         self
     }
 
@@ -761,6 +777,10 @@ pub struct RawOptions {
     pub causal: bool,
     /// The softmax scale; `1 / sqrt(D)` when `None`. Must be positive and finite.
     pub scale: Option<f32>,
+    /// A sliding window around each row's diagonal ([`Params::window`]).
+    pub window: Window,
+    /// Logit softcap ([`Params::softcap`]); `None` for none.
+    pub softcap: Option<f32>,
 }
 
 impl From<RawOptions> for Params {
@@ -768,6 +788,8 @@ impl From<RawOptions> for Params {
         Params {
             causal: options.causal,
             scale: options.scale,
+            window: options.window,
+            softcap: options.softcap,
         }
     }
 }
@@ -1348,6 +1370,7 @@ mod tests {
         Params {
             causal: false,
             scale: None,
+            ..Params::default()
         }
     }
 
@@ -1495,6 +1518,7 @@ mod tests {
             let params = Params {
                 causal: true,
                 scale: Some(scale),
+                ..Params::default()
             };
             assert!(
                 matches!(plan(q, q, q, None, None, params), Err(Error::InvalidProblem(_))),
@@ -1619,6 +1643,7 @@ mod tests {
         let nan_scale = Params {
             causal: true,
             scale: Some(f32::NAN),
+            ..Params::default()
         };
         assert!(matches!(
             plan_varlen([q, kv, kv], None, None, &batch, nan_scale),
@@ -1782,6 +1807,7 @@ mod tests {
         let bad_scale = RawOptions {
             causal: true,
             scale: Some(f32::NAN),
+            ..RawOptions::default()
         };
         assert!(matches!(
             check_views(&q, &k, &v, Some(&out), None, bad_scale),

@@ -41,7 +41,7 @@ use crate::api::{check_views, DeviceTensor, Element, LseBuffer, RawOptions, Tens
 use crate::backward_launch::{smem, warpgroup, workspace, BackwardArgs, BLOCK_N, ROWS_PER_BLOCK, THREADS};
 use crate::error::{Error, Result};
 use crate::gpu::{check_alignment, Gpu, TENSOR_ALIGN};
-use crate::problem::{Params, Shape};
+use crate::problem::{Params, Shape, Window};
 
 /// The head dims the backward kernels take.
 pub const HEAD_DIMS: &[usize] = &[64, 128, 256];
@@ -57,6 +57,10 @@ pub struct BackwardOptions {
     pub causal: bool,
     /// The forward's softmax scale; `1 / sqrt(D)` when `None`.
     pub scale: Option<f32>,
+    /// The forward's sliding window.
+    pub window: Window,
+    /// The forward's logit softcap.
+    pub softcap: Option<f32>,
     /// Adds the key blocks' parts of dQ in a fixed order, so that every run gives the same bits.
     pub deterministic: bool,
 }
@@ -66,6 +70,8 @@ impl BackwardOptions {
         RawOptions {
             causal: self.causal,
             scale: self.scale,
+            window: self.window,
+            softcap: self.softcap,
         }
     }
 }
@@ -334,10 +340,13 @@ impl MainKernel {
         }
     }
 
-    fn symbol(self, d: u32, dtype: &str) -> String {
-        match self {
-            MainKernel::MmaSync => format!("flash_backward_d{d}_{dtype}"),
-            MainKernel::Wgmma => format!("flash_backward_wgmma_d{d}_{dtype}"),
+    /// The entry point for head dim `d` and `dtype`; `softcap`: the problem has one (the wgmma
+    /// kernel has a copy for it).
+    fn symbol(self, d: u32, dtype: &str, softcap: bool) -> String {
+        match (self, softcap) {
+            (MainKernel::MmaSync, _) => format!("flash_backward_d{d}_{dtype}"),
+            (MainKernel::Wgmma, false) => format!("flash_backward_wgmma_d{d}_{dtype}"),
+            (MainKernel::Wgmma, true) => format!("flash_backward_wgmma_softcap_d{d}_{dtype}"),
         }
     }
 
@@ -371,7 +380,10 @@ unsafe fn launch_backward<T: Element>(
     options: BackwardOptions,
 ) -> Result<()> {
     let d = shape.head_dim as u32;
-    let scale = Params::from(options.forward()).scale_for(shape.head_dim);
+    let params = Params::from(options.forward());
+    let scale = params.scale_for(shape.head_dim);
+    let (window_left, window_right) = params.window.encoded(params.causal);
+    let (softcap, softcap_inverse) = params.raw_softcap(shape.head_dim);
     let batch_heads = (shape.batch * shape.heads) as u32;
     let kv_group = (shape.heads / shape.heads_kv) as u32;
     let args = BackwardArgs {
@@ -380,6 +392,10 @@ unsafe fn launch_backward<T: Element>(
         scale_log2: scale * std::f32::consts::LOG2_E,
         scale,
         causal: options.causal as u32,
+        window_left,
+        window_right,
+        softcap,
+        softcap_inverse,
         kv_group,
         heads: shape.heads as u32,
         seq_major: (views.q.layout() == crate::Layout::Bshd) as u32,
@@ -390,7 +406,10 @@ unsafe fn launch_backward<T: Element>(
     let dtype = T::DTYPE.name();
     let main_kernel = MainKernel::for_call(gpu.arch, d);
     let prepare = gpu.cached_function(&format!("flash_backward_prepare_d{d}_{dtype}"))?;
-    let main = gpu.cached_function_with_shared(&main_kernel.symbol(d, dtype), main_kernel.smem_bytes(d))?;
+    let main = gpu.cached_function_with_shared(
+        &main_kernel.symbol(d, dtype, params.softcap.is_some()),
+        main_kernel.smem_bytes(d),
+    )?;
     let finish = gpu.cached_function(&format!("flash_backward_dq_d{d}_{dtype}"))?;
     let rows = |heads: u32, x: u32, shared: u32| {
         let y = heads.min(MAX_GRID_Y);
@@ -573,10 +592,11 @@ mod tests {
                     let Some(ptx) = crate::embedded::ptx(arch) else {
                         continue;
                     };
-                    let main = MainKernel::for_call(arch, d as u32).symbol(d as u32, dtype);
+                    let main = MainKernel::for_call(arch, d as u32);
                     for name in [
                         format!("flash_backward_prepare_d{d}_{dtype}"),
-                        main,
+                        main.symbol(d as u32, dtype, false),
+                        main.symbol(d as u32, dtype, true),
                         format!("flash_backward_dq_d{d}_{dtype}"),
                     ] {
                         assert!(ptx.contains(&format!(".entry {name}(")), "sm_{arch}: {name}");

@@ -1040,11 +1040,16 @@ mod tests {
                     let first_row = row_block * self.block_m;
                     let block_end = key_end(shape, self.causal, rows.last_position(first_row, self.block_m));
                     let (first_tile, tiles) =
-                        packing::slice_tiles(shape.seq_k as u32, self.block_n, plan.splits, split, block_end);
+                        packing::slice_tiles(shape.seq_k as u32, self.block_n, (plan.splits, split), (0, block_end));
                     let keys = (first_tile * self.block_n)
                         ..((first_tile + tiles) * self.block_n).min(shape.seq_k as u32);
+                    // The block's positions bound its rows' (what the kernel's window and causal
+                    // trims take).
+                    let positions = rows.first_position(first_row, self.block_m)
+                        ..=rows.last_position(first_row, self.block_m);
                     for r in first_row..(first_row + self.block_m).min(rows.count) {
                         let (head, position) = rows.place(r);
+                        assert!(positions.contains(&position), "row {r} at {position}, {positions:?}");
                         let row = head * shape.seq_q + position as usize;
                         let visible = keys.start
                             ..keys

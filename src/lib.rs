@@ -119,7 +119,7 @@ pub use gpu::{Gpu, GpuOptions, Kernel, L2Promotion, Tensors};
 pub use layout::{Layout, Strides};
 pub use merge::{merge_states, merge_states_raw};
 pub use paged::{PagedKernel, PagedKv, PagedTensors};
-pub use problem::{DType, Params, Shape};
+pub use problem::{DType, Params, Shape, Window};
 pub use raw_paged::{check_paged_views, paged_attention_raw, CacheView};
 pub use raw_varlen::{check_packed_views, varlen_attention_raw, PackedView};
 pub use tuned_table::TunedTable;

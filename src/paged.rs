@@ -272,6 +272,7 @@ fn paged_args(shape: Shape, params: Params, splits: u32, cache: &PagedKv, layout
         // Not the persistent flash_ws: no item walk.
         ..LaunchArgs::default()
     }
+    .masked(params, shape.head_dim)
 }
 
 /// A table or the lengths as the launch staged them.

@@ -277,14 +277,77 @@ impl std::fmt::Display for DType {
     }
 }
 
-/// Mask and scale of one call.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+/// Mask, scale and score modifier of one call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Params {
     /// Masks the scores causally, aligned bottom-right: query row `i` sees keys
     /// `0..=i + seq_k - seq_q`.
     pub causal: bool,
     /// Softmax scale; `None` means `1 / sqrt(head_dim)`.
     pub scale: Option<f32>,
+    /// A sliding window around each row's diagonal (with `causal`, its right side is 0).
+    pub window: Window,
+    /// Logit softcap: each scaled score `x` becomes `softcap * tanh(x / softcap)` before the
+    /// softmax (Gemma 2's attention); `None` for none. Must be positive and finite.
+    pub softcap: Option<f32>,
+}
+
+/// A sliding window, aligned bottom-right as the causal mask (FlashAttention's `window_size`):
+/// query row `i`, whose diagonal is key `i + seq_k - seq_q`, sees the keys from `left` before its
+/// diagonal to `right` after it; `None` on a side leaves that side unbounded. The default has no
+/// bound on either side (every key).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Window {
+    /// Keys a row sees before its diagonal; `None` for all of them.
+    pub left: Option<u32>,
+    /// Keys a row sees after its diagonal; `None` for all of them.
+    pub right: Option<u32>,
+}
+
+impl Window {
+    /// The window of `left` keys before each row's diagonal and `right` after it, in
+    /// FlashAttention's convention: a negative size is no bound on that side.
+    pub fn from_sizes(left: i64, right: i64) -> Result<Window> {
+        let side = |size: i64| -> Result<Option<u32>> {
+            match size {
+                s if s < 0 => Ok(None),
+                s => u32::try_from(s)
+                    .ok()
+                    .filter(|&s| s < u32::MAX / 2)
+                    .map(Some)
+                    .ok_or_else(|| Error::InvalidProblem(format!("window size {s} is too large"))),
+            }
+        };
+        Ok(Window {
+            left: side(left)?,
+            right: side(right)?,
+        })
+    }
+
+    /// Whether the window bounds anything.
+    pub fn is_bounded(&self) -> bool {
+        self.left.is_some() || self.right.is_some()
+    }
+
+    /// The kernels' encoding (`launch.rs`'s `window_left` and `window_right`): each size plus one,
+    /// 0 for no bound; the causal mask is a right size of 0 (which the kernels mask by alone).
+    pub fn encoded(&self, causal: bool) -> (u32, u32) {
+        let side = |size: Option<u32>| size.map_or(0, |s| s + 1);
+        let right = if causal { Some(0) } else { self.right };
+        (side(self.left), side(right))
+    }
+
+    /// The keys `first..end` that query `row` of `shape` sees under this window and the causal
+    /// mask: the host's copy of the kernels' rule (`Problem::key_start` and `key_end` in
+    /// kernels-rs/src/attention/mod.rs). Empty when the row sees no key.
+    pub fn keys(&self, shape: &Shape, causal: bool, row: u32) -> std::ops::Range<u32> {
+        let diagonal = row as i64 + shape.seq_k as i64 - shape.seq_q as i64;
+        let seq_k = shape.seq_k as i64;
+        let right = if causal { Some(0) } else { self.right };
+        let end = right.map_or(seq_k, |r| (diagonal + 1 + r as i64).clamp(0, seq_k));
+        let start = self.left.map_or(0, |l| (diagonal - l as i64).clamp(0, seq_k));
+        start as u32..(end.max(start)) as u32
+    }
 }
 
 impl Params {
@@ -293,11 +356,27 @@ impl Params {
         self.scale.unwrap_or(1.0 / (head_dim as f32).sqrt())
     }
 
-    /// Checks the scale: when set it must be positive and finite (else [`Error::InvalidProblem`]).
+    /// The softcap as the kernels take it (`launch.rs`'s `softcap` and `softcap_inverse`): in
+    /// raw-score units for `head_dim` (`softcap / scale`), and its inverse; 0s for none.
+    pub fn raw_softcap(&self, head_dim: usize) -> (f32, f32) {
+        match self.softcap {
+            Some(cap) => {
+                let raw = cap / self.scale_for(head_dim);
+                (raw, 1.0 / raw)
+            }
+            None => (0.0, 0.0),
+        }
+    }
+
+    /// Checks the scale and the softcap: when set each must be positive and finite (else
+    /// [`Error::InvalidProblem`]).
     pub fn validate(&self) -> Result<()> {
-        match self.scale {
-            Some(s) if !(s.is_finite() && s > 0.0) => Err(Error::InvalidProblem(format!(
+        match (self.scale, self.softcap) {
+            (Some(s), _) if !(s.is_finite() && s > 0.0) => Err(Error::InvalidProblem(format!(
                 "scale must be a positive finite number, got {s}"
+            ))),
+            (_, Some(c)) if !(c.is_finite() && c > 0.0) => Err(Error::InvalidProblem(format!(
+                "softcap must be a positive finite number, got {c}"
             ))),
             _ => Ok(()),
         }
@@ -343,19 +422,22 @@ mod tests {
         assert!(err.contains("batch * heads"), "{err}");
         assert!(Params {
             causal: false,
-            scale: Some(-1.0)
+            scale: Some(-1.0),
+            ..Params::default()
         }
         .validate()
         .is_err());
         assert!(Params {
             causal: false,
-            scale: Some(f32::NAN)
+            scale: Some(f32::NAN),
+            ..Params::default()
         }
         .validate()
         .is_err());
         assert!(Params {
             causal: true,
-            scale: None
+            scale: None,
+            ..Params::default()
         }
         .validate()
         .is_ok());

@@ -339,6 +339,7 @@ fn varlen_args(packed: Shape, batch: usize, heads_kv: usize, params: Params, spl
         kv_splits: splits,
         ..LaunchArgs::default()
     }
+    .masked(params, packed.head_dim)
     .walking(ItemWalk {
         heads: Divisor::new(heads as u32),
         ..ItemWalk::default()

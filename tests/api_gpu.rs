@@ -393,7 +393,11 @@ fn attention_raw_on_views_matches_the_safe_path_on_any_stream() {
             let lse = lse_rows(&gpu, shape.batch * shape.heads * shape.seq_q);
             // The uploads above ran on the GPU's stream, which does not wait for the others.
             gpu.synchronize().unwrap();
-            let options = RawOptions { causal, scale: None };
+            let options = RawOptions {
+                causal,
+                scale: None,
+                ..RawOptions::default()
+            };
             // Safety: views of live tensors of this GPU, the output and log-sum-exp distinct
             // buffers of the right sizes; every stream is of this GPU's context (or null), and
             // the context is synchronised below before anything reads or frees them.
@@ -494,7 +498,11 @@ fn mixed_layouts_and_strided_views_match_the_reference() {
             )
         };
         let out = case.poisoned_out(&gpu);
-        let options = RawOptions { causal, scale: None };
+        let options = RawOptions {
+            causal,
+            scale: None,
+            ..RawOptions::default()
+        };
         let stream: *mut c_void = gpu.stream().cu_stream().cast();
         // Safety: as above; q and the output are live tensors of this GPU, distinct.
         let ran = unsafe {
@@ -547,6 +555,7 @@ fn attention_raw_refuses_every_buffer_mismatch_before_a_launch() {
     let negative = RawOptions {
         causal: false,
         scale: Some(-1.0),
+        ..RawOptions::default()
     };
     // (what, [q, k, v, out], lse, options)
     let refused = [
@@ -748,6 +757,7 @@ fn varlen_raw_matches_the_safe_path(
     let options = RawOptions {
         causal: true,
         scale: None,
+        ..RawOptions::default()
     };
     let run = |q: PackedView<'_, f16>, out: PackedView<'_, f16>, lse: Option<u64>| {
         // Safety: views of live tensors of this GPU (or refused before a launch: asserted by the
@@ -898,6 +908,7 @@ fn paged_raw_matches_the_safe_path(
     let options = RawOptions {
         causal: true,
         scale: None,
+        ..RawOptions::default()
     };
     // Safety: views of live tensors of this GPU, nothing else running on them; `caller` is
     // synchronised before they drop.

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 use flashrs::api::{bf16, f16, TensorView};
 use flashrs::backward::{attention_backward_raw, workspace_bytes, BackwardViews};
 use flashrs::{Error, Gpu, Layout, Shape};
-use flashrs_lab::backward_check::{bit_identical, passes, shapes, Case, Half};
+use flashrs_lab::backward_check::{bit_identical, maskings, passes, shapes, Case, Half, Masking};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -27,29 +27,35 @@ fn seeded() -> (u64, StdRng) {
     (seed, StdRng::seed_from_u64(seed))
 }
 
-fn case<T: Half>(gpu: &Gpu, shape: Shape, layout: Layout, causal: bool, rng: &mut StdRng) -> Case<T> {
-    Case::new(gpu, shape, layout, causal, rng).unwrap()
+fn case<T: Half>(
+    gpu: &Gpu,
+    shape: Shape,
+    layout: Layout,
+    masking: impl Into<Masking>,
+    rng: &mut StdRng,
+) -> Case<T> {
+    Case::new(gpu, shape, layout, masking, rng).unwrap()
 }
 
 /// Checks each gradient of `case` against float64, printing its errors.
 fn check<T: Half>(case: &Case<T>, grads: &[Vec<T>; 3], what: &str) {
     for (name, cmp) in ["dq", "dk", "dv"].iter().zip(case.compare(grads)) {
         println!(
-            "{what}: {} {} {} causal {}: {name} rel_l2 {:.2e} max_abs {:.2e}",
+            "{what}: {} {} {} {}: {name} rel_l2 {:.2e} max_abs {:.2e}",
             case.shape,
             T::DTYPE,
             case.layout,
-            case.causal,
+            case.masking,
             cmp.rel_l2_err,
             cmp.max_abs_err
         );
         assert!(
             passes::<T>(&cmp),
-            "{what}: {name} on {} {} {} causal {}: {cmp:?}",
+            "{what}: {name} on {} {} {} {}: {cmp:?}",
             case.shape,
             T::DTYPE,
             case.layout,
-            case.causal
+            case.masking
         );
     }
 }
@@ -91,6 +97,28 @@ fn f16_gradients_match_float64_on_every_head_dim_and_shape() {
 #[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
 fn bf16_gradients_match_float64_on_every_head_dim_and_shape() {
     every_shape::<bf16>("bf16");
+}
+
+/// Sliding windows (left only, both sides, with and without causal) and softcaps, on every head
+/// dim and dtype: the gradients against float64 under the same mask and softcap.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn gradients_match_float64_under_windows_and_softcaps() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    println!("seed {seed}");
+    for head_dim in flashrs::backward::HEAD_DIMS.iter().copied() {
+        let problems = shapes(head_dim);
+        for (i, masking) in maskings().into_iter().enumerate() {
+            let s = problems[i % problems.len()];
+            let layout = if i % 2 == 0 { Layout::Bshd } else { Layout::Bhsd };
+            let what = format!("windows and softcaps (seed {seed})");
+            let half = case::<f16>(&gpu, s, layout, masking, &mut rng);
+            check(&half, &half.backward(&gpu, false).unwrap(), &what);
+            let brain = case::<bf16>(&gpu, s, layout, masking, &mut rng);
+            check(&brain, &brain.backward(&gpu, true).unwrap(), &what);
+        }
+    }
 }
 
 /// Causal with S_q > S_k: the first rows see no key, and their dQ is zero, not NaN.

@@ -39,7 +39,11 @@ fn quantised(shape: Shape, rng: &mut StdRng) -> (Fp8Inputs, (Vec<f32>, Vec<f32>,
 fn check(gpu: &Gpu, shape: Shape, causal: bool, scale: Option<f32>, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let (fp8, (dq, dk, dv)) = quantised(shape, &mut rng);
-    let params = Params { causal, scale };
+    let params = Params {
+        causal,
+        scale,
+        ..Params::default()
+    };
     let scale = params.scale_for(shape.head_dim) as f64;
     let dims = shape.reference_dims();
     let lse_expected = log_sum_exp_f64(&dq, &dk, dims, causal, scale);
@@ -173,6 +177,7 @@ fn fp8_inputs_of_the_wrong_length_or_head_dim_are_refused() {
                 Params {
                     causal: false,
                     scale: None,
+                    ..Params::default()
                 },
                 None,
             )
@@ -198,6 +203,7 @@ fn fp8_refuses_bad_descales_and_16_bit_kernels() {
     let params = Params {
         causal: false,
         scale: None,
+        ..Params::default()
     };
     let sixteen_bit = gpu.fp8_forward(&mut t, params, Some("flash_ws_m128_n128_s2_pp_ov_mbarrier"));
     assert!(sixteen_bit.is_err(), "a 16-bit kernel must not read e4m3 inputs");
@@ -213,7 +219,11 @@ fn fp8_benchmark_shapes_match_float64_on_sampled_rows() {
     for (d, causal) in [(128, false), (128, true), (256, false)] {
         let shape = Shape::new(2, 16, 4096, d);
         let (fp8, (dq, dk, dv)) = quantised(shape, &mut rng);
-        let params = Params { causal, scale: None };
+        let params = Params {
+            causal,
+            scale: None,
+            ..Params::default()
+        };
         let rows: Vec<(usize, usize)> = (0..48)
             .map(|_| {
                 (

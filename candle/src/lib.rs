@@ -110,8 +110,7 @@ pub fn check(
 fn options(softmax_scale: f32, causal: bool) -> RawOptions {
     RawOptions {
         causal,
-        scale: Some(softmax_scale),
-    }
+        scale: Some(softmax_scale), ..RawOptions::default() }
 }
 
 /// What the checks need of a tensor; pure values, so every refusal is testable without a GPU.

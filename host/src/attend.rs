@@ -367,6 +367,7 @@ fn params_and_outputs(args: &Args) -> Result<Params, Failure> {
     let params = Params {
         causal: args.causal,
         scale: args.scale,
+        ..Params::default()
     };
     params.validate()?;
     for out in std::iter::once(&args.out).chain(&args.lse) {
@@ -397,6 +398,7 @@ fn problem(q: &NpyArray, k: &NpyArray, v: &NpyArray, args: &Args) -> Result<Prob
     let params = Params {
         causal: args.causal,
         scale: args.scale,
+        ..Params::default()
     };
     match (
         &args.cu_seqlens_q,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use flashrs::api::{bf16, f16};
 use flashrs::{DType, Gpu, Layout, Shape};
-use flashrs_lab::backward_check::{bit_identical, passes, shapes, Case, Half};
+use flashrs_lab::backward_check::{bit_identical, maskings, passes, shapes, Case, Half, Masking};
 use flashrs_lab::reference::Comparison;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -21,6 +21,8 @@ pub struct Plan {
     pub dtypes: Vec<DType>,
     pub layouts: Vec<Layout>,
     pub causal: Vec<bool>,
+    /// Also the sliding windows and softcaps of `backward_check::maskings` on the small problems.
+    pub windows_and_softcaps: bool,
     /// Deterministic runs per problem that must agree bit for bit (0 or 1: not checked).
     pub repeat: usize,
     pub seed: Option<u64>,
@@ -60,7 +62,8 @@ struct CaseResult {
     shape: String,
     dtype: DType,
     layout: Layout,
-    causal: bool,
+    /// The mask and softcap ("full" or "causal", then any window and softcap).
+    mask: String,
     /// The bound on each gradient's relative L2 error.
     bound: f64,
     d_q: GradientError,
@@ -93,22 +96,33 @@ pub fn verify(device: usize, plan: Plan) -> Result<(), Failure> {
     );
     let mut problems = Vec::new();
     for &shape in &plan.shapes {
-        for &dtype in &plan.dtypes {
-            for &layout in &plan.layouts {
-                for &causal in &plan.causal {
-                    problems.push((shape, dtype, layout, causal));
+        // The causal values asked for, and on the small problems also the sliding windows and
+        // softcaps (`backward_check::maskings`) under those values.
+        let extra = if plan.windows_and_softcaps && shape.seq_q * shape.seq_k <= 331 * 331 {
+            maskings()
+                .into_iter()
+                .filter(|m| (m.window.is_bounded() || m.softcap.is_some()) && plan.causal.contains(&m.causal))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let masks = plan.causal.iter().map(|&c| Masking::from(c)).chain(extra);
+        for masking in masks {
+            for &dtype in &plan.dtypes {
+                for &layout in &plan.layouts {
+                    problems.push((shape, dtype, layout, masking));
                 }
             }
         }
     }
     let bar = inputs::progress(problems.len(), "verify --backward");
     let mut cases = Vec::new();
-    for (index, &(shape, dtype, layout, causal)) in problems.iter().enumerate() {
-        bar.set_message(format!("{shape} {dtype} {layout} causal={causal}"));
+    for (index, &(shape, dtype, layout, masking)) in problems.iter().enumerate() {
+        bar.set_message(format!("{shape} {dtype} {layout} {masking}"));
         let mut rng = StdRng::seed_from_u64(seed.wrapping_add(index as u64));
         let case = match dtype {
-            DType::F16 => check::<f16>(&gpu, (shape, layout, causal), plan.repeat, &mut rng)?,
-            DType::Bf16 => check::<bf16>(&gpu, (shape, layout, causal), plan.repeat, &mut rng)?,
+            DType::F16 => check::<f16>(&gpu, (shape, layout, masking), plan.repeat, &mut rng)?,
+            DType::Bf16 => check::<bf16>(&gpu, (shape, layout, masking), plan.repeat, &mut rng)?,
         };
         cases.push(case);
         bar.inc(1);
@@ -139,11 +153,11 @@ pub fn verify(device: usize, plan: Plan) -> Result<(), Failure> {
 /// runs against each other.
 fn check<T: Half>(
     gpu: &Gpu,
-    (shape, layout, causal): (Shape, Layout, bool),
+    (shape, layout, masking): (Shape, Layout, Masking),
     repeat: usize,
     rng: &mut StdRng,
 ) -> Result<CaseResult, Failure> {
-    let case = Case::<T>::new(gpu, shape, layout, causal, rng)?;
+    let case = Case::<T>::new(gpu, shape, layout, masking, rng)?;
     let grads = case.backward(gpu, false)?;
     let [d_q, d_k, d_v] = case.compare(&grads);
     let mut same = true;
@@ -162,7 +176,7 @@ fn check<T: Half>(
         shape: shape.to_string(),
         dtype: T::DTYPE,
         layout,
-        causal,
+        mask: masking.to_string(),
         bound: T::REL_L2,
         d_q: (&d_q).into(),
         d_k: (&d_k).into(),
@@ -175,8 +189,8 @@ fn check<T: Half>(
 
 fn print_cases(cases: &[CaseResult]) {
     println!(
-        "{:<24} {:<5} {:<5} {:<6} {:>9} {:>9} {:>9} {:>6}  result",
-        "shape", "dtype", "layout", "causal", "dq rel", "dk rel", "dv rel", "det"
+        "{:<24} {:<5} {:<5} {:<32} {:>9} {:>9} {:>9} {:>6}  result",
+        "shape", "dtype", "layout", "mask", "dq rel", "dk rel", "dv rel", "det"
     );
     for c in cases {
         let det = if c.deterministic_runs == 0 {
@@ -187,11 +201,11 @@ fn print_cases(cases: &[CaseResult]) {
             "DIFF".to_string()
         };
         println!(
-            "{:<24} {:<5} {:<5} {:<6} {:>9.2e} {:>9.2e} {:>9.2e} {:>6}  {}",
+            "{:<24} {:<5} {:<5} {:<32} {:>9.2e} {:>9.2e} {:>9.2e} {:>6}  {}",
             c.shape,
             c.dtype.to_string(),
             c.layout.to_string(),
-            c.causal,
+            c.mask,
             c.d_q.rel_l2,
             c.d_k.rel_l2,
             c.d_v.rel_l2,

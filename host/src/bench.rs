@@ -449,7 +449,11 @@ fn time_ours(
         if !flashrs::variants::HEAD_DIMS.contains(&shape.head_dim) {
             continue;
         }
-        let params = Params { causal, scale: None };
+        let params = Params {
+            causal,
+            scale: None,
+            ..Params::default()
+        };
         let inputs = Inputs::for_timing(shape, args.dtype.sixteen(), inputs::fresh_seed());
         let dtype = args.dtype.sixteen();
         let mut tensors = gpu.tensors_in(args.layout, shape, dtype, &inputs.q, &inputs.k, &inputs.v)?;
@@ -555,7 +559,11 @@ fn time_paged(
             };
             let data = crate::paged::data(&problem, inputs::fresh_seed(), true)?;
             let mut tensors = crate::paged::upload(gpu, &data, args.dtype.sixteen(), flashrs::Layout::Bhsd)?;
-            let params = Params { causal, scale: None };
+            let params = Params {
+                causal,
+                scale: None,
+                ..Params::default()
+            };
             for variant in decode.iter().filter(|v| v.head_dims.contains(&shape.head_dim)) {
                 let kernel = gpu.paged_kernel(variant, shape.head_dim, args.dtype.sixteen(), false)?;
                 let timed = time_calls(gpu, args.repetitions(), || {
@@ -607,6 +615,7 @@ fn time_varlen(gpu: &flashrs::Gpu, plan: &Plan, args: &Args) -> Result<Vec<Row>,
     let params = Params {
         causal: args.causal,
         scale: None,
+        ..Params::default()
     };
     let padded = Shape::new(count, heads, batch.max_q(), d).with_heads_kv(heads_kv);
     let useful = batch.flops(heads, d, args.causal);

@@ -402,6 +402,7 @@ fn check_case(
     let params = Params {
         causal,
         scale: args.scale,
+        ..Params::default()
     };
     let (q, k, v) = draw(shape, Distribution::Gaussian, seed);
     let fp8 = Fp8Inputs::quantize(shape, Layout::Bhsd, &q, &k, &v)?;
@@ -495,6 +496,7 @@ fn rmse_study(gpu: &Gpu, args: &VerifyArgs) -> Result<(), Failure> {
         let params = Params {
             causal,
             scale: args.scale,
+            ..Params::default()
         };
         let scale = params.scale_for(shape.head_dim) as f64;
         let dims = shape.reference_dims();
@@ -831,7 +833,11 @@ fn time_fp16(
     causal: bool,
     seed: u64,
 ) -> Result<Vec<BenchRow>, Failure> {
-    let params = Params { causal, scale: None };
+    let params = Params {
+        causal,
+        scale: None,
+        ..Params::default()
+    };
     let sixteen = inputs::Inputs::for_timing(shape, DType::F16, seed);
     let mut rows = Vec::new();
     let mut tensors = gpu.tensors(shape, DType::F16, &sixteen.q, &sixteen.k, &sixteen.v)?;
@@ -885,7 +891,11 @@ fn time_e4m3(
     causal: bool,
     seed: u64,
 ) -> Result<Vec<BenchRow>, Failure> {
-    let params = Params { causal, scale: None };
+    let params = Params {
+        causal,
+        scale: None,
+        ..Params::default()
+    };
     let sixteen = inputs::Inputs::for_timing(shape, DType::F16, seed);
     let mut rows = Vec::new();
     let mut t = quantized_tensors(gpu, shape, args.out_dtype, &sixteen)?;

@@ -92,7 +92,11 @@ pub fn measure(gpu: &Gpu, shape: Shape, dtype: DType, causal: bool) -> Result<Ve
     shape.validate()?;
     let inputs = Inputs::random(shape, dtype, inputs::fresh_seed());
     let mut tensors = gpu.tensors(shape, dtype, &inputs.q, &inputs.k, &inputs.v)?;
-    let params = Params { causal, scale: None };
+    let params = Params {
+        causal,
+        scale: None,
+        ..Params::default()
+    };
     let ghz = gpu.clock_khz.map_or(1.0, |k| k as f64 / 1e6);
     let variants = candidates(gpu, shape);
     let bar = inputs::progress(variants.len(), "micro");

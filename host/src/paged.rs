@@ -140,6 +140,7 @@ pub fn check(
     let params = Params {
         causal: problem.causal,
         scale: None,
+        ..Params::default()
     };
     let dims = Dims {
         seq_k: 0,

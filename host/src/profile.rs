@@ -183,6 +183,7 @@ pub fn run_target(device: usize, args: TargetArgs) -> Result<(), Failure> {
         Params {
             causal: args.causal,
             scale: None,
+            ..Params::default()
         },
         Some(&args.kernel),
     )?;

@@ -38,7 +38,11 @@ pub fn repeat(
     for (index, &(shape, causal, dtype)) in problems.iter().enumerate() {
         bar.set_message(format!("{shape} causal={causal} {dtype}"));
         let inputs = Inputs::random(shape, dtype, seed.wrapping_add(index as u64));
-        let params = Params { causal, scale: None };
+        let params = Params {
+            causal,
+            scale: None,
+            ..Params::default()
+        };
         for &variant in runnable(gpu, variants, shape) {
             // One run's output and log-sum-exp, as bits.
             let run_bits = || -> Result<Vec<u32>, Failure> {
@@ -180,6 +184,7 @@ pub fn random(
         let params = Params {
             causal,
             scale: Some(scale),
+            ..Params::default()
         };
         let inputs = Inputs::random(shape, dtype, problem_seed);
         let (q, k, v) = inputs.as_f32();

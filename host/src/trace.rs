@@ -122,6 +122,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
     let params = Params {
         causal: args.causal,
         scale: None,
+        ..Params::default()
     };
     let (shape, varlen_lens, blocks) = match args.shape {
         Some(shape) if e4m3 => (shape, None, trace_e4m3(&gpu, variant, shape, &args, params)?),

@@ -560,7 +560,11 @@ impl<'g> Gates<'g> {
         seed: u64,
         iters: usize,
     ) -> Result<Self, Failure> {
-        let params = Params { causal, scale: None };
+        let params = Params {
+            causal,
+            scale: None,
+            ..Params::default()
+        };
         let check_inputs = Inputs::random(small, dtype, seed ^ 0x5eed);
         let (q, k, v) = check_inputs.as_f32();
         let scale = params.scale_for(small.head_dim) as f64;

@@ -118,6 +118,7 @@ pub fn check(
     let params = Params {
         causal: problem.causal,
         scale: None,
+        ..Params::default()
     };
     let dims = Dims {
         batch: 1,

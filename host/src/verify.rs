@@ -294,6 +294,8 @@ fn backward_plan(args: &Args) -> Result<crate::backward::Plan, Failure> {
         dtypes,
         layouts: args.layout.clone(),
         causal: args.masks.list().to_vec(),
+        // The default problem set only: `--shape`s are checked under the masks asked for.
+        windows_and_softcaps: args.shape.is_empty(),
         repeat: args.repeat.unwrap_or(0),
         seed: args.seed,
         json: args.json.clone(),
@@ -399,6 +401,7 @@ fn check_options(args: &Args) -> Result<(), Failure> {
     Params {
         causal: false,
         scale: args.scale,
+        ..Params::default()
     }
     .validate()?;
     Ok(())
@@ -571,6 +574,7 @@ fn check_problem(
     let params = Params {
         causal,
         scale: args.scale,
+        ..Params::default()
     };
     let mut inputs = Inputs::random(shape, dtype, case_seed);
     if let Some(factor) = args.logit_scale {
@@ -833,7 +837,11 @@ pub fn check_barriers(
             let mut tensors = gpu.tensors(shape, dtype, &inputs.q, &inputs.k, &inputs.v)?;
             let mut runtime = [0.0; 2];
             for (i, causal) in [false, true].into_iter().enumerate() {
-                let params = Params { causal, scale: None };
+                let params = Params {
+                    causal,
+                    scale: None,
+                    ..Params::default()
+                };
                 runtime[i] = gpu.count_barriers(variant, &mut tensors, params)?.per_tile;
             }
             out.push(static_barriers(variant, head_dim, dtype, runtime, Entry::Dense));
@@ -861,7 +869,11 @@ fn check_paged_barriers(
     let mut tensors = crate::paged::upload(gpu, &data, dtype, Layout::Bhsd)?;
     let mut runtime = [0.0; 2];
     for (i, causal) in [false, true].into_iter().enumerate() {
-        let params = Params { causal, scale: None };
+        let params = Params {
+            causal,
+            scale: None,
+            ..Params::default()
+        };
         runtime[i] = gpu.count_paged_barriers(variant, &mut tensors, params)?.per_tile;
     }
     Ok(static_barriers(variant, head_dim, dtype, runtime, Entry::Paged))
@@ -888,7 +900,11 @@ fn check_varlen_barriers(
     let mut tensors = crate::varlen::upload(gpu, &problem, &data)?;
     let mut runtime = [0.0; 2];
     for (i, causal) in [false, true].into_iter().enumerate() {
-        let params = Params { causal, scale: None };
+        let params = Params {
+            causal,
+            scale: None,
+            ..Params::default()
+        };
         runtime[i] = gpu.count_varlen_barriers(variant, &mut tensors, params)?.per_tile;
     }
     Ok(static_barriers(variant, head_dim, dtype, runtime, Entry::Varlen))

@@ -41,6 +41,14 @@ macro_rules! with_backward_params {
             scale: f32,
             /// 1 for the bottom-right-aligned causal mask, else 0.
             causal: u32,
+            /// As the forward's (`launch.rs`): the sliding window's left size plus one, 0 for none.
+            window_left: u32,
+            /// The right size plus one, 0 for none; 1 under the causal mask.
+            window_right: u32,
+            /// The logit softcap in raw-score units (`cap / scale`), 0 for none.
+            softcap: f32,
+            /// `1 / softcap`, 0 without a softcap.
+            softcap_inverse: f32,
             /// Query heads per key/value head (1 for ordinary attention).
             kv_group: u32,
             /// Query heads per batch entry (`H`).

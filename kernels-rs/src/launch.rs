@@ -35,6 +35,17 @@ macro_rules! with_launch_params {
             scale_log2: f32,
             /// 1 for the bottom-right-aligned causal mask, else 0.
             causal: u32,
+            /// The sliding window's left size plus one: query row `i` sees no key before
+            /// `i + seq_k - seq_q - left`; 0 for no left bound (`Problem::key_start`).
+            window_left: u32,
+            /// The right size plus one: no key after `i + seq_k - seq_q + right`; 0 for no right
+            /// bound. A causal launch sends 1 (the kernels mask by this alone).
+            window_right: u32,
+            /// The logit softcap in raw-score units (`cap / scale`): scores `s` become
+            /// `softcap * tanh(s / softcap)` before the softmax; 0 for none.
+            softcap: f32,
+            /// `1 / softcap` (0 without a softcap): the kernels' tanh takes it.
+            softcap_inverse: f32,
             /// Query heads per key/value head (1 for ordinary attention).
             kv_group: u32,
             /// Where each row's log-sum-exp goes (`[B, H, S_q]` fp32), or 0 for none.

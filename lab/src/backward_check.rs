@@ -6,7 +6,7 @@
 
 use flashrs::api::{attention, bf16, f16, DeviceTensor, Element, LseBuffer};
 use flashrs::backward::{attention_backward, BackwardOptions};
-use flashrs::{Gpu, Layout, Shape};
+use flashrs::{Gpu, Layout, Shape, Window};
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -92,6 +92,58 @@ pub fn widen<T: Half>(x: &[T]) -> Vec<f32> {
     x.iter().map(|&e| e.to_f32()).collect()
 }
 
+/// A case's mask and score modifier: the causal mask, a sliding window, a logit softcap.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Masking {
+    /// The bottom-right causal mask.
+    pub causal: bool,
+    /// A sliding window (none by default).
+    pub window: Window,
+    /// A logit softcap.
+    pub softcap: Option<f32>,
+}
+
+impl From<bool> for Masking {
+    /// The causal mask or none, nothing else.
+    fn from(causal: bool) -> Self {
+        Masking {
+            causal,
+            ..Masking::default()
+        }
+    }
+}
+
+impl Masking {
+    /// The float64 reference's description of the same mask.
+    pub fn reference(&self) -> reference::Mask {
+        reference::Mask {
+            causal: self.causal,
+            left: self.window.left.map(|l| l as usize),
+            right: self.window.right.map(|r| r as usize),
+            softcap: self.softcap.map(f64::from),
+        }
+    }
+}
+
+impl std::fmt::Display for Masking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let side = |s: Option<u32>| s.map_or("-1".to_string(), |s| s.to_string());
+        write!(f, "{}", if self.causal { "causal" } else { "full" })?;
+        if self.window.is_bounded() {
+            write!(
+                f,
+                " window ({}, {})",
+                side(self.window.left),
+                side(self.window.right)
+            )?;
+        }
+        if let Some(cap) = self.softcap {
+            write!(f, " softcap {cap}")?;
+        }
+        Ok(())
+    }
+}
+
 /// One backward problem on the GPU: the forward's inputs, output and log-sum-exp, and dO, with
 /// the host copies (`[B, H, S, D]` order) the reference needs.
 pub struct Case<T: Half> {
@@ -99,8 +151,8 @@ pub struct Case<T: Half> {
     pub shape: Shape,
     /// The memory order of every tensor.
     pub layout: Layout,
-    /// The bottom-right causal mask, or none.
-    pub causal: bool,
+    /// The mask and softcap of the forward (and so of the backward).
+    pub masking: Masking,
     /// The forward's inputs.
     pub q: DeviceTensor<T>,
     /// See `q`.
@@ -123,9 +175,10 @@ impl<T: Half> Case<T> {
         gpu: &Gpu,
         shape: Shape,
         layout: Layout,
-        causal: bool,
+        masking: impl Into<Masking>,
         rng: &mut StdRng,
     ) -> flashrs::Result<Self> {
+        let masking = masking.into();
         let q_dims = [shape.batch, shape.heads, shape.seq_q, shape.head_dim];
         let kv_dims = [shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim];
         let host: [Vec<T>; 4] = [
@@ -144,11 +197,18 @@ impl<T: Half> Case<T> {
         );
         let d_out = upload(&host[3], q_dims)?;
         let mut lse = LseBuffer::for_queries(gpu, &q)?;
-        let out = attention(&q, &k, &v).causal(causal).lse(&mut lse).run(gpu)?;
+        let mut forward = attention(&q, &k, &v)
+            .causal(masking.causal)
+            .window(masking.window.left, masking.window.right)
+            .lse(&mut lse);
+        if let Some(cap) = masking.softcap {
+            forward = forward.softcap(cap);
+        }
+        let out = forward.run(gpu)?;
         Ok(Case {
             shape,
             layout,
-            causal,
+            masking,
             q,
             k,
             v,
@@ -162,8 +222,10 @@ impl<T: Half> Case<T> {
     /// The backward options of this case.
     pub fn options(&self, deterministic: bool) -> BackwardOptions {
         BackwardOptions {
-            causal: self.causal,
+            causal: self.masking.causal,
             scale: None,
+            window: self.masking.window,
+            softcap: self.masking.softcap,
             deterministic,
         }
     }
@@ -186,7 +248,13 @@ impl<T: Half> Case<T> {
         let s = self.shape;
         let [q, k, v, d_out] = &self.host;
         let scale = 1.0 / (s.head_dim as f64).sqrt();
-        let expected = attention_backward_f64((q, k, v), d_out, s.reference_dims(), self.causal, scale);
+        let expected = attention_backward_f64(
+            (q, k, v),
+            d_out,
+            s.reference_dims(),
+            self.masking.reference(),
+            scale,
+        );
         let bhsd = |data: &[T], heads: usize, seq: usize| {
             widen(&self.layout.to_bhsd(data, s.batch, heads, seq, s.head_dim))
         };
@@ -196,6 +264,26 @@ impl<T: Half> Case<T> {
             reference::compare(&bhsd(&grads[2], s.heads_kv, s.seq_k), &expected.d_v),
         ]
     }
+}
+
+/// The masks and softcaps the backward is checked under: none, causal, sliding windows (left only
+/// and both sides, narrower than a tile and wider), a softcap alone and with causal. What the
+/// window sizes are relative to: `shapes`' sequences (70 to 331 rows).
+pub fn maskings() -> Vec<Masking> {
+    let window = |left: Option<u32>, right: Option<u32>| Window { left, right };
+    let masking = |causal, window, softcap| Masking {
+        causal,
+        window,
+        softcap,
+    };
+    vec![
+        masking(false, Window::default(), None),
+        masking(true, Window::default(), None),
+        masking(true, window(Some(37), None), None),
+        masking(false, window(Some(100), Some(20)), None),
+        masking(false, window(None, Some(3)), Some(5.0)),
+        masking(true, Window::default(), Some(2.5)),
+    ]
 }
 
 /// Whether a gradient's comparison passes: every element finite, the relative L2 error within

@@ -35,13 +35,9 @@ impl Dims {
     /// How many keys query `row` (< `seq_q`) may attend: all of them, or with a causal mask
     /// aligned bottom-right like FlashAttention-2, keys `0..=row + seq_k - seq_q`: the last query
     /// sees every key and each earlier one one key fewer, down to none when `seq_q > seq_k`.
+    /// Without a window the visible keys are a prefix, so their count says which they are.
     pub(crate) fn visible_keys(&self, causal: bool, row: usize) -> usize {
-        if causal {
-            // Written so that nothing can overflow or go negative.
-            self.seq_k.saturating_sub(self.seq_q - 1 - row)
-        } else {
-            self.seq_k
-        }
+        Mask::from(causal).keys(self, row).len()
     }
 
     /// The key/value head that query head `head` (a `batch * heads` index) reads. Query heads of
@@ -51,13 +47,100 @@ impl Dims {
     }
 }
 
+/// Which keys each query row sees and how its scores are modified, with FlashAttention's
+/// semantics. Every public function of this module that takes a mask takes `impl Into<Mask>`, so
+/// a plain `bool` still means "causal or not".
+///
+/// Query row `i` of `seq_q` has the diagonal key `i + seq_k - seq_q` (bottom-right alignment, as
+/// the causal mask). It sees the keys `j` with `diagonal - left <= j <= diagonal + right`,
+/// clamped to `0..seq_k`; `None` leaves a side unbounded, and `causal` sets the right side to 0
+/// whatever `right` says. A row may see no key: its output is zeros, its log-sum-exp `-inf` and
+/// its dQ zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Mask {
+    /// Causal: no key after the row's diagonal (overrides `right`).
+    pub causal: bool,
+    /// Keys a row sees before its diagonal; `None` for all of them.
+    pub left: Option<usize>,
+    /// Keys a row sees after its diagonal; `None` for all of them.
+    pub right: Option<usize>,
+    /// Logit softcap `cap`: each scaled score `x` becomes `cap * tanh(x / cap)` before the
+    /// softmax; `None` for none. Must be positive and finite when set.
+    pub softcap: Option<f64>,
+}
+
+impl From<bool> for Mask {
+    /// The causal mask (`true`) or none (`false`): no window, no softcap.
+    fn from(causal: bool) -> Mask {
+        Mask {
+            causal,
+            ..Mask::default()
+        }
+    }
+}
+
+impl From<flashrs::Params> for Mask {
+    /// The mask of a library call's parameters: its causal flag, window and softcap (widened to
+    /// f64 exactly, so the reference caps with the very value the kernels were given).
+    fn from(params: flashrs::Params) -> Mask {
+        Mask {
+            causal: params.causal,
+            left: params.window.left.map(|l| l as usize),
+            right: params.window.right.map(|r| r as usize),
+            softcap: params.softcap.map(f64::from),
+        }
+    }
+}
+
+impl Mask {
+    /// The keys `start..end` that query `row` (< `dims.seq_q`) sees; an empty range (not
+    /// necessarily `0..0`) when it sees none. The same rule as the library's
+    /// [`Window::keys`](flashrs::Window::keys), which mirrors the kernels'.
+    pub fn keys(&self, dims: &Dims, row: usize) -> std::ops::Range<usize> {
+        // i128: the diagonal is negative when seq_q > seq_k, and `usize::MAX` sized windows must
+        // not overflow when added to or subtracted from it.
+        let seq_k = dims.seq_k as i128;
+        let diagonal = row as i128 + seq_k - dims.seq_q as i128;
+        let right = if self.causal { Some(0) } else { self.right };
+        let end = right.map_or(seq_k, |r| (diagonal + 1 + r as i128).clamp(0, seq_k));
+        let start = self.left.map_or(0, |l| (diagonal - l as i128).clamp(0, seq_k));
+        start as usize..end.max(start) as usize
+    }
+
+    /// A scaled score `x` after the softcap: `cap * tanh(x / cap)`, or `x` without one.
+    pub fn capped(&self, x: f64) -> f64 {
+        match self.softcap {
+            Some(cap) => cap * (x / cap).tanh(),
+            None => x,
+        }
+    }
+
+    /// The derivative of [`Self::capped`] at `x`: `1 - tanh(x / cap)^2`, or 1 without a softcap.
+    /// The backward multiplies the gradient of a capped score by it to reach the raw one.
+    pub fn capped_slope(&self, x: f64) -> f64 {
+        match self.softcap {
+            Some(cap) => 1.0 - (x / cap).tanh().powi(2),
+            None => 1.0,
+        }
+    }
+}
+
 /// Attention in float64 over inputs given as f32 (already rounded to the kernel's input type by
-/// the caller, so the reference sees exactly what the kernel sees): `softmax(scale * Q K^T) V`,
-/// shaped like Q. Causal masks are aligned bottom-right: query `i` sees key `j` iff
-/// `j <= i + seq_k - seq_q`; a row that sees no key is all zeros.
+/// the caller, so the reference sees exactly what the kernel sees): `softmax(cap(scale * Q K^T)) V`
+/// over the keys each row sees, shaped like Q. `mask` is a [`Mask`] or a `bool` (causal or not);
+/// masks are aligned bottom-right: causally, query `i` sees key `j` iff `j <= i + seq_k - seq_q`.
+/// A row that sees no key is all zeros.
 ///
 /// Panics (with a message naming the tensor) if a slice's length does not match `dims`.
-pub fn attention_f64(q: &[f32], k: &[f32], v: &[f32], dims: Dims, causal: bool, scale: f64) -> Vec<f64> {
+pub fn attention_f64(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    dims: Dims,
+    mask: impl Into<Mask>,
+    scale: f64,
+) -> Vec<f64> {
+    let mask = mask.into();
     check_lengths(q, k, v, dims);
     let d = dims.head_dim;
     let mut out = vec![0.0; q.len()];
@@ -72,7 +155,7 @@ pub fn attention_f64(q: &[f32], k: &[f32], v: &[f32], dims: Dims, causal: bool, 
                 k,
                 v,
                 dims,
-                causal,
+                mask,
                 scale,
                 (r / dims.seq_q, r % dims.seq_q),
                 scores,
@@ -91,10 +174,11 @@ pub fn attention_rows_f64(
     k: &[f32],
     v: &[f32],
     dims: Dims,
-    causal: bool,
+    mask: impl Into<Mask>,
     scale: f64,
     rows: &[(usize, usize)],
 ) -> Vec<f64> {
+    let mask = mask.into();
     check_lengths(q, k, v, dims);
     let heads = dims.batch * dims.heads;
     for &(head, row) in rows {
@@ -112,35 +196,30 @@ pub fn attention_rows_f64(
     out.par_chunks_mut(d)
         .zip(rows)
         .for_each_init(Vec::new, |scores, (o, &pair)| {
-            attend_row(q, k, v, dims, causal, scale, pair, scores, o)
+            attend_row(q, k, v, dims, mask, scale, pair, scores, o)
         });
     out
 }
 
-/// Natural-log log-sum-exp of every query row's scaled scores (`[batch, heads, seq_q]`), `-inf`
-/// for a row that sees no key: what the kernels' optional LSE output must match.
+/// Natural-log log-sum-exp of every query row's scaled (and, with a softcap, capped) scores over
+/// the keys it sees (`[batch, heads, seq_q]`), `-inf` for a row that sees no key: what the
+/// kernels' optional LSE output must match. `mask` is a [`Mask`] or a `bool` (causal or not).
 ///
 /// Panics (with a message naming the tensor) if a slice's length does not match `dims`.
-pub fn log_sum_exp_f64(q: &[f32], k: &[f32], dims: Dims, causal: bool, scale: f64) -> Vec<f64> {
+pub fn log_sum_exp_f64(q: &[f32], k: &[f32], dims: Dims, mask: impl Into<Mask>, scale: f64) -> Vec<f64> {
+    let mask = mask.into();
     check_lengths(q, k, k, dims);
     if dims.head_dim == 0 {
-        // Every score is an empty dot product, 0: the LSE is ln(visible keys), -inf for none.
+        // Every score is an empty dot product, 0, and stays 0 under a softcap: the LSE is
+        // ln(visible keys), -inf for none.
         return (0..dims.query_rows())
-            .map(|r| (dims.visible_keys(causal, r % dims.seq_q) as f64).ln())
+            .map(|r| (mask.keys(&dims, r % dims.seq_q).len() as f64).ln())
             .collect();
     }
     (0..dims.query_rows())
         .into_par_iter()
         .map_init(Vec::new, |scores, r| {
-            row_scores(
-                q,
-                k,
-                dims,
-                causal,
-                scale,
-                (r / dims.seq_q, r % dims.seq_q),
-                scores,
-            );
+            row_scores(q, k, dims, mask, scale, (r / dims.seq_q, r % dims.seq_q), scores);
             let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             if scores.is_empty() {
                 f64::NEG_INFINITY
@@ -151,12 +230,10 @@ pub fn log_sum_exp_f64(q: &[f32], k: &[f32], dims: Dims, causal: bool, scale: f6
         .collect()
 }
 
-/// The internal-API contract: lengths must match `dims`. A mismatch is a caller's bug, reported
-/// with a message rather than an out-of-bounds index deep in a worker thread.
 /// Attention over a paged KV cache in float64, one sequence at a time: sequence `b`'s keys and
 /// values are gathered through `cache`'s block table from `k_cache` and `v_cache` (`[num_blocks,
 /// block_size, heads_kv, D]`), then attended as [`attention_f64`] does with `seq_k` its own
-/// length (causal masks aligned bottom-right per sequence). `q` is `[batch, heads, seq_q, D]`
+/// length (masks aligned bottom-right per sequence). `q` is `[batch, heads, seq_q, D]`
 /// (`dims.seq_k` is not used). Returns the output, shaped like Q, and each row's log-sum-exp
 /// (natural log, `-inf` for a row that sees no key).
 pub fn paged_attention_f64(
@@ -164,9 +241,10 @@ pub fn paged_attention_f64(
     (k_cache, v_cache): (&[f32], &[f32]),
     cache: &flashrs::PagedKv,
     dims: Dims,
-    causal: bool,
+    mask: impl Into<Mask>,
     scale: f64,
 ) -> (Vec<f64>, Vec<f64>) {
+    let mask = mask.into();
     let per_sequence = dims.heads * dims.seq_q * dims.head_dim;
     assert_eq!(q.len(), dims.batch * per_sequence, "q for {dims:?}");
     assert_eq!(cache.batch(), dims.batch, "the cache's batch for {dims:?}");
@@ -180,8 +258,8 @@ pub fn paged_attention_f64(
             ..dims
         };
         let q = &q[b * per_sequence..][..per_sequence];
-        out.extend(attention_f64(q, &k, &v, one, causal, scale));
-        lse.extend(log_sum_exp_f64(q, &k, one, causal, scale));
+        out.extend(attention_f64(q, &k, &v, one, mask, scale));
+        lse.extend(log_sum_exp_f64(q, &k, one, mask, scale));
     }
     (out, lse)
 }
@@ -189,16 +267,17 @@ pub fn paged_attention_f64(
 /// Attention over a variable-length batch in float64, one sequence at a time: `q` packed as
 /// `[total_q, heads, D]`, `k` and `v` as `[total_k, heads_kv, D]`, sequence `b` owning the rows
 /// `batch.q_range(b)` and `batch.k_range(b)`; each is attended as [`attention_f64`] does with its
-/// own lengths (causal masks aligned bottom-right per sequence). `dims` gives the heads and head
+/// own lengths (masks aligned bottom-right per sequence). `dims` gives the heads and head
 /// dim (its batch and lengths are not used). Returns the output, packed like Q, and the
 /// log-sum-exp as `[heads, total_q]` (natural log, `-inf` for a row that sees no key).
 pub fn varlen_attention_f64(
     (q, k, v): (&[f32], &[f32], &[f32]),
     batch: &flashrs::varlen::VarlenBatch,
     dims: Dims,
-    causal: bool,
+    mask: impl Into<Mask>,
     scale: f64,
 ) -> (Vec<f64>, Vec<f64>) {
+    let mask = mask.into();
     let (h, h_kv, d) = (dims.heads, dims.heads_kv, dims.head_dim);
     let (total_q, total_k) = (batch.total_q(), batch.total_k());
     assert_eq!(q.len(), total_q * h * d, "packed q for {dims:?}");
@@ -229,8 +308,8 @@ pub fn varlen_attention_f64(
         };
         let qb = gather(q, rows_q.clone(), h);
         let (kb, vb) = (gather(k, rows_k.clone(), h_kv), gather(v, rows_k, h_kv));
-        let o = attention_f64(&qb, &kb, &vb, one, causal, scale);
-        let l = log_sum_exp_f64(&qb, &kb, one, causal, scale);
+        let o = attention_f64(&qb, &kb, &vb, one, mask, scale);
+        let l = log_sum_exp_f64(&qb, &kb, one, mask, scale);
         for head in 0..h {
             for (i, row) in rows_q.clone().enumerate() {
                 let src = (head * one.seq_q + i) * d;
@@ -242,6 +321,8 @@ pub fn varlen_attention_f64(
     (out, lse)
 }
 
+/// The internal-API contract: lengths must match `dims`. A mismatch is a caller's bug, reported
+/// with a message rather than an out-of-bounds index deep in a worker thread.
 fn check_lengths(q: &[f32], k: &[f32], v: &[f32], dims: Dims) {
     assert!(
         dims.heads_kv > 0 && dims.heads.is_multiple_of(dims.heads_kv),
@@ -260,29 +341,32 @@ fn check_lengths(q: &[f32], k: &[f32], v: &[f32], dims: Dims) {
     }
 }
 
-/// Fills `scores` with the scaled scores of query `row` of `head` (a `batch * heads` index)
-/// against the keys it may see. `head_dim` must be positive.
+/// Fills `scores` with the scaled, capped scores of query `row` of `head` (a `batch * heads`
+/// index) against the keys it sees, `mask.keys(dims, row)` in order, and returns the first of
+/// those keys. `head_dim` must be positive.
 fn row_scores(
     q: &[f32],
     k: &[f32],
     dims: Dims,
-    causal: bool,
+    mask: Mask,
     scale: f64,
     (head, row): (usize, usize),
     scores: &mut Vec<f64>,
-) {
+) -> usize {
     let d = dims.head_dim;
     let query = &q[(head * dims.seq_q + row) * d..][..d];
-    let keys = &k[dims.kv_head(head) * dims.seq_k * d..];
+    let keys = mask.keys(&dims, row);
+    let head_keys = &k[dims.kv_head(head) * dims.seq_k * d..][..dims.seq_k * d];
     scores.clear();
     scores.extend(
-        keys.chunks_exact(d)
-            .take(dims.visible_keys(causal, row))
+        head_keys[keys.start * d..keys.end * d]
+            .chunks_exact(d)
             .map(|key| {
                 let dot: f64 = query.iter().zip(key).map(|(a, b)| *a as f64 * *b as f64).sum();
-                dot * scale
+                mask.capped(dot * scale)
             }),
     );
+    keys.start
 }
 
 /// Writes one output row: the softmax-weighted mean of the value rows the query sees.
@@ -292,7 +376,7 @@ fn attend_row(
     k: &[f32],
     v: &[f32],
     dims: Dims,
-    causal: bool,
+    mask: Mask,
     scale: f64,
     (head, row): (usize, usize),
     scores: &mut Vec<f64>,
@@ -300,14 +384,16 @@ fn attend_row(
 ) {
     let d = dims.head_dim;
     out.fill(0.0);
-    row_scores(q, k, dims, causal, scale, (head, row), scores);
+    let first = row_scores(q, k, dims, mask, scale, (head, row), scores);
     if scores.is_empty() {
         return; // Fully masked: zeros, as FlashAttention-2 writes.
     }
     // Subtracting the row maximum keeps exp() in range (scores of 1e3 would overflow to inf);
     // the softmax is unchanged since the factor exp(-max) cancels.
     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let values = v[dims.kv_head(head) * dims.seq_k * d..].chunks_exact(d);
+    // `scores[0]` belongs to key `first`, so the values start there too (a window's left edge
+    // leaves earlier keys out).
+    let values = v[(dims.kv_head(head) * dims.seq_k + first) * d..].chunks_exact(d);
     let mut total = 0.0;
     for (score, value) in scores.iter().zip(values) {
         let weight = (score - max).exp();
@@ -504,40 +590,86 @@ mod tests {
         assert_close(&out, &[4.0, 0.0, 4.0, 0.0]);
     }
 
-    /// The textbook formula, one output element at a time, with the mask written as in the
-    /// FlashAttention-2 docs (`j <= i + seq_k - seq_q` in signed arithmetic).
-    fn textbook(q: &[f32], k: &[f32], v: &[f32], d: Dims, causal: bool, scale: f64) -> Vec<f64> {
+    /// Whether query `i` may see key `j` under `mask`, written from its definition in signed
+    /// arithmetic (as the FlashAttention docs state it) rather than through [`Mask::keys`].
+    fn allowed(mask: Mask, d: Dims, i: usize, j: usize) -> bool {
+        let (i, j) = (i as i64, j as i64);
+        let diagonal = i + d.seq_k as i64 - d.seq_q as i64;
+        (!mask.causal || j <= diagonal)
+            && mask.left.is_none_or(|l| j >= diagonal - l as i64)
+            && mask.right.is_none_or(|r| j <= diagonal + r as i64)
+    }
+
+    /// The textbook formula, one output element at a time, and each row's log-sum-exp, both
+    /// straight from the definitions: the mask as [`allowed`], the softcap as `cap * tanh(x /
+    /// cap)`, no max subtraction. A fully masked row is 0/0 = NaN here (and -inf for the LSE).
+    fn textbook(q: &[f32], k: &[f32], v: &[f32], d: Dims, mask: Mask, scale: f64) -> (Vec<f64>, Vec<f64>) {
         let group = d.heads / d.heads_kv;
         let mut out = vec![0.0; q.len()];
+        let mut lse = vec![0.0; d.batch * d.heads * d.seq_q];
         for bh in 0..d.batch * d.heads {
             let kvh = (bh / d.heads) * d.heads_kv + (bh % d.heads) / group;
             for i in 0..d.seq_q {
-                let allowed = |j: usize| !causal || j as i64 <= i as i64 + d.seq_k as i64 - d.seq_q as i64;
                 let score = |j: usize| -> f64 {
-                    (0..d.head_dim)
+                    let x = (0..d.head_dim)
                         .map(|c| {
                             q[(bh * d.seq_q + i) * d.head_dim + c] as f64
                                 * k[(kvh * d.seq_k + j) * d.head_dim + c] as f64
                         })
                         .sum::<f64>()
-                        * scale
+                        * scale;
+                    mask.softcap.map_or(x, |cap| cap * (x / cap).tanh())
                 };
-                let total: f64 = (0..d.seq_k).filter(|&j| allowed(j)).map(|j| score(j).exp()).sum();
+                let visible = || (0..d.seq_k).filter(|&j| allowed(mask, d, i, j));
+                let total: f64 = visible().map(|j| score(j).exp()).sum();
+                lse[bh * d.seq_q + i] = total.ln();
                 for c in 0..d.head_dim {
-                    out[(bh * d.seq_q + i) * d.head_dim + c] = (0..d.seq_k)
-                        .filter(|&j| allowed(j))
+                    out[(bh * d.seq_q + i) * d.head_dim + c] = visible()
                         .map(|j| score(j).exp() / total * v[(kvh * d.seq_k + j) * d.head_dim + c] as f64)
                         .sum();
                 }
             }
         }
-        out
+        (out, lse)
+    }
+
+    /// Masks worth checking: none, causal, windows on one side, on both, with causal (and a
+    /// `right` that causal overrides), a softcap alone and with a window.
+    fn masks() -> Vec<Mask> {
+        let window = |left, right| Mask {
+            left,
+            right,
+            ..Mask::default()
+        };
+        let capped = |mask: Mask| Mask {
+            softcap: Some(1.5),
+            ..mask
+        };
+        vec![
+            Mask::from(false),
+            Mask::from(true),
+            window(Some(1), None),
+            window(None, Some(1)),
+            window(Some(2), Some(1)),
+            window(Some(0), Some(0)),
+            Mask {
+                causal: true,
+                ..window(Some(2), Some(3))
+            },
+            capped(Mask::from(false)),
+            capped(Mask {
+                causal: true,
+                ..window(Some(1), None)
+            }),
+            capped(window(Some(3), Some(2))),
+        ]
     }
 
     #[test]
     fn matches_the_textbook_formula_on_random_problems() {
         use rand::{rngs::StdRng, Rng, SeedableRng};
         let mut rng = StdRng::seed_from_u64(7);
+        let mut masked_rows = 0;
         for (seq_q, seq_k, heads_kv) in [(5, 5, 2), (3, 8, 1), (8, 3, 4), (1, 6, 2), (6, 1, 4)] {
             let d = Dims {
                 batch: 2,
@@ -550,9 +682,10 @@ mod tests {
             let mut random = |n: usize| (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect::<Vec<_>>();
             let q = random(2 * 4 * seq_q * 3);
             let (k, v) = (random(2 * heads_kv * seq_k * 3), random(2 * heads_kv * seq_k * 3));
-            for causal in [false, true] {
-                let ours = attention_f64(&q, &k, &v, d, causal, 0.6);
-                let theirs = textbook(&q, &k, &v, d, causal, 0.6);
+            for mask in masks() {
+                let ours = attention_f64(&q, &k, &v, d, mask, 0.6);
+                let ours_lse = log_sum_exp_f64(&q, &k, d, mask, 0.6);
+                let (theirs, theirs_lse) = textbook(&q, &k, &v, d, mask, 0.6);
                 // A fully masked row is 0/0 = NaN in the textbook formula and 0 by convention here.
                 for (a, b) in ours.iter().zip(&theirs) {
                     assert!(
@@ -561,9 +694,169 @@ mod tests {
                         } else {
                             (a - b).abs() < 1e-12
                         },
-                        "{d:?} {causal}"
+                        "{d:?} {mask:?}"
                     );
                 }
+                for (a, b) in ours_lse.iter().zip(&theirs_lse) {
+                    assert!(a == b || (a - b).abs() < 1e-12, "{d:?} {mask:?}: LSE {a} vs {b}");
+                    masked_rows += (*b == f64::NEG_INFINITY) as usize;
+                }
+            }
+        }
+        // The problems include rows that see no key, so that convention was exercised.
+        assert!(masked_rows > 0);
+    }
+
+    #[test]
+    fn mask_keys_by_hand() {
+        let window = |left, right| Mask {
+            left,
+            right,
+            ..Mask::default()
+        };
+        let keys = |mask: Mask, d: Dims| (0..d.seq_q).map(|i| mask.keys(&d, i)).collect::<Vec<_>>();
+        // seq_q 4 < seq_k 6: row i's diagonal is key i + 2.
+        let short = dims(4, 6, 1);
+        assert_eq!(keys(window(Some(1), Some(1)), short), [1..4, 2..5, 3..6, 4..6]);
+        assert_eq!(keys(window(Some(1), None), short), [1..6, 2..6, 3..6, 4..6]);
+        assert_eq!(keys(window(None, Some(0)), short), [0..3, 0..4, 0..5, 0..6]);
+        assert_eq!(keys(Mask::from(true), short), keys(window(None, Some(0)), short));
+        // seq_q 5 > seq_k 2: row i's diagonal is key i - 3, before the first key for rows 0..3.
+        let tall = dims(5, 2, 1);
+        let empty = |r: std::ops::Range<usize>| r.is_empty();
+        let causal = keys(Mask::from(true), tall);
+        assert!(causal[..3].iter().cloned().all(empty));
+        assert_eq!(causal[3..], [0..1, 0..2]);
+        let right = keys(window(None, Some(1)), tall);
+        assert!(right[..2].iter().cloned().all(empty));
+        assert_eq!(right[2..], [0..1, 0..2, 0..2]);
+        let narrow = keys(window(Some(0), Some(0)), tall);
+        assert!(narrow[..3].iter().cloned().all(empty));
+        assert_eq!(narrow[3..], [0..1, 1..2]);
+        // A left bound at or before the first key leaves the row every key (rows 0..=3).
+        assert_eq!(keys(window(Some(0), None), tall), [0..2, 0..2, 0..2, 0..2, 1..2]);
+        // Causal overrides `right`, keeps `left`; enormous sizes do not overflow.
+        let causal_window = Mask {
+            causal: true,
+            ..window(Some(1), Some(5))
+        };
+        assert_eq!(keys(causal_window, short), [1..3, 2..4, 3..5, 4..6]);
+        let huge = window(Some(usize::MAX), Some(usize::MAX));
+        assert_eq!(keys(huge, tall), vec![0..2; 5]);
+        assert_eq!(
+            Mask::from(true),
+            Mask {
+                causal: true,
+                ..Mask::default()
+            }
+        );
+    }
+
+    #[test]
+    fn mask_keys_agree_with_the_library_window() {
+        // The library's `Window::keys` is the host's copy of the kernels' rule.
+        let sizes = [None, Some(0), Some(1), Some(3), Some(9)];
+        for (seq_q, seq_k) in [(5, 5), (3, 8), (8, 3), (1, 6), (6, 1), (4, 0)] {
+            let d = dims(seq_q, seq_k, 1);
+            let shape = flashrs::Shape {
+                batch: 1,
+                heads: 1,
+                heads_kv: 1,
+                seq_q,
+                seq_k,
+                head_dim: 1,
+            };
+            for (left, right, causal) in sizes
+                .iter()
+                .flat_map(|&l| sizes.iter().flat_map(move |&r| [(l, r, false), (l, r, true)]))
+            {
+                let params = flashrs::Params {
+                    causal,
+                    window: flashrs::Window {
+                        left: left.map(|l: u32| l),
+                        right,
+                    },
+                    ..flashrs::Params::default()
+                };
+                let mask = Mask::from(params);
+                for row in 0..seq_q {
+                    let theirs = params.window.keys(&shape, causal, row as u32);
+                    let ours = mask.keys(&d, row);
+                    assert_eq!(
+                        (ours.start as u32..ours.end as u32, ours.is_empty()),
+                        (theirs.clone(), theirs.is_empty()),
+                        "{mask:?} {d:?} row {row}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn softcap_by_hand() {
+        let mask = Mask {
+            softcap: Some(2.0),
+            ..Mask::default()
+        };
+        assert!((mask.capped(1.0) - 2.0 * 0.5f64.tanh()).abs() < 1e-15);
+        assert!((mask.capped(1e6) - 2.0).abs() < 1e-15 && (mask.capped(-1e6) + 2.0).abs() < 1e-15);
+        assert!((mask.capped_slope(1.0) - (1.0 - 0.5f64.tanh().powi(2))).abs() < 1e-15);
+        assert_eq!(
+            (Mask::default().capped(3.5), Mask::default().capped_slope(3.5)),
+            (3.5, 1.0)
+        );
+        // Capping changes the weights: scores 1 and 0 become 2 tanh(1/2) and 0.
+        let out = attention_f64(&[1.0], &[1.0, 0.0], &[1.0, 0.0], dims(1, 2, 1), mask, 1.0);
+        let top = mask.capped(1.0).exp();
+        assert!((out[0] - top / (top + 1.0)).abs() < 1e-12, "{out:?}");
+    }
+
+    #[test]
+    fn log_sum_exp_applies_the_softcap() {
+        // Scores 1024 and 0 capped at 5: ln(e^(5 tanh(204.8)) + 1) = ln(e^5 + 1), not ~1024.
+        let mask = Mask {
+            softcap: Some(5.0),
+            ..Mask::default()
+        };
+        let lse = log_sum_exp_f64(&[1024.0], &[1.0, 0.0], dims(1, 2, 1), mask, 1.0);
+        assert!((lse[0] - (5.0f64.exp() + 1.0).ln()).abs() < 1e-12, "{lse:?}");
+        // Against log-sum-exp of the capped scores, computed here, with a window too.
+        let d = dims(4, 6, 3);
+        let (q, k) = (wave(4 * 3, 0.4), wave(6 * 3, 1.3));
+        let scale = 2.5;
+        for mask in [
+            mask,
+            Mask {
+                softcap: Some(0.8),
+                left: Some(1),
+                right: Some(1),
+                ..Mask::default()
+            },
+        ] {
+            let lse = log_sum_exp_f64(&q, &k, d, mask, scale);
+            let uncapped = log_sum_exp_f64(
+                &q,
+                &k,
+                d,
+                Mask {
+                    softcap: None,
+                    ..mask
+                },
+                scale,
+            );
+            for i in 0..4 {
+                let expected = mask
+                    .keys(&d, i)
+                    .map(|j| {
+                        let x: f64 = (0..3).map(|c| q[i * 3 + c] as f64 * k[j * 3 + c] as f64).sum();
+                        let cap = mask.softcap.unwrap();
+                        (cap * (x * scale / cap).tanh()).exp()
+                    })
+                    .sum::<f64>()
+                    .ln();
+                assert!((lse[i] - expected).abs() < 1e-12, "{mask:?} row {i}: {lse:?}");
+                // The cap matters at this scale, so a reference that ignored it would fail.
+                assert!((lse[i] - uncapped[i]).abs() > 1e-3, "{mask:?} row {i}");
             }
         }
     }
@@ -604,6 +897,16 @@ mod tests {
         // head_dim 0 scores are all 0: the LSE counts the visible keys (rows see 0, 1, 2 keys).
         let lse = log_sum_exp_f64(&[], &[], dims(3, 2, 0), true, 1.0);
         assert_eq!(lse, vec![f64::NEG_INFINITY, 0.0, 2f64.ln()]);
+        // With a window (diagonals 1, 2, 3; one key either side, clamped): 3, 3 and 2 keys, and a
+        // softcap leaves the zero scores zero.
+        let window = Mask {
+            left: Some(1),
+            right: Some(1),
+            softcap: Some(0.5),
+            ..Mask::default()
+        };
+        let lse = log_sum_exp_f64(&[], &[], dims(3, 4, 0), window, 1.0);
+        assert_eq!(lse, vec![3f64.ln(), 3f64.ln(), 2f64.ln()]);
         let no_heads = Dims {
             heads: 0,
             ..dims(3, 3, 2)
@@ -646,15 +949,18 @@ mod tests {
             wave(2 * 3 * 5 * 4, 0.2),
             wave(2 * 3 * 5 * 4, 0.3),
         );
-        for causal in [false, true] {
-            let full = attention_f64(&q, &k, &v, d, causal, 0.5);
-            // (4, 0) and (4, 1) are fully masked when causal (seq_q > seq_k by 2).
+        for mask in masks() {
+            let full = attention_f64(&q, &k, &v, d, mask, 0.5);
             let rows = [(4, 3), (0, 0), (5, 6), (4, 1), (2, 2)];
-            let some = attention_rows_f64(&q, &k, &v, d, causal, 0.5, &rows);
+            let some = attention_rows_f64(&q, &k, &v, d, mask, 0.5, &rows);
             for (i, &(head, row)) in rows.iter().enumerate() {
                 assert_eq!(&some[i * 4..][..4], &full[(head * 7 + row) * 4..][..4]);
             }
-            assert_eq!(some[12..16] == [0.0; 4], causal);
+            // (4, 1) is fully masked when its diagonal, key -1, is past the right edge: causal, or
+            // a right size of 0.
+            let masked = mask.causal || mask.right == Some(0);
+            assert_eq!(mask.keys(&d, 1).is_empty(), masked, "{mask:?}");
+            assert_eq!(some[12..16] == [0.0; 4], masked, "{mask:?}");
         }
     }
 

@@ -16,8 +16,15 @@ the output and the log-sum-exp), so a loss through ``attention`` trains, also un
 ``varlen_attention`` (``torch.ops.flashrs.varlen_attention``) takes packed batches of sequences
 of their own lengths, as ``flash_attn_varlen_func`` does; ``flashrs.transformers`` registers the
 package as an attention implementation of Hugging Face transformers.
+
+Every call takes FlashAttention's ``window_size=(left, right)`` (a sliding window, aligned
+bottom-right like ``causal``) and ``softcap`` (a logit softcap, Gemma 2's), as ``flash_attn_func``
+names them; the ops take them as ``window_left``, ``window_right`` and ``softcap`` (defaults -1, -1
+and 0.0: none), and the backward op gets the forward's.
 """
 
+import math
+import operator
 from typing import Optional, Tuple
 
 from . import _flashrs
@@ -30,7 +37,10 @@ except ImportError:  # the checks still run (and are tested) without torch
 __all__ = ["attention", "varlen_attention", "paged_attention", "merge_states"]
 
 
-def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, deterministic=False):
+def attention(
+    q, k, v, causal=False, scale=None, return_lse=False, layout=None, deterministic=False, window_size=(-1, -1),
+    softcap=0.0,
+):
     """``softmax(scale * q @ k^T) @ v`` for each batch and head, on torch's current stream.
 
     q is ``[B, H, S_q, D]`` and k, v are ``[B, H_kv, S_k, D]``, or with ``layout="bshd"`` all
@@ -43,6 +53,16 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, 
     ``D`` in 64, 128 (and 256 on Hopper). ``scale`` defaults to ``1/sqrt(D)``. ``causal`` masks
     key ``j`` from query ``i`` unless ``j <= i + S_k - S_q`` (aligned bottom-right, as
     FlashAttention-2; torch's ``is_causal`` aligns top-left): a query that sees no key gets zeros.
+
+    ``window_size=(left, right)`` is FlashAttention's sliding window, aligned bottom-right like
+    ``causal``: query ``i``, whose diagonal is key ``d = i + S_k - S_q``, sees the keys ``j`` with
+    ``d - left <= j <= d + right``; -1 leaves that side unbounded (the default ``(-1, -1)`` is every
+    key). With ``causal`` the right side is 0 whatever ``right`` says, so ``(w - 1, 0)`` with
+    ``causal=True`` is a causal window of ``w`` keys, the query's own included (Mistral's and
+    Gemma's ``sliding_window=w``). ``softcap`` (``0.0``: none) caps each scaled score ``x`` as
+    ``softcap * tanh(x / softcap)`` before the softmax (Gemma 2's attention logit softcapping);
+    the log-sum-exp is of the capped scores. Both apply to the backward pass too. A size below -1,
+    a negative or non-finite softcap or a value of the wrong type is a ``ValueError``.
 
     Returns the output, with q's dims (and q's memory order when q is contiguous in either
     order; else contiguous), and with ``return_lse`` also the
@@ -62,30 +82,79 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, layout=None, 
         _refuse_non_tensors(q, k, v)
     scale = None if scale is None else float(scale)
     layout = "bhsd" if layout is None else str(layout)
+    left, right = _window_size(window_size)
+    softcap = _softcap(softcap)
     wants_grad = getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)
     needs_grad = wants_grad and _grad_enabled()
     # The backward needs the log-sum-exp; it goes through the dispatcher, where autograd is.
-    args = (q, k, v, bool(causal), scale, bool(return_lse) or needs_grad, layout, bool(deterministic))
+    options = (bool(causal), scale, bool(return_lse) or needs_grad, layout, bool(deterministic), left, right, softcap)
     # torch.compile and torch.export trace the op; an eager call that needs no gradient runs its
     # implementation directly, which skips the dispatcher's Python layers (about 24 us a call on
     # an H200 host).
     if needs_grad or _compiling():
-        out, lse = _op(*args)
+        out, lse = _op(q, k, v, *options)
     else:
-        out, lse, _ = _attention(*args[:7])
+        out, lse, _ = _attention(q, k, v, *options[:4], (left, right), softcap)
     return (out, lse) if return_lse else out
+
+
+def _window_size(window_size):
+    """``(left, right)`` as ints from FlashAttention's ``window_size``, each -1 (no bound) or at
+    least 0; anything else is a one-line ``ValueError``."""
+    try:
+        left, right = window_size
+        if type(left) is not int or type(right) is not int:  # numpy ints, 0-dim tensors (not bools)
+            if isinstance(left, bool) or isinstance(right, bool):
+                raise TypeError
+            left, right = operator.index(left), operator.index(right)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"window_size must be a pair of ints (left, right), -1 for no bound on a side, got {_short(window_size)}"
+        ) from None
+    if not (-1 <= left <= 2**31 - 2 and -1 <= right <= 2**31 - 2):
+        raise ValueError(
+            f"window_size must be (left, right) with each side -1 (no bound) or a key count from 0 to 2^31 - 2, "
+            f"got ({left}, {right})"
+        )
+    return left, right
+
+
+def _softcap(softcap):
+    """FlashAttention's ``softcap`` as a float: 0.0 (or None) for none, else positive and finite;
+    anything else is a one-line ``ValueError``."""
+    if softcap is None:
+        return 0.0
+    if type(softcap) is not float:
+        if isinstance(softcap, (bool, str, bytes)):
+            raise ValueError(f"softcap must be a number (0.0 for none), got {_short(softcap)}")
+        try:
+            softcap = float(softcap)
+        except OverflowError:  # an int past float's range
+            softcap = math.inf
+        except (TypeError, ValueError):
+            raise ValueError(f"softcap must be a number (0.0 for none), got {_short(softcap)}") from None
+    if not (softcap >= 0.0 and math.isfinite(softcap)):
+        raise ValueError(f"softcap must be 0.0 (none) or a positive finite number, got {softcap}")
+    return softcap
+
+
+def _short(value):
+    """``repr(value)`` on one line, cut short: for the messages of refused arguments."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def varlen_attention(
     q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, causal=False, scale=None,
-    return_lse=False,
+    return_lse=False, window_size=(-1, -1), softcap=0.0,
 ):
     """``attention`` on a packed batch of sequences of their own lengths, as FlashAttention's
     ``flash_attn_varlen_func`` takes one: q is ``[total_q, H, D]``, k and v ``[total_k, H_kv, D]``
     (contiguous; others are copied first), and sequence ``b`` owns rows
     ``cu_seqlens[b]:cu_seqlens[b + 1]`` of each (``B + 1`` int32 prefix sums, 0 first, never
     decreasing, the last one the packed rows). Each sequence attends to its own keys; ``causal``
-    is aligned bottom-right per sequence (a query that sees no key gets zeros).
+    and ``window_size`` are aligned bottom-right per sequence (a query that sees no key gets
+    zeros); ``window_size`` and ``softcap`` are ``attention``'s.
 
     The prefix sums are read on the host: a list, tuple or CPU tensor costs nothing, a CUDA
     tensor is copied to the host (a synchronisation, which a CUDA graph cannot capture: pass them
@@ -106,24 +175,31 @@ def varlen_attention(
             "tensors that do not require grad (flashrs.attention has one)"
         )
     scale = None if scale is None else float(scale)
+    left, right = _window_size(window_size)
+    softcap = _softcap(softcap)
     if _compiling():
         sums = tuple(_prefix_sums_tensor(x) for x in (cu_seqlens_q, cu_seqlens_k))
-        out, lse = torch.ops.flashrs.varlen_attention(q, k, v, *sums, bool(causal), scale, bool(return_lse))
+        out, lse = torch.ops.flashrs.varlen_attention(
+            q, k, v, *sums, bool(causal), scale, bool(return_lse), left, right, softcap
+        )
     else:
         sums = (_prefix_sums("cu_seqlens_q", cu_seqlens_q), _prefix_sums("cu_seqlens_k", cu_seqlens_k))
-        out, lse, _ = _varlen_attention(q, k, v, *sums, bool(causal), scale, bool(return_lse))
+        out, lse, _ = _varlen_attention(q, k, v, *sums, bool(causal), scale, bool(return_lse), (left, right), softcap)
     return (out, lse) if return_lse else out
 
 
 def paged_attention(
-    q, k_cache, v_cache, block_table, cache_seqlens, causal=False, scale=None, return_lse=False, layout="bshd"
+    q, k_cache, v_cache, block_table, cache_seqlens, causal=False, scale=None, return_lse=False, layout="bshd",
+    window_size=(-1, -1), softcap=0.0,
 ):
     """``attention`` of ``q`` against a paged KV cache, as FlashAttention's
     ``flash_attn_with_kvcache`` takes one: q is ``[B, S_q, H, D]`` (or ``[B, H, S_q, D]`` with
     ``layout="bhsd"``), the caches ``[num_blocks, block_size, H_kv, D]`` (contiguous; others are
     copied first), sequence ``b``'s keys the first ``cache_seqlens[b]`` slots of the pages its
     row of ``block_table`` (``[B, max_blocks]`` int32) lists. Page sizes 16 to 256, a power of
-    two; ``causal`` is aligned bottom-right per sequence. Runs on ``flash_decode``.
+    two; ``causal`` and ``window_size`` are aligned bottom-right per sequence (the last query
+    against the last cached key); ``window_size`` and ``softcap`` are ``attention``'s. Runs on
+    ``flash_decode``.
 
     The block table and lengths are read on the host, like ``varlen_attention``'s prefix sums
     (a CUDA tensor costs a synchronisation and cannot be read under capture); a captured call
@@ -138,16 +214,25 @@ def paged_attention(
         raise ValueError("flashrs.paged_attention has no backward pass: call it under torch.no_grad()")
     scale = None if scale is None else float(scale)
     layout = str(layout)
+    left, right = _window_size(window_size)
+    softcap = _softcap(softcap)
     if _compiling():
         tables = tuple(_prefix_sums_tensor(x) for x in (block_table, cache_seqlens))
-        out, lse = torch.ops.flashrs.paged_attention(q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout)
+        out, lse = torch.ops.flashrs.paged_attention(
+            q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout, left, right, softcap
+        )
     else:
         tables = (_host_ints("block_table", block_table, 2), _host_ints("cache_seqlens", cache_seqlens, 1))
-        out, lse, _ = _paged_attention(q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout)
+        out, lse, _ = _paged_attention(
+            q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout, (left, right), softcap
+        )
     return (out, lse) if return_lse else out
 
 
-def _paged_attention(q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout):
+def _paged_attention(
+    q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout, window_size=(-1, -1),
+    softcap=0.0,
+):
     """``paged_attention``'s implementation on host tables, also returning the kernel's name."""
     q, k_cache, v_cache = (_contiguous(t) for t in (q, k_cache, v_cache))
     out = _empty_like(q)
@@ -155,7 +240,7 @@ def _paged_attention(q, k_cache, v_cache, block_table, cache_seqlens, causal, sc
     lse_described = None if lse is None else _describe("lse", lse)
     kernel = _flashrs.paged_attention(
         _describe("q", q), _describe("k_cache", k_cache), _describe("v_cache", v_cache), _describe("out", out),
-        lse_described, block_table, cache_seqlens, layout, causal, scale, _current_stream(q),
+        lse_described, block_table, cache_seqlens, layout, causal, scale, _current_stream(q), window_size, softcap,
     )
     return out, lse, kernel
 
@@ -239,7 +324,9 @@ def _prefix_sums_tensor(sums):
     return torch.tensor(list(sums), dtype=torch.int32)
 
 
-def _varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse):
+def _varlen_attention(
+    q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse, window_size=(-1, -1), softcap=0.0
+):
     """``varlen_attention``'s implementation on host prefix sums, also returning the kernel's
     name (None when nothing ran): outputs allocated by torch, then one native call that checks
     everything and launches on torch's current stream."""
@@ -251,7 +338,7 @@ def _varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return
     lse_described = None if lse is None else _describe("lse", lse)
     kernel = _flashrs.varlen_attention(
         _describe("q", q), _describe("k", k), _describe("v", v), _describe("out", out), lse_described,
-        cu_seqlens_q, cu_seqlens_k, causal, scale, _current_stream(q),
+        cu_seqlens_q, cu_seqlens_k, causal, scale, _current_stream(q), window_size, softcap,
     )
     return out, lse, kernel
 
@@ -278,8 +365,10 @@ def _compiling():
     return torch is not None and torch.compiler.is_compiling()
 
 
-def _op(q, k, v, causal, scale, return_lse, layout, deterministic):
-    return torch.ops.flashrs.attention(q, k, v, causal, scale, return_lse, layout, deterministic)
+def _op(q, k, v, causal, scale, return_lse, layout, deterministic, window_left, window_right, softcap):
+    return torch.ops.flashrs.attention(
+        q, k, v, causal, scale, return_lse, layout, deterministic, window_left, window_right, softcap
+    )
 
 
 def _lse_rows(shape, layout):
@@ -299,17 +388,23 @@ if torch is not None:
         return_lse: bool,
         layout: str,
         deterministic: bool,
+        window_left: int = -1,
+        window_right: int = -1,
+        softcap: float = 0.0,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """The op's real implementation: every check, then the launch on the current stream.
         Without ``return_lse`` the second output is an empty float32 tensor. ``deterministic``
-        is the backward's (see ``attention``)."""
-        out, lse, _ = _attention(q, k, v, causal, scale, return_lse, layout)
+        is the backward's; ``window_left``, ``window_right`` and ``softcap`` are ``attention``'s
+        ``window_size`` and ``softcap`` (see ``attention``)."""
+        out, lse, _ = _attention(q, k, v, causal, scale, return_lse, layout, (window_left, window_right), softcap)
         if lse is None:
             lse = torch.empty(0, dtype=torch.float32, device=q.device)
         return out, lse
 
     @_attention_op.register_fake
-    def _attention_fake(q, k, v, causal, scale, return_lse, layout, deterministic):
+    def _attention_fake(
+        q, k, v, causal, scale, return_lse, layout, deterministic, window_left=-1, window_right=-1, softcap=0.0
+    ):
         out = _empty_like(q)
         rows = _lse_rows(q.shape, layout) if return_lse else (0,)
         return out, q.new_empty(rows, dtype=torch.float32)
@@ -326,20 +421,35 @@ if torch is not None:
         scale: Optional[float],
         layout: str,
         deterministic: bool,
+        window_left: int = -1,
+        window_right: int = -1,
+        softcap: float = 0.0,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """dq, dk and dv of ``attention`` from what its forward saved and the output's gradient,
-        each with its input's dims and memory layout."""
-        return _attention_backward(d_out, q, k, v, out, lse, causal, scale, layout, deterministic)
+        each with its input's dims and memory layout; the mask, scale, window and softcap must
+        be the forward's."""
+        return _attention_backward(
+            d_out, q, k, v, out, lse, causal, scale, layout, deterministic, (window_left, window_right), softcap
+        )
 
     @_attention_backward_op.register_fake
-    def _attention_backward_fake(d_out, q, k, v, out, lse, causal, scale, layout, deterministic):
+    def _attention_backward_fake(
+        d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_left=-1, window_right=-1, softcap=0.0
+    ):
         return tuple(_empty_like(_in_order_of(t, out)) for t in (q, k, v))
 
+    # The op's arguments after q, k, v: the dispatcher may leave out trailing ones equal to their
+    # defaults, which these fill back in.
+    _ATTENTION_DEFAULTS = (False, None, False, "bhsd", False, -1, -1, 0.0)
+
     def _setup_context(ctx, inputs, output):
-        q, k, v, causal, scale, return_lse, layout, deterministic = inputs
+        q, k, v, *options = inputs
+        causal, scale, _, layout, deterministic, left, right, softcap = (
+            *options, *_ATTENTION_DEFAULTS[len(options):]
+        )
         out, lse = output
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = (causal, scale, layout, deterministic)
+        ctx.options = (causal, scale, layout, deterministic, left, right, softcap)
         ctx.mark_non_differentiable(lse)
 
     def _attention_grad(ctx, d_out, _d_lse):
@@ -349,11 +459,10 @@ if torch is not None:
                 "flashrs.attention was called without the log-sum-exp its backward needs; "
                 "call flashrs.attention (not torch.ops.flashrs.attention with return_lse=False)"
             )
-        causal, scale, layout, deterministic = ctx.options
-        d_q, d_k, d_v = torch.ops.flashrs.attention_backward(
-            d_out, q, k, v, out, lse, causal, scale, layout, deterministic
-        )
-        return d_q, d_k, d_v, None, None, None, None, None
+        # The forward's mask, scale, window and softcap, so that the gradients are of what it ran.
+        d_q, d_k, d_v = torch.ops.flashrs.attention_backward(d_out, q, k, v, out, lse, *ctx.options)
+        # One gradient per argument of the op's schema (the options have none).
+        return d_q, d_k, d_v, None, None, None, None, None, None, None, None
 
     torch.library.register_autograd("flashrs::attention", _attention_grad, setup_context=_setup_context)
 
@@ -367,11 +476,14 @@ if torch is not None:
         causal: bool,
         scale: Optional[float],
         return_lse: bool,
+        window_left: int = -1,
+        window_right: int = -1,
+        softcap: float = 0.0,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """``varlen_attention``'s implementation as an op; the prefix sums are CPU int32
         tensors. Without ``return_lse`` the second output is an empty float32 tensor."""
         sums = (_prefix_sums("cu_seqlens_q", cu_seqlens_q), _prefix_sums("cu_seqlens_k", cu_seqlens_k))
-        out, lse, _ = _varlen_attention(q, k, v, *sums, causal, scale, return_lse)
+        out, lse, _ = _varlen_attention(q, k, v, *sums, causal, scale, return_lse, (window_left, window_right), softcap)
         if lse is None:
             lse = torch.empty(0, dtype=torch.float32, device=q.device)
         return out, lse
@@ -387,17 +499,25 @@ if torch is not None:
         scale: Optional[float],
         return_lse: bool,
         layout: str,
+        window_left: int = -1,
+        window_right: int = -1,
+        softcap: float = 0.0,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """``paged_attention``'s implementation as an op; the table and lengths are CPU int32
         tensors. Without ``return_lse`` the second output is an empty float32 tensor."""
         tables = (_host_ints("block_table", block_table, 2), _host_ints("cache_seqlens", cache_seqlens, 1))
-        out, lse, _ = _paged_attention(q, k_cache, v_cache, *tables, causal, scale, return_lse, layout)
+        out, lse, _ = _paged_attention(
+            q, k_cache, v_cache, *tables, causal, scale, return_lse, layout, (window_left, window_right), softcap
+        )
         if lse is None:
             lse = torch.empty(0, dtype=torch.float32, device=q.device)
         return out, lse
 
     @_paged_attention_op.register_fake
-    def _paged_attention_fake(q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout):
+    def _paged_attention_fake(
+        q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout, window_left=-1,
+        window_right=-1, softcap=0.0,
+    ):
         rows = _lse_rows(q.shape, layout) if return_lse else (0,)
         return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(rows, dtype=torch.float32)
 
@@ -413,12 +533,16 @@ if torch is not None:
         return _empty_like(out_a), lse_a.new_empty(lse_a.shape)
 
     @_varlen_attention_op.register_fake
-    def _varlen_attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse):
+    def _varlen_attention_fake(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse, window_left=-1, window_right=-1, softcap=0.0
+    ):
         rows = (q.shape[1], q.shape[0]) if return_lse else (0,)
         return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(rows, dtype=torch.float32)
 
 
-def _attention_backward(d_out, q, k, v, out, lse, causal, scale, layout, deterministic):
+def _attention_backward(
+    d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size=(-1, -1), softcap=0.0
+):
     """The backward op's implementation: q, k, v and dO in the output's memory order (the
     backward's kernels read every tensor in place, in one order; autograd may hand over any
     strides), the gradients and the workspace allocated by torch, then the launch."""
@@ -432,17 +556,19 @@ def _attention_backward(d_out, q, k, v, out, lse, causal, scale, layout, determi
                         ("d_q", d_q), ("d_k", d_k), ("d_v", d_v))
     ]
     options = (layout, bool(causal), None if scale is None else float(scale), bool(deterministic))
-    workspace_bytes = _flashrs.check_backward(*described, *options)
+    masking = (tuple(window_size), float(softcap))
+    workspace_bytes = _flashrs.check_backward(*described, *options, *masking)
     workspace = _empty_workspace(q, workspace_bytes)
-    _flashrs.backward(*described, (int(workspace.data_ptr()), workspace_bytes), *options, _current_stream(q))
+    _flashrs.backward(*described, (int(workspace.data_ptr()), workspace_bytes), *options, _current_stream(q), *masking)
     return d_q, d_k, d_v
 
 
-def _attention(q, k, v, causal, scale, return_lse, layout):
+def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1), softcap=0.0):
     """``attention``, also returning the name of the kernel the library picked. One native call
     checks everything and launches (the outputs are allocated first: a refused call frees them
     at once); when the GPU does not read q, k and v as they are strided, it says so and they are
-    copied into one order for a second call."""
+    copied into one order for a second call. ``window_size`` is a pair of ints, ``softcap`` a
+    float (``attention`` reads them)."""
     if scale is not None:
         scale = float(scale)
     causal = bool(causal)
@@ -454,12 +580,12 @@ def _attention(q, k, v, causal, scale, return_lse, layout):
     try:
         kernel = _flashrs.attention(
             _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout,
-            causal, scale, stream,
+            causal, scale, stream, window_size, softcap,
         )
     except ValueError:
         # The native checks refuse empty dims; SDPA answers them (looked at only here, so that
         # calls with work pay nothing for it).
-        empty = _without_work(q, k, v, causal, scale, return_lse, layout)
+        empty = _without_work(q, k, v, causal, scale, return_lse, layout, window_size, softcap)
         if empty is None:
             raise
         return empty
@@ -472,19 +598,20 @@ def _attention(q, k, v, causal, scale, return_lse, layout):
             out_described = _describe("out", out)
         kernel = _flashrs.attention(
             _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout,
-            causal, scale, stream,
+            causal, scale, stream, window_size, softcap,
         )
     return out, lse, kernel
 
 
-def _without_work(q, k, v, causal, scale, return_lse, layout):
+def _without_work(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1), softcap=0.0):
     """What SDPA gives for a call with nothing to compute, or None: an empty output when a dim
     of q (B, H or S_q) is 0, zeros (and a ``-inf`` log-sum-exp) when there is no key (S_k = 0).
     Every other check runs first, on stand-ins of the same dims with each 0 made 1."""
     shapes = [tuple(getattr(t, "shape", (1,))) for t in (q, k, v)]
     if all(0 not in shape for shape in shapes):
         return None
-    _flashrs.check(*(_stand_in(name, t) for name, t in (("q", q), ("k", k), ("v", v))), layout, causal, scale)
+    stand_ins = (_stand_in(name, t) for name, t in (("q", q), ("k", k), ("v", v)))
+    _flashrs.check(*stand_ins, layout, causal, scale, window_size, softcap)
     rows = _lse_rows(q.shape, layout)
     out = _zeros_like(q)
     lse = _full_lse(q, rows, float("-inf")) if return_lse else None

@@ -11,9 +11,17 @@ attention function either nothing (no token is padding: a dense call, causal as 
 or the 2-D mask of real tokens, by which the attention function packs the batch's sequences
 (FlashAttention's unpadding) and runs ``flashrs.varlen_attention``. That covers what a decoder
 sends: causal prefill, decode steps against a growing KV cache (``generate()``), grouped-query
-attention and padded batches. A mask it cannot express (a sliding window, chunked attention,
-packed sequences found from position ids, a custom mask function), a logit softcap, attention
+attention and padded batches, causal sliding-window layers (Mistral, Gemma 2 and 3, Qwen 2) and
+Gemma 2's attention logit softcap. A mask it cannot express (chunked attention, a bidirectional
+sliding window, packed sequences found from position ids, a custom mask function), attention
 sinks or dropout in training is a ``ValueError``, never a silently different result.
+
+The sliding window follows transformers' own FlashAttention integration
+(``transformers.modeling_flash_attention_utils``): a module passes ``sliding_window=w`` to the
+attention function, whose mask (``sliding_window_overlay``: key ``kv`` seen from query ``q`` when
+``q - w < kv <= q``) is ``w`` keys, the query's own included; FlashAttention's ``window_size`` is
+then ``(w - 1, w - 1)`` (the right side 0 under ``causal``), applied when the keys outnumber ``w``.
+``softcap`` goes to ``flashrs.attention``'s ``softcap`` as it is (``None``: none).
 """
 
 # Not "flashrs": transformers reads an implementation whose name starts with "flash" as a
@@ -58,19 +66,48 @@ def padding_mask(*args, attention_mask=None, kv_length=None, kv_offset=0, mask_f
 
 
 def _refuse_masks(mask_function, kwargs):
-    """Refuses the masks the kernels do not take, by what transformers says it wants."""
-    if kwargs.get("sliding_window") is not None or kwargs.get("chunk_size") is not None:
-        raise ValueError("flashrs attention has no sliding-window or chunked mask yet")
+    """Refuses the masks the kernels do not take, by what transformers says it wants: causal and
+    full attention pass, and a causal sliding window (transformers 5 hands its width as
+    ``local_size``, earlier versions as ``sliding_window``), which the attention function then
+    applies from the module's own ``sliding_window`` argument."""
+    if kwargs.get("chunk_size") is not None:
+        raise ValueError("flashrs attention has no chunked-attention mask")
     if mask_function is None:
         return
     from transformers import masking_utils
 
     known = [getattr(masking_utils, n, None) for n in ("causal_mask_function", "bidirectional_mask_function")]
-    if mask_function not in known:
-        raise ValueError(
-            f"flashrs attention cannot express the mask function {getattr(mask_function, '__name__', mask_function)!r} "
-            "(only causal and full attention, with padding)"
-        )
+    if mask_function in known:
+        return
+    width = kwargs.get("local_size", kwargs.get("sliding_window"))
+    if width is not None and _is_causal_window(mask_function, width):
+        return
+    raise ValueError(
+        f"flashrs attention cannot express the mask function {getattr(mask_function, '__name__', mask_function)!r} "
+        "(only causal and full attention and causal sliding windows, with padding)"
+    )
+
+
+def _is_causal_window(mask_function, width):
+    """Whether ``mask_function`` (transformers' ``(batch, head, q_idx, kv_idx) -> bool``) is the
+    causal sliding window of ``width`` keys, the query's own included (``q - width < kv <= q``),
+    read off it at a few rows far enough from the start that the window fits whole. A chunked
+    mask (which transformers also hands with ``local_size``), a bidirectional window or anything
+    else that it cannot evaluate on index tensors is not."""
+    import torch
+
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        return False
+    rows = torch.arange(2 * width + 8, 2 * width + 11).view(-1, 1)  # three consecutive queries
+    offsets = torch.arange(-width - 4, 5).view(1, -1)  # keys around each one's window
+    zero = torch.zeros((), dtype=torch.long)
+    try:
+        seen = torch.as_tensor(mask_function(zero, zero, rows, rows + offsets)).to("cpu", torch.bool)
+        seen = seen.expand(rows.shape[0], offsets.shape[1])
+    except Exception:  # a mask of tensors on another device, or not index-based
+        return False
+    want = (offsets > -width) & (offsets <= 0)
+    return bool(torch.equal(seen, want.expand_as(seen)))
 
 
 def attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -82,20 +119,36 @@ def attention_forward(module, query, key, value, attention_mask, scaling=None, d
 
     if dropout and getattr(module, "training", False):
         raise ValueError("flashrs attention has no dropout: set the model's attention_dropout to 0 or call eval()")
-    for unsupported in ("sliding_window", "softcap", "s_aux"):
-        if kwargs.get(unsupported) is not None:
-            raise ValueError(f"flashrs attention does not take {unsupported} yet")
+    if kwargs.get("s_aux") is not None:
+        raise ValueError("flashrs attention does not take attention sinks (s_aux)")
     causal = kwargs.get("is_causal")
     causal = getattr(module, "is_causal", True) if causal is None else bool(causal)
+    masking = dict(window_size=_window_size(kwargs.get("sliding_window"), key.shape[2]), softcap=kwargs.get("softcap"))
     if attention_mask is None:
-        out = flashrs.attention(query, key, value, causal=causal, scale=scaling)
+        out = flashrs.attention(query, key, value, causal=causal, scale=scaling, **masking)
         return out.transpose(1, 2), None
     if attention_mask.dtype != _bool_dtype() or attention_mask.dim() != 2:
         raise ValueError(
             "flashrs attention got a mask its mask function did not make: register both with "
             "flashrs.transformers.register()"
         )
-    return _unpadded(query, key, value, attention_mask, causal, scaling), None
+    return _unpadded(query, key, value, attention_mask, causal, scaling, masking), None
+
+
+def _window_size(sliding_window, keys):
+    """FlashAttention's ``window_size`` for transformers' ``sliding_window`` (``w`` keys, the
+    query's own included), as transformers' FlashAttention integration computes it: ``(w - 1,
+    w - 1)`` when the keys (``S_k`` of the call, padding included) outnumber ``w``, else no window
+    (under ``causal`` it could cut nothing); ``(-1, -1)`` when the module passes none."""
+    if sliding_window is None:
+        return (-1, -1)
+    if isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 1:
+        raise ValueError(
+            f"sliding_window must be a positive int (keys seen, the query's own included), got {sliding_window!r}"
+        )
+    if keys <= sliding_window:
+        return (-1, -1)
+    return (sliding_window - 1, sliding_window - 1)
 
 
 def _bool_dtype():
@@ -104,11 +157,13 @@ def _bool_dtype():
     return torch.bool
 
 
-def _unpadded(query, key, value, mask_k, causal, scaling):
+def _unpadded(query, key, value, mask_k, causal, scaling, masking):
     """Attention on the real tokens only: q, k and v packed by the mask (the new queries are the
     mask's last ``S_q`` positions, as left padding and decoding place them), one varlen call,
     the output scattered back with zeros at padded query rows. The prefix sums are read on the
-    host (one synchronisation per call, as FlashAttention's unpadding takes)."""
+    host (one synchronisation per call, as FlashAttention's unpadding takes). ``masking`` is the
+    window and softcap, which apply per sequence as they would to the padded call: a sequence's
+    keys are a suffix of the padded ones (left padding), its queries their last ``S_q``."""
     import torch
 
     import flashrs
@@ -127,6 +182,6 @@ def _unpadded(query, key, value, mask_k, causal, scaling):
     q = query.transpose(1, 2).reshape(batch * s_q, heads, head_dim).index_select(0, index_q)
     k = key.transpose(1, 2).reshape(batch * s_k, heads_kv, head_dim).index_select(0, index_k)
     v = value.transpose(1, 2).reshape(batch * s_k, heads_kv, head_dim).index_select(0, index_k)
-    packed = flashrs.varlen_attention(q, k, v, sums[0], sums[1], causal=causal, scale=scaling)
+    packed = flashrs.varlen_attention(q, k, v, sums[0], sums[1], causal=causal, scale=scaling, **masking)
     out = packed.new_zeros(batch * s_q, heads, head_dim).index_copy_(0, index_q, packed)
     return out.view(batch, s_q, heads, head_dim)

@@ -12,7 +12,7 @@ mod varlen;
 
 use flashrs::api::{attention_raw, bf16, check_views, f16, keeping_current_context, RawOptions, TensorView};
 use flashrs::backward::{attention_backward_raw, workspace_bytes, BackwardOptions, BackwardViews};
-use flashrs::{Element, Error, Gpu, Layout, Strides};
+use flashrs::{Element, Error, Gpu, Layout, Strides, Window};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -231,8 +231,31 @@ fn lse_address(lse: &Described, rows: [usize; 3], device: i64) -> PyResult<u64> 
     Ok(*ptr)
 }
 
-fn options(causal: bool, scale: Option<f32>) -> RawOptions {
-    RawOptions { causal, scale }
+/// The sliding window of FlashAttention's `window_size=(left, right)`: keys a query sees before and
+/// after its diagonal (aligned bottom-right), -1 for no bound on that side.
+fn window((left, right): (i64, i64)) -> PyResult<Window> {
+    if left < -1 || right < -1 {
+        return Err(invalid(format!(
+            "window_size must be (left, right) with each side -1 (no bound) or a key count of at least 0, got ({left}, {right})"
+        )));
+    }
+    Window::from_sizes(left, right).map_err(to_py)
+}
+
+/// FlashAttention's `softcap`: 0.0 for none; otherwise the library checks that it is positive and
+/// finite (a negative, NaN or infinite one is its one-line error).
+fn softcap(softcap: f64) -> Option<f32> {
+    (softcap != 0.0).then_some(softcap as f32)
+}
+
+/// The options of a forward call, with the window and softcap as Python passes them.
+fn options(causal: bool, scale: Option<f32>, window_size: (i64, i64), softcap_: f64) -> PyResult<RawOptions> {
+    Ok(RawOptions {
+        causal,
+        scale,
+        window: window(window_size)?,
+        softcap: softcap(softcap_),
+    })
 }
 
 /// Checks q, k and v as `attention` will; returns `((B, H, S_q), in_place)`: the dims of the
@@ -240,7 +263,8 @@ fn options(causal: bool, scale: Option<f32>) -> RawOptions {
 /// and whether the kernels read q, k and v as they are (else the wrapper copies them into one
 /// layout: `in_place`). Needs no GPU unless q, k and v are strided otherwise than one layout.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, layout, causal, scale))]
+#[pyo3(signature = (q, k, v, layout, causal, scale, window_size=(-1, -1), softcap=0.0))]
+#[allow(clippy::too_many_arguments)] // Python's arguments, one by one.
 fn check(
     py: Python<'_>,
     q: Described,
@@ -249,9 +273,11 @@ fn check(
     layout: Option<&str>,
     causal: bool,
     scale: Option<f32>,
+    window_size: (i64, i64),
+    softcap: f64,
 ) -> PyResult<((usize, usize, usize), bool)> {
     let ops = operands([&q, &k, &v], None, dim_order(layout)?)?;
-    let options = options(causal, scale);
+    let options = options(causal, scale, window_size, softcap)?;
     // Everything but the strides first, on the tensors as the copies the wrapper would make.
     let shape = typed_check(&with_contiguous_inputs(&ops), options).map_err(to_py)?;
     // Opening the GPU (the first call, when it must be asked) takes seconds: other threads run.
@@ -304,7 +330,7 @@ fn gpu(device: i64) -> flashrs::Result<&'static Gpu> {
 /// strided (the wrapper then copies them into one order and calls again). Every check of
 /// `check` runs, with the output and log-sum-exp, before anything is launched.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, out, lse, layout, causal, scale, stream))]
+#[pyo3(signature = (q, k, v, out, lse, layout, causal, scale, stream, window_size=(-1, -1), softcap=0.0))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one.
 fn attention(
     py: Python<'_>,
@@ -317,9 +343,11 @@ fn attention(
     causal: bool,
     scale: Option<f32>,
     stream: usize,
+    window_size: (i64, i64),
+    softcap: f64,
 ) -> PyResult<Option<&'static str>> {
     let ops = operands([&q, &k, &v], Some(&out), dim_order(layout)?)?;
-    let options = options(causal, scale);
+    let options = options(causal, scale, window_size, softcap)?;
     let f16 = ops[0].dtype == "torch.float16";
     // Inputs in one layout are read as they are on every GPU (the common case: no GPU needed to
     // answer, nor a release of the GIL). Others: everything but their strides first (on the
@@ -421,18 +449,28 @@ fn backward_views<T: Element>(ops: &[Operand], lse: u64) -> BackwardViews<'stati
     }
 }
 
-fn backward_options(causal: bool, scale: Option<f32>, deterministic: bool) -> BackwardOptions {
-    BackwardOptions {
+/// The options of a backward call: the forward's mask, scale, window and softcap (as `options`
+/// reads them), and the order of dQ's accumulation.
+fn backward_options(
+    causal: bool,
+    scale: Option<f32>,
+    deterministic: bool,
+    window_size: (i64, i64),
+    softcap_: f64,
+) -> PyResult<BackwardOptions> {
+    Ok(BackwardOptions {
         causal,
         scale,
+        window: window(window_size)?,
+        softcap: softcap(softcap_),
         deterministic,
-    }
+    })
 }
 
 /// Checks a backward call as `backward` will, without a GPU (the workspace aside); returns the
 /// bytes of workspace it needs.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, out, d_out, lse, d_q, d_k, d_v, layout, causal, scale, deterministic))]
+#[pyo3(signature = (q, k, v, out, d_out, lse, d_q, d_k, d_v, layout, causal, scale, deterministic, window_size=(-1, -1), softcap=0.0))]
 #[allow(clippy::too_many_arguments)] // Python's arguments, one by one.
 fn check_backward(
     q: Described,
@@ -448,9 +486,11 @@ fn check_backward(
     causal: bool,
     scale: Option<f32>,
     deterministic: bool,
+    window_size: (i64, i64),
+    softcap: f64,
 ) -> PyResult<usize> {
     let (ops, lse) = backward_operands([&q, &k, &v, &out, &d_out, &d_q, &d_k, &d_v], &lse, layout)?;
-    let options = backward_options(causal, scale, deterministic);
+    let options = backward_options(causal, scale, deterministic, window_size, softcap)?;
     let shape = if ops[0].dtype == "torch.float16" {
         flashrs::backward::check_backward(&backward_views::<f16>(&ops, lse), None, options)
     } else {
@@ -464,7 +504,7 @@ fn check_backward(
 /// `out` and `lse` and the gradient `d_out`, with `workspace` (`(address, bytes)`, at least what
 /// `check_backward` said) as scratch, enqueued on `stream`.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, out, d_out, lse, d_q, d_k, d_v, workspace, layout, causal, scale, deterministic, stream))]
+#[pyo3(signature = (q, k, v, out, d_out, lse, d_q, d_k, d_v, workspace, layout, causal, scale, deterministic, stream, window_size=(-1, -1), softcap=0.0))]
 #[allow(clippy::too_many_arguments)] // Python's arguments, one by one.
 fn backward(
     py: Python<'_>,
@@ -483,9 +523,11 @@ fn backward(
     scale: Option<f32>,
     deterministic: bool,
     stream: usize,
+    window_size: (i64, i64),
+    softcap: f64,
 ) -> PyResult<()> {
     let (ops, lse) = backward_operands([&q, &k, &v, &out, &d_out, &d_q, &d_k, &d_v], &lse, layout)?;
-    let options = backward_options(causal, scale, deterministic);
+    let options = backward_options(causal, scale, deterministic, window_size, softcap)?;
     let (f16, device) = (ops[0].dtype == "torch.float16", ops[0].device);
     // Checked before the GPU is opened, so that bad input is a ValueError on any machine.
     if f16 {

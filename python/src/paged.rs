@@ -43,7 +43,7 @@ fn cache_view(what: &'static str, t: &Described, q: &Operand) -> PyResult<(u64, 
 /// block table (`[B, max_blocks]`, row-major) and lengths (`[B]`) are checked here with
 /// everything else before any launch.
 #[pyfunction]
-#[pyo3(signature = (q, k_cache, v_cache, out, lse, block_table, seqlens_k, layout, causal, scale, stream))]
+#[pyo3(signature = (q, k_cache, v_cache, out, lse, block_table, seqlens_k, layout, causal, scale, stream, window_size=(-1, -1), softcap=0.0))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one.
 pub(crate) fn paged_attention(
     py: Python<'_>,
@@ -58,6 +58,8 @@ pub(crate) fn paged_attention(
     causal: bool,
     scale: Option<f32>,
     stream: usize,
+    window_size: (i64, i64),
+    softcap: f64,
 ) -> PyResult<&'static str> {
     // q and the output as the dense call reads them (one order, contiguous: checked below).
     let ops = named_operands(&[("q", &q), ("out", &out)], dim_order(layout)?)?;
@@ -65,7 +67,7 @@ pub(crate) fn paged_attention(
     let k = cache_view("k_cache", &k_cache, q_op)?;
     let v = cache_view("v_cache", &v_cache, q_op)?;
     let cache = PagedKv::new(k.1[1], k.1[0], block_table, seqlens_k).map_err(to_py)?;
-    let options = options(causal, scale);
+    let options = options(causal, scale, window_size, softcap)?;
     let f16 = q_op.dtype == "torch.float16";
     let views = (q_op, [k, v], out_op);
     let shape = match f16 {

@@ -51,7 +51,7 @@ fn view<T: Element>(p: &Packed) -> PackedView<'static, T> {
 /// `[H, total_q]` fp32, when given), enqueued on `stream`; returns the kernel's name. The
 /// prefix sums are `B + 1` int32 each, checked here with everything else before any launch.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, causal, scale, stream))]
+#[pyo3(signature = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, causal, scale, stream, window_size=(-1, -1), softcap=0.0))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one.
 pub(crate) fn varlen_attention(
     py: Python<'_>,
@@ -65,6 +65,8 @@ pub(crate) fn varlen_attention(
     causal: bool,
     scale: Option<f32>,
     stream: usize,
+    window_size: (i64, i64),
+    softcap: f64,
 ) -> PyResult<&'static str> {
     let tensors = [("q", &q), ("k", &k), ("v", &v), ("out", &out)].map(|(what, t)| packed(what, t));
     let [q, k, v, out] = tensors;
@@ -78,7 +80,7 @@ pub(crate) fn varlen_attention(
         }
     }
     let batch = VarlenBatch::new(cu_seqlens_q, cu_seqlens_k).map_err(to_py)?;
-    let options = options(causal, scale);
+    let options = options(causal, scale, window_size, softcap)?;
     let f16 = q.dtype == "torch.float16";
     let heads = match f16 {
         true => check::<f16>([&q, &k, &v, &out], &batch, options),

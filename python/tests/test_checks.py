@@ -87,7 +87,9 @@ class Allocations:
         # directly (torch.ops.flashrs.attention needs torch).
         flashrs._is_tensor = lambda t: isinstance(t, (FakeTensor, FakeTable))
         flashrs._grad_enabled = lambda: True
-        flashrs._op = lambda *args: self.op_calls.append(args) or flashrs._attention(*args[:7])[:2]
+        flashrs._op = lambda *args: self.op_calls.append(args) or flashrs._attention(
+            *args[:7], tuple(args[8:10]), args[10]
+        )[:2]
         flashrs._empty_like = lambda q: self.out(q) if self.out else FakeTensor(
             q.shape, BASE + (48 << 20), str(q.dtype)[6:], strides=q.stride()
         )
@@ -134,7 +136,14 @@ class BadInput(unittest.TestCase):
             with self.assertRaises(ValueError):
                 flashrs.attention(q, k, v, deterministic=True)
         (call,) = allocations.op_calls
-        self.assertEqual(call[5:], (True, "bhsd", True))
+        self.assertEqual(call[5:], (True, "bhsd", True, -1, -1, 0.0))
+        # The window and softcap reach the op (and so its backward) as its own arguments.
+        with Allocations() as allocations:
+            with self.assertRaises(ValueError):
+                flashrs.attention(q, k, v, causal=True, window_size=[16, 0], softcap=30)
+        (call,) = allocations.op_calls
+        self.assertEqual(call[3:], (True, None, True, "bhsd", False, 16, 0, 30.0))
+        self.assertIs(type(call[10]), float)
         # Without a gradient the eager call skips the op.
         v.requires_grad = False
         with Allocations() as allocations:
@@ -267,6 +276,134 @@ class BadInput(unittest.TestCase):
         with Allocations(lse=half_lse), self.assertRaises(ValueError) as caught:
             flashrs.attention(q, k, v, return_lse=True)
         self.assertIn("contiguous torch.float32 [B, H, S_q] = [2, 8, 128]", str(caught.exception))
+
+
+class BadWindowOrSoftcap(unittest.TestCase):
+    """window_size and softcap (FlashAttention's): checked in Python before anything is allocated,
+    and again by the native module for calls that come through the ops."""
+
+    refused = BadInput.refused
+
+    def test_window_size(self):
+        for window_size in [(-2, 0), (0, -5), (-1, -2)]:
+            self.refused("window_size must be (left, right)", "-1 (no bound)", window_size=window_size)
+        self.refused("2^31 - 2", f"got ({2**31}, 0)", window_size=(2**31, 0))
+        for window_size, shown in [
+            ((16,), "(16,)"), ("ab", "'ab'"), ((1.5, 0), "(1.5, 0)"), ((True, 0), "(True, 0)"), (None, "None"),
+            (16, "16"), ((1, 2, 3), "(1, 2, 3)"), ([0, "0"], "[0, '0']"),
+        ]:
+            self.refused("window_size must be a pair of ints", f"got {shown}", window_size=window_size)
+
+    def test_softcap(self):
+        for softcap in (-1.0, -1e-9, float("nan"), float("inf"), float("-inf"), 10**400):
+            self.refused("softcap must be 0.0 (none) or a positive finite number", softcap=softcap)
+        for softcap, shown in [("1.0", "'1.0'"), (True, "True"), ([1.0], "[1.0]"), (object, "<class 'object'>")]:
+            self.refused("softcap must be a number", f"got {shown}", softcap=softcap)
+
+    def test_the_native_checks_refuse_them_too(self):
+        # What torch.ops.flashrs.* hand over unchecked by the Python wrapper (its schema only
+        # says int and float).
+        describe = lambda ts: [flashrs._describe(n, t) for n, t in zip("qkv", ts)]
+        check = lambda *options: flashrs._flashrs.check(*describe(tensors()), None, True, None, *options)
+        for options, words in [
+            (((-2, 0), 0.0), "window_size must be (left, right)"),
+            (((2**31 - 1, 0), 0.0), "window size 2147483647 is too large"),
+            (((-1, -1), -1.0), "softcap must be a positive finite number, got -1"),
+            (((-1, -1), float("nan")), "softcap must be a positive finite number, got NaN"),
+            (((-1, -1), float("inf")), "softcap must be a positive finite number, got inf"),
+            (((-1, -1), 1e300), "softcap must be a positive finite number, got inf"),
+        ]:
+            with self.subTest(options=options), self.assertRaises(ValueError) as caught:
+                check(*options)
+            message = str(caught.exception)
+            self.assertEqual(len(message.splitlines()), 1, message)
+            self.assertIn(words, message)
+        self.assertEqual(check((16, 0), 30.0), ((2, 8, 128), True))
+        self.assertEqual(check((0, 0), 0.0), ((2, 8, 128), True))
+        self.assertEqual(check((-1, 2**31 - 2), 1e-3), ((2, 8, 128), True))
+
+    def test_the_backward_checks_take_them(self):
+        q, k, v = tensors()
+        at = lambda i: BASE + ((48 + 16 * i) << 20)
+        tensors_ = [q, k, v, FakeTensor(q.shape, at(0)), FakeTensor(q.shape, at(5)), FakeTensor((2, 8, 128), at(1), "float32"),
+                    FakeTensor(q.shape, at(2)), FakeTensor(k.shape, at(3)), FakeTensor(k.shape, at(4))]
+        names = ["q", "k", "v", "out", "d_out", "lse", "d_q", "d_k", "d_v"]
+        described = [flashrs._describe(n, t) for n, t in zip(names, tensors_)]
+        plain = flashrs._flashrs.check_backward(*described, None, True, None, False)
+        self.assertEqual(flashrs._flashrs.check_backward(*described, None, True, None, False, (64, 0), 30.0), plain)
+        for options, words in [(((-3, 0), 0.0), "window_size"), (((-1, -1), -2.0), "softcap")]:
+            with self.subTest(options=options), self.assertRaises(ValueError) as caught:
+                flashrs._flashrs.check_backward(*described, None, True, None, False, *options)
+            self.assertIn(words, str(caught.exception))
+
+    def test_varlen_and_paged_take_them(self):
+        with Allocations():
+            for call in (
+                lambda **kw: flashrs.varlen_attention(*packed(), [0, 100, 300], [0, 250, 500], **kw),
+                lambda **kw: flashrs.paged_attention(
+                    FakeTensor((2, 1, 8, 64), BASE), FakeTensor((10, 16, 2, 64), BASE + (16 << 20)),
+                    FakeTensor((10, 16, 2, 64), BASE + (32 << 20)), FakeTable(((0, 1), (2, 3))), [20, 32], **kw,
+                ),
+            ):
+                for kw, words in [
+                    ({"window_size": (-2, -1)}, "window_size must be (left, right)"),
+                    ({"window_size": "x"}, "window_size must be a pair of ints"),
+                    ({"softcap": -0.5}, "softcap must be 0.0 (none) or a positive finite number"),
+                    ({"softcap": "30"}, "softcap must be a number"),
+                ]:
+                    with self.subTest(kw=kw), self.assertRaises(ValueError) as caught:
+                        call(**kw)
+                    self.assertIn(words, str(caught.exception))
+                    self.assertEqual(len(str(caught.exception).splitlines()), 1)
+
+    @unittest.skipIf(_has_cuda_driver(), "launches on the fake addresses where a GPU is present")
+    def test_accepted_ones_reach_the_gpu(self):
+        for kw in ({"window_size": (16, 0), "softcap": 30.0}, {"window_size": (0, 0)}, {"softcap": None}):
+            with self.subTest(**kw), Allocations(), self.assertRaises(RuntimeError) as caught:
+                flashrs.attention(*tensors(), causal=True, return_lse=True, **kw)
+            self.assertIn("no CUDA driver found", str(caught.exception))
+        with Allocations(), self.assertRaises(RuntimeError) as caught:
+            flashrs.varlen_attention(*packed(), [0, 100, 300], [0, 250, 500], window_size=(32, 8), softcap=5.0)
+        self.assertIn("no CUDA driver found", str(caught.exception))
+
+
+class TransformersArguments(unittest.TestCase):
+    """How flashrs.transformers maps what transformers hands an attention function (no torch or
+    transformers needed for these)."""
+
+    def test_sliding_window_is_flash_attentions(self):
+        import flashrs.transformers as integration
+
+        # w keys, the query's own included: (w - 1, w - 1), once the keys outnumber w.
+        self.assertEqual(integration._window_size(None, 100), (-1, -1))
+        self.assertEqual(integration._window_size(4096, 4096), (-1, -1))
+        self.assertEqual(integration._window_size(4096, 4097), (4095, 4095))
+        self.assertEqual(integration._window_size(1, 10), (0, 0))
+        for bad in (0, -1, 2.5, True):
+            with self.assertRaises(ValueError):
+                integration._window_size(bad, 10)
+
+    def test_window_and_softcap_reach_the_call_and_sinks_are_refused(self):
+        import flashrs.transformers as integration
+
+        calls = []
+
+        class Out:
+            def transpose(self, *dims):
+                return self
+
+        saved = flashrs.attention
+        flashrs.attention = lambda *args, **kw: calls.append(kw) or Out()
+        try:
+            q, k, v = tensors(q=(2, 8, 128, 64), kv=(2, 2, 256, 64))
+            integration.attention_forward(None, q, k, v, None, scaling=0.125, sliding_window=64, softcap=50.0)
+            integration.attention_forward(None, q, k, v, None, is_causal=False, sliding_window=None, softcap=None)
+            with self.assertRaisesRegex(ValueError, "attention sinks"):
+                integration.attention_forward(None, q, k, v, None, s_aux=object())
+        finally:
+            flashrs.attention = saved
+        self.assertEqual(calls[0], dict(causal=True, scale=0.125, window_size=(63, 63), softcap=50.0))
+        self.assertEqual(calls[1], dict(causal=False, scale=None, window_size=(-1, -1), softcap=None))
 
 
 def packed(total_q=300, total_k=500, heads=8, heads_kv=2, d=64, **kw):

@@ -3,7 +3,10 @@ hidden 2048, 16 heads on 4 KV heads, bf16, built from a config: nothing is downl
 "rs_attention" implementation (flashrs.transformers) against the same weights with "sdpa", both measured against an fp32 copy:
 causal prefill, a left-padded batch, and 32 greedy generate() steps. flashrs passes when its
 error to fp32 stays within twice sdpa's (bf16 noise) and its argmax agrees with fp32's on at
-least 99% of the positions. Skipped without torch, transformers or a CUDA device."""
+least 99% of the positions. The same for a random-weight Gemma 2 (sliding-window layers of 128
+keys between full ones, an attention logit softcap of 1.0), against "eager" (which applies the
+softcap; sdpa does not). Skipped without torch, transformers or a CUDA device; the mask-function
+checks need torch and transformers only."""
 
 import copy
 import os
@@ -13,9 +16,12 @@ try:
     import torch
 
     HAVE_CUDA = torch.cuda.is_available()
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM
+    from transformers import masking_utils
+
+    HAVE_TRANSFORMERS = True
 except ImportError:  # the CPU CI
-    HAVE_CUDA = False
+    HAVE_CUDA = HAVE_TRANSFORMERS = False
 
 import flashrs
 
@@ -36,16 +42,37 @@ def config():
     )
 
 
+def gemma2_config():
+    """Gemma 2 as transformers builds it (sliding and full layers alternating, softcapped logits),
+    small, with a window short enough that prefill and decode both cross it."""
+    return Gemma2Config(
+        vocab_size=8192,
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=128,
+        query_pre_attn_scalar=128,
+        sliding_window=128,
+        attn_logit_softcapping=1.0,
+        max_position_embeddings=4096,
+        attention_dropout=0.0,
+    )
+
+
 @unittest.skipUnless(HAVE_CUDA, "needs torch, transformers and a CUDA device")
 class Llama(unittest.TestCase):
+    model_class, make_config, baseline = (LlamaForCausalLM, config, "sdpa") if HAVE_TRANSFORMERS else (None,) * 3
+
     @classmethod
     def setUpClass(cls):
         seed = int(os.environ.get("FLASHRS_SEED", "1234"))
         torch.manual_seed(seed)
         cls.name = flashrs.transformers.register()
-        cls.model = LlamaForCausalLM(config()).to("cuda", torch.bfloat16).eval()
+        cls.model = cls.model_class(cls.make_config()).to("cuda", torch.bfloat16).eval()
         cls.reference = copy.deepcopy(cls.model).float()
-        cls.reference.set_attn_implementation("sdpa")
+        cls.reference.set_attn_implementation(cls.baseline)
         cls.gen = torch.Generator(device="cuda").manual_seed(seed)
 
     def logits(self, implementation, ids, mask=None):
@@ -83,7 +110,7 @@ class Llama(unittest.TestCase):
     def test_causal_prefill(self):
         ids = torch.randint(0, 8192, (2, 512), device="cuda", generator=self.gen)
         want = self.reference_logits(ids)
-        self.assert_close(self.logits(self.name, ids), self.logits("sdpa", ids), want, "prefill")
+        self.assert_close(self.logits(self.name, ids), self.logits(self.baseline, ids), want, "prefill")
 
     def test_padded_batch(self):
         lengths = [256, 200, 77]
@@ -94,7 +121,7 @@ class Llama(unittest.TestCase):
         real = mask.bool()
         want = self.reference_logits(ids, mask)[real]
         got = self.logits(self.name, ids, mask)[real]
-        sdpa = self.logits("sdpa", ids, mask)[real]
+        sdpa = self.logits(self.baseline, ids, mask)[real]
         self.assert_close(got, sdpa, want, "padded batch")
 
     def test_generate_32_steps(self):
@@ -117,8 +144,43 @@ class Llama(unittest.TestCase):
                 # that chose token t are those at position t - 1.
                 picked = slice(ids.shape[1] - 1, ids.shape[1] + 31)
                 want = self.reference_logits(sequence, full_mask)[:, picked]
-                sdpa = self.logits("sdpa", sequence, full_mask)[:, picked]
+                sdpa = self.logits(self.baseline, sequence, full_mask)[:, picked]
                 self.assert_close(steps, sdpa, want, f"generate, padded={padded}")
+
+
+class Gemma2(Llama):
+    """The same checks on Gemma 2: sliding-window layers (window_size (127, 127), causal) and the
+    attention logit softcap through flashrs.transformers, against eager attention."""
+
+    model_class, make_config, baseline = (Gemma2ForCausalLM, gemma2_config, "eager") if HAVE_TRANSFORMERS else (None,) * 3
+
+
+@unittest.skipUnless(HAVE_TRANSFORMERS, "needs torch and transformers")
+class MaskFunctions(unittest.TestCase):
+    """Which of transformers' mask functions the mask function lets through: a causal sliding
+    window is read off the function itself, so a chunked or bidirectional one is refused."""
+
+    def test_windows_are_told_apart(self):
+        from flashrs.transformers import _is_causal_window, padding_mask
+
+        window = masking_utils.sliding_window_causal_mask_function
+        self.assertTrue(_is_causal_window(window(128), 128))
+        self.assertTrue(_is_causal_window(window(1), 1))
+        self.assertFalse(_is_causal_window(window(128), 127))
+        self.assertFalse(_is_causal_window(window(128), 129))
+        self.assertFalse(_is_causal_window(masking_utils.causal_mask_function, 128))
+        chunked = masking_utils.chunked_causal_mask_function(128, torch.zeros(1, dtype=torch.long))
+        self.assertFalse(_is_causal_window(chunked, 128))
+        bidirectional = getattr(masking_utils, "sliding_window_bidirectional_mask_function", None)
+        if bidirectional is not None:
+            self.assertFalse(_is_causal_window(bidirectional(128), 128))
+        # As transformers 5 calls the mask function for a sliding layer.
+        mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.bool)
+        got = padding_mask(batch_size=2, kv_length=4, kv_offset=0, mask_function=window(2), attention_mask=mask, local_size=2)
+        self.assertTrue(torch.equal(got, mask))
+        for mask_function, size in [(chunked, 128), (window(3), 2)]:
+            with self.assertRaisesRegex(ValueError, "cannot express the mask function"):
+                padding_mask(batch_size=2, kv_length=4, mask_function=mask_function, attention_mask=mask, local_size=size)
 
 
 if __name__ == "__main__":

@@ -272,6 +272,13 @@ impl Gpu {
         barrier_log: Option<&mut CudaSlice<u32>>,
     ) -> Result<&'static VariantSpec> {
         params.validate()?;
+        if params.softcap.is_some() {
+            // The e4m3 kernels' raw scores are scaled per KV head (the descales): a softcap in their
+            // units would be a per-head constant the kernels do not take.
+            return Err(Error::InvalidProblem(
+                "the e4m3 kernels take no softcap (the 16-bit ones do)".into(),
+            ));
+        }
         let shape = tensors.shape;
         let variant = match kernel {
             Some(name) => {

@@ -353,5 +353,20 @@ impl LaunchArgs {
             kv_splits: splits,
             ..LaunchArgs::default()
         }
+        .masked(params, shape.head_dim)
+    }
+
+    /// These scalars with `params`' sliding window and softcap, as the kernels take them.
+    pub(crate) fn masked(self, params: Params, head_dim: usize) -> LaunchArgs {
+        let (window_left, window_right) = params.window.encoded(params.causal);
+        let (softcap, softcap_inverse) = params.raw_softcap(head_dim);
+        LaunchArgs {
+            causal: params.causal as u32,
+            window_left,
+            window_right,
+            softcap,
+            softcap_inverse,
+            ..self
+        }
     }
 }

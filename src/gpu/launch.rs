@@ -643,12 +643,12 @@ mod tests {
         // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
         // workspace and its slice counters; the block table and lengths; the varlen prefix sums;
         // the e4m3 descales; the item walk's table) and the item walk's three divisors as u64,
-        // the scalars as 32 bits: a field's type changing silently would change every kernel's
-        // signature.
+        // the scalars (the window's two sides and the softcap's two numbers among them) as 32
+        // bits: a field's type changing silently would change every kernel's signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 31);
+        assert_eq!(bytes.len(), 35);
         assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 18);
-        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 13);
+        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 17);
     }
 
     fn lens_for(shape: Shape) -> BufferLens {

@@ -26,6 +26,18 @@ pub fn log2(x: f32) -> f32 {
     r
 }
 
+/// Emits `tanh.approx.f32`: tanh(x) in one MUFU op, to 2^-11 relative.
+#[inline(always)]
+pub fn tanh_approx(x: f32) -> f32 {
+    let r: f32;
+    // Safety: arithmetic on registers; touches no memory.
+    unsafe {
+        asm!("tanh.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
+             options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// Emits `rcp.rn.f32`: 1/x, correctly rounded.
 #[inline(always)]
 pub fn recip(x: f32) -> f32 {

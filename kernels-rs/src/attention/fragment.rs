@@ -73,28 +73,58 @@ pub struct FragmentSoftmax<const ROW_TILES: usize> {
     key_end: [[u32; 2]; ROW_TILES],
     /// The warp's first row's `key_end`: it grows with the row, so no tile before it needs a mask.
     warp_key_end: u32,
+    /// The first key each row may see (`Problem::key_start`; 0 without a sliding window).
+    key_start: [[u32; 2]; ROW_TILES],
+    /// The warp's last row's `key_start`, the largest: no tile from there on needs a mask for it.
+    warp_key_start: u32,
     warp_first_row: u32,
     scale_log2: f32,
+    /// The problem's softcap and its inverse (`Problem::soft_capped`; 0s for none).
+    softcap: (f32, f32),
 }
 
 impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     /// The empty state of the rows of a warp whose first query row is `warp_first_row`.
     #[inline(always)]
     pub fn new(problem: &Problem, warp_first_row: u32) -> Self {
+        let last_row = warp_first_row + 16 * ROW_TILES as u32 - 1;
+        Self::with_key_bounds(problem, warp_first_row, |row| {
+            (problem.key_start(row), problem.key_end(row))
+        })
+        .warp_bounds(problem.key_start(last_row), problem.key_end(warp_first_row))
+    }
+
+    /// The state with each row's key range `bounds(row)` (of the warp's row `row`, as `row`
+    /// numbers them), and the warp's bounds left to the caller (`warp_bounds`).
+    #[inline(always)]
+    fn with_key_bounds(problem: &Problem, warp_first_row: u32, bounds: impl Fn(u32) -> (u32, u32)) -> Self {
         let mut softmax = FragmentSoftmax {
             state: [[RowState::EMPTY; 2]; ROW_TILES],
             key_end: [[0; 2]; ROW_TILES],
             warp_key_end: 0,
+            key_start: [[0; 2]; ROW_TILES],
+            warp_key_start: 0,
             warp_first_row,
             scale_log2: problem.scale_log2,
+            softcap: (problem.softcap, problem.softcap_inverse),
         };
         for mt in 0..ROW_TILES {
             for half in 0..2 {
-                softmax.key_end[mt][half] = problem.key_end(softmax.row(mt, half));
+                let (start, end) = bounds(softmax.row(mt, half));
+                softmax.key_start[mt][half] = start;
+                softmax.key_end[mt][half] = end;
             }
         }
-        softmax.warp_key_end = problem.key_end(warp_first_row);
         softmax
+    }
+
+    /// The same state with the warp's bounds: `start`, the largest `key_start` of its rows, and
+    /// `end`, the smallest `key_end`; keys in between need no mask for any of its rows.
+    #[inline(always)]
+    fn warp_bounds(mut self, start: u32, end: u32) -> Self {
+        self.warp_key_start = start;
+        self.warp_key_end = end;
+        self
     }
 
     /// The same rows with their keys counted from key `first`: a slice of a split key range
@@ -104,7 +134,11 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         for key_end in self.key_end.as_flattened_mut() {
             *key_end = key_end.saturating_sub(first);
         }
+        for key_start in self.key_start.as_flattened_mut() {
+            *key_start = key_start.saturating_sub(first);
+        }
         self.warp_key_end = self.warp_key_end.saturating_sub(first);
+        self.warp_key_start = self.warp_key_start.saturating_sub(first);
         self
     }
 
@@ -114,22 +148,24 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     /// skipped below the smallest key end of any of the warp's rows, not only its first.
     #[inline(always)]
     pub fn with_key_ends(problem: &Problem, warp_first_row: u32, key_end: impl Fn(u32) -> u32) -> Self {
-        let mut softmax = FragmentSoftmax {
-            state: [[RowState::EMPTY; 2]; ROW_TILES],
-            key_end: [[0; 2]; ROW_TILES],
-            warp_key_end: u32::MAX,
-            warp_first_row,
-            scale_log2: problem.scale_log2,
-        };
-        for mt in 0..ROW_TILES {
-            for half in 0..2 {
-                softmax.key_end[mt][half] = key_end(softmax.row(mt, half));
-            }
-        }
+        Self::with_key_ranges(problem, warp_first_row, |row| (0, key_end(row)))
+    }
+
+    /// `with_key_ends` with each row's first key too (a sliding window): `bounds(row)` is the
+    /// warp's row `row`'s `(key_start, key_end)`.
+    #[inline(always)]
+    pub fn with_key_ranges(
+        problem: &Problem,
+        warp_first_row: u32,
+        bounds: impl Fn(u32) -> (u32, u32),
+    ) -> Self {
+        let (mut start, mut end) = (0, u32::MAX);
         for row in 0..16 * ROW_TILES as u32 {
-            softmax.warp_key_end = softmax.warp_key_end.min(key_end(warp_first_row + row));
+            let (row_start, row_end) = bounds(warp_first_row + row);
+            start = start.max(row_start);
+            end = end.min(row_end);
         }
-        softmax
+        Self::with_key_bounds(problem, warp_first_row, bounds).warp_bounds(start, end)
     }
 
     /// The query row that this thread holds as half `half` of row tile `mt`.
@@ -244,18 +280,31 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         self.exponentiate::<S, false>(scores, head..usize::MAX);
     }
 
-    /// Sends the scores of keys past each row's `key_end` to -inf.
+    /// Puts the scores through the softcap (when the problem has one) and sends those of keys
+    /// outside each row's `key_start..key_end` to -inf.
     #[inline(always)]
     fn mask<S: Fragment>(&self, scores: &mut [S; ROW_TILES], first_key: u32) {
+        let (softcap, softcap_inverse) = self.softcap;
+        // A uniform branch on a launch parameter: the plain kernels run past it.
+        if softcap != 0.0 {
+            for fragment in scores.iter_mut() {
+                for s in fragment.registers_mut() {
+                    // `Problem::softcap_tanh`.
+                    *s = softcap * arch::tanh_approx(*s * softcap_inverse);
+                }
+            }
+        }
         let pair = arch::lane_id() % 4;
         // A warp-uniform branch: only steps that reach past the sequence end or the causal
-        // diagonal for some row of the warp mask anything.
+        // diagonal, or start before a sliding window, for some row of the warp mask anything.
         let keys = 2 * scores[0].registers().len() as u32;
-        if first_key + keys > self.warp_key_end {
-            for (fragment, key_end) in scores.iter_mut().zip(self.key_end.iter()) {
-                for (r, s) in fragment.registers_mut().iter_mut().enumerate() {
+        if first_key + keys > self.warp_key_end || first_key < self.warp_key_start {
+            // Indexed: iterators zipped over the bound arrays put them in local memory.
+            for mt in 0..ROW_TILES {
+                for (r, s) in scores[mt].registers_mut().iter_mut().enumerate() {
                     let key = first_key + (8 * (r / 4)) as u32 + 2 * pair + (r % 2) as u32;
-                    if key >= key_end[half_of(r)] {
+                    let half = half_of(r);
+                    if key >= self.key_end[mt][half] || key < self.key_start[mt][half] {
                         *s = f32::NEG_INFINITY;
                     }
                 }

@@ -159,6 +159,17 @@ pub struct Problem {
     /// `scale * log2(e)`: scores are turned into base-2 exponents with one multiply.
     pub scale_log2: f32,
     pub causal: bool,
+    /// One more than the keys a query row sees before its diagonal (the sliding window's left
+    /// size), 0 for all of them: `key_start`. The launch parameter as it is (`launch.rs`), so
+    /// that ptxas can read it from the parameter bank where it is used rather than keep it live.
+    pub window_left: u32,
+    /// One more than the keys a query row sees after its diagonal, 0 for all of them; the host
+    /// sends 1 (none) under the causal mask: `key_end`.
+    pub window_right: u32,
+    /// The logit softcap in raw-score units (`cap / scale`), 0 for none: `soft_capped`.
+    pub softcap: f32,
+    /// `1 / softcap`, 0 without a softcap (`softcap_tanh`).
+    pub softcap_inverse: f32,
     /// Query heads per key/value head (grouped-query attention; 1 for ordinary attention). Q is
     /// `[B, H, S_q, D]`, K and V `[B, H / kv_group, S_k, D]`.
     pub kv_group: u32,
@@ -209,15 +220,92 @@ impl Problem {
         unsafe { [0, 1, 2].map(|i| *self.descale.add(i * kv_heads + kv_head)) }
     }
 
-    /// One past the last key that query `row` may attend. Causal masking is aligned bottom-right
-    /// (as in FlashAttention-2): query `i` sees key `j` iff `j <= i + seq_k - seq_q`.
+    /// One past the last key that query `row` may attend. The mask is aligned bottom-right (as in
+    /// FlashAttention): row `i`'s diagonal is key `i + seq_k - seq_q`, and it sees up to
+    /// `window_right - 1` keys past it (none under the causal mask, all when 0).
     #[inline(always)]
     pub fn key_end(&self, row: u32) -> u32 {
-        if !self.causal {
+        if self.window_right == 0 {
             return self.seq_k;
         }
-        let end = row as i64 + 1 + self.seq_k as i64 - self.seq_q as i64;
+        let end = row as i64 + self.seq_k as i64 - self.seq_q as i64 + self.window_right as i64;
         end.clamp(0, self.seq_k as i64) as u32
+    }
+
+    /// The first key that query `row` may attend: `window_left - 1` keys before its diagonal (0
+    /// without a left bound). Grows with the row, as `key_end` does.
+    #[inline(always)]
+    pub fn key_start(&self, row: u32) -> u32 {
+        if self.window_left == 0 {
+            return 0;
+        }
+        let start = row as i64 + 1 + self.seq_k as i64 - self.seq_q as i64 - self.window_left as i64;
+        start.clamp(0, self.seq_k as i64) as u32
+    }
+
+    /// The query rows that see key `key`: `first..end` (both at most `seq_q`; empty for a key
+    /// past `seq_k`). The inverse of `key_start` and `key_end`, for a kernel whose threads each
+    /// hold fixed keys over many rows (the backward's): two registers a key in place of the
+    /// mask's terms.
+    #[inline(always)]
+    pub fn rows_seeing(&self, key: u32) -> (u32, u32) {
+        if key >= self.seq_k {
+            return (0, 0);
+        }
+        let seq_q = self.seq_q as i64;
+        // Row r's diagonal is key r + offset.
+        let offset = self.seq_k as i64 - seq_q;
+        // key < key_end(r) = r + offset + window_right.
+        let first = match self.window_right {
+            0 => 0,
+            right => (key as i64 + 1 - offset - right as i64).clamp(0, seq_q),
+        };
+        // key_start(r) = r + 1 + offset - window_left <= key.
+        let end = match self.window_left {
+            0 => seq_q,
+            left => (key as i64 - offset + left as i64).clamp(0, seq_q),
+        };
+        (first as u32, end.max(first) as u32)
+    }
+
+    /// Whether keys are masked at the start of some rows (a sliding window's left bound).
+    #[inline(always)]
+    pub fn has_left_bound(&self) -> bool {
+        self.window_left != 0
+    }
+
+    /// Whether the scores go through the logit softcap (`soft_capped`).
+    #[inline(always)]
+    pub fn has_softcap(&self) -> bool {
+        self.softcap != 0.0
+    }
+
+    /// `tanh(s / softcap)` for a raw score `s`, by `tanh.approx` (one MUFU op, 2^-11 relative:
+    /// a logit `x` is off by at most about `5e-4 x`, less than bf16's rounding of the
+    /// probabilities for |x| < 4; FlashAttention-3 makes the same choice). An exact form through
+    /// `ex2` and `rcp` took two MUFU ops and spilled the forward's tightest kernels.
+    #[inline(always)]
+    pub fn softcap_tanh(&self, s: f32) -> f32 {
+        crate::arch::tanh_approx(s * self.softcap_inverse)
+    }
+
+    /// A raw score under the softcap (if any) and the softcap's derivative there, `1 - tanh^2`
+    /// (1 without one): the backward's P takes the capped score, and dS the derivative.
+    #[inline(always)]
+    pub fn capped_with_slope(&self, s: f32) -> (f32, f32) {
+        if self.has_softcap() {
+            let t = self.softcap_tanh(s);
+            (self.softcap * t, 1.0 - t * t)
+        } else {
+            (s, 1.0)
+        }
+    }
+
+    /// The raw score `s` under the logit softcap, `softcap * tanh(s / softcap)` (in raw-score
+    /// units, so the scale still applies after). Only with `has_softcap`.
+    #[inline(always)]
+    pub fn soft_capped(&self, s: f32) -> f32 {
+        self.softcap * self.softcap_tanh(s)
     }
 
     /// The key/value head that query head `head` (= b * H + h) reads: `b * H_kv + h / kv_group`,
@@ -328,11 +416,24 @@ impl Problem {
         head * self.varlen.lse_rows as usize + row as usize
     }
 
-    /// Number of `block_n`-key tiles that queries `first_row .. first_row + block_m` need.
+    /// Number of `block_n`-key tiles that queries `first_row .. first_row + block_m` need, from
+    /// tile 0.
     #[inline(always)]
     pub fn kv_tiles(&self, first_row: u32, block_m: u32, block_n: u32) -> u32 {
         let last_row = (first_row + block_m).min(self.seq_q).max(first_row + 1) - 1;
         self.key_end(last_row).div_ceil(block_n)
+    }
+
+    /// The `block_n`-key tiles that queries `first_row .. first_row + block_m` need: (first tile,
+    /// tiles), skipping the tiles before a sliding window reaches the first row (`key_start`
+    /// grows with the row); `(0, kv_tiles)` without a left bound.
+    #[inline(always)]
+    pub fn kv_tile_range(&self, first_row: u32, block_m: u32, block_n: u32) -> (u32, u32) {
+        let first = self.key_start(first_row) / block_n;
+        (
+            first,
+            self.kv_tiles(first_row, block_m, block_n).saturating_sub(first),
+        )
     }
 }
 

@@ -53,12 +53,15 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(io: 
     }
     let mut acc = [0.0f32; DIMS_PER_LANE];
     let mut state = RowState::EMPTY;
-    for key in 0..problem.key_end(row) as usize {
+    for key in problem.key_start(row) as usize..problem.key_end(row) as usize {
         let mut partial = 0.0f32;
         for (i, x) in query.iter().enumerate() {
             partial = arch::fma(*x, T::to_f32(*k_head.add(key * kv_stride + i)), partial);
         }
-        let score = arch::warp_sum(partial);
+        let mut score = arch::warp_sum(partial);
+        if problem.has_softcap() {
+            score = problem.soft_capped(score);
+        }
         let correction = state.rescale(score, problem.scale_log2);
         let p = softmax::probability(score, problem.scale_log2, state.offset(problem.scale_log2));
         state.row_sum += p;

@@ -31,6 +31,18 @@ impl PackedRows {
         ((self.first_head + r / self.seq_q) as usize, r % self.seq_q)
     }
 
+    /// The smallest query position among packed rows `first .. first + rows` (clipped to the
+    /// packed rows; `first` must be one of them): what bounds where a sliding window starts.
+    #[inline(always)]
+    pub fn first_position(&self, first: u32, rows: u32) -> u32 {
+        let last = (first + rows).min(self.count) - 1;
+        if first / self.seq_q == last / self.seq_q {
+            first % self.seq_q
+        } else {
+            0 // the block wraps into the next head: its rows start again at position 0
+        }
+    }
+
     /// The largest query position among packed rows `first .. first + rows` (clipped to the
     /// packed rows; `first` must be one of them): what bounds the keys a causal block needs.
     #[inline(always)]
@@ -44,13 +56,21 @@ impl PackedRows {
     }
 }
 
-/// The KV tiles slice `split` of `splits` walks: `(first tile, tile count)`. Every slice but the
-/// last takes `ceil(ceil(seq_k / block_n) / splits)` tiles in order; a block whose rows see no key
-/// at or past `block_key_end` (causal) stops there, so a slice may get none.
+/// The KV tiles slice `split` of `splits` walks: `(first tile, tile count)`. The block's tiles
+/// start at the one holding `block_key_start` (a sliding window's first key for the block's first
+/// row; 0 without one); every slice but the last takes an equal share of the tiles from there to
+/// the sequence's end, in order; a block whose rows see no key at or past `block_key_end`
+/// (causal) stops there, so a slice may get none.
 #[inline(always)]
-pub fn slice_tiles(seq_k: u32, block_n: u32, splits: u32, split: u32, block_key_end: u32) -> (u32, u32) {
-    let per_split = seq_k.div_ceil(block_n).div_ceil(splits);
-    let first_tile = split * per_split;
+pub fn slice_tiles(
+    seq_k: u32,
+    block_n: u32,
+    (splits, split): (u32, u32),
+    (block_key_start, block_key_end): (u32, u32),
+) -> (u32, u32) {
+    let start_tile = block_key_start / block_n;
+    let per_split = (seq_k.div_ceil(block_n) - start_tile).div_ceil(splits);
+    let first_tile = start_tile + split * per_split;
     let end_tile = (first_tile + per_split).min(block_key_end.div_ceil(block_n));
     (first_tile, end_tile.saturating_sub(first_tile))
 }

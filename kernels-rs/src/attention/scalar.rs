@@ -116,9 +116,13 @@ pub unsafe fn flash_scalar<
 
         let mut scores = tile_scores::<T, D, VEC, ROWS, KEYS>(q_smem, warp, kv.k_tile(stage));
         for (r, row_scores) in scores.iter_mut().enumerate() {
-            let key_end = problem.key_end(my_first_row + r as u32);
+            let row = my_first_row + r as u32;
+            let keys = problem.key_start(row)..problem.key_end(row);
             for (j, s) in row_scores.iter_mut().enumerate() {
-                if first_key + lane + 32 * j as u32 >= key_end {
+                if problem.has_softcap() {
+                    *s = problem.soft_capped(*s);
+                }
+                if !keys.contains(&(first_key + lane + 32 * j as u32)) {
                     *s = f32::NEG_INFINITY;
                 }
             }

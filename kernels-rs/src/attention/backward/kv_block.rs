@@ -151,17 +151,18 @@ unsafe fn scores<T: Element, const D: usize, const STAGES: usize, const HALF_TIL
             let query = 32 * half + 8 * j as u32 + 2 * quad + pair as u32;
             let lse2 = arch::ld_shared_f32(smem.lse2(stage) + 4 * query);
             let delta = arch::ld_shared_f32(smem.delta(stage) + 4 * query);
-            let key_end = problem.key_end(row0 + query);
+            let keys = problem.key_start(row0 + query)..problem.key_end(row0 + query);
             for row_half in 0..2 {
                 let e = 2 * row_half + pair;
                 let key = key0 + 16 * band + group + 8 * row_half as u32;
-                let p = if key < key_end {
-                    arch::exp2(arch::fma(s[j][e], problem.scale_log2, -lse2))
+                let (score, slope) = problem.capped_with_slope(s[j][e]);
+                let p = if keys.contains(&key) {
+                    arch::exp2(arch::fma(score, problem.scale_log2, -lse2))
                 } else {
                     0.0
                 };
                 s[j][e] = p;
-                dp[j][e] = p * (dp[j][e] - delta);
+                dp[j][e] = p * slope * (dp[j][e] - delta);
             }
         }
         for row_half in 0..2 {

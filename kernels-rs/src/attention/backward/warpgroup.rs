@@ -38,12 +38,17 @@ const QUERY_STEPS: usize = BLOCK_M as usize / 16;
 /// A 64 x 64 accumulator's registers per thread: S^T, dP^T and a warpgroup's part of dQ.
 const SQUARE_REGS: usize = 32;
 
-/// Exports the main kernel for one element type and head dim as `$main`; the host launches it in
-/// place of `flash_backward_d<D>_<dtype>` on sm_90 (`src/backward.rs`).
+/// Exports the main kernel for one element type and head dim as `$main`, and as `$capped` for
+/// problems with a logit softcap (a compile-time choice, so that the plain kernel keeps its
+/// registers); the host launches one of them in place of `flash_backward_d<D>_<dtype>` on sm_90
+/// (`src/backward.rs`).
 macro_rules! flash_backward_wgmma {
-    ($main:ident, $t:ty, d = $d:literal) => {
+    ($main:ident $capped:ident, $t:ty, d = $d:literal) => {
         with_backward_params!(backward_entry!($main, |a|
-            $crate::attention::backward::warpgroup::kv_block_wgmma::<$t, $d, { $d / 2 }>(
+            $crate::attention::backward::warpgroup::kv_block_wgmma::<$t, $d, { $d / 2 }, false>(
+                a.grads($d), a.problem(), a.deterministic != 0);));
+        with_backward_params!(backward_entry!($capped, |a|
+            $crate::attention::backward::warpgroup::kv_block_wgmma::<$t, $d, { $d / 2 }, true>(
                 a.grads($d), a.problem(), a.deterministic != 0);));
     };
 }
@@ -132,19 +137,53 @@ unsafe fn issue<const D: usize>(g: &Grads, problem: &Problem, smem: Smem<D>, wal
     }
 }
 
+/// The query rows that see this thread's two keys (`key`, `key + 8`): `Problem::rows_seeing`.
+#[derive(Clone, Copy)]
+struct KeyRows {
+    first: [u32; 2],
+    end: [u32; 2],
+}
+
+impl KeyRows {
+    #[inline(always)]
+    fn new(problem: &Problem, key: u32) -> Self {
+        let (first0, end0) = problem.rows_seeing(key);
+        let (first1, end1) = problem.rows_seeing(key + 8);
+        KeyRows {
+            first: [first0, first1],
+            end: [end0, end1],
+        }
+    }
+
+    /// Whether every row of the tile from `row0` sees both keys.
+    #[inline(always)]
+    fn whole(&self, row0: u32) -> bool {
+        let first = self.first[0].max(self.first[1]);
+        let end = self.end[0].min(self.end[1]);
+        first <= row0 && row0 + BLOCK_M <= end
+    }
+}
+
 /// Step 1's second half, in place: S^T becomes P^T and dP^T becomes dS^T for this thread's keys
-/// (`key`, `key + 8` of the head) and the tile's queries from `row0`. `whole`: every row of the
-/// tile sees every key of the block, so no mask is needed.
+/// (`key`, `key + 8` of the head, whose rows `rows` says) and the tile's queries from `row0`.
+/// `whole`: every row of the tile sees both keys, so no mask is needed. `SOFTCAP`: the scores go
+/// through the problem's softcap, and dS takes its slope.
 ///
 /// # Safety
 /// The stage's statistics have landed.
 #[inline(always)]
-unsafe fn probabilities(
+unsafe fn probabilities<const SOFTCAP: bool>(
     problem: &Problem,
     (s, dp): (&mut [f32; SQUARE_REGS], &mut [f32; SQUARE_REGS]),
     (lse2, delta): (SharedAddr, SharedAddr),
-    (row0, key, whole): (u32, u32, bool),
+    (row0, rows, whole): (u32, KeyRows, bool),
 ) {
+    if SOFTCAP {
+        // tanh(S^T / softcap) in place: the capped score and the slope are then a multiply each.
+        for x in s.iter_mut() {
+            *x = problem.softcap_tanh(*x);
+        }
+    }
     let quad = arch::lane_id() % 4;
     for j in 0..SQUARE_REGS / 4 {
         // Columns 8j + 2 quad and the next: one 8-byte load of each statistic.
@@ -157,20 +196,22 @@ unsafe fn probabilities(
             )
         };
         for pair in 0..2 {
-            let key_end = if whole {
-                u32::MAX
-            } else {
-                problem.key_end(row0 + query + pair as u32)
-            };
+            let row = row0 + query + pair as u32;
             for half in 0..2 {
                 let e = 4 * j + 2 * half + pair;
-                let p = if key + 8 * (half as u32) < key_end {
-                    arch::exp2(arch::fma(s[e], problem.scale_log2, -lse2[pair]))
+                // With a softcap, s holds tanh: the score is softcap tanh, and the derivative of
+                // softcap tanh(x / softcap) in x is 1 - tanh^2.
+                let (score, slope) = match SOFTCAP {
+                    true => (problem.softcap * s[e], 1.0 - s[e] * s[e]),
+                    false => (s[e], 1.0),
+                };
+                let p = if whole || (row >= rows.first[half] && row < rows.end[half]) {
+                    arch::exp2(arch::fma(score, problem.scale_log2, -lse2[pair]))
                 } else {
                     0.0
                 };
                 s[e] = p;
-                dp[e] = p * (dp[e] - delta[pair]);
+                dp[e] = p * slope * (dp[e] - delta[pair]);
             }
         }
     }
@@ -363,9 +404,9 @@ unsafe fn write_d_k_d_v<T: Element, const D: usize, const O_REGS: usize>(
 /// Launched as `backward_launch.rs` says for this kernel: every buffer as long as the shape makes
 /// it (the workspace prepared by `prepare` earlier in the stream), grid `(ceil(S_k / BLOCK_N),
 /// B*H_kv over y and z)`, `THREADS` threads, `warpgroup::bytes(D)` bytes of dynamic shared memory,
-/// an sm_90a device. `O_REGS` is `D / 2`.
+/// an sm_90a device. `O_REGS` is `D / 2`; `SOFTCAP` says whether the problem has a softcap.
 #[inline(always)]
-pub unsafe fn kv_block_wgmma<T: Element, const D: usize, const O_REGS: usize>(
+pub unsafe fn kv_block_wgmma<T: Element, const D: usize, const O_REGS: usize, const SOFTCAP: bool>(
     g: Grads,
     problem: Problem,
     deterministic: bool,
@@ -388,6 +429,7 @@ pub unsafe fn kv_block_wgmma<T: Element, const D: usize, const O_REGS: usize>(
     let warpgroup_key0 = WARPGROUP_KEYS * warpgroup;
     // This thread's rows of S^T, dK and dV: keys `key` and `key + 8` of the head.
     let key = walk.key0 + warpgroup_key0 + 16 * (warp % 4) + arch::lane_id() / 4;
+    let key_rows = KeyRows::new(&problem, key);
 
     // K and V of the block's keys (rows past S_k are zeros), with the first tile.
     // Safety: rows of the block's KV head into the K and V tiles, nobody reading them yet.
@@ -448,16 +490,11 @@ pub unsafe fn kv_block_wgmma<T: Element, const D: usize, const O_REGS: usize>(
         }
         arch::wgmma_wait::<0>(&mut s);
         arch::wgmma_wait::<0>(&mut dp);
-        // key_end grows with the row: if the tile's first row sees all the block's keys, all do.
-        let whole = walk.key0 + BLOCK_N <= problem.key_end(row0);
+        let whole = key_rows.whole(row0);
         // Safety: the stage's statistics landed with its tiles.
         unsafe {
-            probabilities(
-                &problem,
-                (&mut s, &mut dp),
-                (smem.lse2(stage), smem.delta(stage)),
-                (row0, key, whole),
-            );
+            let statistics = (smem.lse2(stage), smem.delta(stage));
+            probabilities::<SOFTCAP>(&problem, (&mut s, &mut dp), statistics, (row0, key_rows, whole));
         }
 
         // Safety: the whole warpgroup; the stage's tiles landed; dS^T is free.

@@ -199,9 +199,13 @@ pub unsafe fn flash_decode<
     let (row_block, split) = (arch::block_idx_x() % row_blocks, arch::block_idx_x() / row_blocks);
     let first_row = row_block * block_m;
 
-    // This split's whole KV tiles, trimmed to the keys the block's rows can see (causal).
-    let block_key_end = problem.key_end(rows.last_position(first_row, block_m));
-    let (first_tile, tiles) = slice_tiles(problem.seq_k, BLOCK_N as u32, splits, split, block_key_end);
+    // This split's whole KV tiles, trimmed to the keys the block's rows can see (causal, a
+    // sliding window).
+    let block_keys = (
+        problem.key_start(rows.first_position(first_row, block_m)),
+        problem.key_end(rows.last_position(first_row, block_m)),
+    );
+    let (first_tile, tiles) = slice_tiles(problem.seq_k, BLOCK_N as u32, (splits, split), block_keys);
     let first_key = first_tile * BLOCK_N as u32;
 
     let (q_smem, kv_smem) = smem_plan::<P, D, BLOCK_N, STAGES>(block_m);
@@ -210,17 +214,18 @@ pub unsafe fn flash_decode<
 
     // Every warp holds all the block's rows; a row past the packed ones sees every key (its
     // zero query gives finite scores, and it is never written).
-    let key_end = |row: u32| {
+    let key_range = |row: u32| {
         if first_row + row < rows.count {
-            problem.key_end(rows.place(first_row + row).1)
+            let position = rows.place(first_row + row).1;
+            (problem.key_start(position), problem.key_end(position))
         } else {
-            problem.seq_k
+            (0, problem.seq_k)
         }
     };
     let walk = KeyWalk {
         first_key,
         tiles,
-        softmax: FragmentSoftmax::<ROW_TILES>::with_key_ends(&problem, 0, key_end),
+        softmax: FragmentSoftmax::<ROW_TILES>::with_key_ranges(&problem, 0, key_range),
         q_smem,
     };
     let (softmax, o_acc) = if by_copy_engine::<P>() {

@@ -307,7 +307,7 @@ fn single_tiles<const D: usize, const PERSISTENT: bool>(
     } else {
         arch::block_idx_x() * block_m
     };
-    problem.kv_tiles(first_row, block_m, block_n)
+    problem.kv_tile_range(first_row, block_m, block_n).1
 }
 
 /// The problem of `work`: with `PERSISTENT` and `VARLEN`, its sequence's (`Varlen::problem`,
@@ -367,6 +367,7 @@ unsafe fn descaled<I: Operand>(problem: &Problem, head: usize) -> (Problem, f32)
     }
     // Safety: the caller's contract.
     let [q, k, v] = unsafe { problem.descales(head) };
+    // (The host refuses a softcap for e4m3 inputs: in their raw units it would differ per head.)
     let scaled = Problem {
         scale_log2: problem.scale_log2 * q * k,
         ..*problem

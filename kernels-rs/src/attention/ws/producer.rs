@@ -100,9 +100,9 @@ unsafe fn produce<G: WarpgroupShape, const STAGES: usize, const PERSISTENT: bool
             q_row,
             q_head,
         );
-        let (first_tile, tiles) = work
-            .split
-            .range(problem.kv_tiles(first_row, block_m, G::KEYS as u32));
+        let (window_tile, window_tiles) = problem.kv_tile_range(first_row, block_m, G::KEYS as u32);
+        let (first_tile, tiles) = work.split.range(window_tiles);
+        let first_tile = window_tile + first_tile;
         for t in 0..tiles {
             let (stage, parity) = slot::<STAGES>(ring + t);
             let first_key = problem.varlen.k_start + (first_tile + t) * G::KEYS as u32;
@@ -200,7 +200,7 @@ unsafe fn transpose_v_tiles<
         let _ = i;
         let (_, tiles) = work
             .split
-            .range(problem.kv_tiles(work.first_row, block_m, G::KEYS as u32));
+            .range(problem.kv_tile_range(work.first_row, block_m, G::KEYS as u32).1);
         for t in 0..tiles {
             let (stage, parity) = slot::<STAGES>(ring + t);
             let (tile, tile_parity) = plan.v_rows_slot(ring + t);

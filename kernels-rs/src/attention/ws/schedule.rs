@@ -176,15 +176,17 @@ impl<const PERSISTENT: bool, const VARLEN: bool> Schedule<PERSISTENT, VARLEN> {
         }
     }
 
-    /// The KV tiles of `work`: (first tile, tiles).
+    /// The KV tiles of `work`: (first tile, tiles), from the first a sliding window reaches
+    /// (`Problem::kv_tile_range`, as the producer counts them).
     #[inline(always)]
     pub(super) fn tiles(&self, problem: &Problem, work: &Work) -> (u32, u32) {
-        let tiles = if PERSISTENT {
-            problem.kv_tiles(work.first_row, self.block_m, self.block_n)
+        let (window_tile, tiles) = if PERSISTENT {
+            problem.kv_tile_range(work.first_row, self.block_m, self.block_n)
         } else {
-            self.tiles
+            (problem.key_start(work.first_row) / self.block_n, self.tiles)
         };
-        work.split.range(tiles)
+        let (first, tiles) = work.split.range(tiles);
+        (window_tile + first, tiles)
     }
 
     #[inline(always)]
