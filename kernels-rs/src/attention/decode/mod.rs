@@ -132,6 +132,28 @@ macro_rules! flash_decode_varlen {
     };
 }
 
+/// The keys the block's packed rows `first_row .. first_row + block_m` can see (causal, a sliding
+/// window): from its first position's `key_start` to its last position's `key_end`.
+#[inline(always)]
+fn block_keys(problem: &Problem, rows: &PackedRows, first_row: u32, block_m: u32) -> (u32, u32) {
+    (
+        problem.key_start(rows.first_position(first_row, block_m)),
+        problem.key_end(rows.last_position(first_row, block_m)),
+    )
+}
+
+/// Packed row `row`'s keys; a row past the packed ones sees every key (its zero query gives finite
+/// scores, and it is never written).
+#[inline(always)]
+fn row_keys(problem: &Problem, rows: &PackedRows, row: u32) -> (u32, u32) {
+    if row < rows.count {
+        let position = rows.place(row).1;
+        (problem.key_start(position), problem.key_end(position))
+    } else {
+        (0, problem.seq_k)
+    }
+}
+
 /// # Safety
 /// Launched as `attention`'s calling convention says for Q, K, V, the output and the LSE, but with
 /// the grid `(row blocks x kv_splits, KV heads on y/z)`, row blocks = `ceil(group * S_q / 16 /
@@ -199,12 +221,8 @@ pub unsafe fn flash_decode<
     let (row_block, split) = (arch::block_idx_x() % row_blocks, arch::block_idx_x() / row_blocks);
     let first_row = row_block * block_m;
 
-    // This split's whole KV tiles, trimmed to the keys the block's rows can see (causal, a
-    // sliding window).
-    let block_keys = (
-        problem.key_start(rows.first_position(first_row, block_m)),
-        problem.key_end(rows.last_position(first_row, block_m)),
-    );
+    // This split's whole KV tiles, trimmed to the keys the block's rows can see.
+    let block_keys = block_keys(&problem, &rows, first_row, block_m);
     let (first_tile, tiles) = slice_tiles(problem.seq_k, BLOCK_N as u32, (splits, split), block_keys);
     let first_key = first_tile * BLOCK_N as u32;
 
@@ -212,16 +230,8 @@ pub unsafe fn flash_decode<
 
     load_packed_q::<D>(q_smem, q, &problem, &rows, (first_row, block_m), thread, threads);
 
-    // Every warp holds all the block's rows; a row past the packed ones sees every key (its
-    // zero query gives finite scores, and it is never written).
-    let key_range = |row: u32| {
-        if first_row + row < rows.count {
-            let position = rows.place(first_row + row).1;
-            (problem.key_start(position), problem.key_end(position))
-        } else {
-            (0, problem.seq_k)
-        }
-    };
+    // Every warp holds all the block's rows.
+    let key_range = |row: u32| row_keys(&problem, &rows, first_row + row);
     let walk = KeyWalk {
         first_key,
         tiles,
