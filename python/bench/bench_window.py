@@ -12,11 +12,11 @@ without skipping). Inputs are [B, S, H, D] for both.
 
 import argparse
 import json
-import statistics
 
 import torch
 
 import flashrs
+from bench_backward import load_fa4, median_us
 
 # (name, B, H, H_kv, S_q, S_k, D, causal, window_size, softcap)
 CASES = [
@@ -28,29 +28,6 @@ CASES = [
     ("decode causal", 32, 32, 8, 1, 32768, 128, True, (-1, -1), 0.0),
     ("decode window 4096", 32, 32, 8, 1, 32768, 128, True, (4096, 0), 0.0),
 ]
-
-
-def median_us(fn, iters, warmup=3):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
-
-
-def load_fa4():
-    try:
-        from flash_attn.cute.interface import flash_attn_func
-
-        return flash_attn_func, None
-    except Exception as exc:  # not installed on this machine
-        return None, f"flash_attn.cute not importable: {str(exc).splitlines()[0]}"
 
 
 def main():

@@ -143,16 +143,10 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     }
 
     /// As `new`, for a warp whose rows are not consecutive query positions (`flash_decode` packs
-    /// the query heads that share a KV head into one tile): `key_end(row)` is the key end of the
-    /// warp's row `row` (counted from `warp_first_row`, as `row` returns them). Masking is then
-    /// skipped below the smallest key end of any of the warp's rows, not only its first.
-    #[inline(always)]
-    pub fn with_key_ends(problem: &Problem, warp_first_row: u32, key_end: impl Fn(u32) -> u32) -> Self {
-        Self::with_key_ranges(problem, warp_first_row, |row| (0, key_end(row)))
-    }
-
-    /// `with_key_ends` with each row's first key too (a sliding window): `bounds(row)` is the
-    /// warp's row `row`'s `(key_start, key_end)`.
+    /// the query heads that share a KV head into one tile): `bounds(row)` is the warp's row
+    /// `row`'s `(key_start, key_end)` (counted from `warp_first_row`, as `row` returns them).
+    /// Masking is then skipped only between the largest key start and the smallest key end of any
+    /// of the warp's rows.
     #[inline(always)]
     pub fn with_key_ranges(
         problem: &Problem,

@@ -268,12 +268,6 @@ impl Problem {
         (first as u32, end.max(first) as u32)
     }
 
-    /// Whether keys are masked at the start of some rows (a sliding window's left bound).
-    #[inline(always)]
-    pub fn has_left_bound(&self) -> bool {
-        self.window_left != 0
-    }
-
     /// Whether the scores go through the logit softcap (`soft_capped`).
     #[inline(always)]
     pub fn has_softcap(&self) -> bool {
