@@ -281,6 +281,67 @@ impl std::fmt::Debug for LseBuffer {
     }
 }
 
+/// Attention sinks on the GPU (GPT-OSS's): one logit per query head, in the units of the scaled
+/// scores (`scale * q.k`), that joins each of the head's rows' softmax denominators and adds no
+/// value: `out_i = sum_j e^(s_ij) v_j / (e^sink + sum_j e^(s_ij))`, and the log-sum-exp includes
+/// it. Given to a call by [`Attention::sinks`]; `-inf` is no sink for that head.
+pub struct Sinks {
+    data: CudaSlice<f32>,
+}
+
+impl Sinks {
+    /// Copies one logit per query head to `gpu`. A NaN or `+inf` logit is an error.
+    pub fn from_host(gpu: &Gpu, logits: &[f32]) -> Result<Self> {
+        if let Some(bad) = logits.iter().find(|x| x.is_nan() || **x == f32::INFINITY) {
+            return Err(Error::InvalidProblem(format!(
+                "attention sinks must be finite or -inf, got {bad}"
+            )));
+        }
+        if logits.is_empty() {
+            return Err(Error::InvalidProblem(
+                "attention sinks: one per query head, got none".into(),
+            ));
+        }
+        Ok(Sinks {
+            data: gpu.stream().clone_htod(logits)?,
+        })
+    }
+
+    /// The logits, after the work already enqueued on them.
+    pub fn to_host(&self) -> Result<Vec<f32>> {
+        Ok(self.data.stream().clone_dtoh(&self.data)?)
+    }
+
+    /// Query heads they are for.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Never true (a `Sinks` holds at least one logit); for clippy's `len_without_is_empty`.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Refuses sinks made for another number of query heads than `heads`.
+    fn check(&self, heads: usize, shape: &dyn std::fmt::Display) -> Result<()> {
+        match self.len() == heads {
+            true => Ok(()),
+            false => Err(Error::Length {
+                what: "sinks",
+                expected: heads,
+                actual: self.len(),
+                shape: shape.to_string(),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Sinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sinks({})", self.len())
+    }
+}
+
 /// Starts an attention call `softmax(scale * Q K^T) V` on `q` (`[B, H, S_q, D]`) with keys `k`
 /// and values `v` (both `[B, H_kv, S_k, D]`). `H_kv` dividing `H` is grouped-query attention
 /// (multi-query when 1); `S_q` and `S_k` may differ. All three share one layout, which the
@@ -380,6 +441,7 @@ pub struct Attention<'a, T: Element, I = DenseInputs<'a, T>> {
     inputs: I,
     params: Params,
     lse: Option<&'a mut LseBuffer>,
+    sinks: Option<&'a Sinks>,
     kernel: Option<&'static VariantSpec>,
     _element: PhantomData<T>,
 }
@@ -394,6 +456,7 @@ impl<'a, T: Element, I> Attention<'a, T, I> {
                 ..Params::default()
             },
             lse: None,
+            sinks: None,
             kernel: None,
             _element: PhantomData,
         }
@@ -436,6 +499,18 @@ impl<'a, T: Element, I> Attention<'a, T, I> {
         self
     }
 
+    /// Attention sinks, one per query head ([`Sinks`]): each row's softmax denominator also
+    /// counts its head's sink. None by default.
+    pub fn sinks(mut self, sinks: &'a Sinks) -> Self {
+        self.sinks = Some(sinks);
+        self
+    }
+
+    /// Refuses sinks made for another number of query heads.
+    fn check_sinks(&self, heads: usize, shape: &dyn std::fmt::Display) -> Result<()> {
+        self.sinks.map_or(Ok(()), |sinks| sinks.check(heads, shape))
+    }
+
     /// Runs `variant` (one of [`crate::VARIANTS`] or the experimental ones) instead of the
     /// library's choice; for varlen and paged calls it must have such an entry point (else a
     /// typed error before anything runs).
@@ -465,7 +540,8 @@ impl<'a, T: Element> Attention<'a, T> {
         let DenseInputs { q, k, v } = self.inputs;
         let stream = gpu.stream();
         let lse = self.lse.map(|lse| &mut lse.data);
-        let (raw, _guards) = lend(stream, [&q.data, &k.data, &v.data], &mut out.data, lse)?;
+        let sinks = self.sinks.map(|sinks| &sinks.data);
+        let (raw, _guards) = lend(stream, [&q.data, &k.data, &v.data], &mut out.data, lse, sinks)?;
         // Safety (the contract of `tensors_from_raw`): `lend`'s buffers (see there), held for
         // this whole function, longer than the `Tensors`.
         let strides = [q, k, v].map(|t| Strides::contiguous(t.layout, t.dims));
@@ -477,14 +553,16 @@ impl<'a, T: Element> Attention<'a, T> {
     /// Every check between the tensors, before anything is allocated or launched.
     fn plan(&self, out: Option<Operand>) -> Result<Shape> {
         let DenseInputs { q, k, v } = self.inputs;
-        plan(
+        let shape = plan(
             q.operand(),
             k.operand(),
             v.operand(),
             out,
             self.lse.as_ref().map(|lse| lse.dims),
             self.params,
-        )
+        )?;
+        self.check_sinks(shape.heads, &shape)?;
+        Ok(shape)
     }
 }
 
@@ -510,7 +588,14 @@ impl<'a, T: Element> Attention<'a, T, VarlenInputs<'a, T>> {
         };
         let kernel = gpu.varlen_kernel(variant, d, T::DTYPE, false)?;
         let lse = self.lse.map(|lse| &mut lse.data);
-        let (raw, _guards) = lend(gpu.stream(), [&q.data, &k.data, &v.data], &mut out.data, lse)?;
+        let sinks = self.sinks.map(|sinks| &sinks.data);
+        let (raw, _guards) = lend(
+            gpu.stream(),
+            [&q.data, &k.data, &v.data],
+            &mut out.data,
+            lse,
+            sinks,
+        )?;
         // Safety (the contract of `varlen_tensors_lent`): `lend`'s buffers (see there), held for
         // this whole function, longer than the tensors.
         let mut tensors = unsafe { gpu.varlen_tensors_lent(batch.clone(), heads, T::DTYPE, raw) }?;
@@ -520,13 +605,15 @@ impl<'a, T: Element> Attention<'a, T, VarlenInputs<'a, T>> {
 
     fn plan(&self, out: Option<[usize; 3]>) -> Result<(usize, usize, usize)> {
         let VarlenInputs { q, k, v, batch } = self.inputs;
-        plan_varlen(
+        let heads = plan_varlen(
             [q.dims, k.dims, v.dims],
             out,
             self.lse.as_ref().map(|lse| lse.dims),
             batch,
             self.params,
-        )
+        )?;
+        self.check_sinks(heads.0, &format!("{:?}", q.dims))?;
+        Ok(heads)
     }
 }
 
@@ -552,7 +639,14 @@ impl<'a, T: Element> Attention<'a, T, PagedInputs<'a, T>> {
         };
         let kernel = gpu.paged_kernel(variant, shape.head_dim, T::DTYPE, false)?;
         let lse = self.lse.map(|lse| &mut lse.data);
-        let (raw, _guards) = lend(gpu.stream(), [&q.data, &k.data, &v.data], &mut out.data, lse)?;
+        let sinks = self.sinks.map(|sinks| &sinks.data);
+        let (raw, _guards) = lend(
+            gpu.stream(),
+            [&q.data, &k.data, &v.data],
+            &mut out.data,
+            lse,
+            sinks,
+        )?;
         // Safety (the contract of `paged_tensors_lent`): `lend`'s buffers (see there), held for
         // this whole function, longer than the tensors.
         let mut tensors = unsafe { gpu.paged_tensors_lent(q.layout, shape, T::DTYPE, cache.clone(), raw) }?;
@@ -562,14 +656,16 @@ impl<'a, T: Element> Attention<'a, T, PagedInputs<'a, T>> {
 
     fn plan(&self, out: Option<Operand>) -> Result<Shape> {
         let PagedInputs { q, k, v, cache } = self.inputs;
-        plan_paged(
+        let shape = plan_paged(
             q.operand(),
             [k.dims, v.dims],
             out,
             self.lse.as_ref().map(|lse| lse.dims),
             cache,
             self.params,
-        )
+        )?;
+        self.check_sinks(shape.heads, &shape)?;
+        Ok(shape)
     }
 }
 
@@ -591,6 +687,7 @@ fn lend<'s, T: Element>(
     [q, k, v]: [&'s CudaSlice<T>; 3],
     out: &'s mut CudaSlice<T>,
     lse: Option<&'s mut CudaSlice<f32>>,
+    sinks: Option<&'s CudaSlice<f32>>,
 ) -> Result<(RawTensors, Vec<SyncOnDrop<'s>>)> {
     let on_stream = |what, other: &CudaStream| {
         if *other == **stream {
@@ -606,7 +703,10 @@ fn lend<'s, T: Element>(
     if let Some(lse) = &lse {
         on_stream("lse", lse.stream())?;
     }
-    let mut guards = Vec::with_capacity(5);
+    if let Some(sinks) = sinks {
+        on_stream("sinks", sinks.stream())?;
+    }
+    let mut guards = Vec::with_capacity(6);
     let mut read = |slice: &'s CudaSlice<T>| {
         let (ptr, guard) = slice.device_ptr(stream);
         guards.push(guard);
@@ -622,12 +722,18 @@ fn lend<'s, T: Element>(
         guards.push(guard);
         RawBuffer::new(ptr, len)
     });
+    let sinks = sinks.map(|sinks| {
+        let (ptr, guard) = sinks.device_ptr(stream);
+        guards.push(guard);
+        RawBuffer::new(ptr, sinks.len())
+    });
     let raw = RawTensors {
         q,
         k,
         v,
         out: RawBuffer::new(out_ptr, out_len),
         lse,
+        sinks,
     };
     Ok((raw, guards))
 }
@@ -781,6 +887,9 @@ pub struct RawOptions {
     pub window: Window,
     /// Logit softcap ([`Params::softcap`]); `None` for none.
     pub softcap: Option<f32>,
+    /// The device address of the attention sinks, `[H]` fp32 (one per query head, as
+    /// [`Sinks`] holds them), or `None`. The raw entry points read `H` floats there.
+    pub sinks: Option<u64>,
 }
 
 impl From<RawOptions> for Params {
@@ -861,6 +970,7 @@ pub fn check_views<T: Element>(
         ("v", v.ptr, span(v)?),
     ];
     buffers.extend(out.map(|out| ("out", out.ptr, bytes(shape.q_len()))));
+    buffers.extend(options.sinks.map(|ptr| ("sinks", ptr, 4 * shape.heads as u128)));
     check_addresses(&buffers, lse.map(|ptr| (ptr, 4 * lse_rows as u128)))?;
     Ok(shape)
 }
@@ -908,6 +1018,7 @@ pub(crate) fn check_addresses(buffers: &[(&'static str, u64, u128)], lse: Option
 fn raw_tensors<T: Element>(
     [q, k, v, out]: [&TensorView<'_, T>; 4],
     lse: Option<u64>,
+    sinks: Option<u64>,
     shape: Shape,
 ) -> RawTensors {
     // Each input holds what its strides reach (`check_views` checked the extents fit in `usize`).
@@ -918,6 +1029,7 @@ fn raw_tensors<T: Element>(
         v: RawBuffer::new(v.ptr, extent(v)),
         out: RawBuffer::new(out.ptr, shape.q_len()),
         lse: lse.map(|ptr| RawBuffer::new(ptr, shape.lse_len().unwrap_or(0))),
+        sinks: sinks.map(|ptr| RawBuffer::new(ptr, shape.heads)),
     }
 }
 
@@ -962,7 +1074,7 @@ pub unsafe fn attention_raw<T: Element>(
     stream: *mut std::ffi::c_void,
 ) -> Result<&'static VariantSpec> {
     let shape = check_views(&q, &k, &v, Some(&out), lse, options)?;
-    let raw = raw_tensors([&q, &k, &v, &out], lse, shape);
+    let raw = raw_tensors([&q, &k, &v, &out], lse, options.sinks, shape);
     // The call makes `gpu`'s context current (the legacy stream is the current context's); the
     // caller's (torch's current device, say) is current again when it returns.
     let _restore = CurrentContext::save()?;
@@ -1767,7 +1879,7 @@ mod tests {
         lse: Option<u64>,
     ) -> Result<(Shape, RawTensors)> {
         let shape = check_views(&q, &k, &v, Some(&out), lse, RawOptions::default())?;
-        Ok((shape, raw_tensors([&q, &k, &v, &out], lse, shape)))
+        Ok((shape, raw_tensors([&q, &k, &v, &out], lse, None, shape)))
     }
 
     #[test]

@@ -72,6 +72,9 @@ impl BackwardOptions {
             scale: self.scale,
             window: self.window,
             softcap: self.softcap,
+            // The forward's sinks are in its log-sum-exp, which is all the backward needs of
+            // them for dQ, dK and dV (a sink's own gradient is the caller's: see `Sinks`).
+            sinks: None,
         }
     }
 }

@@ -109,7 +109,7 @@ pub mod varlen;
 pub use api::{
     attention, attention_raw, check_paged, check_varlen, check_views, fits_layout, keeping_current_context,
     layout_from_strides, paged_attention, varlen_attention, Attention, DeviceArray, DeviceTensor, Element,
-    LseBuffer, PackedTensor, PagedCache, RawOptions, TensorView,
+    LseBuffer, PackedTensor, PagedCache, RawOptions, Sinks, TensorView,
 };
 pub use backward::{attention_backward, attention_backward_raw, BackwardOptions, BackwardViews};
 pub use decode::{DecodeOptions, SplitSource};

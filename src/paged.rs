@@ -205,6 +205,8 @@ pub struct PagedTensors {
     v: DeviceBuffer<u16>,
     out: DeviceBuffer<u16>,
     lse: Option<DeviceBuffer<f32>>,
+    /// Each query head's attention sink (`[H]` fp32), read when present.
+    sinks: Option<DeviceBuffer<f32>>,
     /// The device copies of `cache`'s table and lengths, staged at each launch.
     block_table: Option<crate::staging::Staged>,
     seqlens_k: Option<crate::staging::Staged>,
@@ -423,7 +425,21 @@ impl Gpu {
         let buffers = [borrow(raw.q), borrow(raw.k), borrow(raw.v), borrow(raw.out)];
         // Safety: as above.
         let lse = raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) });
-        Ok(self.assemble_paged(stream, (layout, shape, dtype), cache, buffers, lse))
+        // Safety: as above.
+        if let Some(sinks) = raw.sinks.filter(|sinks| sinks.len != shape.heads) {
+            return Err(Error::Length {
+                what: "sinks",
+                expected: shape.heads,
+                actual: sinks.len,
+                shape: shape.to_string(),
+            });
+        }
+        let sinks = raw
+            .sinks
+            .map(|sinks| unsafe { DeviceBuffer::borrowed(stream, sinks) });
+        let mut tensors = self.assemble_paged(stream, (layout, shape, dtype), cache, buffers, lse);
+        tensors.sinks = sinks;
+        Ok(tensors)
     }
 
     /// The tensors around Q, the caches and the output (`buffers`, in that order), on `stream`.
@@ -441,6 +457,7 @@ impl Gpu {
             v,
             out,
             lse,
+            sinks: None,
             block_table: None,
             seqlens_k: None,
             cache,
@@ -518,6 +535,7 @@ impl Gpu {
                 v,
                 out,
                 lse,
+                sinks,
                 block_table,
                 seqlens_k,
                 cache,
@@ -543,9 +561,8 @@ impl Gpu {
             launch.staged("seqlens_k", staged(seqlens_k)?, 4 * shape.batch, |a, p| {
                 a.seqlens_k = p
             });
-            if let Some(lse) = lse.as_deref_mut() {
-                launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
-            }
+            launch.lse(lse.as_deref_mut(), shape.lse_len());
+            launch.sinks(sinks.as_deref(), shape.heads);
             if let Some(log) = barrier_log {
                 launch.writes(
                     "barrier log",

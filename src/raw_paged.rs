@@ -104,6 +104,7 @@ pub fn check_paged_views<T: Element>(
     ];
     buffers.extend(out.map(|out| ("out", out.ptr(), bytes(shape.q_len()))));
     let lse_bytes = 4 * shape.lse_len().unwrap_or(usize::MAX) as u128;
+    buffers.extend(options.sinks.map(|ptr| ("sinks", ptr, 4 * shape.heads as u128)));
     check_addresses(&buffers, lse.map(|ptr| (ptr, lse_bytes)))?;
     Ok(shape)
 }
@@ -152,6 +153,7 @@ pub unsafe fn paged_attention_raw<T: Element>(
         v: RawBuffer::new(v_cache.ptr, v_cache.elements()),
         out: RawBuffer::new(out.ptr(), shape.q_len()),
         lse: lse.map(|ptr| RawBuffer::new(ptr, shape.lse_len().unwrap_or(0))),
+        sinks: options.sinks.map(|ptr| RawBuffer::new(ptr, shape.heads)),
     };
     // Safety (the contract of `paged_tensors_on`): the views address allocations of this GPU's
     // context holding the elements their dims say, which `check_paged_views` checked against the

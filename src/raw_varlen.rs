@@ -99,6 +99,7 @@ pub fn check_packed_views<T: Element>(
     ];
     buffers.extend(out.map(|out| ("out", out.ptr, out.bytes())));
     let lse_bytes = 4 * heads.0 as u128 * batch.total_q() as u128;
+    buffers.extend(options.sinks.map(|ptr| ("sinks", ptr, 4 * heads.0 as u128)));
     check_addresses(&buffers, lse.map(|ptr| (ptr, lse_bytes)))?;
     Ok(heads)
 }
@@ -152,6 +153,7 @@ pub unsafe fn varlen_attention_raw<T: Element>(
         v: v.buffer(),
         out: out.buffer(),
         lse: lse.map(|ptr| RawBuffer::new(ptr, h * batch.total_q())),
+        sinks: options.sinks.map(|ptr| RawBuffer::new(ptr, h)),
     };
     // Safety (the contract of `varlen_tensors_on`): the views address allocations of this GPU's
     // context holding the elements their dims say, which `check_packed_views` checked against

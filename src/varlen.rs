@@ -218,6 +218,8 @@ pub struct VarlenTensors {
     v: DeviceBuffer<u16>,
     out: DeviceBuffer<u16>,
     lse: Option<DeviceBuffer<f32>>,
+    /// Each query head's attention sink (`[H]` fp32), read when present.
+    sinks: Option<DeviceBuffer<f32>>,
     /// The device copies of `batch`'s prefix sums, staged at each launch.
     cu_q: Option<crate::staging::Staged>,
     cu_k: Option<crate::staging::Staged>,
@@ -587,7 +589,21 @@ impl Gpu {
         let buffers = [borrow(raw.q), borrow(raw.k), borrow(raw.v), borrow(raw.out)];
         // Safety: as above.
         let lse = raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) });
-        Ok(self.assemble_varlen(stream, batch, heads, dtype, buffers, lse))
+        if let Some(sinks) = raw.sinks.filter(|sinks| sinks.len != heads.0) {
+            return Err(Error::Length {
+                what: "sinks",
+                expected: heads.0,
+                actual: sinks.len,
+                shape: format!("varlen, {} query heads", heads.0),
+            });
+        }
+        // Safety: as above.
+        let sinks = raw
+            .sinks
+            .map(|sinks| unsafe { DeviceBuffer::borrowed(stream, sinks) });
+        let mut tensors = self.assemble_varlen(stream, batch, heads, dtype, buffers, lse);
+        tensors.sinks = sinks;
+        Ok(tensors)
     }
 
     /// The tensors around Q, K, V and the output (`buffers`, in that order), on `stream`, with
@@ -607,6 +623,7 @@ impl Gpu {
             v,
             out,
             lse,
+            sinks: None,
             cu_q: None,
             cu_k: None,
             batch,
@@ -821,6 +838,7 @@ impl Gpu {
                 v,
                 out,
                 lse,
+                sinks,
                 cu_q,
                 cu_k,
                 maps,
@@ -841,6 +859,7 @@ impl Gpu {
                 launch.writes("lse", lse, Some(lse_len.max(1) + 2 * lse_guard), |a, p| a.lse = p);
                 launch.args_mut().lse += 4 * lse_guard as u64;
             }
+            launch.sinks(sinks.as_deref(), heads);
             if let Some(log) = barrier_log {
                 launch.writes(
                     "barrier log",

@@ -414,6 +414,7 @@ impl Owned {
             v: ptr(&self.v),
             out: ptr(&self.out),
             lse: Some(RawBuffer::new(self.lse.device_ptr(stream).0, self.lse.len())),
+            sinks: None,
         }
     }
 }

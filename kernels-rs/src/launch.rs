@@ -50,6 +50,10 @@ macro_rules! with_launch_params {
             kv_group: u32,
             /// Where each row's log-sum-exp goes (`[B, H, S_q]` fp32), or 0 for none.
             lse: u64 as *mut f32,
+            /// Attention sinks: one logit per query head (`[H]` fp32, in the units of the scaled
+            /// scores) that joins each row's softmax denominator and adds no value (GPT-OSS's
+            /// sinks); 0 for none.
+            sinks: u64 as *const f32,
             /// Query heads per batch entry (`H`).
             heads: u32,
             /// 1 when the tensors are `[B, S, H, D]`, 0 for `[B, H, S, D]`.

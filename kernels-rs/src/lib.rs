@@ -48,6 +48,7 @@ impl launch::LaunchArgs {
             softcap_inverse: self.softcap_inverse,
             kv_group: self.kv_group,
             lse: self.lse as *mut f32,
+            sinks: self.sinks as *const f32,
             heads: self.heads,
             seq_major: self.seq_major != 0,
             batch_heads: self.batch_heads,
@@ -239,6 +240,7 @@ macro_rules! softmax_rows {
                 softcap_inverse: 0.0,
                 kv_group: 1,
                 lse: core::ptr::null_mut(),
+                sinks: core::ptr::null(),
                 heads: 1,
                 seq_major: false,
                 batch_heads: 0, // unused: the row softmax has its own grid

@@ -117,6 +117,21 @@ impl RowState {
         }
     }
 
+    /// This row with an attention sink in its denominator: one more logit, `sink_log2` in the
+    /// base-2 units of the scaled scores, that adds no value. Returns the row's new state and the
+    /// factor by which its output accumulator (summed against this state's maximum) enters the
+    /// new one. A row that saw no key ends with the sink alone (output 0, log-sum-exp the sink's).
+    #[inline(always)]
+    pub fn with_sink(&self, sink_log2: f32, scale_log2: f32) -> (RowState, f32) {
+        let (max2, sum, kept) = with_sink(self.row_max * scale_log2, self.row_sum, sink_log2);
+        // A reciprocal, not a division: `div.rn.f32` has a subroutine for its slow path in SASS.
+        let state = RowState {
+            row_max: max2 * arch::recip(scale_log2),
+            row_sum: sum,
+        };
+        (state, kept)
+    }
+
     /// The factor that turns the accumulated output into the softmax average (0 for a row that
     /// saw no unmasked key).
     #[inline(always)]
@@ -133,4 +148,19 @@ impl RowState {
 #[inline(always)]
 pub fn probability(score: f32, scale_log2: f32, offset: f32) -> f32 {
     arch::exp2(arch::fma(score, scale_log2, -offset))
+}
+
+/// A row's softmax denominator with an attention sink joined, in base 2: the row's maximum `max2`
+/// (scaled, `-inf` for a row that saw no key) and its sum against it, and the sink's logit
+/// `sink_log2` (`-inf`: none). Returns the new maximum, the new sum against it, and the factor
+/// that takes what was summed against `max2` to the new maximum (1 when neither is finite).
+#[inline(always)]
+pub fn with_sink(max2: f32, sum: f32, sink_log2: f32) -> (f32, f32, f32) {
+    let top = arch::max(max2, sink_log2);
+    if top == f32::NEG_INFINITY {
+        return (max2, sum, 1.0);
+    }
+    // exp2(-inf) is 0: an empty row keeps nothing, a missing sink adds nothing.
+    let kept = arch::exp2(max2 - top);
+    (top, arch::fma(sum, kept, arch::exp2(sink_log2 - top)), kept)
 }

@@ -419,6 +419,28 @@ pub struct Comparison {
     pub elements: usize,
 }
 
+/// One row of a result without attention sinks turned into the result with its sink (GPT-OSS's:
+/// one more logit in the row's softmax denominator, with no value): the output scaled by
+/// `e^lse / (e^lse + e^sink)` and the log-sum-exp `ln(e^lse + e^sink)`. A row that saw no key
+/// ends with zeros and the sink; a sink of `-inf` changes nothing. Computed from the finished
+/// row, apart from how any kernel folds the sink into its running softmax.
+pub fn join_sink(out_row: &mut [f64], lse: &mut f64, sink: f64) {
+    let merged = match (*lse == f64::NEG_INFINITY, sink == f64::NEG_INFINITY) {
+        (true, _) => sink,
+        (false, true) => *lse,
+        (false, false) => {
+            let top = lse.max(sink);
+            top + ((*lse - top).exp() + (sink - top).exp()).ln()
+        }
+    };
+    let factor = match *lse == f64::NEG_INFINITY {
+        true => 0.0,
+        false => (*lse - merged).exp(),
+    };
+    out_row.iter_mut().for_each(|x| *x *= factor);
+    *lse = merged;
+}
+
 /// Compares `actual` with `reference`. Any non-finite value on either side, or a length mismatch,
 /// makes both errors infinite, so NaN can never pass. `rel_l2_err` divides by
 /// `max(||reference||, f64::MIN_POSITIVE)`, so an all-zero reference gives 0 for an exact match
@@ -550,6 +572,35 @@ mod tests {
         for (a, e) in actual.iter().zip(expected) {
             assert!((a - e).abs() < 1e-12, "{actual:?} vs {expected:?}");
         }
+    }
+
+    /// `join_sink` equals the softmax written out with the sink as one more term of the
+    /// denominator, for a sink below, near and above the row's scores, none, and an empty row.
+    #[test]
+    fn a_joined_sink_is_one_more_term_of_the_denominator() {
+        let (q, k, v) = (wave(4, 0.1), wave(12, 0.7), wave(12, 1.3));
+        let d = dims(1, 3, 4);
+        let scores: Vec<f64> = (0..3)
+            .map(|j| 0.5 * (0..4).map(|i| q[i] as f64 * k[4 * j + i] as f64).sum::<f64>())
+            .collect();
+        for sink in [-30.0, -0.2, 0.4, 3.0, f64::NEG_INFINITY] {
+            let mut out = attention_f64(&q, &k, &v, d, false, 0.5);
+            let mut lse = log_sum_exp_f64(&q, &k, d, false, 0.5)[0];
+            join_sink(&mut out, &mut lse, sink);
+            let total = sink.exp() + scores.iter().map(|s| s.exp()).sum::<f64>();
+            let expected: Vec<f64> = (0..4)
+                .map(|i| (0..3).map(|j| scores[j].exp() * v[4 * j + i] as f64).sum::<f64>() / total)
+                .collect();
+            assert_close(&out, &expected);
+            assert!(
+                (lse - total.ln()).abs() < 1e-12,
+                "sink {sink}: {lse} vs {}",
+                total.ln()
+            );
+        }
+        let (mut empty, mut lse) = (vec![0.0; 4], f64::NEG_INFINITY);
+        join_sink(&mut empty, &mut lse, 1.5);
+        assert_eq!((empty, lse), (vec![0.0; 4], 1.5));
     }
 
     #[test]

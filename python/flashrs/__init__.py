@@ -39,7 +39,7 @@ __all__ = ["attention", "varlen_attention", "paged_attention", "merge_states"]
 
 def attention(
     q, k, v, causal=False, scale=None, return_lse=False, layout=None, deterministic=False, window_size=(-1, -1),
-    softcap=0.0,
+    softcap=0.0, sinks=None,
 ):
     """``softmax(scale * q @ k^T) @ v`` for each batch and head, on torch's current stream.
 
@@ -64,6 +64,12 @@ def attention(
     the log-sum-exp is of the capped scores. Both apply to the backward pass too. A size below -1,
     a negative or non-finite softcap or a value of the wrong type is a ``ValueError``.
 
+    ``sinks`` (GPT-OSS's attention sinks): a ``[H]`` tensor of one logit per query head, in the
+    units of the scaled scores, that joins each of the head's rows' softmax denominators and adds
+    no value: ``out_i = sum_j e^(s_ij) v_j / (e^sink + sum_j e^(s_ij))``. The log-sum-exp includes
+    it. Any floating dtype (computed in float32); differentiable (its gradient is
+    ``-sum_i e^(sink - lse_i) rowsum(dO_i * O_i)`` over the head's rows).
+
     Returns the output, with q's dims (and q's memory order when q is contiguous in either
     order; else contiguous), and with ``return_lse`` also the
     log-sum-exp of each query row's scaled scores, ``[B, H, S_q]`` float32 (``-inf`` for a row
@@ -84,7 +90,10 @@ def attention(
     layout = "bhsd" if layout is None else str(layout)
     left, right = _window_size(window_size)
     softcap = _softcap(softcap)
+    if sinks is not None:
+        sinks = _sinks(sinks)
     wants_grad = getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)
+    wants_grad = wants_grad or getattr(sinks, "requires_grad", False)
     needs_grad = wants_grad and _grad_enabled()
     # The backward needs the log-sum-exp; it goes through the dispatcher, where autograd is.
     options = (bool(causal), scale, bool(return_lse) or needs_grad, layout, bool(deterministic), left, right, softcap)
@@ -92,10 +101,23 @@ def attention(
     # implementation directly, which skips the dispatcher's Python layers (about 24 us a call on
     # an H200 host).
     if needs_grad or _compiling():
-        out, lse = _op(q, k, v, *options)
+        out, lse = _op(q, k, v, *options, sinks)
     else:
-        out, lse, _ = _attention(q, k, v, *options[:4], (left, right), softcap)
+        out, lse, _ = _attention(q, k, v, *options[:4], (left, right), softcap, sinks)
     return (out, lse) if return_lse else out
+
+
+def _sinks(sinks):
+    """The attention sinks as the kernels read them: float32, contiguous, at a 16-byte-aligned
+    address (a copy when they are not); anything but a 1-dim floating tensor is a one-line
+    ``ValueError`` (their length, on the device, is checked with the call)."""
+    if not _is_tensor(sinks):
+        raise ValueError(f"sinks must be a torch.Tensor of one logit per query head, got {type(sinks).__name__}")
+    if sinks.dim() != 1 or not sinks.is_floating_point():
+        raise ValueError(f"sinks must be a 1-dim floating tensor [H], got {sinks.dtype} {list(sinks.shape)}")
+    if sinks.dtype != torch.float32 or not sinks.is_contiguous() or sinks.data_ptr() % 16 != 0:
+        sinks = sinks.to(torch.float32).clone(memory_format=torch.contiguous_format)
+    return sinks
 
 
 def _window_size(window_size):
@@ -146,7 +168,7 @@ def _short(value):
 
 def varlen_attention(
     q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, causal=False, scale=None,
-    return_lse=False, window_size=(-1, -1), softcap=0.0,
+    return_lse=False, window_size=(-1, -1), softcap=0.0, sinks=None,
 ):
     """``attention`` on a packed batch of sequences of their own lengths, as FlashAttention's
     ``flash_attn_varlen_func`` takes one: q is ``[total_q, H, D]``, k and v ``[total_k, H_kv, D]``
@@ -154,7 +176,7 @@ def varlen_attention(
     ``cu_seqlens[b]:cu_seqlens[b + 1]`` of each (``B + 1`` int32 prefix sums, 0 first, never
     decreasing, the last one the packed rows). Each sequence attends to its own keys; ``causal``
     and ``window_size`` are aligned bottom-right per sequence (a query that sees no key gets
-    zeros); ``window_size`` and ``softcap`` are ``attention``'s.
+    zeros); ``window_size``, ``softcap`` and ``sinks`` are ``attention``'s.
 
     The prefix sums are read on the host: a list, tuple or CPU tensor costs nothing, a CUDA
     tensor is copied to the host (a synchronisation, which a CUDA graph cannot capture: pass them
@@ -169,7 +191,8 @@ def varlen_attention(
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not _is_tensor(t):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v)):
+    sinks = None if sinks is None else _sinks(sinks)
+    if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v, sinks)):
         raise ValueError(
             "flashrs.varlen_attention has no backward pass yet: call it under torch.no_grad() or on "
             "tensors that do not require grad (flashrs.attention has one)"
@@ -180,17 +203,19 @@ def varlen_attention(
     if _compiling():
         sums = tuple(_prefix_sums_tensor(x) for x in (cu_seqlens_q, cu_seqlens_k))
         out, lse = torch.ops.flashrs.varlen_attention(
-            q, k, v, *sums, bool(causal), scale, bool(return_lse), left, right, softcap
+            q, k, v, *sums, bool(causal), scale, bool(return_lse), left, right, softcap, sinks
         )
     else:
         sums = (_prefix_sums("cu_seqlens_q", cu_seqlens_q), _prefix_sums("cu_seqlens_k", cu_seqlens_k))
-        out, lse, _ = _varlen_attention(q, k, v, *sums, bool(causal), scale, bool(return_lse), (left, right), softcap)
+        out, lse, _ = _varlen_attention(
+            q, k, v, *sums, bool(causal), scale, bool(return_lse), (left, right), softcap, sinks
+        )
     return (out, lse) if return_lse else out
 
 
 def paged_attention(
     q, k_cache, v_cache, block_table, cache_seqlens, causal=False, scale=None, return_lse=False, layout="bshd",
-    window_size=(-1, -1), softcap=0.0,
+    window_size=(-1, -1), softcap=0.0, sinks=None,
 ):
     """``attention`` of ``q`` against a paged KV cache, as FlashAttention's
     ``flash_attn_with_kvcache`` takes one: q is ``[B, S_q, H, D]`` (or ``[B, H, S_q, D]`` with
@@ -198,7 +223,7 @@ def paged_attention(
     copied first), sequence ``b``'s keys the first ``cache_seqlens[b]`` slots of the pages its
     row of ``block_table`` (``[B, max_blocks]`` int32) lists. Page sizes 16 to 256, a power of
     two; ``causal`` and ``window_size`` are aligned bottom-right per sequence (the last query
-    against the last cached key); ``window_size`` and ``softcap`` are ``attention``'s. Runs on
+    against the last cached key); ``window_size``, ``softcap`` and ``sinks`` are ``attention``'s. Runs on
     ``flash_decode``.
 
     The block table and lengths are read on the host, like ``varlen_attention``'s prefix sums
@@ -210,7 +235,8 @@ def paged_attention(
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if not _is_tensor(t):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k_cache, v_cache)):
+    sinks = None if sinks is None else _sinks(sinks)
+    if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k_cache, v_cache, sinks)):
         raise ValueError("flashrs.paged_attention has no backward pass: call it under torch.no_grad()")
     scale = None if scale is None else float(scale)
     layout = str(layout)
@@ -219,19 +245,19 @@ def paged_attention(
     if _compiling():
         tables = tuple(_prefix_sums_tensor(x) for x in (block_table, cache_seqlens))
         out, lse = torch.ops.flashrs.paged_attention(
-            q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout, left, right, softcap
+            q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout, left, right, softcap, sinks
         )
     else:
         tables = (_host_ints("block_table", block_table, 2), _host_ints("cache_seqlens", cache_seqlens, 1))
         out, lse, _ = _paged_attention(
-            q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout, (left, right), softcap
+            q, k_cache, v_cache, *tables, bool(causal), scale, bool(return_lse), layout, (left, right), softcap, sinks
         )
     return (out, lse) if return_lse else out
 
 
 def _paged_attention(
     q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout, window_size=(-1, -1),
-    softcap=0.0,
+    softcap=0.0, sinks=None,
 ):
     """``paged_attention``'s implementation on host tables, also returning the kernel's name."""
     q, k_cache, v_cache = (_contiguous(t) for t in (q, k_cache, v_cache))
@@ -241,6 +267,7 @@ def _paged_attention(
     kernel = _flashrs.paged_attention(
         _describe("q", q), _describe("k_cache", k_cache), _describe("v_cache", v_cache), _describe("out", out),
         lse_described, block_table, cache_seqlens, layout, causal, scale, _current_stream(q), window_size, softcap,
+        None if sinks is None else _describe("sinks", sinks),
     )
     return out, lse, kernel
 
@@ -325,7 +352,7 @@ def _prefix_sums_tensor(sums):
 
 
 def _varlen_attention(
-    q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse, window_size=(-1, -1), softcap=0.0
+    q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse, window_size=(-1, -1), softcap=0.0, sinks=None
 ):
     """``varlen_attention``'s implementation on host prefix sums, also returning the kernel's
     name (None when nothing ran): outputs allocated by torch, then one native call that checks
@@ -339,6 +366,7 @@ def _varlen_attention(
     kernel = _flashrs.varlen_attention(
         _describe("q", q), _describe("k", k), _describe("v", v), _describe("out", out), lse_described,
         cu_seqlens_q, cu_seqlens_k, causal, scale, _current_stream(q), window_size, softcap,
+        None if sinks is None else _describe("sinks", sinks),
     )
     return out, lse, kernel
 
@@ -365,9 +393,9 @@ def _compiling():
     return torch is not None and torch.compiler.is_compiling()
 
 
-def _op(q, k, v, causal, scale, return_lse, layout, deterministic, window_left, window_right, softcap):
+def _op(q, k, v, causal, scale, return_lse, layout, deterministic, window_left, window_right, softcap, sinks=None):
     return torch.ops.flashrs.attention(
-        q, k, v, causal, scale, return_lse, layout, deterministic, window_left, window_right, softcap
+        q, k, v, causal, scale, return_lse, layout, deterministic, window_left, window_right, softcap, sinks
     )
 
 
@@ -391,19 +419,23 @@ if torch is not None:
         window_left: int = -1,
         window_right: int = -1,
         softcap: float = 0.0,
+        sinks: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """The op's real implementation: every check, then the launch on the current stream.
         Without ``return_lse`` the second output is an empty float32 tensor. ``deterministic``
-        is the backward's; ``window_left``, ``window_right`` and ``softcap`` are ``attention``'s
-        ``window_size`` and ``softcap`` (see ``attention``)."""
-        out, lse, _ = _attention(q, k, v, causal, scale, return_lse, layout, (window_left, window_right), softcap)
+        is the backward's; ``window_left``, ``window_right``, ``softcap`` and ``sinks`` are
+        ``attention``'s ``window_size``, ``softcap`` and ``sinks`` (float32, see ``attention``)."""
+        out, lse, _ = _attention(
+            q, k, v, causal, scale, return_lse, layout, (window_left, window_right), softcap, sinks
+        )
         if lse is None:
             lse = torch.empty(0, dtype=torch.float32, device=q.device)
         return out, lse
 
     @_attention_op.register_fake
     def _attention_fake(
-        q, k, v, causal, scale, return_lse, layout, deterministic, window_left=-1, window_right=-1, softcap=0.0
+        q, k, v, causal, scale, return_lse, layout, deterministic, window_left=-1, window_right=-1, softcap=0.0,
+        sinks=None,
     ):
         out = _empty_like(q)
         rows = _lse_rows(q.shape, layout) if return_lse else (0,)
@@ -440,29 +472,47 @@ if torch is not None:
 
     # The op's arguments after q, k, v: the dispatcher may leave out trailing ones equal to their
     # defaults, which these fill back in.
-    _ATTENTION_DEFAULTS = (False, None, False, "bhsd", False, -1, -1, 0.0)
+    _ATTENTION_DEFAULTS = (False, None, False, "bhsd", False, -1, -1, 0.0, None)
 
     def _setup_context(ctx, inputs, output):
         q, k, v, *options = inputs
-        causal, scale, _, layout, deterministic, left, right, softcap = (
+        causal, scale, _, layout, deterministic, left, right, softcap, sinks = (
             *options, *_ATTENTION_DEFAULTS[len(options):]
         )
         out, lse = output
-        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.save_for_backward(q, k, v, out, lse, sinks)
         ctx.options = (causal, scale, layout, deterministic, left, right, softcap)
         ctx.mark_non_differentiable(lse)
 
     def _attention_grad(ctx, d_out, _d_lse):
-        q, k, v, out, lse = ctx.saved_tensors
+        q, k, v, out, lse, sinks = ctx.saved_tensors
         if lse.numel() == 0:
             raise RuntimeError(
                 "flashrs.attention was called without the log-sum-exp its backward needs; "
                 "call flashrs.attention (not torch.ops.flashrs.attention with return_lse=False)"
             )
         # The forward's mask, scale, window and softcap, so that the gradients are of what it ran.
-        d_q, d_k, d_v = torch.ops.flashrs.attention_backward(d_out, q, k, v, out, lse, *ctx.options)
+        # The sinks are in the log-sum-exp, which is all the kernels need of them.
+        d_q = d_k = d_v = None
+        if any(ctx.needs_input_grad[:3]):
+            d_q, d_k, d_v = torch.ops.flashrs.attention_backward(d_out, q, k, v, out, lse, *ctx.options)
+        d_sinks = None
+        if sinks is not None and ctx.needs_input_grad[11]:
+            d_sinks = _sink_gradient(d_out, out, lse, sinks, ctx.options[2])
         # One gradient per argument of the op's schema (the options have none).
-        return d_q, d_k, d_v, None, None, None, None, None, None, None, None
+        return d_q, d_k, d_v, None, None, None, None, None, None, None, None, d_sinks
+
+    def _sink_gradient(d_out, out, lse, sinks, layout):
+        """The sinks' gradient: a sink's probability in row ``i`` is ``p_i = e^(sink - lse_i)``
+        (the log-sum-exp includes the sink) and its score's gradient ``-p_i rowsum(dO_i * O_i)``,
+        summed over the head's rows of every batch entry; float32."""
+        delta = (d_out.float() * out.float()).sum(dim=-1)  # [B, H, S] or [B, S, H]
+        if layout == "bshd":
+            delta = delta.transpose(1, 2)
+        logit = sinks.view(1, -1, 1) - lse
+        # A row with neither a key nor a sink (-inf - -inf) has no probability there.
+        p = torch.where(torch.isnan(logit), torch.zeros_like(logit), torch.exp(logit))
+        return -(p * delta).sum(dim=(0, 2))
 
     torch.library.register_autograd("flashrs::attention", _attention_grad, setup_context=_setup_context)
 
@@ -479,11 +529,14 @@ if torch is not None:
         window_left: int = -1,
         window_right: int = -1,
         softcap: float = 0.0,
+        sinks: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """``varlen_attention``'s implementation as an op; the prefix sums are CPU int32
         tensors. Without ``return_lse`` the second output is an empty float32 tensor."""
         sums = (_prefix_sums("cu_seqlens_q", cu_seqlens_q), _prefix_sums("cu_seqlens_k", cu_seqlens_k))
-        out, lse, _ = _varlen_attention(q, k, v, *sums, causal, scale, return_lse, (window_left, window_right), softcap)
+        out, lse, _ = _varlen_attention(
+            q, k, v, *sums, causal, scale, return_lse, (window_left, window_right), softcap, sinks
+        )
         if lse is None:
             lse = torch.empty(0, dtype=torch.float32, device=q.device)
         return out, lse
@@ -502,12 +555,14 @@ if torch is not None:
         window_left: int = -1,
         window_right: int = -1,
         softcap: float = 0.0,
+        sinks: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """``paged_attention``'s implementation as an op; the table and lengths are CPU int32
         tensors. Without ``return_lse`` the second output is an empty float32 tensor."""
         tables = (_host_ints("block_table", block_table, 2), _host_ints("cache_seqlens", cache_seqlens, 1))
         out, lse, _ = _paged_attention(
-            q, k_cache, v_cache, *tables, causal, scale, return_lse, layout, (window_left, window_right), softcap
+            q, k_cache, v_cache, *tables, causal, scale, return_lse, layout, (window_left, window_right), softcap,
+            sinks,
         )
         if lse is None:
             lse = torch.empty(0, dtype=torch.float32, device=q.device)
@@ -516,7 +571,7 @@ if torch is not None:
     @_paged_attention_op.register_fake
     def _paged_attention_fake(
         q, k_cache, v_cache, block_table, cache_seqlens, causal, scale, return_lse, layout, window_left=-1,
-        window_right=-1, softcap=0.0,
+        window_right=-1, softcap=0.0, sinks=None,
     ):
         rows = _lse_rows(q.shape, layout) if return_lse else (0,)
         return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(rows, dtype=torch.float32)
@@ -534,7 +589,8 @@ if torch is not None:
 
     @_varlen_attention_op.register_fake
     def _varlen_attention_fake(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse, window_left=-1, window_right=-1, softcap=0.0
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, return_lse, window_left=-1, window_right=-1, softcap=0.0,
+        sinks=None,
     ):
         rows = (q.shape[1], q.shape[0]) if return_lse else (0,)
         return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(rows, dtype=torch.float32)
@@ -563,12 +619,12 @@ def _attention_backward(
     return d_q, d_k, d_v
 
 
-def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1), softcap=0.0):
+def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1), softcap=0.0, sinks=None):
     """``attention``, also returning the name of the kernel the library picked. One native call
     checks everything and launches (the outputs are allocated first: a refused call frees them
     at once); when the GPU does not read q, k and v as they are strided, it says so and they are
     copied into one order for a second call. ``window_size`` is a pair of ints, ``softcap`` a
-    float (``attention`` reads them)."""
+    float, ``sinks`` None or as ``_sinks`` returns them (``attention`` reads them)."""
     if scale is not None:
         scale = float(scale)
     causal = bool(causal)
@@ -577,15 +633,16 @@ def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1),
     stream = _current_stream(q)
     out_described = _describe("out", out)
     lse_described = None if lse is None else _describe("lse", lse)
+    sinks_described = None if sinks is None else _describe("sinks", sinks)
     try:
         kernel = _flashrs.attention(
             _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout,
-            causal, scale, stream, window_size, softcap,
+            causal, scale, stream, window_size, softcap, sinks_described,
         )
     except ValueError:
         # The native checks refuse empty dims; SDPA answers them (looked at only here, so that
         # calls with work pay nothing for it).
-        empty = _without_work(q, k, v, causal, scale, return_lse, layout, window_size, softcap)
+        empty = _without_work(q, k, v, causal, scale, return_lse, layout, window_size, softcap, sinks)
         if empty is None:
             raise
         return empty
@@ -598,15 +655,16 @@ def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1),
             out_described = _describe("out", out)
         kernel = _flashrs.attention(
             _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout,
-            causal, scale, stream, window_size, softcap,
+            causal, scale, stream, window_size, softcap, sinks_described,
         )
     return out, lse, kernel
 
 
-def _without_work(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1), softcap=0.0):
+def _without_work(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1), softcap=0.0, sinks=None):
     """What SDPA gives for a call with nothing to compute, or None: an empty output when a dim
-    of q (B, H or S_q) is 0, zeros (and a ``-inf`` log-sum-exp) when there is no key (S_k = 0).
-    Every other check runs first, on stand-ins of the same dims with each 0 made 1."""
+    of q (B, H or S_q) is 0, zeros (and a ``-inf`` log-sum-exp, or the head's sink) when there is
+    no key (S_k = 0). Every other check runs first, on stand-ins of the same dims with each 0 made
+    1."""
     shapes = [tuple(getattr(t, "shape", (1,))) for t in (q, k, v)]
     if all(0 not in shape for shape in shapes):
         return None
@@ -615,6 +673,10 @@ def _without_work(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -
     rows = _lse_rows(q.shape, layout)
     out = _zeros_like(q)
     lse = _full_lse(q, rows, float("-inf")) if return_lse else None
+    if lse is not None and sinks is not None and lse.numel() > 0:
+        if sinks.shape[0] != rows[1]:
+            raise ValueError(f"sinks has {sinks.shape[0]} logits for {rows[1]} query heads: one per query head")
+        lse = sinks.view(1, -1, 1).expand(rows).contiguous()
     return out, lse, None
 
 

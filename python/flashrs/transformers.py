@@ -12,16 +12,18 @@ or the 2-D mask of real tokens, by which the attention function packs the batch'
 (FlashAttention's unpadding) and runs ``flashrs.varlen_attention``. That covers what a decoder
 sends: causal prefill, decode steps against a growing KV cache (``generate()``), grouped-query
 attention and padded batches, causal sliding-window layers (Mistral, Gemma 2 and 3, Qwen 2) and
-Gemma 2's attention logit softcap. A mask it cannot express (chunked attention, a bidirectional
-sliding window, packed sequences found from position ids, a custom mask function), attention
-sinks or dropout in training is a ``ValueError``, never a silently different result.
+Gemma 2's attention logit softcap, and GPT-OSS's attention sinks (``s_aux``). A mask it cannot
+express (chunked attention, a bidirectional sliding window, packed sequences found from position
+ids, a custom mask function) or dropout in training is a ``ValueError``, never a silently
+different result.
 
 The sliding window follows transformers' own FlashAttention integration
 (``transformers.modeling_flash_attention_utils``): a module passes ``sliding_window=w`` to the
 attention function, whose mask (``sliding_window_overlay``: key ``kv`` seen from query ``q`` when
 ``q - w < kv <= q``) is ``w`` keys, the query's own included; FlashAttention's ``window_size`` is
 then ``(w - 1, w - 1)`` (the right side 0 under ``causal``), applied when the keys outnumber ``w``.
-``softcap`` goes to ``flashrs.attention``'s ``softcap`` as it is (``None``: none).
+``softcap`` goes to ``flashrs.attention``'s ``softcap`` as it is (``None``: none), ``s_aux`` (a
+module's sinks, one logit per query head) to its ``sinks``.
 """
 
 # Not "flashrs": transformers reads an implementation whose name starts with "flash" as a
@@ -119,11 +121,13 @@ def attention_forward(module, query, key, value, attention_mask, scaling=None, d
 
     if dropout and getattr(module, "training", False):
         raise ValueError("flashrs attention has no dropout: set the model's attention_dropout to 0 or call eval()")
-    if kwargs.get("s_aux") is not None:
-        raise ValueError("flashrs attention does not take attention sinks (s_aux)")
     causal = kwargs.get("is_causal")
     causal = getattr(module, "is_causal", True) if causal is None else bool(causal)
-    masking = dict(window_size=_window_size(kwargs.get("sliding_window"), key.shape[2]), softcap=kwargs.get("softcap"))
+    masking = dict(
+        window_size=_window_size(kwargs.get("sliding_window"), key.shape[2]),
+        softcap=kwargs.get("softcap"),
+        sinks=kwargs.get("s_aux"),
+    )
     if attention_mask is None:
         out = flashrs.attention(query, key, value, causal=causal, scale=scaling, **masking)
         return out.transpose(1, 2), None

@@ -231,6 +231,33 @@ fn lse_address(lse: &Described, rows: [usize; 3], device: i64) -> PyResult<u64> 
     Ok(*ptr)
 }
 
+/// The attention sinks' address, when given: their description must be a contiguous
+/// torch.float32 `[H]` (one logit per query head) on q's device, 16-byte aligned (the wrapper
+/// copies one that is not).
+pub(crate) fn sinks_address(sinks: Option<&Described>, heads: usize, device: i64) -> PyResult<Option<u64>> {
+    let Some(Described(ptr, shape, strides, dtype, kind, index)) = sinks else {
+        return Ok(None);
+    };
+    if kind != "cuda" || *index != Some(device) {
+        return Err(invalid(format!(
+            "sinks are on {}, q on cuda:{device}: they need one device",
+            device_name(kind, *index)
+        )));
+    }
+    let contiguous = heads <= 1 || strides.as_slice() == [1];
+    if dtype != "torch.float32" || shape.as_slice() != [heads] || !contiguous {
+        return Err(invalid(format!(
+            "sinks are {dtype} {shape:?} with strides {strides:?}: they must be a contiguous torch.float32 [H] = [{heads}], one per query head"
+        )));
+    }
+    if ptr % 16 != 0 {
+        return Err(invalid(format!(
+            "sinks at {ptr:#x} are not 16-byte aligned: pass a copy (sinks.clone())"
+        )));
+    }
+    Ok(Some(*ptr))
+}
+
 /// The sliding window of FlashAttention's `window_size=(left, right)`: keys a query sees before and
 /// after its diagonal (aligned bottom-right), -1 for no bound on that side.
 fn window((left, right): (i64, i64)) -> PyResult<Window> {
@@ -255,6 +282,7 @@ fn options(causal: bool, scale: Option<f32>, window_size: (i64, i64), softcap_: 
         scale,
         window: window(window_size)?,
         softcap: softcap(softcap_),
+        sinks: None,
     })
 }
 
@@ -330,7 +358,7 @@ fn gpu(device: i64) -> flashrs::Result<&'static Gpu> {
 /// strided (the wrapper then copies them into one order and calls again). Every check of
 /// `check` runs, with the output and log-sum-exp, before anything is launched.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, out, lse, layout, causal, scale, stream, window_size=(-1, -1), softcap=0.0))]
+#[pyo3(signature = (q, k, v, out, lse, layout, causal, scale, stream, window_size=(-1, -1), softcap=0.0, sinks=None))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one.
 fn attention(
     py: Python<'_>,
@@ -345,9 +373,11 @@ fn attention(
     stream: usize,
     window_size: (i64, i64),
     softcap: f64,
+    sinks: Option<Described>,
 ) -> PyResult<Option<&'static str>> {
     let ops = operands([&q, &k, &v], Some(&out), dim_order(layout)?)?;
-    let options = options(causal, scale, window_size, softcap)?;
+    let mut options = options(causal, scale, window_size, softcap)?;
+    options.sinks = sinks_address(sinks.as_ref(), ops[0].dims[1], ops[0].device)?;
     let f16 = ops[0].dtype == "torch.float16";
     // Inputs in one layout are read as they are on every GPU (the common case: no GPU needed to
     // answer, nor a release of the GIL). Others: everything but their strides first (on the

@@ -8,7 +8,8 @@ use flashrs::{check_paged_views, paged_attention_raw, CacheView, Element, PagedK
 use pyo3::prelude::*;
 
 use crate::{
-    cuda_half, dim_order, gpu, invalid, lse_address, named_operands, options, to_py, Described, Operand,
+    cuda_half, dim_order, gpu, invalid, lse_address, named_operands, options, sinks_address, to_py,
+    Described, Operand,
 };
 
 /// A cache's address and dims, once its description is a contiguous 4-dim CUDA tensor of q's
@@ -43,7 +44,7 @@ fn cache_view(what: &'static str, t: &Described, q: &Operand) -> PyResult<(u64, 
 /// block table (`[B, max_blocks]`, row-major) and lengths (`[B]`) are checked here with
 /// everything else before any launch.
 #[pyfunction]
-#[pyo3(signature = (q, k_cache, v_cache, out, lse, block_table, seqlens_k, layout, causal, scale, stream, window_size=(-1, -1), softcap=0.0))]
+#[pyo3(signature = (q, k_cache, v_cache, out, lse, block_table, seqlens_k, layout, causal, scale, stream, window_size=(-1, -1), softcap=0.0, sinks=None))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one.
 pub(crate) fn paged_attention(
     py: Python<'_>,
@@ -60,6 +61,7 @@ pub(crate) fn paged_attention(
     stream: usize,
     window_size: (i64, i64),
     softcap: f64,
+    sinks: Option<Described>,
 ) -> PyResult<&'static str> {
     // q and the output as the dense call reads them (one order, contiguous: checked below).
     let ops = named_operands(&[("q", &q), ("out", &out)], dim_order(layout)?)?;
@@ -67,7 +69,8 @@ pub(crate) fn paged_attention(
     let k = cache_view("k_cache", &k_cache, q_op)?;
     let v = cache_view("v_cache", &v_cache, q_op)?;
     let cache = PagedKv::new(k.1[1], k.1[0], block_table, seqlens_k).map_err(to_py)?;
-    let options = options(causal, scale, window_size, softcap)?;
+    let mut options = options(causal, scale, window_size, softcap)?;
+    options.sinks = sinks_address(sinks.as_ref(), q_op.dims[1], q_op.device)?;
     let f16 = q_op.dtype == "torch.float16";
     let views = (q_op, [k, v], out_op);
     let shape = match f16 {

@@ -6,7 +6,7 @@ use flashrs::api::{bf16, f16, RawOptions};
 use flashrs::{check_packed_views, varlen_attention_raw, Element, PackedView, VarlenBatch};
 use pyo3::prelude::*;
 
-use crate::{cuda_half, device_name, gpu, invalid, options, to_py, Described};
+use crate::{cuda_half, device_name, gpu, invalid, options, sinks_address, to_py, Described};
 
 /// A packed tensor's address, dims, dtype name and device, once its description is a
 /// contiguous 3-dim CUDA tensor of a 16-bit float type.
@@ -51,7 +51,7 @@ fn view<T: Element>(p: &Packed) -> PackedView<'static, T> {
 /// `[H, total_q]` fp32, when given), enqueued on `stream`; returns the kernel's name. The
 /// prefix sums are `B + 1` int32 each, checked here with everything else before any launch.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, causal, scale, stream, window_size=(-1, -1), softcap=0.0))]
+#[pyo3(signature = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, causal, scale, stream, window_size=(-1, -1), softcap=0.0, sinks=None))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one.
 pub(crate) fn varlen_attention(
     py: Python<'_>,
@@ -67,6 +67,7 @@ pub(crate) fn varlen_attention(
     stream: usize,
     window_size: (i64, i64),
     softcap: f64,
+    sinks: Option<Described>,
 ) -> PyResult<&'static str> {
     let tensors = [("q", &q), ("k", &k), ("v", &v), ("out", &out)].map(|(what, t)| packed(what, t));
     let [q, k, v, out] = tensors;
@@ -80,7 +81,8 @@ pub(crate) fn varlen_attention(
         }
     }
     let batch = VarlenBatch::new(cu_seqlens_q, cu_seqlens_k).map_err(to_py)?;
-    let options = options(causal, scale, window_size, softcap)?;
+    let mut options = options(causal, scale, window_size, softcap)?;
+    options.sinks = sinks_address(sinks.as_ref(), q.dims[1], q.device)?;
     let f16 = q.dtype == "torch.float16";
     let heads = match f16 {
         true => check::<f16>([&q, &k, &v, &out], &batch, options),

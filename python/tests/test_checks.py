@@ -88,7 +88,7 @@ class Allocations:
         flashrs._is_tensor = lambda t: isinstance(t, (FakeTensor, FakeTable))
         flashrs._grad_enabled = lambda: True
         flashrs._op = lambda *args: self.op_calls.append(args) or flashrs._attention(
-            *args[:7], tuple(args[8:10]), args[10]
+            *args[:7], tuple(args[8:10]), args[10], args[11]
         )[:2]
         flashrs._empty_like = lambda q: self.out(q) if self.out else FakeTensor(
             q.shape, BASE + (48 << 20), str(q.dtype)[6:], strides=q.stride()
@@ -136,13 +136,13 @@ class BadInput(unittest.TestCase):
             with self.assertRaises(ValueError):
                 flashrs.attention(q, k, v, deterministic=True)
         (call,) = allocations.op_calls
-        self.assertEqual(call[5:], (True, "bhsd", True, -1, -1, 0.0))
+        self.assertEqual(call[5:], (True, "bhsd", True, -1, -1, 0.0, None))
         # The window and softcap reach the op (and so its backward) as its own arguments.
         with Allocations() as allocations:
             with self.assertRaises(ValueError):
                 flashrs.attention(q, k, v, causal=True, window_size=[16, 0], softcap=30)
         (call,) = allocations.op_calls
-        self.assertEqual(call[3:], (True, None, True, "bhsd", False, 16, 0, 30.0))
+        self.assertEqual(call[3:], (True, None, True, "bhsd", False, 16, 0, 30.0, None))
         self.assertIs(type(call[10]), float)
         # Without a gradient the eager call skips the op.
         v.requires_grad = False
@@ -383,7 +383,7 @@ class TransformersArguments(unittest.TestCase):
             with self.assertRaises(ValueError):
                 integration._window_size(bad, 10)
 
-    def test_window_and_softcap_reach_the_call_and_sinks_are_refused(self):
+    def test_window_softcap_and_sinks_reach_the_call(self):
         import flashrs.transformers as integration
 
         calls = []
@@ -398,12 +398,13 @@ class TransformersArguments(unittest.TestCase):
             q, k, v = tensors(q=(2, 8, 128, 64), kv=(2, 2, 256, 64))
             integration.attention_forward(None, q, k, v, None, scaling=0.125, sliding_window=64, softcap=50.0)
             integration.attention_forward(None, q, k, v, None, is_causal=False, sliding_window=None, softcap=None)
-            with self.assertRaisesRegex(ValueError, "attention sinks"):
-                integration.attention_forward(None, q, k, v, None, s_aux=object())
+            sinks = object()
+            integration.attention_forward(None, q, k, v, None, s_aux=sinks)
         finally:
             flashrs.attention = saved
-        self.assertEqual(calls[0], dict(causal=True, scale=0.125, window_size=(63, 63), softcap=50.0))
-        self.assertEqual(calls[1], dict(causal=False, scale=None, window_size=(-1, -1), softcap=None))
+        self.assertEqual(calls[0], dict(causal=True, scale=0.125, window_size=(63, 63), softcap=50.0, sinks=None))
+        self.assertEqual(calls[1], dict(causal=False, scale=None, window_size=(-1, -1), softcap=None, sinks=None))
+        self.assertIs(calls[2]["sinks"], sinks)
 
 
 def packed(total_q=300, total_k=500, heads=8, heads_kv=2, d=64, **kw):

@@ -5,7 +5,9 @@ causal prefill, a left-padded batch, and 32 greedy generate() steps. flashrs pas
 error to fp32 stays within twice sdpa's (bf16 noise) and its argmax agrees with fp32's on at
 least 99% of the positions. The same for a random-weight Gemma 2 (sliding-window layers of 128
 keys between full ones, an attention logit softcap of 1.0), against "eager" (which applies the
-softcap; sdpa does not). Skipped without torch, transformers or a CUDA device; the mask-function
+softcap; sdpa does not), and for a random-weight GPT-OSS (sliding and full layers, attention
+sinks of a few units per head, grouped-query heads of dim 64), against "eager" (which joins the
+sinks). Skipped without torch, transformers or a CUDA device; the mask-function
 checks need torch and transformers only."""
 
 import copy
@@ -17,6 +19,7 @@ try:
 
     HAVE_CUDA = torch.cuda.is_available()
     from transformers import Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM
+    from transformers import GptOssConfig, GptOssForCausalLM
     from transformers import masking_utils
 
     HAVE_TRANSFORMERS = True
@@ -61,6 +64,25 @@ def gemma2_config():
     )
 
 
+def gpt_oss_config():
+    """GPT-OSS as transformers builds it (sliding and full layers alternating, a sink per query
+    head, mixture-of-experts MLPs), small, with a window that prefill and decode both cross."""
+    return GptOssConfig(
+        vocab_size=8192,
+        hidden_size=1024,
+        intermediate_size=1024,
+        num_hidden_layers=4,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        head_dim=64,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        max_position_embeddings=4096,
+        attention_dropout=0.0,
+    )
+
+
 @unittest.skipUnless(HAVE_CUDA, "needs torch, transformers and a CUDA device")
 class Llama(unittest.TestCase):
     model_class, make_config, baseline = (LlamaForCausalLM, config, "sdpa") if HAVE_TRANSFORMERS else (None,) * 3
@@ -71,9 +93,14 @@ class Llama(unittest.TestCase):
         torch.manual_seed(seed)
         cls.name = flashrs.transformers.register()
         cls.model = cls.model_class(cls.make_config()).to("cuda", torch.bfloat16).eval()
+        cls.prepare(cls.model)
         cls.reference = copy.deepcopy(cls.model).float()
         cls.reference.set_attn_implementation(cls.baseline)
         cls.gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    @classmethod
+    def prepare(cls, model):
+        """Weights the random initialisation leaves without effect, made to matter."""
 
     def logits(self, implementation, ids, mask=None):
         self.model.set_attn_implementation(implementation)
@@ -153,6 +180,21 @@ class Gemma2(Llama):
     attention logit softcap through flashrs.transformers, against eager attention."""
 
     model_class, make_config, baseline = (Gemma2ForCausalLM, gemma2_config, "eager") if HAVE_TRANSFORMERS else (None,) * 3
+
+
+class GptOss(Llama):
+    """The same checks on GPT-OSS: its attention sinks (``s_aux``) and sliding layers through
+    flashrs.transformers, against eager attention."""
+
+    model_class, make_config, baseline = (GptOssForCausalLM, gpt_oss_config, "eager") if HAVE_TRANSFORMERS else (None,) * 3
+
+    @classmethod
+    def prepare(cls, model):
+        # Initialised near 0, a sink weighs about one key: spread them over a few units, so that
+        # some heads give their sink most of a short row's weight and others little.
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.self_attn.sinks.normal_(0.0, 3.0)
 
 
 @unittest.skipUnless(HAVE_TRANSFORMERS, "needs torch and transformers")

@@ -162,6 +162,7 @@ impl Gpu {
                 v,
                 out,
                 lse,
+                sinks,
                 maps,
                 stream,
                 walk_table,
@@ -183,9 +184,8 @@ impl Gpu {
             launch.reads("k", k, k_strides.extent(kv_dims), |a, p| a.k = p);
             launch.reads("v", v, v_strides.extent(kv_dims), |a, p| a.v = p);
             launch.writes("out", out, shape.checked_q_len(), |a, p| a.out = p);
-            if let Some(lse) = lse.as_deref_mut() {
-                launch.writes("lse", lse, shape.lse_len(), |a, p| a.lse = p);
-            }
+            launch.lse(lse.as_deref_mut(), shape.lse_len());
+            launch.sinks(sinks.as_deref(), shape.heads);
             if let Some(log) = barrier_log {
                 launch.writes(
                     "barrier log",

@@ -96,6 +96,22 @@ impl Bound {
     }
 }
 
+impl<'a> Launch<'a, LaunchArgs> {
+    /// Binds the log-sum-exp the kernel writes (`rows` floats), when the call asks for it.
+    pub(crate) fn lse(&mut self, lse: Option<&'a mut CudaSlice<f32>>, rows: Option<usize>) {
+        if let Some(lse) = lse {
+            self.writes("lse", lse, rows, |a, p| a.lse = p);
+        }
+    }
+
+    /// Binds the attention sinks the kernel reads (one per query head), when the call has them.
+    pub(crate) fn sinks(&mut self, sinks: Option<&'a CudaSlice<f32>>, heads: usize) {
+        if let Some(sinks) = sinks {
+            self.reads("sinks", sinks, Some(heads), |a, p| a.sinks = p);
+        }
+    }
+}
+
 /// A launch as a family's front end describes it: the entry point, its grid, its parameter list's
 /// scalars, and every buffer it may touch, bound to its parameter with what the problem needs of
 /// it. [`Launch::enqueue`] is the library's one launch: it checks every buffer, then enqueues.
@@ -640,14 +656,15 @@ mod tests {
 
     #[test]
     fn launch_args_pass_pointers_and_scalars_at_their_own_sizes() {
-        // Pointers as u64 (q, k, v, out; lse and the barrier log; the tensor maps; the decode
-        // workspace and its slice counters; the block table and lengths; the varlen prefix sums;
-        // the e4m3 descales; the item walk's table) and the item walk's three divisors as u64,
-        // the scalars (the window's two sides and the softcap's two numbers among them) as 32
-        // bits: a field's type changing silently would change every kernel's signature.
+        // Pointers as u64 (q, k, v, out; lse, the sinks and the barrier log; the tensor maps;
+        // the decode workspace and its slice counters; the block table and lengths; the varlen
+        // prefix sums; the e4m3 descales; the item walk's table) and the item walk's three
+        // divisors as u64, the scalars (the window's two sides and the softcap's two numbers
+        // among them) as 32 bits: a field's type changing silently would change every kernel's
+        // signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 35);
-        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 18);
+        assert_eq!(bytes.len(), 36);
+        assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 19);
         assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 17);
     }
 

@@ -113,6 +113,9 @@ pub struct RawTensors {
     pub out: RawBuffer<u16>,
     /// Each query row's log-sum-exp (`[B, H, S_q]` fp32), when the caller wants it.
     pub lse: Option<RawBuffer<f32>>,
+    /// Each query head's attention sink (`[H]` fp32, in the units of the scaled scores), when
+    /// the call has them: a logit that joins each row's softmax denominator and adds no value.
+    pub sinks: Option<RawBuffer<f32>>,
 }
 
 /// The device buffers of one attention call: Q, K, V, the output and optionally the log-sum-exp,
@@ -145,6 +148,8 @@ pub struct Tensors {
     /// Each query row's log-sum-exp (`[B, H, S_q]`, natural log), written when present; see
     /// `Gpu::request_lse`.
     pub(crate) lse: Option<DeviceBuffer<f32>>,
+    /// Each query head's attention sink (`[H]` fp32), read when present.
+    pub(crate) sinks: Option<DeviceBuffer<f32>>,
     pub(crate) shape: Shape,
     pub(crate) dtype: DType,
     /// The output's layout (and the inputs', unless `strides` says otherwise).
@@ -273,6 +278,7 @@ impl Gpu {
                 v: DeviceBuffer::owned(self.upload(v)?),
                 out: DeviceBuffer::owned(self.upload(&vec![nan(dtype); shape.q_len()])?),
                 lse: None,
+                sinks: None,
                 shape,
                 dtype,
                 layout,
@@ -354,6 +360,10 @@ impl Gpu {
                 check_buffer("lse", lse.len, 4, Some(lse_rows), 4, shape)?;
                 check_alignment("lse", lse.ptr, 4)?;
             }
+            if let Some(sinks) = raw.sinks {
+                check_buffer("sinks", sinks.len, 4, Some(shape.heads), 4, shape)?;
+                check_alignment("sinks", sinks.ptr, TENSOR_ALIGN)?;
+            }
             // Safety: the caller's contract above (allocation, lengths, lifetime, ordering); the
             // lengths were also just checked against the shape.
             let borrow = |raw| unsafe { DeviceBuffer::borrowed(stream, raw) };
@@ -364,6 +374,8 @@ impl Gpu {
                 out: borrow(raw.out),
                 // Safety: as above.
                 lse: raw.lse.map(|lse| unsafe { DeviceBuffer::borrowed(stream, lse) }),
+                // Safety: as above.
+                sinks: raw.sinks.map(|sinks| unsafe { DeviceBuffer::borrowed(stream, sinks) }),
                 shape,
                 dtype,
                 layout,
@@ -416,6 +428,21 @@ impl Gpu {
         /// (allocated here, NaN-poisoned).
         fn request_lse(&self, tensors: &mut Tensors) -> Result<()> {
             tensors.lse = Some(nan_lse(&tensors.stream, tensors.shape)?);
+            Ok(())
+        }
+    }
+
+    lab_pub! {
+        /// Gives the next launches on `tensors` these attention sinks (one per query head,
+        /// uploaded here), or none.
+        fn set_sinks(&self, tensors: &mut Tensors, sinks: Option<&[f32]>) -> Result<()> {
+            tensors.sinks = match sinks {
+                Some(sinks) => {
+                    check_buffer("sinks", sinks.len(), 4, Some(tensors.shape.heads), 4, tensors.shape)?;
+                    Some(DeviceBuffer::owned(tensors.stream.clone_htod(sinks)?))
+                }
+                None => None,
+            };
             Ok(())
         }
     }

@@ -175,6 +175,9 @@ pub struct Problem {
     pub kv_group: u32,
     /// Where to write each row's log-sum-exp (`[B, H, S_q]` fp32), or null for none.
     pub lse: *mut f32,
+    /// Each query head's attention sink (`[H]` fp32, natural-log units of the scaled scores),
+    /// or null for none: `with_sink`.
+    pub sinks: *const f32,
     /// Query heads per batch entry (`H`).
     pub heads: u32,
     /// The tensors are `[B, S, H, D]` (a head's rows interleaved with the other heads'), else
@@ -403,6 +406,38 @@ impl Problem {
         }
     }
 
+    /// Query head `head`'s attention sink in base-2 units of the scaled scores (`sinks[head %
+    /// H] * log2(e)`), `-inf` without sinks.
+    ///
+    /// # Safety
+    /// `sinks`, when not null, must hold `[H]` fp32.
+    #[inline(always)]
+    pub unsafe fn sink_log2(&self, head: usize) -> f32 {
+        if self.sinks.is_null() {
+            f32::NEG_INFINITY
+        } else {
+            // A u32 remainder by a divisor known to be nonzero: neither a 64-bit remainder (a
+            // subroutine in SASS) nor a division-by-zero panic (a call), either of which costs
+            // flash_ws a stack frame and serialized `wgmma`s.
+            let head = head as u32 % self.heads.max(1);
+            *self.sinks.add(head as usize) * core::f32::consts::LOG2_E
+        }
+    }
+
+    /// `state` with query head `head`'s attention sink in its denominator and the factor of the
+    /// output accumulated against `state` (`RowState::with_sink`); `(state, 1)` without sinks.
+    ///
+    /// # Safety
+    /// As `sink_log2`.
+    #[inline(always)]
+    pub unsafe fn with_sink(&self, head: usize, state: &RowState) -> (RowState, f32) {
+        if self.sinks.is_null() {
+            (*state, 1.0)
+        } else {
+            state.with_sink(self.sink_log2(head), self.scale_log2)
+        }
+    }
+
     /// Where query `row` of `head` sits in the log-sum-exp: `head * S_q + row` (varlen: rows
     /// of a head are `total_q` apart).
     #[inline(always)]
@@ -486,10 +521,11 @@ pub unsafe fn finish_row_at(
     if row >= problem.seq_q {
         return None;
     }
+    let (state, kept) = problem.with_sink(head, state);
     if writes_lse {
-        problem.write_lse(head, row, state);
+        problem.write_lse(head, row, &state);
     }
-    let norm = state.normaliser();
+    let norm = state.normaliser() * kept;
     Some((row_start(row) as *mut u32, norm))
 }
 

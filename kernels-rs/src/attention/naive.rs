@@ -69,10 +69,11 @@ pub unsafe fn naive<T: Element, const D: usize, const DIMS_PER_LANE: usize>(io: 
             *a = arch::fma(p, T::to_f32(*v_head.add(key * kv_stride + i)), *a * correction);
         }
     }
+    let (state, kept) = problem.with_sink(head, &state);
     if arch::lane_id() == 0 {
         problem.write_lse(head, row, &state);
     }
-    let norm = state.normaliser();
+    let norm = state.normaliser() * kept;
     let o_row = problem.out_row::<D>(io.out, head, row).add(dim0);
     for (i, a) in acc.iter().enumerate() {
         arch::st_global_u16(o_row.add(i), T::from_f32(*a * norm));

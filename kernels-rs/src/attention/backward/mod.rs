@@ -87,6 +87,7 @@ impl BackwardArgs {
             softcap_inverse: self.softcap_inverse,
             kv_group: self.kv_group,
             lse: core::ptr::null_mut(),
+            sinks: core::ptr::null(),
             heads: self.heads,
             seq_major: self.seq_major != 0,
             batch_heads: self.batch_heads,

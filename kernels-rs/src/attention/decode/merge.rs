@@ -5,7 +5,7 @@ use crate::attention::fragment::FragmentSoftmax;
 use crate::attention::packing::PackedRows;
 use crate::attention::shape::Tiles;
 use crate::attention::Problem;
-use crate::softmax::RowState;
+use crate::softmax::{self, RowState};
 use crate::tile::Element;
 
 /// Bytes of one warp's partial output row in the merge buffer: `D` floats plus 16 bytes, so the
@@ -133,7 +133,13 @@ impl<const D: usize> Merge<D> {
             }
             let (head, position) = rows.place(first_row + row);
             let (row_max, row_sum) = self.row_totals(row);
-            let sum = self.summed(row, 4 * quad);
+            // With one slice the row is complete here and takes its attention sink; with more,
+            // the merge adds it once (`Partials::merge_row`).
+            let (row_max, row_sum, kept) = match splits == 1 && !problem.sinks.is_null() {
+                true => softmax::with_sink(row_max, row_sum, problem.sink_log2(head)),
+                false => (row_max, row_sum, 1.0),
+            };
+            let sum = self.summed(row, 4 * quad).map(|x| x * kept);
             let norm = if row_sum > 0.0 { arch::recip(row_sum) } else { 0.0 };
             // Base 2; -inf for a row that saw no key in this slice.
             let lse2 = if row_sum > 0.0 {
@@ -305,7 +311,9 @@ impl Partials {
         for split in (lane as usize..self.splits).step_by(32) {
             max = arch::max(max, *self.slice(split).lse2::<D>(head, position));
         }
-        let max = arch::warp_max(max);
+        // An attention sink joins the merged denominator once, as one more slice with no value.
+        let sink = problem.sink_log2(head);
+        let max = arch::max(arch::warp_max(max), sink);
         let mut total = 0.0f32;
         let mut acc = [0.0f32; 4];
         let last = self.splits - 1;
@@ -338,6 +346,7 @@ impl Partials {
                 }
             }
         }
+        total += weight(sink, max);
         let norm = if total > 0.0 { arch::recip(total) } else { 0.0 };
         let o = problem.out_row::<D>(out, head, position) as *mut u32;
         for c in 0..cols / 2 {

@@ -56,16 +56,22 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<
         };
         let (q, o_acc, pair) = (staging, self.o_acc, self.lane % 4);
         let head = item.head;
+        // Safety: `head` is the problem's (the caller's contract; the host bound the sinks).
+        let sink = unsafe { problem.sink_log2(head) };
         // Inlined by demand: at head dim 256, where each call is 32 unrolled stores, LLVM's own
         // measure left the varlen kernels' closure a function, its captures in local memory.
         self.softmax.finish_with(
             #[inline(always)]
             |_, half, row, state| {
+                let (state, kept) = match problem.sinks.is_null() {
+                    true => (*state, 1.0),
+                    false => state.with_sink(sink, problem.scale_log2),
+                };
                 if pair == 0 && row < problem.seq_q {
                     // Safety: `head` and `row` are inside the problem (the caller's contract).
-                    unsafe { problem.write_lse(head, row, state) };
+                    unsafe { problem.write_lse(head, row, &state) };
                 }
-                let norm = state.normaliser() * item.value_scale;
+                let norm = state.normaliser() * kept * item.value_scale;
                 let tile_row = row - item.first_row;
                 for j in 0..G::Output::REGS / 4 {
                     let o = o_acc.registers();
