@@ -66,8 +66,11 @@ const fn max_chain(r: usize) -> usize {
 }
 
 /// The online softmax of the `2 * ROW_TILES` query rows one thread holds: ROW_TILES row tiles of
-/// 16 rows each, consecutive in the warp's slice of the block.
-pub struct FragmentSoftmax<const ROW_TILES: usize> {
+/// 16 rows each, consecutive in the warp's slice of the block. Without `MASKS` (a compile-time
+/// choice, `flash_ws`'s plain instance) the rows have no left bound and no softcap: the masking
+/// tests only each row's `key_end` (causal, a right window, the sequence's end), and the code of
+/// the softcap and of the left bound is not in the loop at all.
+pub struct FragmentSoftmax<const ROW_TILES: usize, const MASKS: bool = true> {
     state: [[RowState; 2]; ROW_TILES],
     /// One past the last key each row may see (`Problem::key_end`).
     key_end: [[u32; 2]; ROW_TILES],
@@ -83,15 +86,16 @@ pub struct FragmentSoftmax<const ROW_TILES: usize> {
     softcap: (f32, f32),
 }
 
-impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
+impl<const ROW_TILES: usize, const MASKS: bool> FragmentSoftmax<ROW_TILES, MASKS> {
     /// The empty state of the rows of a warp whose first query row is `warp_first_row`.
     #[inline(always)]
     pub fn new(problem: &Problem, warp_first_row: u32) -> Self {
         let last_row = warp_first_row + 16 * ROW_TILES as u32 - 1;
+        let key_start = |row| if MASKS { problem.key_start(row) } else { 0 };
         Self::with_key_bounds(problem, warp_first_row, |row| {
-            (problem.key_start(row), problem.key_end(row))
+            (key_start(row), problem.key_end(row))
         })
-        .warp_bounds(problem.key_start(last_row), problem.key_end(warp_first_row))
+        .warp_bounds(key_start(last_row), problem.key_end(warp_first_row))
     }
 
     /// The state with each row's key range `bounds(row)` (of the warp's row `row`, as `row`
@@ -106,7 +110,10 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
             warp_key_start: 0,
             warp_first_row,
             scale_log2: problem.scale_log2,
-            softcap: (problem.softcap, problem.softcap_inverse),
+            softcap: match MASKS {
+                true => (problem.softcap, problem.softcap_inverse),
+                false => (0.0, 0.0),
+            },
         };
         for mt in 0..ROW_TILES {
             for half in 0..2 {
@@ -279,8 +286,9 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
     #[inline(always)]
     fn mask<S: Fragment>(&self, scores: &mut [S; ROW_TILES], first_key: u32) {
         let (softcap, softcap_inverse) = self.softcap;
-        // A uniform branch on a launch parameter: the plain kernels run past it.
-        if softcap != 0.0 {
+        // A uniform branch on a launch parameter (the plain kernels run past it), and none at all
+        // in a plain instance.
+        if MASKS && softcap != 0.0 {
             for fragment in scores.iter_mut() {
                 for s in fragment.registers_mut() {
                     // `Problem::softcap_tanh`.
@@ -292,13 +300,13 @@ impl<const ROW_TILES: usize> FragmentSoftmax<ROW_TILES> {
         // A warp-uniform branch: only steps that reach past the sequence end or the causal
         // diagonal, or start before a sliding window, for some row of the warp mask anything.
         let keys = 2 * scores[0].registers().len() as u32;
-        if first_key + keys > self.warp_key_end || first_key < self.warp_key_start {
+        if first_key + keys > self.warp_key_end || (MASKS && first_key < self.warp_key_start) {
             // Indexed: iterators zipped over the bound arrays put them in local memory.
             for mt in 0..ROW_TILES {
                 for (r, s) in scores[mt].registers_mut().iter_mut().enumerate() {
                     let key = first_key + (8 * (r / 4)) as u32 + 2 * pair + (r % 2) as u32;
                     let half = half_of(r);
-                    if key >= self.key_end[mt][half] || key < self.key_start[mt][half] {
+                    if key >= self.key_end[mt][half] || (MASKS && key < self.key_start[mt][half]) {
                         *s = f32::NEG_INFINITY;
                     }
                 }

@@ -159,11 +159,17 @@ impl<const PINGPONG: bool> Turns<PINGPONG> {
 
 /// One consumer warpgroup's state through the KV loop, for tiles of shape `G`. The output's
 /// element type and row length are the epilogue's alone (`run`).
-pub(super) struct Consumer<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> {
+pub(super) struct Consumer<
+    'a,
+    G: WarpgroupShape,
+    const STAGES: usize,
+    const PINGPONG: bool,
+    const MASKS: bool,
+> {
     pub(super) plan: &'a Plan<G, STAGES>,
     operands: Operands<G, STAGES>,
     turns: Turns<PINGPONG>,
-    pub(super) softmax: FragmentSoftmax<1>,
+    pub(super) softmax: FragmentSoftmax<1, MASKS>,
     /// `key_end` of the group's last row, the largest: tiles from there on have no key for it.
     group_key_end: u32,
     pub(super) lane: u32,
@@ -179,7 +185,9 @@ pub(super) struct Consumer<'a, G: WarpgroupShape, const STAGES: usize, const PIN
     p_frag: G::Packed,
 }
 
-impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<'a, G, STAGES, PINGPONG> {
+impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool, const MASKS: bool>
+    Consumer<'a, G, STAGES, PINGPONG, MASKS>
+{
     /// Consumer warpgroup `consumer` of `consumers` at the start of `item`. With `reuses_q` (the
     /// persistent kernel) it releases Q's buffer once its last S = Q K^T of the item is done.
     #[inline(always)]

@@ -10,7 +10,9 @@ use crate::attention::Problem;
 use crate::tile::swizzled::{self, ROW_BYTES};
 use crate::tile::Element;
 
-impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<'a, G, STAGES, PINGPONG> {
+impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool, const MASKS: bool>
+    Consumer<'a, G, STAGES, PINGPONG, MASKS>
+{
     /// The epilogue through shared memory: the warpgroup writes its 64 normalised rows of O into
     /// its rows of Q's buffer (or of O's own tile, `Plan::o`), in the 128-byte swizzle layout the
     /// copy engine reads, and sends

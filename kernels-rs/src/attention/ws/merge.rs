@@ -23,7 +23,9 @@ const fn merge_batch_slots(d: usize) -> usize {
 /// The most slots `merge_batch_slots` gives.
 const MAX_MERGE_BATCH: usize = 3;
 
-impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool> Consumer<'a, G, STAGES, PINGPONG> {
+impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool, const MASKS: bool>
+    Consumer<'a, G, STAGES, PINGPONG, MASKS>
+{
     /// A slice of a split item (`launch::tail_split`). Thread 0 first counts the slice done on
     /// the item's counter, whose low half counts the slices done and whose high half
     /// (`PUBLISHED`) those whose partial result is in the workspace. Every slice writes this

@@ -125,6 +125,34 @@ fn accepted_shape<
     };
 }
 
+/// `flash_ws`'s consumer warpgroup on one item, with (`true`) or without the code of the masks
+/// (`FragmentSoftmax`'s `MASKS`): `Consumer::new`, then `run`, in the caller's generic parameters;
+/// `$args` is `(plan, problem, item, consumer, out, output path, split_of_item, marks)`.
+macro_rules! consume {
+    ($masks:literal, $args:expr) => {{
+        let (plan, problem, item, consumer, out, path, split, marks) = $args;
+        Consumer::<G, STAGES, PINGPONG, $masks>::new(
+            plan,
+            problem,
+            consumer,
+            CONSUMERS as u32,
+            item,
+            PERSISTENT,
+        )
+        .run::<T, D>(
+            problem,
+            out,
+            item,
+            consumer,
+            CONSUMERS as u32,
+            OVERLAP,
+            path,
+            split,
+            marks,
+        )
+    }};
+}
+
 /// The kernel body (see the module's documentation).
 ///
 /// # Safety
@@ -234,6 +262,10 @@ pub unsafe fn flash_ws<
         let (schedule, consumer) = (schedule(), warpgroup - 1);
         let staged_output = OutputPath::of::<PERSISTENT, VARLEN>(output_buffer, maps.add(MAP_O * MAP_BYTES));
         let mut items = 0u32;
+        // A left window bound or a softcap takes the consumer instance that has their code; every
+        // other launch (causal, right bounds and sequence ends included) the one without it, whose
+        // KV loop is the plain kernel's (docs/kernels/masks.md, the plain instance).
+        let masked = problem.window_left != 0 || problem.softcap != 0.0;
         tiles = for_each_item!(&schedule, |i, work, ring| {
             items += 1;
             // The instrumented twin's timelines of the item and of its tiles (no code otherwise).
@@ -246,27 +278,24 @@ pub unsafe fn flash_ws<
             // Safety: `work.head` is one of the problem's heads.
             let (item_problem, value_scale) = unsafe { descaled::<G::Input>(&sequence, work.head) };
             let item = Item::of(&schedule, &sequence, i, &work, ring, value_scale);
-            let tiles = Consumer::<G, STAGES, PINGPONG>::new(
+            // Worked out again after the KV loop rather than kept through it: the persistent
+            // consumers at head dim 64 have no register to spare there.
+            let split = || schedule.split_of(i);
+            let args = (
                 &plan,
                 &item_problem,
-                consumer,
-                CONSUMERS as u32,
                 &item,
-                PERSISTENT,
-            )
-            .run::<T, D>(
-                &item_problem,
+                consumer,
                 out,
-                &item,
-                consumer,
-                CONSUMERS as u32,
-                OVERLAP,
                 staged_output,
-                // Worked out again after the KV loop rather than kept through it: the persistent
-                // consumers at head dim 64 have no register to spare there (it spilled).
-                || schedule.split_of(i),
+                split,
                 (mark, mark_tile),
             );
+            let tiles = if masked {
+                consume!(true, args)
+            } else {
+                consume!(false, args)
+            };
             mark(record::DONE);
             tiles
         });
