@@ -1971,6 +1971,35 @@ mod tests {
     }
 
     #[test]
+    fn the_sinks_address_is_checked_with_the_views() {
+        let [q, k, v, out] = views();
+        let with_sinks = |sinks| RawOptions {
+            sinks: Some(sinks),
+            ..RawOptions::default()
+        };
+        let check = |sinks| check_views(&q, &k, &v, Some(&out), None, with_sinks(sinks));
+        // Four heads' floats of their own, the sinks reach the raw buffers with that length.
+        let own = 0x7f00_2000_0000;
+        let shape = check(own).unwrap();
+        let raw = raw_tensors([&q, &k, &v, &out], None, Some(own), shape);
+        assert_eq!(raw.sinks.map(|s| (s.ptr, s.len)), Some((own, 4)));
+        assert!(matches!(check(0), Err(Error::NullPointer { what: "sinks" })));
+        assert!(matches!(
+            check(own + 4),
+            Err(Error::Misaligned {
+                what: "sinks",
+                align: 16,
+                ..
+            })
+        ));
+        // Read only: inside an input is allowed, inside the output (which the kernels write) is
+        // refused.
+        assert!(check(q.ptr()).is_ok());
+        let message = incompatible(check(out.ptr() + 0x100));
+        assert!(message.contains("out overlaps sinks"), "{message}");
+    }
+
+    #[test]
     fn strides_tell_the_layout_or_are_refused() {
         let dims = [2, 8, 100, 64];
         assert_eq!(
