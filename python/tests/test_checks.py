@@ -367,6 +367,32 @@ class BadWindowOrSoftcap(unittest.TestCase):
         self.assertIn("no CUDA driver found", str(caught.exception))
 
 
+class SinksDescriptions(unittest.TestCase):
+    """The native checks of the sinks' description, before any GPU is needed: one contiguous
+    float32 per query head, on q's device, 16-byte aligned; anything else a one-line ValueError."""
+
+    def call(self, sinks):
+        q, k, v = tensors()
+        out = FakeTensor(q.shape, BASE + (48 << 20))
+        described = [flashrs._describe(n, t) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
+        return flashrs._flashrs.attention(*described, None, "bhsd", False, None, 0, (-1, -1), 0.0, sinks)
+
+    def test_bad_sinks_are_refused(self):
+        at = BASE + (64 << 20)
+        for sinks, words in [
+            ((at, (4,), (1,), "torch.float32", "cuda", 0), "[H] = [8]"),
+            ((at, (8,), (2,), "torch.float32", "cuda", 0), "contiguous"),
+            ((at, (8,), (1,), "torch.bfloat16", "cuda", 0), "torch.float32"),
+            ((at, (8,), (1,), "torch.float32", "cpu", None), "one device"),
+            ((at + 4, (8,), (1,), "torch.float32", "cuda", 0), "16-byte aligned"),
+        ]:
+            with self.subTest(words=words), self.assertRaises(ValueError) as caught:
+                self.call(sinks)
+            message = str(caught.exception)
+            self.assertIn(words, message)
+            self.assertEqual(len(message.splitlines()), 1, message)
+
+
 class TransformersArguments(unittest.TestCase):
     """How flashrs.transformers maps what transformers hands an attention function (no torch or
     transformers needed for these)."""
