@@ -6,58 +6,17 @@
 //! and both sides, with and without causal, softcaps alone and with causal. `#[ignore]`d like
 //! `tests/gpu.rs`: they need an NVIDIA GPU and run there with `--ignored`.
 
+mod common;
+
+use common::{assert_lse, consecutive_pages, gpu, refused, seeded};
 use flashrs::api::{
     attention, bf16, f16, paged_attention, varlen_attention, DeviceTensor, LseBuffer, PackedTensor,
     PagedCache,
 };
-use flashrs::{DType, Error, Gpu, Layout, PagedKv, Shape, VarlenBatch};
+use flashrs::{DType, Error, Gpu, Layout, Shape, VarlenBatch};
 use flashrs_lab::backward_check::{maskings, random, widen, Half, Masking};
 use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-fn gpu() -> Gpu {
-    Gpu::open_with(0, flashrs::GpuOptions::from_env())
-        .unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
-}
-
-fn seeded() -> (u64, StdRng) {
-    let seed = rand::rng().random();
-    println!("seed {seed}");
-    (seed, StdRng::seed_from_u64(seed))
-}
-
-/// Every row of `lse` within 1e-3 of the reference's, or equal to it (`-inf` for a row that sees
-/// no key).
-fn assert_lse(lse: &LseBuffer, expected: &[f64], what: &str) {
-    let rows = lse.to_host().unwrap();
-    assert_eq!(rows.len(), expected.len(), "{what}");
-    for (row, (&a, &r)) in rows.iter().zip(expected).enumerate() {
-        let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
-        assert!(ok, "{what}: lse row {row}: {a} vs {r}");
-    }
-}
-
-/// Whether an error is a refusal of the problem by a named kernel (not every variant takes every
-/// shape: a decode variant takes few query rows per KV head).
-fn refused(error: &Error) -> bool {
-    matches!(
-        error,
-        Error::InvalidProblem(_) | Error::Incompatible(_) | Error::UnsupportedHeadDim(..)
-    )
-}
-
-/// The builder with `masking`'s mask and softcap.
-macro_rules! masked {
-    ($call:expr, $masking:expr) => {{
-        let m: Masking = $masking;
-        let call = $call.causal(m.causal).window(m.window.left, m.window.right);
-        match m.softcap {
-            Some(cap) => call.softcap(cap),
-            None => call,
-        }
-    }};
-}
 
 fn dense<T: Half>(gpu: &Gpu, shape: Shape, masking: Masking, rng: &mut StdRng, seed: u64) {
     let layout = if shape.seq_q.is_multiple_of(2) {
@@ -197,20 +156,7 @@ fn varlen_and_paged_calls_match_the_reference_under_windows_and_softcaps() {
         // Paged: lengths from 0, two new tokens per sequence (causal among them).
         let (block_size, seq_q) = (16, 2);
         let lens = [37i32, 1, 0, 64];
-        let pages: usize = lens
-            .iter()
-            .map(|&l| (l as usize).div_ceil(block_size))
-            .sum::<usize>()
-            + 3;
-        let mut table = vec![0i32; lens.len() * 4];
-        let mut next = 0;
-        for (b, &l) in lens.iter().enumerate() {
-            for p in 0..(l as usize).div_ceil(block_size) {
-                table[b * 4 + p] = next;
-                next += 1;
-            }
-        }
-        let cache = PagedKv::new(block_size, pages, table, lens.to_vec()).unwrap();
+        let (cache, pages) = consecutive_pages(&lens, block_size);
         let cache_dims = [pages, block_size, heads_kv, d];
         let cache_len = cache_dims.iter().product();
         let q: Vec<bf16> = random(lens.len() * heads * seq_q * d, &mut rng);

@@ -7,26 +7,18 @@
 //! sees no key. `#[ignore]`d like `tests/gpu.rs`: they need an NVIDIA GPU and run there with
 //! `--ignored`.
 
+mod common;
+
+use common::{assert_lse, consecutive_pages, gpu, refused, seeded};
 use flashrs::api::{
     attention, bf16, f16, paged_attention, varlen_attention, DeviceTensor, LseBuffer, PackedTensor,
     PagedCache, Sinks,
 };
-use flashrs::{DType, Error, Gpu, Layout, PagedKv, Shape, VarlenBatch};
+use flashrs::{DType, Error, Gpu, Layout, Shape, VarlenBatch};
 use flashrs_lab::backward_check::{random, widen, Half, Masking};
 use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-fn gpu() -> Gpu {
-    Gpu::open_with(0, flashrs::GpuOptions::from_env())
-        .unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
-}
-
-fn seeded() -> (u64, StdRng) {
-    let seed = rand::rng().random();
-    println!("seed {seed}");
-    (seed, StdRng::seed_from_u64(seed))
-}
+use rand::Rng;
 
 /// One sink per head, from well below to well above a row's log-sum-exp (about 4 to 7 here),
 /// head 1's `-inf` (no sink).
@@ -45,35 +37,6 @@ fn join(out: &mut [f64], lse: &mut [f64], d: usize, sinks: &[f32], head_of: impl
     for (row, l) in lse.iter_mut().enumerate() {
         reference::join_sink(&mut out[row * d..][..d], l, sinks[head_of(row)] as f64);
     }
-}
-
-/// Every row of `lse` within 1e-3 of the reference's, or equal to it.
-fn assert_lse(lse: &LseBuffer, expected: &[f64], what: &str) {
-    let rows = lse.to_host().unwrap();
-    assert_eq!(rows.len(), expected.len(), "{what}");
-    for (row, (&a, &r)) in rows.iter().zip(expected).enumerate() {
-        let ok = (a as f64 == r) || (a as f64 - r).abs() <= 1e-3;
-        assert!(ok, "{what}: lse row {row}: {a} vs {r}");
-    }
-}
-
-/// Whether an error is a refusal of the problem by a named kernel.
-fn refused(error: &Error) -> bool {
-    matches!(
-        error,
-        Error::InvalidProblem(_) | Error::Incompatible(_) | Error::UnsupportedHeadDim(..)
-    )
-}
-
-macro_rules! masked {
-    ($call:expr, $masking:expr) => {{
-        let m: Masking = $masking;
-        let call = $call.causal(m.causal).window(m.window.left, m.window.right);
-        match m.softcap {
-            Some(cap) => call.softcap(cap),
-            None => call,
-        }
-    }};
 }
 
 fn maskings() -> Vec<Masking> {
@@ -259,20 +222,7 @@ fn varlen_and_paged_calls_join_the_sinks() {
 
         let (block_size, seq_q) = (16, 2);
         let lens = [37i32, 1, 0, 64];
-        let pages: usize = lens
-            .iter()
-            .map(|&l| (l as usize).div_ceil(block_size))
-            .sum::<usize>()
-            + 3;
-        let mut table = vec![0i32; lens.len() * 4];
-        let mut next = 0;
-        for (b, &l) in lens.iter().enumerate() {
-            for p in 0..(l as usize).div_ceil(block_size) {
-                table[b * 4 + p] = next;
-                next += 1;
-            }
-        }
-        let cache = PagedKv::new(block_size, pages, table, lens.to_vec()).unwrap();
+        let (cache, pages) = consecutive_pages(&lens, block_size);
         let cache_dims = [pages, block_size, heads_kv, d];
         let cache_len = cache_dims.iter().product();
         let q: Vec<bf16> = random(lens.len() * heads * seq_q * d, &mut rng);
