@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The quick GPU check of a change to the library or the Python package, on a GPU machine without
-# Rust: the GPU test binaries (tests/gpu.rs, api_gpu.rs, backward_gpu.rs, fp8_gpu.rs), then the
+# Rust: the GPU test binaries (tests/gpu.rs, api_gpu.rs, backward_gpu.rs, fp8_gpu.rs, masks_gpu.rs,
+# sinks_gpu.rs, head_dims_gpu.rs), then the
 # wheel's CPU and GPU tests (python/tests) and python/bench/host_cost.py. Needs, from this
 # checkout: `bash scripts/stage_gpu.sh` (then `xz` of .gpu/host and .gpu/tests/* to fit a call)
 # and the wheel in .gpuy/ (`scripts/stage_python.sh`, cubins in .gpuy/cubin). MEMCHECK=1 adds
@@ -13,7 +14,7 @@ run() { echo "+ $*" | tee -a "$LOG"; local t0=$(date +%s); "$@" 2>&1 | tee -a "$
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee -a "$LOG"
 for f in .gpu/host.xz .gpu/tests/*.xz; do [ -f "$f" ] && xz -d -k -f "$f"; done
 export FLASHRS_CUBIN_DIR="$PWD/.gpu/cubin"
-for t in api_gpu gpu backward_gpu fp8_gpu; do
+for t in api_gpu gpu backward_gpu fp8_gpu masks_gpu sinks_gpu head_dims_gpu; do
   run timeout 200 .gpu/tests/$t --include-ignored --test-threads=1 > "$OUT/tests_$t.log" 2>&1
   tail -3 "$OUT/tests_$t.log" | tee -a "$LOG"
   grep -E "FAILED|panicked" "$OUT/tests_$t.log" | head -5 | tee -a "$LOG"

@@ -1620,11 +1620,21 @@ mod tests {
 
     #[test]
     fn what_the_kernels_cannot_take_is_refused_too() {
-        let d96 = bhsd([1, 2, 16, 96]);
+        let d100 = bhsd([1, 2, 16, 100]);
         assert!(matches!(
-            check(d96, d96, d96, None, None),
-            Err(Error::UnsupportedHeadDim(96, _))
+            check(d100, d100, d100, None, None),
+            Err(Error::UnsupportedHeadDim(100, _))
         ));
+        let d264 = bhsd([1, 2, 16, 264]);
+        assert!(matches!(
+            check(d264, d264, d264, None, None),
+            Err(Error::UnsupportedHeadDim(264, _))
+        ));
+        // Multiples of 8 up to 256 run padded on sm_90 (`kernel_head_dim`).
+        for d in [8, 96, 192, 248] {
+            let t = bhsd([1, 2, 16, d]);
+            assert!(check(t, t, t, None, None).is_ok(), "{d}");
+        }
         let q = bhsd([1, 2, 16, 64]);
         for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
             let params = Params {
@@ -1750,7 +1760,7 @@ mod tests {
                 "{lse:?}"
             );
         }
-        assert!(check([10, 8, 96], [6, 2, 96], [6, 2, 96], None, None).contains("96"));
+        assert!(check([10, 8, 100], [6, 2, 100], [6, 2, 100], None, None).contains("100"));
         let batch = VarlenBatch::new(cu_q.to_vec(), cu_k.to_vec()).unwrap();
         let nan_scale = Params {
             causal: true,
@@ -1911,10 +1921,14 @@ mod tests {
         let v_bshd = view(v.ptr(), [1, 4, 64, 64], Layout::Bshd);
         let out_bshd = view(out.ptr(), [1, 4, 64, 64], Layout::Bshd);
         assert!(raw_check([q, k, v_bshd, out_bshd], None).is_ok());
+        // A head dim the kernels pad (96 on 128's tiles) passes the checks; one that is not a
+        // multiple of 8 does not.
         let d96 = [q, k, v, out].map(|t| view(t.ptr(), [1, 4, 64, 96], Layout::Bhsd));
+        assert!(raw_check(d96, None).is_ok());
+        let d100 = [q, k, v, out].map(|t| view(t.ptr(), [1, 4, 64, 100], Layout::Bhsd));
         assert!(matches!(
-            raw_check(d96, None),
-            Err(Error::UnsupportedHeadDim(96, _))
+            raw_check(d100, None),
+            Err(Error::UnsupportedHeadDim(100, _))
         ));
         let bad_scale = RawOptions {
             causal: true,

@@ -299,14 +299,17 @@ pub(crate) fn fills_its_rounds(shape: Shape, block_m: usize, sms: usize) -> bool
 }
 
 /// The variant `DISPATCH` picks for `shape` on a GPU with `sms` multiprocessors whose PTX is
-/// architecture `arch` (80 or 90).
+/// architecture `arch` (80 or 90). A padded head dim ([`crate::problem::kernel_head_dim`]) takes
+/// the entry of the head dim that pads it, a `flash_ws` kernel on sm_90 (elsewhere the launch
+/// refuses it in one line).
 pub fn default_variant(shape: Shape, causal: bool, sms: usize, arch: u32) -> &'static VariantSpec {
     let blocks = query_blocks(shape, 128);
+    let d = shape.kernel_head_dim();
     DISPATCH
         .iter()
         .filter(|e| {
             e.arch <= arch
-                && e.head_dim == shape.head_dim
+                && e.head_dim == d
                 && blocks >= e.min_waves * sms
                 && shape.seq_q >= e.min_seq_q
                 && !(causal && e.non_causal_only)
@@ -316,11 +319,11 @@ pub fn default_variant(shape: Shape, causal: bool, sms: usize, arch: u32) -> &'s
         .map(|(_, v)| v)
         .or_else(|| {
             crate::variants::built(VARIANTS)
-                .find(|v| v.family == Family::FlashMma && v.head_dims.contains(&shape.head_dim))
+                .find(|v| v.family == Family::FlashMma && v.head_dims.contains(&d))
         })
         // A head dim only a newer architecture's family has (256 on sm_80): that variant, so that
         // the launch fails with the architecture it needs rather than a wrong head dim.
-        .or_else(|| crate::variants::built(VARIANTS).find(|v| v.head_dims.contains(&shape.head_dim)))
+        .or_else(|| crate::variants::built(VARIANTS).find(|v| v.head_dims.contains(&d)))
         .unwrap_or(&VARIANTS[0])
 }
 
@@ -446,6 +449,27 @@ mod tests {
         );
         // A prefill chunk has too many rows for flash_decode: none is weighed.
         assert!(h100(chunk).iter().all(|(v, _)| v.family != Family::FlashDecode));
+    }
+
+    #[test]
+    fn padded_head_dims_take_flash_ws_at_the_head_dim_that_pads_them() {
+        for (d, tiles) in [(96, 128), (192, 256), (32, 64), (160, 256)] {
+            for (batch, seq, causal) in [(1, 128, false), (4, 4096, true), (16, 2048, false)] {
+                let shape = Shape::new(batch, 8, seq, d);
+                let v = default_variant(shape, causal, 132, 90);
+                assert_eq!(v.family, Family::FlashWs, "{shape}");
+                assert!(v.head_dims.contains(&tiles), "{} at {shape}", v.name);
+                assert_eq!(v.entry_head_dim(d), tiles);
+                // The tuned table has no padded head dim: the candidates are the heuristic's.
+                let candidates =
+                    dispatch_candidates(builtin_tuned(), "NVIDIA H100 80GB HBM3", 90, 132, shape, DType::Bf16, causal);
+                assert_eq!(candidates[0].0.name, v.name, "{shape}");
+            }
+            // Another family's entry points keep the head dim they are asked for (and, not being
+            // compiled for it, refuse it).
+            let mma = VARIANTS.iter().find(|v| v.family == Family::FlashMma).unwrap();
+            assert_eq!(mma.entry_head_dim(d), d);
+        }
     }
 
     #[test]

@@ -20,8 +20,10 @@ pub enum Error {
     /// address, a kernel compiled for other head dims or dtype); the message says which.
     #[error("invalid problem: {0}")]
     InvalidProblem(String),
-    /// The head dim (first) is not one the kernels are compiled for (second: the compiled ones).
-    #[error("unsupported head dim {0}: compiled head dims are {1:?}")]
+    /// The head dim (first) is not one the kernels are compiled for (second: the compiled ones),
+    /// nor one the sm_90 dense and varlen forward run padded on the next compiled one
+    /// ([`kernel_head_dim`](crate::problem::kernel_head_dim)) where the call could take that.
+    #[error("unsupported head dim {0}: the kernels are compiled for {1:?}; the dense and varlen forward on sm_90 also take any other multiple of 8 up to 256")]
     UnsupportedHeadDim(usize, &'static [usize]),
     /// No compiled variant has this name.
     #[error("unknown kernel `{0}`: run `list` for the compiled variants")]

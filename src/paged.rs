@@ -152,6 +152,8 @@ impl PagedKv {
             head_dim,
         };
         shape.validate()?;
+        // Only flash_decode reads pages, at its compiled head dims.
+        shape.require_compiled_head_dim()?;
         self.cache_len(shape)?;
         Ok(shape)
     }
@@ -288,6 +290,7 @@ fn staged(table: &Option<crate::staging::Staged>) -> Result<&crate::staging::Sta
 /// [`PagedKv::shape`]) and `cache`.
 fn check_inputs(shape: Shape, cache: &PagedKv, [q, k, v]: [usize; 3]) -> Result<()> {
     shape.validate()?;
+    shape.require_compiled_head_dim()?;
     if shape.seq_k != cache.max_len().max(1) {
         return refuse(format!(
             "{shape}: seq_k must be the longest sequence ({}); build the shape with PagedKv::shape",

@@ -27,6 +27,26 @@ pub struct Shape {
 /// Most query heads (`B * H`) one launch takes: the grid's y and z dimensions, 65,535 each.
 pub const MAX_BATCH_HEADS: usize = 65_535 * 65_535;
 
+/// The largest head dim: the widest compiled tile.
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// The compiled head dim whose kernels run head dim `d`: `d` itself where the kernels are
+/// compiled for it ([`HEAD_DIMS`]), else, for a multiple of 8 up to [`MAX_HEAD_DIM`], the next
+/// compiled one up, whose `flash_ws` tiles take it *padded*: the copy engine reads the columns
+/// past `d` as zeros (they add nothing to `Q K^T`) and writes none of the output's past it, so
+/// no copy is made; the products do the padded tile's work (96 on 128: a third more). `None`
+/// for any other `d`. Only the sm_90 dense and varlen forward (`flash_ws`) run padded head dims;
+/// the other paths refuse them (`Error::UnsupportedHeadDim`).
+pub fn kernel_head_dim(d: usize) -> Option<usize> {
+    if HEAD_DIMS.contains(&d) {
+        return Some(d);
+    }
+    if d == 0 || !d.is_multiple_of(8) || d > MAX_HEAD_DIM {
+        return None;
+    }
+    HEAD_DIMS.iter().copied().filter(|&c| c > d).min()
+}
+
 impl Shape {
     /// Self-attention shape: `seq_q = seq_k = seq`.
     pub fn new(batch: usize, heads: usize, seq: usize, head_dim: usize) -> Shape {
@@ -50,6 +70,37 @@ impl Shape {
     /// host's copy of the kernels' rule (`Problem::key_end` in kernels-rs/src/attention/mod.rs).
     pub fn causal_key_end(&self, row: u32) -> u32 {
         (row as i64 + 1 + self.seq_k as i64 - self.seq_q as i64).clamp(0, self.seq_k as i64) as u32
+    }
+
+    /// The compiled head dim whose kernels run this shape ([`kernel_head_dim`]; the head dim
+    /// itself for a shape that does not pass [`Shape::validate`]).
+    pub fn kernel_head_dim(&self) -> usize {
+        kernel_head_dim(self.head_dim).unwrap_or(self.head_dim)
+    }
+
+    /// Whether the head dim runs padded, on the next compiled head dim's `flash_ws` tiles
+    /// ([`kernel_head_dim`]).
+    pub fn padded_head_dim(&self) -> bool {
+        self.kernel_head_dim() != self.head_dim
+    }
+
+    /// The same shape at the kernel's head dim ([`Shape::kernel_head_dim`]): what sizes a
+    /// launch's grid, schedule and workspace, which follow the compiled tiles.
+    pub fn at_kernel_head_dim(self) -> Shape {
+        Shape {
+            head_dim: self.kernel_head_dim(),
+            ..self
+        }
+    }
+
+    /// Refuses a padded head dim ([`kernel_head_dim`]) on a path without it: everything but
+    /// the sm_90 dense and varlen forward.
+    pub fn require_compiled_head_dim(&self) -> Result<()> {
+        if HEAD_DIMS.contains(&self.head_dim) {
+            Ok(())
+        } else {
+            Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS))
+        }
     }
 
     /// Query heads per key/value head.
@@ -120,7 +171,7 @@ impl Shape {
                 self.heads_kv, self.heads
             ));
         }
-        if !HEAD_DIMS.contains(&self.head_dim) {
+        if kernel_head_dim(self.head_dim).is_none() {
             return Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS));
         }
         // The grid's y and z dimensions (65,535 each) hold batch * heads.
@@ -407,10 +458,37 @@ mod tests {
     }
 
     #[test]
+    fn padded_head_dims_run_on_the_next_compiled_tiles() {
+        for (d, tiles) in [
+            (8, 64),
+            (56, 64),
+            (64, 64),
+            (72, 128),
+            (96, 128),
+            (128, 128),
+            (136, 256),
+            (192, 256),
+            (256, 256),
+        ] {
+            assert_eq!(kernel_head_dim(d), Some(tiles), "{d}");
+            let shape = Shape::new(1, 2, 16, d);
+            assert!(shape.validate().is_ok(), "{d}");
+            assert_eq!(shape.padded_head_dim(), d != tiles, "{d}");
+            assert_eq!(shape.at_kernel_head_dim().head_dim, tiles);
+            assert_eq!(shape.require_compiled_head_dim().is_ok(), d == tiles, "{d}");
+        }
+        for d in [0, 4, 100, 250, 264, 512] {
+            assert_eq!(kernel_head_dim(d), None, "{d}");
+            let message = Shape::new(1, 2, 16, d).validate().unwrap_err().to_string();
+            assert!(message.contains("multiple of 8 up to 256"), "{message}");
+        }
+    }
+
+    #[test]
     fn validation_names_the_problem() {
         assert!(Shape::new(1, 8, 128, 64).validate().is_ok());
-        let err = Shape::new(1, 8, 128, 96).validate().unwrap_err().to_string();
-        assert!(err.contains("head dim 96"), "{err}");
+        let err = Shape::new(1, 8, 128, 100).validate().unwrap_err().to_string();
+        assert!(err.contains("head dim 100"), "{err}");
         let err = Shape::new(0, 8, 128, 64).validate().unwrap_err().to_string();
         assert!(err.contains("at least 1"), "{err}");
         // More heads than the grid's y holds are fine (they spill into z); past y * z is not.
@@ -491,7 +569,8 @@ mod properties {
             && s.seq_k >= 1
             && s.heads_kv >= 1
             && s.heads.is_multiple_of(s.heads_kv)
-            && HEAD_DIMS.contains(&s.head_dim)
+            && (HEAD_DIMS.contains(&s.head_dim)
+                || (s.head_dim.is_multiple_of(8) && (8..=256).contains(&s.head_dim)))
             && s.batch
                 .checked_mul(s.heads)
                 .is_some_and(|bh| bh <= MAX_BATCH_HEADS)

@@ -57,6 +57,22 @@ impl VariantSpec {
         })
     }
 
+    /// The head dim of this variant's entry points that runs tensors of head dim `d`: `d`, or
+    /// for `flash_ws` the compiled head dim that pads it
+    /// ([`kernel_head_dim`](crate::problem::kernel_head_dim)).
+    pub fn entry_head_dim(&self, d: usize) -> usize {
+        match crate::problem::kernel_head_dim(d) {
+            Some(padded) if self.family == Family::FlashWs && self.head_dims.contains(&padded) => padded,
+            _ => d,
+        }
+    }
+
+    /// Whether this variant's entry points run tensors of head dim `d`: compiled for it, or a
+    /// `flash_ws` variant compiled for the head dim that pads it ([`VariantSpec::entry_head_dim`]).
+    pub fn runs_head_dim(&self, d: usize) -> bool {
+        self.head_dims.contains(&self.entry_head_dim(d))
+    }
+
     /// The exported PTX symbol for one head dim and dtype.
     pub fn symbol(&self, head_dim: usize, dtype: &str) -> String {
         format!("{}_d{head_dim}_{dtype}", self.name)

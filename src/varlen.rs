@@ -451,6 +451,7 @@ impl Gpu {
             dtype: DType,
             counted: bool,
         ) -> Result<VarlenKernel> {
+            let head_dim = variant.entry_head_dim(head_dim);
             let symbol = variant
                 .varlen_symbol(head_dim, dtype.name(), counted)
                 .ok_or_else(|| {
@@ -485,17 +486,23 @@ impl Gpu {
     ) -> Result<&'static VariantSpec> {
         let group = heads / heads_kv.max(1);
         let few_rows = group * batch.max_q() <= 32;
+        // A padded head dim (`kernel_head_dim`) runs on flash_ws's tiles of the head dim that
+        // pads it.
+        let tiles = crate::problem::kernel_head_dim(head_dim).unwrap_or(head_dim);
+        let padded = tiles != head_dim;
         // The dense dispatch's pick where it has varlen entry points, else its grid twin, else
         // the family's first compiled variant.
-        let dense = dense_tiles(head_dim, self.arch);
+        let dense = dense_tiles(tiles, self.arch);
         let rank =
             |v: &&VariantSpec| dense.map_or(2, |specs| specs.iter().position(|s| *s == v.spec).unwrap_or(2));
         let pick = |family: Family| {
-            varlen_variants(head_dim, self.arch)
+            varlen_variants(tiles, self.arch)
                 .filter(|v| v.family == family)
                 .min_by_key(rank)
         };
-        let chosen = if few_rows {
+        let chosen = if padded {
+            pick(Family::FlashWs)
+        } else if few_rows {
             pick(Family::FlashDecode).or_else(|| pick(Family::FlashWs))
         } else {
             pick(Family::FlashWs).or_else(|| pick(Family::FlashDecode))
@@ -736,15 +743,14 @@ impl Gpu {
                 "the tensors were made for another device: launch them with a Gpu of that device".into(),
             );
         }
-        if kernel.dtype() != tensors.dtype || kernel.head_dim() != tensors.head_dim {
+        if kernel.dtype() != tensors.dtype {
             return refuse(format!(
-                "kernel {} does not take {} at head dim {}",
+                "kernel {} does not take {}",
                 kernel.symbol(),
-                tensors.dtype,
-                tensors.head_dim
+                tensors.dtype
             ));
         }
-        Ok(())
+        crate::gpu::check_head_dim(kernel, tensors.grid_shape())
     }
 
     /// Stages the item table a persistent `flash_ws` varlen launch of `kernel` over `grid` blocks
@@ -845,7 +851,7 @@ impl Gpu {
                 item_table,
                 ..
             } = tensors;
-            let args = varlen_args(packed, shape.batch, heads_kv, params, slices.splits);
+            let args = varlen_args(packed, shape.batch, heads_kv, params, slices.splits).padded(d, kernel.head_dim());
             let problem = format!("varlen {packed}");
             let mut launch = Launch::kernel(self, kernel, Entry::Varlen, &stream, config, &problem, args);
             launch.reads("q", q, Some(q_len.max(1)), |a, p| a.q = p);
@@ -1034,7 +1040,8 @@ mod tests {
         assert_eq!((packed.batch, packed.seq_q, packed.seq_k), (1, 10, 6));
         assert_eq!(b.lens(8, 2, 128), (10 * 8 * 128, 6 * 2 * 128, 80));
         assert!(b.grid_shape(8, 3, 128).is_err(), "heads_kv must divide heads");
-        assert!(b.grid_shape(8, 2, 96).is_err(), "head dim");
+        assert!(b.grid_shape(8, 2, 100).is_err(), "head dim");
+        assert!(b.grid_shape(8, 2, 96).is_ok(), "a padded head dim");
         let no_keys = VarlenBatch::from_lengths(&[3], &[0]).unwrap();
         assert!(refused(no_keys.packed_shape(8, 8, 128)).contains("no keys"));
         // No query at all is fine (nothing to launch).

@@ -91,9 +91,7 @@ pub struct Args {
     /// Peers to measure in the same run, comma-separated: `torch` (its SDPA backends: flash, i.e.
     /// FlashAttention-2, cuDNN and memory-efficient), `fa3` (the FlashAttention-3 algorithm from
     /// flash-attn-4's `flash_attn.cute`, on Hopper), both through python3 + torch. A peer that is
-    /// not installed is a note, not a failure; with a peer, a `--shape` may have a head dim our
-    /// kernels lack (up to 256, a multiple of 8): only the peers are timed there. Default: both
-    /// (with 16-bit inputs).
+    /// not installed is a note, not a failure. Default: both (with 16-bit inputs).
     #[arg(long, value_delimiter = ',')]
     peers: Vec<Peer>,
     /// Time no peer (by default torch and fa3 are timed where they are installed).
@@ -161,13 +159,6 @@ impl Plan {
                 peers.push(peer);
             }
         }
-        // A head dim none of our kernels has is still worth a run when the caller named a peer
-        // to time it (the default peers alone would turn a typo into a peers-only run).
-        let head_dims = if args.peers.is_empty() {
-            inputs::HeadDims::Ours
-        } else {
-            inputs::HeadDims::OursOrPeers
-        };
         let gates = args
             .gate
             .iter()
@@ -184,7 +175,7 @@ impl Plan {
                 )));
             }
         }
-        let mut cases = inputs::cases(&shape_sets(args), &args.shape, masks, head_dims)?;
+        let mut cases = inputs::cases(&shape_sets(args), &args.shape, masks)?;
         let mut varlen_cases = 0;
         if args.varlen {
             let (dense, padded) = varlen_dense_shapes(args.varlen_seed);
@@ -194,7 +185,7 @@ impl Plan {
         if let Some(heads_kv) = args.heads_kv {
             for (shape, _) in &mut cases {
                 *shape = shape.with_heads_kv(heads_kv);
-                inputs::validate(shape, head_dims)?;
+                shape.validate()?;
             }
         }
         library::check_named_paths(&args.kernels, cases.iter().map(|c| c.0), &[args.layout], false)?;
@@ -319,7 +310,7 @@ pub fn run(device: usize, args: Args) -> Result<(), Failure> {
         println!("note: {note}");
     }
     let pick = |shape: Shape, causal: bool| {
-        let compiled = flashrs::variants::HEAD_DIMS.contains(&shape.head_dim);
+        let compiled = flashrs::problem::kernel_head_dim(shape.head_dim).is_some();
         compiled.then(|| {
             let (variant, source) = gpu.choose(shape, args.dtype.sixteen(), causal);
             (variant.name, source)
@@ -446,7 +437,7 @@ fn time_ours(
     };
     let bar = inputs::progress(cases.len() * plan.variants.len(), "bench");
     for &(shape, causal) in cases {
-        if !flashrs::variants::HEAD_DIMS.contains(&shape.head_dim) {
+        if flashrs::problem::kernel_head_dim(shape.head_dim).is_none() {
             continue;
         }
         let params = Params {
@@ -520,10 +511,10 @@ fn case_variants(
     let mut variants: Vec<&'static VariantSpec> = asked
         .iter()
         .copied()
-        .filter(|v| v.head_dims.contains(&head_dim))
+        .filter(|v| v.runs_head_dim(head_dim))
         .collect();
     for &candidate in candidates {
-        let runs = candidate.head_dims.contains(&head_dim) && candidate.min_arch <= arch;
+        let runs = candidate.runs_head_dim(head_dim) && candidate.min_arch <= arch;
         if runs && !variants.iter().any(|v| v.name == candidate.name) {
             variants.push(candidate);
         }
@@ -1242,19 +1233,21 @@ mod tests {
         assert_eq!(parse("fa3").ok().unwrap().peers, [Peer::Fa3]);
         let err = parse("torch,fa4").err().unwrap().to_string();
         assert!(err.contains("unknown peer `fa4` (torch, fa3)"), "{err}");
-        // With a peer named, a head dim only the peers run is a case; with the default peers or
-        // none it is refused.
-        let shape = |peers: &[&str]| {
-            let mut argv = vec!["bench", "--shapes", "std", "--shape", "2,16,4096,192"];
+        // A head dim without tiles of its own (192) runs padded: a case with any peers or none.
+        // One that no kernel takes (not a multiple of 8) is refused whatever the peers.
+        let shape = |d: usize, peers: &[&str]| {
+            let extra = format!("2,16,4096,{d}");
+            let mut argv = vec!["bench", "--shapes", "std", "--shape", &extra];
             argv.extend_from_slice(peers);
             let args = parse_args(&argv).ok().unwrap();
             Plan::new(&args).map(|p| p.cases)
         };
-        let cases = shape(&["--peers", "fa3"]).ok().unwrap();
-        assert_eq!(cases.len(), 12);
-        assert_eq!(cases[11], (Shape::new(2, 16, 4096, 192), false));
-        assert!(shape(&[]).is_err());
-        assert!(shape(&["--no-peers"]).is_err());
+        for peers in [&["--peers", "fa3"][..], &[], &["--no-peers"]] {
+            let cases = shape(192, peers).ok().unwrap();
+            assert_eq!(cases.len(), 12);
+            assert_eq!(cases[11], (Shape::new(2, 16, 4096, 192), false));
+            assert!(shape(100, peers).is_err());
+        }
     }
 
     #[test]

@@ -142,7 +142,7 @@ pub fn cases(
     let dims = head_dims();
     let mut out = Vec::new();
     let mut skipped = Vec::new();
-    for (shape, causal) in inputs::cases(&dense, explicit, masks, inputs::HeadDims::Ours)? {
+    for (shape, causal) in inputs::cases(&dense, explicit, masks)? {
         if !dims.contains(&shape.head_dim) {
             if !skipped.contains(&shape) {
                 skipped.push(shape);

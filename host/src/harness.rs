@@ -34,7 +34,8 @@ pub fn run_kernel(
     Ok((out, lse))
 }
 
-/// The variants that can run `shape` on this GPU: compiled for its head dim and architecture.
+/// The variants that can run `shape` on this GPU: compiled for its head dim (or, `flash_ws`, the
+/// head dim that pads it) and architecture.
 pub fn runnable<'a>(
     gpu: &'a Gpu,
     variants: &'a [&'static VariantSpec],
@@ -42,5 +43,5 @@ pub fn runnable<'a>(
 ) -> impl Iterator<Item = &'a &'static VariantSpec> + 'a {
     variants
         .iter()
-        .filter(move |v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
+        .filter(move |v| v.runs_head_dim(shape.head_dim) && v.min_arch <= gpu.arch)
 }

@@ -161,24 +161,9 @@ pub fn shape_set(name: &str) -> Result<Vec<Case>, Failure> {
     })
 }
 
-/// Which head dims a `--shape` may have.
-#[derive(Clone, Copy, PartialEq)]
-pub enum HeadDims {
-    /// Those our kernels are compiled for.
-    Ours,
-    /// Also those only the peers run (FlashAttention's: multiples of 8 up to 256), for `bench`
-    /// with peers.
-    OursOrPeers,
-}
-
 /// Cases from `--shapes a,b` and `--shape B,H,S,D` (repeatable), in order, without repeats;
 /// `masks` gives the masks for cases whose set does not fix one.
-pub fn cases(
-    sets: &[String],
-    explicit: &[Shape],
-    masks: &[bool],
-    head_dims: HeadDims,
-) -> Result<Vec<(Shape, bool)>, Failure> {
+pub fn cases(sets: &[String], explicit: &[Shape], masks: &[bool]) -> Result<Vec<(Shape, bool)>, Failure> {
     let mut out: Vec<(Shape, bool)> = Vec::new();
     let mut push = |shape: Shape, causal: bool| {
         if !out.contains(&(shape, causal)) {
@@ -194,29 +179,10 @@ pub fn cases(
         }
     }
     for shape in explicit {
-        validate(shape, head_dims)?;
+        shape.validate()?;
         masks.iter().for_each(|&causal| push(*shape, causal));
     }
     Ok(out)
-}
-
-/// Everything `Shape::validate` checks, the head dim as `head_dims` says.
-pub fn validate(shape: &Shape, head_dims: HeadDims) -> Result<(), Failure> {
-    let d = shape.head_dim;
-    match shape.validate() {
-        Err(flashrs::Error::UnsupportedHeadDim(..))
-            if head_dims == HeadDims::OursOrPeers && (8..=256).contains(&d) && d.is_multiple_of(8) =>
-        {
-            // The rest of the checks, on a head dim that passes.
-            let compiled = flashrs::variants::HEAD_DIMS[0];
-            Ok(Shape {
-                head_dim: compiled,
-                ..*shape
-            }
-            .validate()?)
-        }
-        other => Ok(other?),
-    }
 }
 
 /// The variants named by `--kernel` (all when none is named); the library-composed paths

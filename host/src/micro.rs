@@ -262,7 +262,7 @@ mod tests {
                 _ => String::new(),
             }
         };
-        assert!(check_of(&["micro", "--shape", "1,2,128,96"]).contains("unsupported head dim 96"));
+        assert!(check_of(&["micro", "--shape", "1,2,128,100"]).contains("unsupported head dim 100"));
         assert!(check_of(&["micro", "--top", "0"]).contains("--top"));
         assert!(check_of(&["micro", "--csv", "/no/such/dir/m.csv"]).contains("/no/such/dir"));
         assert!(check_of(&["micro", "--best", "/no/such/dir/b.json"]).contains("/no/such/dir"));

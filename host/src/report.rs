@@ -399,7 +399,7 @@ pub fn summary_table(summary: &[ShapeSummary]) -> String {
     for s in summary {
         let ours = match &s.ours {
             Some(name) => name.as_str(),
-            None if !flashrs::variants::HEAD_DIMS.contains(&s.shape[3]) => "unsupported",
+            None if flashrs::problem::kernel_head_dim(s.shape[3]).is_none() => "unsupported",
             None => "-",
         };
         let pick = match (&s.dispatch, s.dispatch_source) {
@@ -593,14 +593,14 @@ mod tests {
 
     #[test]
     fn a_head_dim_we_lack_keeps_the_peers_and_says_unsupported() {
-        let d192 = Shape::new(2, 16, 4096, 192);
+        let d100 = Shape::new(2, 16, 4096, 100);
         let rows = vec![
-            row_on(d192, "torch_cudnn", Some("cudnn"), 855.0),
-            row_on(d192, "fa3", Some(FA3_BACKEND), 800.0),
+            row_on(d100, "torch_cudnn", Some("cudnn"), 855.0),
+            row_on(d100, "fa3", Some(FA3_BACKEND), 800.0),
         ];
         let no_pick = |_: Shape, _: bool| None;
         let s = summarise(
-            &[(d192, false), (Shape::new(1, 8, 512, 64), false)],
+            &[(d100, false), (Shape::new(1, 8, 512, 64), false)],
             &rows,
             &no_pick,
         );

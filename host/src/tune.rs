@@ -680,7 +680,7 @@ mod tests {
     #[test]
     fn bad_options_are_refused_without_a_gpu() {
         assert!(check_of(&["tune", "--peers", "fa9"]).contains("unknown peer `fa9`"));
-        assert!(check_of(&["tune", "--shape", "1,2,128,96"]).contains("unsupported head dim"));
+        assert!(check_of(&["tune", "--shape", "1,2,128,100"]).contains("unsupported head dim"));
         assert!(check_of(&["tune", "--log", "/no/such/dir/e.csv"]).contains("/no/such/dir"));
         assert!(check_of(&["tune", "--save", "--table", "/no/such/dir/t.json"]).contains("/no/such/dir"));
         // Without --save the table is not written, so its directory does not matter.

@@ -418,11 +418,10 @@ fn problems(args: &Args) -> Result<Vec<(Shape, bool, DType)>, Failure> {
         .filter(|s| *s != "paged" && *s != "varlen")
         .cloned()
         .collect();
-    let mut problems: Vec<(Shape, bool, DType)> =
-        inputs::cases(&sets, &args.shape, masks, inputs::HeadDims::Ours)?
-            .into_iter()
-            .flat_map(|(s, c)| args.dtypes().into_iter().map(move |t| (s, c, t)))
-            .collect();
+    let mut problems: Vec<(Shape, bool, DType)> = inputs::cases(&sets, &args.shape, masks)?
+        .into_iter()
+        .flat_map(|(s, c)| args.dtypes().into_iter().map(move |t| (s, c, t)))
+        .collect();
     if let Some(heads_kv) = args.heads_kv {
         for (shape, _, _) in &mut problems {
             *shape = shape.with_heads_kv(heads_kv);

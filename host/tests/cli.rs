@@ -60,9 +60,9 @@ fn bad_arguments_are_one_line_errors() {
     );
     assert_clean_failure(&host(&["bench", "--kernel", "nope"]), 2, "unknown kernel `nope`");
     assert_clean_failure(
-        &host(&["bench", "--shape", "1,8,128,96"]),
+        &host(&["bench", "--shape", "1,8,128,100"]),
         2,
-        "unsupported head dim 96",
+        "unsupported head dim 100",
     );
     assert_clean_failure(&host(&["bench", "--shape", "0,8,128,64"]), 2, "at least 1");
     assert_clean_failure(&host(&["bench", "--iters", "0"]), 2, "iters");
@@ -576,7 +576,7 @@ fn shape_strings_are_refused_before_touching_a_gpu() {
         ("0,8,128,64", "every dimension must be at least 1"),
         ("1,8,0,64", "every dimension must be at least 1"),
         ("1,8,128,0,64", "every dimension must be at least 1"),
-        ("1,8,128,96", "unsupported head dim 96"),
+        ("1,8,128,100", "unsupported head dim 100"),
         ("1,8,128,0", "unsupported head dim 0"),
         ("65536,65536,1,64", "batch * heads"),
         ("1,1,4294967295,64", "sequence length too large"),
@@ -618,10 +618,10 @@ fn unknown_peers_fail_fast_and_known_ones_reach_the_gpu() {
         assert!(started.elapsed().as_secs() < 5, "took {:?}", started.elapsed());
     }
     assert_one_line_failure(&host(&["verify", "--peer", "fa3"]), "unknown peer `fa3`");
-    // A head dim no kernel of ours has is refused unless a peer can time it.
+    // A head dim no kernel takes (not a multiple of 8, or past 256) is refused, peers or not.
     assert_one_line_failure(
-        &host(&["bench", "--shape", "2,16,4096,192"]),
-        "unsupported head dim 192",
+        &host(&["bench", "--shape", "2,16,4096,100"]),
+        "unsupported head dim 100",
     );
     assert_one_line_failure(
         &host(&["bench", "--shape", "2,16,4096,512", "--peers", "fa3"]),
@@ -700,7 +700,7 @@ fn clap_errors_are_one_line_without_the_usage_block() {
 
 #[test]
 fn checks_that_need_no_gpu_come_before_it() {
-    refused(&["micro", "--shape", "1,2,128,96"], "unsupported head dim 96");
+    refused(&["micro", "--shape", "1,2,128,100"], "unsupported head dim 100");
     refused(&["micro", "--top", "0"], "--top");
     refused(
         &["trace", "--kernel", "naive", "--varlen"],

@@ -56,6 +56,10 @@ macro_rules! with_launch_params {
             sinks: u64 as *const f32,
             /// Query heads per batch entry (`H`).
             heads: u32,
+            /// The tensors' head dim where it is below the kernel's compiled `D` (a multiple of 8):
+            /// `flash_ws` reads the columns past it as the copy engine's zeros and writes none of
+            /// them (`Problem::columns`); 0 for `D`, which every other family takes.
+            head_dim: u32,
             /// 1 when the tensors are `[B, S, H, D]`, 0 for `[B, H, S, D]`.
             seq_major: u32,
             /// `B * H`, spread over the grid's y and z.

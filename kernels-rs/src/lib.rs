@@ -50,6 +50,7 @@ impl launch::LaunchArgs {
             lse: self.lse as *mut f32,
             sinks: self.sinks as *const f32,
             heads: self.heads,
+            head_dim: self.head_dim,
             seq_major: self.seq_major != 0,
             batch_heads: self.batch_heads,
             kv_splits: self.kv_splits,
@@ -242,6 +243,7 @@ macro_rules! softmax_rows {
                 lse: core::ptr::null_mut(),
                 sinks: core::ptr::null(),
                 heads: 1,
+                head_dim: 0,
                 seq_major: false,
                 batch_heads: 0, // unused: the row softmax has its own grid
                 kv_splits: 1,

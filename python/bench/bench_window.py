@@ -1,14 +1,18 @@
-"""Times the sliding window, the logit softcap and attention sinks, flashrs beside flash-attn-4
-(`flash_attn.cute`, FlashAttention-3's algorithm on sm90) with the same `window_size`, `softcap`
-and sinks (its `learnable_sink`), and beside each one's own plain call of the same shape: forward alone and forward + backward through torch autograd, each
-the median of CUDA-event times after a warm-up, in one process.
+"""Times the sliding window, the logit softcap, attention sinks and the head dims without tiles of
+their own (96, 192), flashrs beside flash-attn-4 (`flash_attn.cute`, FlashAttention-3's algorithm
+on sm90) with the same `window_size`, `softcap` and sinks (its `learnable_sink`), beside cuDNN
+through torch's SDPA where the case has none of the three, and beside each one's own plain call
+of the same shape: forward alone and forward + backward through torch autograd, each the median
+of CUDA-event times after a warm-up, in one process.
 
     python3 python/bench/bench_window.py --json bench_window.json [--dtype bf16] [--iters 30]
 
 A window of w keys over S keys should cost about w / S of the causal call when the kernels skip
 the key tiles before the window (flashrs' `flash_ws` and `flash_decode` do; its backward masks
 without skipping). Sinks (one logit per query head, GPT-OSS's) cost one more term per row at the
-end, so a call with them should take the plain call's time. Inputs are [B, S, H, D] for both.
+end, so a call with them should take the plain call's time. Head dim 96 runs on flashrs' 128-wide
+tiles and 192 on its 256-wide ones (zero-filled by the copy engine): each should cost about what
+the wider head dim's call costs, which the cases beside them show. Inputs are [B, S, H, D].
 """
 
 import argparse
@@ -35,6 +39,13 @@ CASES = [
     ("gpt-oss-like sliding 128 sinks", 2, 64, 8, 4096, 4096, 64, True, (127, 0), 0.0, True),
     ("gpt-oss-like decode", 32, 64, 8, 1, 8192, 64, True, (-1, -1), 0.0, False),
     ("gpt-oss-like decode sinks", 32, 64, 8, 1, 8192, 64, True, (-1, -1), 0.0, True),
+    # Head dims without tiles of their own, each beside the head dim whose tiles run it.
+    ("head dim 96", 2, 16, 16, 4096, 4096, 96, False, (-1, -1), 0.0, False),
+    ("head dim 96 causal", 2, 16, 16, 4096, 4096, 96, True, (-1, -1), 0.0, False),
+    ("head dim 128 (96's tiles)", 2, 16, 16, 4096, 4096, 128, False, (-1, -1), 0.0, False),
+    ("head dim 192", 2, 16, 16, 4096, 4096, 192, False, (-1, -1), 0.0, False),
+    ("head dim 192 causal", 2, 16, 16, 4096, 4096, 192, True, (-1, -1), 0.0, False),
+    ("head dim 256 (192's tiles)", 2, 16, 16, 4096, 4096, 256, False, (-1, -1), 0.0, False),
 ]
 
 
@@ -63,6 +74,20 @@ def main():
                 return out[0] if isinstance(out, tuple) else out
 
             found["fa4"] = fa4_call
+
+        def cudnn(q, k, v, c, w, s, sinks):
+            if tuple(w) != (-1, -1) or s or sinks is not None:
+                raise ValueError("torch's SDPA takes no window, softcap or sinks")
+            if c and q.shape[1] != k.shape[1]:
+                raise ValueError("torch's is_causal aligns top-left, flashrs' bottom-right")
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+                out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c, enable_gqa=True)
+                return out.transpose(1, 2)
+
+        found["cudnn"] = cudnn
         return found
 
     for name, b, h, h_kv, s_q, s_k, d, causal, window, softcap, with_sinks in CASES:

@@ -50,7 +50,9 @@ def attention(
     stride is 1 and the others are multiples of 8 elements; otherwise (or on older GPUs, unless
     all three are contiguous in one order) they are copied into one order first. ``H_kv`` must
     divide ``H`` (grouped-query attention). dtype float16 or bfloat16, on one CUDA device;
-    ``D`` in 64, 128 (and 256 on Hopper). ``scale`` defaults to ``1/sqrt(D)``. ``causal`` masks
+    ``D`` in 64 and 128 (and on Hopper 256 and any other multiple of 8 up to 256, which runs on the
+    next compiled head dim's tiles: 96 on 128's, 192 on 256's, with that head dim's work, no copy
+    in the forward). ``scale`` defaults to ``1/sqrt(D)``. ``causal`` masks
     key ``j`` from query ``i`` unless ``j <= i + S_k - S_q`` (aligned bottom-right, as
     FlashAttention-2; torch's ``is_causal`` aligns top-left): a query that sees no key gets zeros.
 
@@ -74,9 +76,10 @@ def attention(
     order; else contiguous), and with ``return_lse`` also the
     log-sum-exp of each query row's scaled scores, ``[B, H, S_q]`` float32 (``-inf`` for a row
     that sees no key). When q, k or v requires grad (and grad mode is on), the output carries
-    autograd history: its backward pass computes dq, dk and dv on the GPU (head dims 64, 128 and
-    256). With ``deterministic`` the backward adds dq's parts in a fixed order, so every run gives
-    the same bits. The log-sum-exp is not differentiated (as FlashAttention's). Bad input raises
+    autograd history: its backward pass computes dq, dk and dv on the GPU (at the compiled head
+    dims 64, 128 and 256; at a padded one on copies with zero columns up to the next). With
+    ``deterministic`` the backward adds dq's parts in a fixed order, so every run gives the same
+    bits. The log-sum-exp is not differentiated (as FlashAttention's). Bad input raises
     ``ValueError`` with a one-line message; a machine without a CUDA driver, or a CUDA failure,
     raises ``RuntimeError``. The first call on a device loads the kernels (with the driver's JIT,
     tens of seconds, unless ``FLASHRS_CUBIN_DIR`` points at prebuilt ones). A call can be captured
@@ -601,7 +604,14 @@ def _attention_backward(
 ):
     """The backward op's implementation: q, k, v and dO in the output's memory order (the
     backward's kernels read every tensor in place, in one order; autograd may hand over any
-    strides), the gradients and the workspace allocated by torch, then the launch."""
+    strides), the gradients and the workspace allocated by torch, then the launch. A padded head
+    dim (``_kernel_head_dim``) goes through ``_padded_backward``."""
+    head_dim = q.shape[-1]
+    tiles = _kernel_head_dim(head_dim)
+    if tiles is not None and tiles != head_dim:
+        return _padded_backward(
+            tiles, d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size, softcap
+        )
     q, k, v = (_in_order_of(t, out) for t in (q, k, v))
     if d_out.stride() != out.stride():
         d_out = _empty_like(out).copy_(d_out)
@@ -617,6 +627,44 @@ def _attention_backward(
     workspace = _empty_workspace(q, workspace_bytes)
     _flashrs.backward(*described, (int(workspace.data_ptr()), workspace_bytes), *options, _current_stream(q), *masking)
     return d_q, d_k, d_v
+
+
+# The head dims the kernels are compiled for (src/variants.rs).
+_COMPILED_HEAD_DIMS = (64, 128, 256)
+
+
+def _kernel_head_dim(d):
+    """The compiled head dim whose kernels run head dim ``d``: ``d`` itself, or for another
+    multiple of 8 up to 256 the next compiled one up (the Rust library's ``kernel_head_dim``);
+    ``None`` for any other ``d``."""
+    if d in _COMPILED_HEAD_DIMS:
+        return d
+    if d <= 0 or d % 8 or d > 256:
+        return None
+    return min(c for c in _COMPILED_HEAD_DIMS if c > d)
+
+
+def _padded_backward(tiles, d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size, softcap):
+    """The backward at a padded head dim: the forward ran on the copy engine's zero columns, which
+    the backward's kernels do not read that way, so q, k, v, the output and dO are copied with
+    zero columns up to ``tiles``; the zeros change no score, no ``rowsum(dO * O)`` and no
+    gradient of the real columns. The scale is the real head dim's. The gradients come back in
+    their inputs' memory order, as the unpadded path gives them."""
+    import torch.nn.functional as F
+
+    head_dim = q.shape[-1]
+    if scale is None:
+        scale = head_dim ** -0.5
+    pad = lambda t: F.pad(t, (0, tiles - head_dim)).contiguous()
+    grads = _attention_backward(
+        pad(d_out), pad(q), pad(k), pad(v), pad(out), lse, causal, scale, layout, deterministic, window_size, softcap
+    )
+    results = []
+    for grad, like in zip(grads, (q, k, v)):
+        result = _empty_like(_in_order_of(like, out))
+        result.copy_(grad[..., :head_dim])
+        results.append(result)
+    return tuple(results)
 
 
 def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1), softcap=0.0, sinks=None):

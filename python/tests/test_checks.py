@@ -129,8 +129,8 @@ class BadInput(unittest.TestCase):
     def test_inputs_that_need_a_gradient_go_through_the_op_with_the_lse(self):
         # Autograd lives in the dispatcher: such a call takes the op, asking for the log-sum-exp
         # the backward needs even when the caller did not, and with the backward's options. Head
-        # dim 32 is refused by the native checks, so nothing launches on the fake addresses.
-        q, k, v = tensors(q=(2, 8, 128, 32), kv=(2, 2, 256, 32))
+        # dim 36 is refused by the native checks, so nothing launches on the fake addresses.
+        q, k, v = tensors(q=(2, 8, 128, 36), kv=(2, 2, 256, 36))
         v.requires_grad = True
         with Allocations() as allocations:
             with self.assertRaises(ValueError):
@@ -237,7 +237,19 @@ class BadInput(unittest.TestCase):
         self.refused("same head dim", args=tensors(kv=(2, 2, 256, 128)))
 
     def test_head_dim(self):
-        self.refused("unsupported head dim 96", args=tensors(q=(1, 2, 16, 96), kv=(1, 2, 16, 96)))
+        for d in (100, 264, 4):
+            self.refused(f"unsupported head dim {d}", "multiple of 8 up to 256", args=tensors(q=(1, 2, 16, d), kv=(1, 2, 16, d)))
+        # Other multiples of 8 up to 256 pass the checks (on sm_90 they run on the next compiled
+        # head dim's tiles), as the compiled ones do.
+        describe = lambda ts: [flashrs._describe(n, t) for n, t in zip("qkv", ts)]
+        for d in (8, 96, 192, 128):
+            ts = tensors(q=(1, 2, 16, d), kv=(1, 2, 16, d))
+            self.assertEqual(flashrs._flashrs.check(*describe(ts), None, False, None), ((1, 2, 16), True))
+
+    def test_kernel_head_dim(self):
+        self.assertEqual([flashrs._kernel_head_dim(d) for d in (8, 64, 72, 96, 128, 136, 192, 256)],
+                         [64, 64, 128, 128, 128, 256, 256, 256])
+        self.assertEqual([flashrs._kernel_head_dim(d) for d in (0, 4, 100, 264)], [None] * 4)
 
     def test_addresses(self):
         q, k, v = tensors()
@@ -468,7 +480,12 @@ class BadVarlenInput(unittest.TestCase):
         self.refused("3, [total, H, D]", args=tensors())
         self.refused("torch.float32", args=packed(dtype="float32"))
         self.refused("must divide q's 8", args=packed(heads_kv=3))
-        self.refused("head dim", args=packed(d=32))
+        self.refused("head dim", args=packed(d=36))
+        # One the kernels pad (on sm_90) passes the native checks: the call gets to the driver.
+        with Allocations():
+            with self.assertRaises(RuntimeError) as caught:
+                flashrs.varlen_attention(*packed(d=96), [0, 100, 300], [0, 250, 500])
+        self.assertIn("no CUDA driver found", str(caught.exception))
         q, k, v = packed()
         k.requires_grad = True
         self.refused("no backward pass yet", args=(q, k, v))
@@ -476,8 +493,8 @@ class BadVarlenInput(unittest.TestCase):
     def test_strided_inputs_are_copied_and_checked(self):
         # A strided q reaches the native checks as its contiguous copy (here: refused for its
         # head dim, so nothing launches on the fake addresses).
-        q, k, v = packed(d=32)
-        q._strides = (2 * 8 * 32, 32, 1)
+        q, k, v = packed(d=36)
+        q._strides = (2 * 8 * 36, 36, 1)
         self.refused("head dim", args=(q, k, v))
 
 
@@ -506,7 +523,9 @@ class BadPagedInput(unittest.TestCase):
     def test_tensors(self):
         self.refused("a paged cache is [num_blocks, block_size, H_kv, D]", cache=(10, 16, 64))
         self.refused("must divide q's 8", cache=(10, 16, 3, 64))
-        self.refused("head dim", q=(2, 1, 8, 32), cache=(10, 16, 2, 32))
+        # Paged caches are read by flash_decode alone, at its compiled head dims: one the dense
+        # path pads is refused here.
+        self.refused("unsupported head dim 96", q=(2, 1, 8, 96), cache=(10, 16, 2, 96))
 
 
 class FakeTable:
@@ -550,7 +569,7 @@ class NothingToCompute(unittest.TestCase):
             self.run_empty((2, 8, 0, 64), (2, 3, 256, 64))
         self.assertIn("must divide q's 8", str(caught.exception))
         with self.assertRaises(ValueError) as caught:
-            self.run_empty((2, 8, 7, 32), (2, 2, 0, 32))
+            self.run_empty((2, 8, 7, 36), (2, 2, 0, 36))
         self.assertIn("head dim", str(caught.exception))
 
 

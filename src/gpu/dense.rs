@@ -76,14 +76,14 @@ impl Gpu {
                         .map(|&(variant, _)| variant)
                         .find(|variant| takes_strides(variant, tensors))
                         .unwrap_or_else(|| default_variant(shape, causal, self.sm_count, self.arch));
-                    let d = tensors.shape.head_dim;
+                    let d = tensors.shape.kernel_head_dim();
                     if !variant.head_dims.contains(&d) {
                         return Err(Error::InvalidProblem(no_listed_kernel(d)));
                     }
                     variant
                 }
             };
-            let kernel = self.kernel(variant, tensors.shape.head_dim, tensors.dtype, false)?;
+            let kernel = self.kernel(variant, tensors.shape.kernel_head_dim(), tensors.dtype, false)?;
             self.launch(&kernel, tensors, params, None)?;
             Ok(variant)
         }
@@ -122,6 +122,9 @@ impl Gpu {
             params.validate()?;
             self.check_stream(&tensors.stream)?;
             check_dense_kernel(kernel, tensors)?;
+            // The grid, schedule and workspace follow the compiled tiles (a padded head dim's
+            // too); the buffers, maps and scale the tensors' own head dim.
+            let tiles = shape.at_kernel_head_dim();
             // The warp-specialised family, and flash_decode through the copy engine, read their
             // tiles through tensor maps built here per call.
             let uses_maps = kernel.variant.family == Family::FlashWs || kernel.variant.copy_engine();
@@ -130,22 +133,22 @@ impl Gpu {
                 self.prepare_maps(kernel.variant, tensors)?;
             }
             // flash_decode plans its own grid (key slices) and may need a workspace and a combine.
-            let decode = self.decode_plan(kernel, shape, options)?;
+            let decode = self.decode_plan(kernel, tiles, options)?;
             let config = match &decode {
                 Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
-                None => launch_config(kernel, shape),
+                None => launch_config(kernel, tiles),
             };
             let seq_major = (tensors.layout == Layout::Bshd) as u32;
             // Key slices: flash_decode's plan, or the persistent flash_ws's tail split.
             let slices = match &decode {
                 Some(plan) => KeySlices {
                     splits: plan.splits,
-                    floats: plan.workspace_floats(shape),
+                    floats: plan.workspace_floats(tiles),
                     counters: plan.counters(),
                 },
                 None => KeySlices::tail_split(
                     kernel.variant,
-                    shape,
+                    tiles,
                     params.causal,
                     &config,
                     self.options.tail_split,
@@ -171,12 +174,9 @@ impl Gpu {
             } = tensors;
             let stream: &CudaStream = stream;
             // Contiguous K and V: no block table (the paged launch is `paged.rs`).
-            let args = LaunchArgs::dense(shape, params, seq_major, slices.splits).walking(item_walk(
-                kernel.variant,
-                shape,
-                &config,
-                slices.splits,
-            ));
+            let args = LaunchArgs::dense(shape, params, seq_major, slices.splits)
+                .padded(shape.head_dim, kernel.head_dim)
+                .walking(item_walk(kernel.variant, tiles, &config, slices.splits));
             let mut launch = Launch::kernel(self, kernel, Entry::Dense, stream, config, &shape, args);
             // Q, K and V reach as far as their strides do (exactly their length when contiguous).
             let [q_strides, k_strides, v_strides] = strides;
@@ -214,7 +214,7 @@ impl Gpu {
     /// Stages the item table a causal persistent launch of `kernel` on `tensors` over `grid` blocks
     /// walks: dealt once per variant, shape and grid, and copied in the tensors' stream's order.
     fn stage_walk_table(&self, kernel: &Kernel, tensors: &mut Tensors, grid: u32) -> Result<()> {
-        let shape = tensors.shape;
+        let shape = tensors.shape.at_kernel_head_dim();
         let table_key = (kernel.variant.name, shape, grid);
         let (bytes, mut staged) = match tensors.walk_table.take() {
             Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
@@ -260,6 +260,7 @@ impl Gpu {
         /// the paged tensors' shape, for a varlen one
         /// [`VarlenTensors::grid_shape`](crate::VarlenTensors::grid_shape).
         fn barrier_log_len(&self, kernel: &Kernel, shape: Shape) -> Result<usize> {
+            let shape = shape.at_kernel_head_dim();
             let config = match self.decode_plan(kernel, shape, DecodeOptions::default())? {
                 Some(plan) => plan.grid(kernel.variant.threads(), kernel.smem_bytes),
                 None => launch_config(kernel, shape),
@@ -304,12 +305,7 @@ fn check_dense_kernel(kernel: &Kernel, tensors: &Tensors) -> Result<()> {
             kernel.symbol, kernel.dtype, tensors.dtype
         )));
     }
-    if shape.head_dim != kernel.head_dim {
-        return Err(Error::InvalidProblem(format!(
-            "kernel {} is compiled for head dim {}, the problem has {}",
-            kernel.symbol, kernel.head_dim, shape.head_dim
-        )));
-    }
+    check_head_dim(kernel, shape)?;
     if kernel.variant.family.fp8() {
         return Err(Error::InvalidProblem(format!(
             "kernel {} takes e4m3 inputs: call it through Gpu::fp8_forward",
@@ -336,7 +332,43 @@ fn check_dense_kernel(kernel: &Kernel, tensors: &Tensors) -> Result<()> {
     Ok(())
 }
 
+/// Refuses `kernel` for `shape` unless compiled for its head dim, or, for a padded head dim
+/// ([`crate::problem::kernel_head_dim`]), a `flash_ws` kernel compiled for the head dim that pads it.
+pub(crate) fn check_head_dim(kernel: &Kernel, shape: Shape) -> Result<()> {
+    let d = shape.head_dim;
+    if kernel.head_dim == d {
+        return Ok(());
+    }
+    if kernel.head_dim != shape.kernel_head_dim() {
+        return Err(Error::InvalidProblem(format!(
+            "kernel {} is compiled for head dim {}, the problem has {d}",
+            kernel.symbol, kernel.head_dim
+        )));
+    }
+    if kernel.variant.family != Family::FlashWs {
+        return Err(Error::InvalidProblem(format!(
+            "head dim {d} runs padded on flash_ws's head-dim-{} tiles (sm_90); kernel {} cannot pad it",
+            kernel.head_dim, kernel.symbol
+        )));
+    }
+    Ok(())
+}
+
 impl LaunchArgs {
+    /// These scalars for tensors of head dim `head_dim` on a kernel compiled for
+    /// `kernel_head_dim`: the tensors' head dim when smaller (padded: `Problem::columns` in the
+    /// kernels), else 0.
+    pub(crate) fn padded(self, head_dim: usize, kernel_head_dim: usize) -> LaunchArgs {
+        LaunchArgs {
+            head_dim: if head_dim < kernel_head_dim {
+                head_dim as u32
+            } else {
+                0
+            },
+            ..self
+        }
+    }
+
     /// The scalars of a launch on `shape` with `params`: the output (and what the kernel reads in
     /// place) in `[B, S, H, D]` order when `seq_major` is 1, `splits` key slices; every buffer 0,
     /// for the front end to bind.

@@ -114,6 +114,8 @@ impl Gpu {
             dtype: DType,
             counted: bool,
         ) -> Result<Kernel> {
+            // A padded head dim's flash_ws entry point is the one of the head dim that pads it.
+            let head_dim = variant.entry_head_dim(head_dim);
             let symbol = if counted {
                 variant.counted_symbol(head_dim, dtype.name())
             } else {

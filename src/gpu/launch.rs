@@ -663,9 +663,9 @@ mod tests {
         // among them) as 32 bits: a field's type changing silently would change every kernel's
         // signature.
         let bytes = LaunchArgs::PARAM_BYTES;
-        assert_eq!(bytes.len(), 36);
+        assert_eq!(bytes.len(), 37);
         assert_eq!(bytes.iter().filter(|&&b| b == 8).count(), 19);
-        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 17);
+        assert_eq!(bytes.iter().filter(|&&b| b == 4).count(), 18);
     }
 
     fn lens_for(shape: Shape) -> BufferLens {

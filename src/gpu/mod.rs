@@ -11,6 +11,7 @@ pub(crate) mod scratch;
 pub(crate) mod tensors;
 
 pub use crate::dispatch::{default_variant, dispatch_candidates, Choice, DispatchEntry, DISPATCH};
+pub(crate) use dense::check_head_dim;
 pub(crate) use kernel::Entry;
 pub use kernel::Kernel;
 pub(crate) use launch::{blocks, check_alignment, check_lens, Launch, TENSOR_ALIGN};

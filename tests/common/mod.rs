@@ -1,6 +1,8 @@
 //! What the masks' and the sinks' GPU tests share: the GPU, a printed seed, the log-sum-exp check,
 //! which errors are a variant's refusal, the builder under a `Masking`, and a paged cache whose
 //! sequences take consecutive pages.
+// Each test crate compiles this module and uses part of it.
+#![allow(dead_code)]
 
 use flashrs::api::LseBuffer;
 use flashrs::{Error, Gpu, PagedKv};

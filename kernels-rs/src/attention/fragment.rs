@@ -489,16 +489,26 @@ impl<const ROW_TILES: usize, const MASKS: bool> FragmentSoftmax<ROW_TILES, MASKS
         head: usize,
     ) {
         // Safety: the caller's contract; `out_row` is where a row of `head` starts in `out`.
-        unsafe { self.finish_at::<T, O>(acc, problem, head, |row| problem.out_row::<D>(out, head, row)) }
+        unsafe {
+            self.finish_at::<T, O>(
+                acc,
+                problem,
+                head,
+                |row| problem.out_row::<D>(out, head, row),
+                D as u32,
+            )
+        }
     }
 
-    /// As `finish`, each row's output starting at `row_start(row)`. A caller that loops over work
-    /// items works out its head's rows before this, outside the per-row branches (`flash_ws`'s
-    /// persistent kernel: docs/kernels/flash_ws.md, persistence, the warp-converged item loop).
+    /// As `finish`, each row's output starting at `row_start(row)` and holding `columns` of the
+    /// accumulators' columns (fewer than `D` for `flash_ws` on a padded head dim:
+    /// `Problem::columns`). A caller that loops over work items works out its head's rows before
+    /// this, outside the per-row branches (`flash_ws`'s persistent kernel: docs/kernels/flash_ws.md,
+    /// persistence, the warp-converged item loop).
     ///
     /// # Safety
     /// `head` must be a query head of the problem and `row_start(row)`, for each row inside the
-    /// problem, the start of that row of `head` in its output tensor.
+    /// problem, the start of that row of `head` in its output tensor, which has `columns` elements.
     #[inline(always)]
     pub unsafe fn finish_at<T: Element, O: Fragment>(
         mut self,
@@ -506,6 +516,7 @@ impl<const ROW_TILES: usize, const MASKS: bool> FragmentSoftmax<ROW_TILES, MASKS
         problem: &Problem,
         head: usize,
         row_start: impl Fn(u32) -> *mut u16,
+        columns: u32,
     ) {
         let pair = arch::lane_id() % 4;
         for (mt, fragment) in acc.iter().enumerate() {
@@ -520,10 +531,17 @@ impl<const ROW_TILES: usize, const MASKS: bool> FragmentSoftmax<ROW_TILES, MASKS
                 if let Some((o, norm)) = finished {
                     for j in 0..registers.len() / 4 {
                         let (lo, hi) = (registers[4 * j + 2 * half], registers[4 * j + 2 * half + 1]);
-                        // Safety: column pair `4j + pair` of a row of `D` elements.
-                        unsafe {
-                            arch::st_global_u32(o.add(4 * j + pair as usize), T::pack(lo * norm, hi * norm))
-                        };
+                        // Columns `8j + 2 pair` and the next: always inside a row of `D` (the
+                        // test folds away), inside a padded row only where below `columns`.
+                        if (8 * j) as u32 + 2 * pair < columns {
+                            // Safety: a column pair of the row (the caller's contract).
+                            unsafe {
+                                arch::st_global_u32(
+                                    o.add(4 * j + pair as usize),
+                                    T::pack(lo * norm, hi * norm),
+                                )
+                            };
+                        }
                     }
                 }
             }

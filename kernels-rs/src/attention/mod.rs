@@ -180,6 +180,8 @@ pub struct Problem {
     pub sinks: *const f32,
     /// Query heads per batch entry (`H`).
     pub heads: u32,
+    /// The tensors' head dim where it is below the kernel's compiled `D`, else 0: `columns`.
+    pub head_dim: u32,
     /// The tensors are `[B, S, H, D]` (a head's rows interleaved with the other heads'), else
     /// `[B, H, S, D]`.
     pub seq_major: bool,
@@ -326,17 +328,38 @@ impl Problem {
         causal_order::max_heads_per_group(self.seq_k, D as u32, self.kv_group)
     }
 
+    /// The columns of a row of Q, K, V and the output in memory: the kernel's `D`, or the
+    /// tensors' smaller head dim, whose remaining columns a `flash_ws` kernel reads as the copy
+    /// engine's zeros (they add nothing to Q K^T, and P V's columns past it are not written).
+    #[inline(always)]
+    pub fn columns<const D: usize>(&self) -> u32 {
+        match self.head_dim {
+            0 => D as u32,
+            d => d,
+        }
+    }
+
     /// Query head `head`'s rows of Q (and of the output): `(b, h)` = `(head / H, head % H)`.
     ///
     /// # Safety
     /// `q` must point to a tensor laid out as `self` says for Q (or the output), `head < batch_heads`.
     #[inline(always)]
     pub unsafe fn q_rows<const D: usize>(&self, q: *const u16, head: usize) -> Rows {
+        // Safety: the caller's contract.
+        unsafe { self.q_rows_of(q, head, D) }
+    }
+
+    /// `q_rows` for rows of `d` elements (`columns`).
+    ///
+    /// # Safety
+    /// As `q_rows`, the tensor's rows `d` elements.
+    #[inline(always)]
+    pub unsafe fn q_rows_of(&self, q: *const u16, head: usize, d: usize) -> Rows {
         let (seq, heads) = (self.seq_q as usize, self.heads as usize);
         let (offset, stride): (usize, usize) = if self.seq_major {
-            ((head / heads) * seq * heads * D + (head % heads) * D, heads * D)
+            ((head / heads) * seq * heads * d + (head % heads) * d, heads * d)
         } else {
-            (head * seq * D, D)
+            (head * seq * d, d)
         };
         Rows {
             base: q.add(offset),

@@ -89,6 +89,7 @@ impl BackwardArgs {
             lse: core::ptr::null_mut(),
             sinks: core::ptr::null(),
             heads: self.heads,
+            head_dim: 0,
             seq_major: self.seq_major != 0,
             batch_heads: self.batch_heads,
             kv_splits: 1,

@@ -293,10 +293,12 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool, const MAS
                 // The head's rows worked out by every thread, before the per-row branches (a
                 // division: see `store_staged`'s coordinates; this path is the persistent
                 // kernel's).
-                let rows = problem.q_rows::<D>(out, item.head);
+                let columns = problem.columns::<D>();
+                let rows = problem.q_rows_of(out, item.head, columns as usize);
                 let row_start = |row: u32| rows.base.add(row as usize * rows.stride as usize) as *mut u16;
                 let acc = core::array::from_ref(&self.o_acc);
-                self.softmax.finish_at::<T, _>(acc, problem, item.head, row_start)
+                self.softmax
+                    .finish_at::<T, _>(acc, problem, item.head, row_start, columns)
             }
             path => self.store_staged::<T, D>(problem, out, item, (consumer, consumers), path),
         }

@@ -86,18 +86,22 @@ impl<'a, G: WarpgroupShape, const STAGES: usize, const PINGPONG: bool, const MAS
         );
         if let OutputPath::RowStores | OutputPath::OwnTileRows = path {
             arch::named_barrier_sync(barrier, 128);
-            let rows = problem.q_rows::<D>(out, head);
+            // The output's own columns (`Problem::columns`): a padded head dim's rows are
+            // narrower than the staged tile, whose chunks past them are skipped (walking the
+            // tile's `D / 8` chunks per row keeps the index arithmetic shifts).
+            let columns = problem.columns::<D>();
+            let rows = problem.q_rows_of(out, head, columns as usize);
             let chunks_per_row = D as u32 / 8;
             for i in (arch::thread_idx_x() % 128..64 * chunks_per_row).step_by(128) {
                 let (r, chunk) = (i / chunks_per_row, i % chunks_per_row);
                 let row = item.first_row + group_row0 + r;
-                if row < problem.seq_q {
+                if row < problem.seq_q && 8 * chunk < columns {
                     let at = q + swizzled::chunk_offset(group_row0 + r, chunk, block_m);
                     let dst = rows
                         .base
                         .add(row as usize * rows.stride as usize + 8 * chunk as usize);
                     // Safety: a row of the sequence's output (the caller's contract), 16 bytes
-                    // aligned (D and the strides are multiples of 8 elements).
+                    // aligned (its columns and the strides are multiples of 8 elements).
                     arch::st_global_v4_u32(dst as *mut u32, arch::ld_shared_v4_u32(at));
                 }
             }
