@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::variants::HEAD_DIMS;
+pub use crate::variants::{kernel_head_dim, MAX_HEAD_DIM};
 
 /// The shape of one attention call: Q is `[batch, heads, seq_q, head_dim]`, K and V are
 /// `[batch, heads_kv, seq_k, head_dim]`, the output is shaped like Q. All contiguous, row-major.
@@ -26,26 +27,6 @@ pub struct Shape {
 
 /// Most query heads (`B * H`) one launch takes: the grid's y and z dimensions, 65,535 each.
 pub const MAX_BATCH_HEADS: usize = 65_535 * 65_535;
-
-/// The largest head dim: the widest compiled tile.
-pub const MAX_HEAD_DIM: usize = 256;
-
-/// The compiled head dim whose kernels run head dim `d`: `d` itself where the kernels are
-/// compiled for it ([`HEAD_DIMS`]), else, for a multiple of 8 up to [`MAX_HEAD_DIM`], the next
-/// compiled one up, whose `flash_ws` tiles take it *padded*: the copy engine reads the columns
-/// past `d` as zeros (they add nothing to `Q K^T`) and writes none of the output's past it, so
-/// no copy is made; the products do the padded tile's work (96 on 128: a third more). `None`
-/// for any other `d`. Only the sm_90 dense and varlen forward (`flash_ws`) run padded head dims;
-/// the other paths refuse them (`Error::UnsupportedHeadDim`).
-pub fn kernel_head_dim(d: usize) -> Option<usize> {
-    if HEAD_DIMS.contains(&d) {
-        return Some(d);
-    }
-    if d == 0 || !d.is_multiple_of(8) || d > MAX_HEAD_DIM {
-        return None;
-    }
-    HEAD_DIMS.iter().copied().filter(|&c| c > d).min()
-}
 
 impl Shape {
     /// Self-attention shape: `seq_q = seq_k = seq`.

@@ -59,9 +59,9 @@ impl VariantSpec {
 
     /// The head dim of this variant's entry points that runs tensors of head dim `d`: `d`, or
     /// for `flash_ws` the compiled head dim that pads it
-    /// ([`kernel_head_dim`](crate::problem::kernel_head_dim)).
+    /// ([`kernel_head_dim`]).
     pub fn entry_head_dim(&self, d: usize) -> usize {
-        match crate::problem::kernel_head_dim(d) {
+        match kernel_head_dim(d) {
             Some(padded) if self.family == Family::FlashWs && self.head_dims.contains(&padded) => padded,
             _ => d,
         }
@@ -148,6 +148,26 @@ pub use table::{ARCHES, DTYPES, EXPERIMENTAL_VARIANTS, FP8_VARIANTS, HEAD_DIMS, 
 /// list can run.
 pub fn built(list: &'static [VariantSpec]) -> impl Iterator<Item = &'static VariantSpec> + Clone {
     list.iter().filter(|v| v.built)
+}
+
+/// The largest head dim: the widest compiled tile.
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// The compiled head dim whose kernels run head dim `d`: `d` itself where the kernels are
+/// compiled for it ([`HEAD_DIMS`]), else, for a multiple of 8 up to [`MAX_HEAD_DIM`], the next
+/// compiled one up, whose `flash_ws` tiles take it *padded*: the copy engine reads the columns
+/// past `d` as zeros (they add nothing to `Q K^T`) and writes none of the output's past it, so
+/// no copy is made; the products do the padded tile's work (96 on 128: a third more). `None`
+/// for any other `d`. Only the sm_90 dense and varlen forward (`flash_ws`) run padded head dims;
+/// the other paths refuse them (`Error::UnsupportedHeadDim`). Re-exported by `problem`.
+pub fn kernel_head_dim(d: usize) -> Option<usize> {
+    if HEAD_DIMS.contains(&d) {
+        return Some(d);
+    }
+    if d == 0 || !d.is_multiple_of(8) || d > MAX_HEAD_DIM {
+        return None;
+    }
+    HEAD_DIMS.iter().copied().filter(|&c| c > d).min()
 }
 
 #[cfg(test)]
