@@ -521,19 +521,19 @@ impl<'a, T: Element, I> Attention<'a, T, I> {
 }
 
 impl<'a, T: Element> Attention<'a, T> {
-    /// Checks the call and enqueues it on `gpu`'s stream; returns the output, `[B, H, S_q, D]`
-    /// in q's layout. Asynchronous: [`DeviceTensor::to_host`] waits for it.
+    /// Checks the call and enqueues it on `gpu`'s stream; returns the output, `[B, H, S_q, D_v]`
+    /// (`D_v` v's head dim, q's unless given smaller: [`Shape::head_dim_v`]) in q's layout.
+    /// Asynchronous: [`DeviceTensor::to_host`] waits for it.
     pub fn run(self, gpu: &Gpu) -> Result<DeviceTensor<T>> {
         // Checked first so that a refused call allocates nothing.
-        self.plan(None)?;
-        let q = self.inputs.q;
-        let mut out = DeviceTensor::zeros(gpu, q.dims, q.layout)?;
+        let shape = self.plan(None)?;
+        let mut out = DeviceTensor::zeros(gpu, shape.out_dims(), self.inputs.q.layout)?;
         self.run_into(gpu, &mut out)?;
         Ok(out)
     }
 
-    /// As [`Attention::run`], writing into `out` (q's dims and layout), for instance to reuse
-    /// one output across calls. Returns the variant that ran.
+    /// As [`Attention::run`], writing into `out` (q's dims with v's head dim, q's layout), for
+    /// instance to reuse one output across calls. Returns the variant that ran.
     pub fn run_into(self, gpu: &Gpu, out: &mut DeviceTensor<T>) -> Result<&'static VariantSpec> {
         let shape = self.plan(Some(out.operand()))?;
         let kernel = self.kernel.map(compiled_variant).transpose()?;
@@ -969,7 +969,7 @@ pub fn check_views<T: Element>(
         ("k", k.ptr, span(k)?),
         ("v", v.ptr, span(v)?),
     ];
-    buffers.extend(out.map(|out| ("out", out.ptr, bytes(shape.q_len()))));
+    buffers.extend(out.map(|out| ("out", out.ptr, bytes(shape.out_len()))));
     buffers.extend(options.sinks.map(|ptr| ("sinks", ptr, 4 * shape.heads as u128)));
     check_addresses(&buffers, lse.map(|ptr| (ptr, 4 * lse_rows as u128)))?;
     Ok(shape)
@@ -1027,7 +1027,7 @@ fn raw_tensors<T: Element>(
         q: RawBuffer::new(q.ptr, extent(q)),
         k: RawBuffer::new(k.ptr, extent(k)),
         v: RawBuffer::new(v.ptr, extent(v)),
-        out: RawBuffer::new(out.ptr, shape.q_len()),
+        out: RawBuffer::new(out.ptr, shape.out_len()),
         lse: lse.map(|ptr| RawBuffer::new(ptr, shape.lse_len().unwrap_or(0))),
         sinks: sinks.map(|ptr| RawBuffer::new(ptr, shape.heads)),
     }
@@ -1207,14 +1207,16 @@ fn plan(
     params: Params,
 ) -> Result<Shape> {
     let incompatible = |message: String| Err(Error::Incompatible(message));
-    if v.dims != k.dims {
+    // V may have a head dim of its own (`Shape::head_dim_v`); its other dims are K's.
+    if v.dims[..3] != k.dims[..3] {
         return incompatible(format!(
-            "k is {:?} and v is {:?}: keys and values need the same dims",
+            "k is {:?} and v is {:?}: keys and values need the same dims (but for v's head dim)",
             k.dims, v.dims
         ));
     }
     let [batch, heads, seq_q, head_dim] = q.dims;
     let [batch_kv, heads_kv, seq_k, head_dim_kv] = k.dims;
+    let head_dim_v = v.dims[3];
     if batch_kv != batch {
         return incompatible(format!(
             "q has batch {batch}, k and v have {batch_kv}: they need the same batch"
@@ -1230,12 +1232,13 @@ fn plan(
             "k and v have {heads_kv} heads, which must divide q's {heads} (grouped-query attention)"
         ));
     }
+    let out_dims = [batch, heads, seq_q, head_dim_v];
     if let Some(out) = out {
-        if out.dims != q.dims || !out.is_contiguous() {
+        if out.dims != out_dims || !out.is_contiguous() {
             return incompatible(format!(
-                "the output is {:?} with strides {:?} and q is {:?}: the output takes q's dims, \
+                "the output is {:?} with strides {:?}: it takes q's dims with v's head dim, {out_dims:?}, \
                  contiguous in either layout",
-                out.dims, out.strides.0, q.dims
+                out.dims, out.strides.0
             ));
         }
     }
@@ -1254,6 +1257,7 @@ fn plan(
         seq_q,
         seq_k,
         head_dim,
+        head_dim_v,
     };
     shape.validate()?;
     params.validate()?;
@@ -1523,6 +1527,7 @@ mod tests {
                 seq_q: 100,
                 seq_k: 37,
                 head_dim: 64,
+                head_dim_v: 64,
             }
         );
         assert_eq!(shape.kv_group(), 4);
@@ -1574,10 +1579,38 @@ mod tests {
     #[test]
     fn keys_and_values_must_have_the_same_dims() {
         let q = bhsd([1, 4, 16, 64]);
-        for v in [[1, 4, 17, 64], [1, 2, 16, 64], [2, 4, 16, 64], [1, 4, 16, 128]] {
+        for v in [[1, 4, 17, 64], [1, 2, 16, 64], [2, 4, 16, 64]] {
             let message = incompatible(check(q, q, bhsd(v), None, None));
             assert!(message.contains("keys and values"), "{v:?}: {message}");
         }
+    }
+
+    #[test]
+    fn v_may_have_a_smaller_head_dim_of_its_own() {
+        // DeepSeek's MLA prefill: q and k 192, v 128; the output takes v's head dim.
+        let (q, k) = (bhsd([1, 4, 16, 192]), bhsd([1, 2, 32, 192]));
+        let v = bhsd([1, 2, 32, 128]);
+        let shape = check(q, k, v, Some(bhsd([1, 4, 16, 128])), Some([1, 4, 16])).unwrap();
+        assert_eq!((shape.head_dim, shape.head_dim_v), (192, 128));
+        assert!(shape.split_head_dims() && shape.needs_flash_ws());
+        assert_eq!(shape.out_dims(), [1, 4, 16, 128]);
+        assert_eq!((shape.v_len(), shape.out_len()), (2 * 32 * 128, 4 * 16 * 128));
+        assert_eq!(shape.to_string(), "(1, 4 (kv 2), 16/32, 192 (v 128))");
+        // An output with q's head dim is refused, as are a larger v head dim and one that is not
+        // a multiple of 8.
+        let message = incompatible(check(q, k, v, Some(q), None));
+        assert!(
+            message.contains("q's dims with v's head dim, [1, 4, 16, 128]"),
+            "{message}"
+        );
+        for dv in [256, 100] {
+            let v = bhsd([1, 2, 32, dv]);
+            let refused = check(q, k, v, None, None).unwrap_err().to_string();
+            assert!(refused.contains(&format!("v's head dim {dv}")), "{refused}");
+        }
+        // The paths without it refuse it in one line (the backward here).
+        let message = shape.require_one_head_dim().unwrap_err().to_string();
+        assert!(message.contains("only the dense forward on sm_90"), "{message}");
     }
 
     #[test]
@@ -1601,7 +1634,10 @@ mod tests {
         let kv = bhsd([1, 4, 32, 64]);
         // Shaped like the keys (S_k) rather than the queries (S_q): refused.
         let message = incompatible(check(q, kv, kv, Some(kv), None));
-        assert!(message.contains("the output takes q's dims"), "{message}");
+        assert!(
+            message.contains("it takes q's dims with v's head dim"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -136,6 +136,8 @@ pub fn check_backward<T: Element>(
         d_v,
     } = views;
     let shape = check_views(q, k, v, Some(out), Some(*lse), options.forward())?;
+    // One head dim for Q, K and V (PyTorch's autograd pads V's where the forward took its own).
+    shape.require_one_head_dim()?;
     // The backward's kernels read every tensor in place, in one layout (`seq_major`).
     for (what, view) in [("q", q), ("k", k), ("v", v), ("out", out)] {
         if !view.is_contiguous() || view.layout() != q.layout() {
@@ -507,6 +509,7 @@ mod tests {
             seq_q: 100,
             seq_k: 70,
             head_dim: 64,
+            head_dim_v: 64,
         };
         (views, Some((at(9), workspace_bytes(shape))))
     }

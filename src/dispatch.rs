@@ -216,9 +216,13 @@ pub fn dispatch_candidates(
 ) -> Vec<(&'static VariantSpec, Choice)> {
     // The tuned table's buckets are by sequence length, which for decode-like problems is the
     // key length alone: they go to flash_decode before the table is asked.
+    // A padded head dim or a head dim of V's own runs on flash_ws alone (`Shape::needs_flash_ws`):
+    // neither flash_decode nor a tuned entry of another family takes it.
+    let takes = |v: &&'static VariantSpec| !shape.needs_flash_ws() || v.family == Family::FlashWs;
     let decode = crate::decode::DISPATCH
         .then(|| crate::decode::decode_variant(shape, arch, sms))
-        .flatten();
+        .flatten()
+        .filter(takes);
     let seq = shape.seq_q.max(shape.seq_k);
     let tuned = tuned.and_then(|table| {
         table
@@ -226,6 +230,7 @@ pub fn dispatch_candidates(
             .ok()
             .flatten()
             .filter(|v| v.min_arch <= arch)
+            .filter(takes)
     });
     let ranked = decode
         .map(|v| (v, Choice::Heuristic))
@@ -464,6 +469,14 @@ mod tests {
                 let candidates =
                     dispatch_candidates(builtin_tuned(), "NVIDIA H100 80GB HBM3", 90, 132, shape, DType::Bf16, causal);
                 assert_eq!(candidates[0].0.name, v.name, "{shape}");
+            }
+            // A decode step whose v has a head dim of its own goes to flash_ws too, not flash_decode.
+            for d in [d, 128] {
+                let decode = Shape::new(8, 32, 1, d).with_heads_kv(8).with_head_dim_v(64);
+                let decode = Shape { seq_k: 8192, ..decode };
+                let candidates =
+                    dispatch_candidates(builtin_tuned(), "NVIDIA H100 80GB HBM3", 90, 132, decode, DType::Bf16, true);
+                assert!(candidates.iter().all(|(v, _)| v.family == Family::FlashWs), "{decode}");
             }
             // Another family's entry points keep the head dim they are asked for (and, not being
             // compiled for it, refuse it).

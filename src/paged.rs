@@ -150,6 +150,7 @@ impl PagedKv {
             seq_q,
             seq_k: self.max_len().max(1),
             head_dim,
+            head_dim_v: head_dim,
         };
         shape.validate()?;
         // Only flash_decode reads pages, at its compiled head dims.

@@ -6,9 +6,11 @@ use crate::error::{Error, Result};
 use crate::variants::HEAD_DIMS;
 pub use crate::variants::{kernel_head_dim, MAX_HEAD_DIM};
 
-/// The shape of one attention call: Q is `[batch, heads, seq_q, head_dim]`, K and V are
-/// `[batch, heads_kv, seq_k, head_dim]`, the output is shaped like Q. All contiguous, row-major.
-/// `heads_kv` divides `heads`: grouped-query attention (multi-query when 1) when smaller.
+/// The shape of one attention call: Q is `[batch, heads, seq_q, head_dim]`, K is `[batch,
+/// heads_kv, seq_k, head_dim]`, V `[batch, heads_kv, seq_k, head_dim_v]` and the output `[batch,
+/// heads, seq_q, head_dim_v]`. `heads_kv` divides `heads`: grouped-query attention (multi-query
+/// when 1) when smaller. `head_dim_v` is `head_dim` but for the sm_90 dense forward, which takes a
+/// smaller one (DeepSeek's MLA prefill: 192 and 128).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Shape {
     /// Independent sequences in the batch (`B`).
@@ -21,8 +23,11 @@ pub struct Shape {
     pub seq_q: usize,
     /// Key/value rows per head (`S_k`).
     pub seq_k: usize,
-    /// Elements per head vector (`D`), the same for Q, K and V.
+    /// Elements per head vector of Q and K (`D`).
     pub head_dim: usize,
+    /// Elements per head vector of V and of the output (`D_v`): `head_dim` (what [`Shape::new`]
+    /// gives), or on the sm_90 dense forward a multiple of 8 below it ([`Shape::with_head_dim_v`]).
+    pub head_dim_v: usize,
 }
 
 /// Most query heads (`B * H`) one launch takes: the grid's y and z dimensions, 65,535 each.
@@ -38,7 +43,18 @@ impl Shape {
             seq_q: seq,
             seq_k: seq,
             head_dim,
+            head_dim_v: head_dim,
         }
+    }
+
+    /// The same shape with V's (and the output's) head dim `head_dim_v`.
+    pub fn with_head_dim_v(self, head_dim_v: usize) -> Shape {
+        Shape { head_dim_v, ..self }
+    }
+
+    /// Whether V's head dim differs from Q's and K's: only `flash_ws` runs that.
+    pub fn split_head_dims(&self) -> bool {
+        self.head_dim_v != self.head_dim
     }
 
     /// The same shape with `heads_kv` key/value heads.
@@ -68,20 +84,40 @@ impl Shape {
     /// The same shape at the kernel's head dim ([`Shape::kernel_head_dim`]): what sizes a
     /// launch's grid, schedule and workspace, which follow the compiled tiles.
     pub fn at_kernel_head_dim(self) -> Shape {
+        let d = self.kernel_head_dim();
         Shape {
-            head_dim: self.kernel_head_dim(),
+            head_dim: d,
+            head_dim_v: d,
             ..self
         }
     }
 
-    /// Refuses a padded head dim ([`kernel_head_dim`]) on a path without it: everything but
-    /// the sm_90 dense and varlen forward.
+    /// Whether only `flash_ws` runs this shape: a padded head dim ([`kernel_head_dim`]) or
+    /// V's head dim not Q's and K's.
+    pub fn needs_flash_ws(&self) -> bool {
+        self.padded_head_dim() || self.split_head_dims()
+    }
+
+    /// Refuses a padded head dim ([`kernel_head_dim`]) and a V head dim of its own on a path
+    /// without them: everything but the sm_90 dense forward (and, for padded head dims, varlen).
     pub fn require_compiled_head_dim(&self) -> Result<()> {
-        if HEAD_DIMS.contains(&self.head_dim) {
-            Ok(())
-        } else {
-            Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS))
+        if !HEAD_DIMS.contains(&self.head_dim) {
+            return Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS));
         }
+        self.require_one_head_dim()
+    }
+
+    /// Refuses a V head dim other than Q's and K's on a path without it: everything but the
+    /// sm_90 dense forward.
+    pub fn require_one_head_dim(&self) -> Result<()> {
+        if self.split_head_dims() {
+            return Err(Error::Incompatible(format!(
+                "v's head dim is {}, q's and k's {}: only the dense forward on sm_90 takes a smaller \
+                 one for v",
+                self.head_dim_v, self.head_dim
+            )));
+        }
+        Ok(())
     }
 
     /// Query heads per key/value head.
@@ -89,25 +125,56 @@ impl Shape {
         self.heads / self.heads_kv.max(1)
     }
 
-    /// Q's (and the output's) logical dims, `[B, H, S_q, D]`.
+    /// Q's logical dims, `[B, H, S_q, D]` (the output's too where `head_dim_v` is `head_dim`).
     pub fn q_dims(&self) -> [usize; 4] {
         [self.batch, self.heads, self.seq_q, self.head_dim]
     }
 
-    /// K's (and V's) logical dims, `[B, H_kv, S_k, D]`.
+    /// K's logical dims, `[B, H_kv, S_k, D]` (V's too where `head_dim_v` is `head_dim`).
     pub fn kv_dims(&self) -> [usize; 4] {
         [self.batch, self.heads_kv, self.seq_k, self.head_dim]
     }
 
-    /// Elements of Q (and of the output). For a shape that passed [`Shape::validate`]; the
-    /// launch-time checks use [`Shape::checked_q_len`], which cannot wrap.
+    /// V's logical dims, `[B, H_kv, S_k, D_v]`.
+    pub fn v_dims(&self) -> [usize; 4] {
+        [self.batch, self.heads_kv, self.seq_k, self.head_dim_v]
+    }
+
+    /// The output's logical dims, `[B, H, S_q, D_v]`.
+    pub fn out_dims(&self) -> [usize; 4] {
+        [self.batch, self.heads, self.seq_q, self.head_dim_v]
+    }
+
+    /// Elements of Q (and of the output where `head_dim_v` is `head_dim`). For a shape that
+    /// passed [`Shape::validate`]; the launch-time checks use [`Shape::checked_q_len`], which
+    /// cannot wrap.
     pub fn q_len(&self) -> usize {
         self.batch * self.heads * self.seq_q * self.head_dim
     }
 
-    /// Elements of K (and of V).
+    /// Elements of K (and of V where `head_dim_v` is `head_dim`).
     pub fn kv_len(&self) -> usize {
         self.batch * self.heads_kv * self.seq_k * self.head_dim
+    }
+
+    /// Elements of V.
+    pub fn v_len(&self) -> usize {
+        self.batch * self.heads_kv * self.seq_k * self.head_dim_v
+    }
+
+    /// Elements of the output.
+    pub fn out_len(&self) -> usize {
+        self.batch * self.heads * self.seq_q * self.head_dim_v
+    }
+
+    /// `v_len`, or `None` past `usize`.
+    pub fn checked_v_len(&self) -> Option<usize> {
+        checked_product(&self.v_dims())
+    }
+
+    /// `out_len`, or `None` past `usize`.
+    pub fn checked_out_len(&self) -> Option<usize> {
+        checked_product(&self.out_dims())
     }
 
     /// `q_len`, or `None` past `usize`.
@@ -125,14 +192,15 @@ impl Shape {
         checked_product(&[self.batch, self.heads, self.seq_q])
     }
 
-    /// Floating-point operations of the forward pass: `4 * B * H * S_q * S_k * D`, halved when
-    /// causal (the usual convention, exact for `S_q = S_k` up to the diagonal).
+    /// Floating-point operations of the forward pass: `2 * B * H * S_q * S_k * (D + D_v)`
+    /// (`4 B H S_q S_k D` with one head dim), halved when causal (the usual convention, exact for
+    /// `S_q = S_k` up to the diagonal).
     pub fn flops(&self, causal: bool) -> f64 {
-        let full = 4.0
+        let full = 2.0
             * (self.batch * self.heads) as f64
             * self.seq_q as f64
             * self.seq_k as f64
-            * self.head_dim as f64;
+            * (self.head_dim + self.head_dim_v) as f64;
         if causal {
             full / 2.0
         } else {
@@ -154,6 +222,14 @@ impl Shape {
         }
         if kernel_head_dim(self.head_dim).is_none() {
             return Err(Error::UnsupportedHeadDim(self.head_dim, HEAD_DIMS));
+        }
+        // V's head dim: Q's, or a smaller multiple of 8 (its tiles are Q's, zero-filled past it).
+        let dv = self.head_dim_v;
+        if dv != self.head_dim && (dv == 0 || !dv.is_multiple_of(8) || dv > self.head_dim) {
+            return invalid(format!(
+                "v's head dim {dv} must be q's and k's ({}) or a smaller multiple of 8",
+                self.head_dim
+            ));
         }
         // The grid's y and z dimensions (65,535 each) hold batch * heads.
         match self.batch.checked_mul(self.heads) {
@@ -195,14 +271,14 @@ impl std::fmt::Display for Shape {
         } else {
             format!("{} (kv {})", self.heads, self.heads_kv)
         };
+        let d = match self.split_head_dims() {
+            false => self.head_dim.to_string(),
+            true => format!("{} (v {})", self.head_dim, self.head_dim_v),
+        };
         if self.seq_q == self.seq_k {
-            write!(f, "({}, {heads}, {}, {})", self.batch, self.seq_q, self.head_dim)
+            write!(f, "({}, {heads}, {}, {d})", self.batch, self.seq_q)
         } else {
-            write!(
-                f,
-                "({}, {heads}, {}/{}, {})",
-                self.batch, self.seq_q, self.seq_k, self.head_dim
-            )
+            write!(f, "({}, {heads}, {}/{}, {d})", self.batch, self.seq_q, self.seq_k)
         }
     }
 }
@@ -229,6 +305,7 @@ impl std::str::FromStr for Shape {
                 seq_q: sq,
                 seq_k: sk,
                 head_dim: d,
+                head_dim_v: d,
             }),
             _ => Err(format!(
                 "shape `{}`: expected 4 numbers B,H,S,D (or 5: B,H,S_Q,S_K,D)",
@@ -597,6 +674,7 @@ mod properties {
                 seq_q,
                 seq_k,
                 head_dim,
+                head_dim_v: head_dim,
             })
     }
 
@@ -661,7 +739,7 @@ mod properties {
             sk in prop_oneof![0usize..5000, MAX_SEQ - 1..MAX_SEQ + 2],
             d in prop_oneof![Just(64usize), Just(128), 0usize..300],
         ) {
-            let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d };
+            let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d , head_dim_v: d };
             prop_assert_eq!(shape.validate().is_ok(), documented_valid(&shape), "{:?}", shape);
         }
 
@@ -670,7 +748,7 @@ mod properties {
             b in size(), h in size(), kv in size(), sq in size(), sk in size(),
             d in prop_oneof![Just(64usize), Just(128), any::<usize>()],
         ) {
-            let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d };
+            let shape = Shape { batch: b, heads: h, heads_kv: kv, seq_q: sq, seq_k: sk, head_dim: d , head_dim_v: d };
             let verdict = shape.validate();
             prop_assert_eq!(verdict.is_ok(), documented_valid(&shape), "{:?}", shape);
             // Refusals are one line, and so is the shape's own text.

@@ -95,7 +95,7 @@ impl MapGeometry {
         }
     }
 
-    /// Q's (and the output's) map for query tiles of `block_m` rows.
+    /// Q's map for query tiles of `block_m` rows.
     pub fn q(layout: Layout, shape: Shape, block_m: u32) -> MapGeometry {
         MapGeometry::new(
             layout,
@@ -107,9 +107,17 @@ impl MapGeometry {
         )
     }
 
-    /// The output's map, for the warpgroups' stores of `OUTPUT_BOX_ROWS` rows each.
+    /// The output's map (`[B, H, S_q, D_v]`), for the warpgroups' stores of `OUTPUT_BOX_ROWS`
+    /// rows each.
     pub fn out(layout: Layout, shape: Shape) -> MapGeometry {
-        MapGeometry::q(layout, shape, OUTPUT_BOX_ROWS)
+        MapGeometry::new(
+            layout,
+            shape.batch,
+            shape.heads,
+            shape.seq_q,
+            shape.head_dim_v,
+            OUTPUT_BOX_ROWS,
+        )
     }
 
     /// K's or V's map for key tiles of `block_n` rows (`H_kv` heads).

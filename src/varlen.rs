@@ -159,6 +159,7 @@ impl VarlenBatch {
             seq_q: self.max_q().max(1),
             seq_k: self.max_k().max(1),
             head_dim,
+            head_dim_v: head_dim,
         };
         shape.validate()?;
         self.packed_shape(heads, heads_kv, head_dim)?;
@@ -179,6 +180,7 @@ impl VarlenBatch {
             seq_q: self.total_q().max(1),
             seq_k: self.total_k().max(1),
             head_dim,
+            head_dim_v: head_dim,
         };
         shape.validate()?;
         Ok(shape)

@@ -68,6 +68,7 @@ fn shape(batch: usize, heads: usize, heads_kv: usize, seq_q: usize, seq_k: usize
         seq_q,
         seq_k,
         head_dim,
+        head_dim_v: head_dim,
     }
 }
 

@@ -206,6 +206,7 @@ fn different_query_and_key_lengths_align_causal_masks_bottom_right() {
             seq_q: 100,
             seq_k: 37,
             head_dim: 64,
+            head_dim_v: 64,
         },
         Shape {
             batch: 1,
@@ -214,6 +215,7 @@ fn different_query_and_key_lengths_align_causal_masks_bottom_right() {
             seq_q: 37,
             seq_k: 150,
             head_dim: 128,
+            head_dim_v: 128,
         },
     ] {
         for causal in [false, true] {
@@ -238,6 +240,7 @@ fn grouped_query_attention_and_log_sum_exp_match_the_reference() {
                 seq_q: 90,
                 seq_k: 40,
                 head_dim: 64,
+                head_dim_v: 64,
             },
             true,
         ),

@@ -25,7 +25,7 @@ fn check<T: Half>(out: &DeviceTensor<T>, shape: Shape, layout: Layout, expected:
         shape.batch,
         shape.heads,
         shape.seq_q,
-        shape.head_dim,
+        shape.head_dim_v,
     );
     let cmp = reference::compare(&widen(&host), expected);
     assert!(cmp.passes(T::DTYPE.tolerance()), "{what}: {cmp:?}");
@@ -88,6 +88,7 @@ fn shapes() -> Vec<Shape> {
         seq_q,
         seq_k,
         head_dim,
+        head_dim_v: head_dim,
     };
     vec![
         shape(2, 4, 2, 300, 300, 96),
@@ -163,6 +164,79 @@ fn varlen_calls_take_padded_head_dims() {
         let what = format!("varlen d{d} {masking}, seed {seed}");
         assert!(cmp.passes(DType::Bf16.tolerance()), "{what}: {cmp:?}");
         assert_lse(&lse, &expected_lse, &what);
+    }
+}
+
+/// V with a head dim of its own below Q's and K's (DeepSeek's MLA prefill: 192 and 128; also
+/// 128 and 64, both compiled): the reference on V with zero columns up to Q's head dim, its
+/// output's first `D_v` columns; the dispatch's pick and every built `flash_ws` variant.
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
+fn v_head_dims_of_their_own_match_the_reference() {
+    let gpu = gpu();
+    let (seed, mut rng) = seeded();
+    for (i, (shape, dv)) in [
+        (Shape::new(2, 8, 300, 192).with_heads_kv(2), 128),
+        (
+            Shape {
+                seq_k: 777,
+                ..Shape::new(1, 4, 65, 128)
+            },
+            64,
+        ),
+        (Shape::new(1, 2, 200, 96), 40),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let layout = [Layout::Bshd, Layout::Bhsd][i % 2];
+        let causal = i != 1;
+        let split = shape.with_head_dim_v(dv);
+        let q: Vec<bf16> = random(shape.q_len(), &mut rng);
+        let k: Vec<bf16> = random(shape.kv_len(), &mut rng);
+        let v: Vec<bf16> = random(split.v_len(), &mut rng);
+        // V with zero columns up to Q's head dim, for the reference of one head dim.
+        let d = shape.head_dim;
+        let mut v_wide = vec![0.0f32; shape.kv_len()];
+        for (row, values) in widen(&v).chunks(dv).enumerate() {
+            v_wide[row * d..row * d + dv].copy_from_slice(values);
+        }
+        let dims = shape.reference_dims();
+        let scale = 1.0 / (d as f64).sqrt();
+        let wide = reference::attention_f64(&widen(&q), &widen(&k), &v_wide, dims, causal, scale);
+        let expected: Vec<f64> = wide.chunks(d).flat_map(|row| row[..dv].to_vec()).collect();
+        let upload = |data: &[bf16], [b, h, s, d]: [usize; 4]| {
+            DeviceTensor::from_host(&gpu, &layout.from_bhsd(data, b, h, s, d), [b, h, s, d], layout).unwrap()
+        };
+        let (dq, dk, dvt) = (
+            upload(&q, split.q_dims()),
+            upload(&k, split.kv_dims()),
+            upload(&v, split.v_dims()),
+        );
+        let what = |name: &str| format!("{name} on {split} {layout} causal {causal}, seed {seed}");
+        let out = attention(&dq, &dk, &dvt).causal(causal).run(&gpu).unwrap();
+        assert_eq!(out.dims(), split.out_dims());
+        check(&out, split, layout, &expected, &what("dispatch"));
+        let mut ran = 0;
+        for variant in flashrs::variants::built(flashrs::VARIANTS)
+            .filter(|v| v.family == Family::FlashWs && v.head_dims.contains(&shape.kernel_head_dim()))
+        {
+            let poison = vec![bf16::nan(); split.out_len()];
+            let mut into = DeviceTensor::from_host(&gpu, &poison, split.out_dims(), layout).unwrap();
+            match attention(&dq, &dk, &dvt)
+                .causal(causal)
+                .kernel(variant)
+                .run_into(&gpu, &mut into)
+            {
+                Ok(_) => {
+                    check(&into, split, layout, &expected, &what(variant.name));
+                    ran += 1;
+                }
+                Err(e) if refused(&e) => {}
+                Err(e) => panic!("{}: {e}", what(variant.name)),
+            }
+        }
+        assert!(ran > 0, "{}: no variant ran", what("variants"));
     }
 }
 

@@ -86,6 +86,7 @@ fn shapes() -> Vec<Shape> {
         seq_q,
         seq_k,
         head_dim,
+        head_dim_v: head_dim,
     };
     vec![
         shape(2, 4, 2, 300, 300, 64),

@@ -2,7 +2,7 @@
 //! `attention_raw`, the Python op and the candle op check before a launch) are accepted or
 //! refused in one line, never a panic; when accepted, every element the inputs' strides reach
 //! lies in the span the library then lends the kernels (`Strides::extent`), the output is
-//! contiguous and overlaps no input.
+//! contiguous with q's dims and v's head dim, and overlaps no input.
 #![no_main]
 
 use flashrs::api::{check_views, f16, RawOptions, TensorView};
@@ -20,12 +20,13 @@ fuzz_target!(|data: &[u8]| {
     let mut bytes = data;
     let mut views = Vec::new();
     for _ in 0..4 {
-        // Small dims (head dims from the few the kernels take, or any), strides of any size.
+        // Small dims (head dims: the compiled ones, ones the sm_90 forward pads, ones no kernel
+        // takes), strides of any size.
         let dims = [
             take(&mut bytes, 1) as usize % 5,
             take(&mut bytes, 1) as usize % 9,
             take(&mut bytes, 2) as usize % 700,
-            [64, 128, 256, 96, 0][take(&mut bytes, 1) as usize % 5],
+            [64, 128, 256, 96, 0, 8, 192, 100, 264][take(&mut bytes, 1) as usize % 9],
         ];
         let strides = Strides([0, 1, 2, 3].map(|_| take(&mut bytes, 3) as usize));
         let ptr = take(&mut bytes, 6) & !0xf;
@@ -34,8 +35,14 @@ fuzz_target!(|data: &[u8]| {
     // Safety: views are only read by the checks, never dereferenced.
     let [q, k, v, out] = [0, 1, 2, 3].map(|i| unsafe { TensorView::<f16>::from_strided(views[i].0, views[i].1, views[i].2) });
     let causal = take(&mut bytes, 1) & 1 == 1;
-    match check_views(&q, &k, &v, Some(&out), None, RawOptions { causal, scale: None }) {
+    let options = RawOptions {
+        causal,
+        ..RawOptions::default()
+    };
+    match check_views(&q, &k, &v, Some(&out), None, options) {
         Ok(shape) => {
+            // A head dim is accepted only where some kernel runs it, compiled or padded.
+            assert!(flashrs::problem::kernel_head_dim(shape.head_dim).is_some(), "{shape}");
             for view in [&q, &k, &v] {
                 let extent = view.strides().extent(view.dims()).expect("an accepted view's extent fits");
                 // The last element any copy of the view reads is inside its extent.
@@ -44,7 +51,11 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(view.strides().0[3], 1, "{view:?}");
             }
             assert!(out.is_contiguous(), "{out:?}");
-            assert_eq!(out.dims(), [shape.batch, shape.heads, shape.seq_q, shape.head_dim]);
+            // q's dims with v's head dim, which is q's or a smaller multiple of 8.
+            assert_eq!(out.dims(), shape.out_dims());
+            assert_eq!(v.dims()[3], shape.head_dim_v);
+            let dv = shape.head_dim_v;
+            assert!(dv == shape.head_dim || (dv % 8 == 0 && dv > 0 && dv < shape.head_dim), "{shape}");
             let span = |view: &TensorView<'_, f16>| {
                 let start = view.ptr() as u128;
                 (start, start + 2 * view.strides().extent(view.dims()).unwrap() as u128)

@@ -578,5 +578,6 @@ pub fn shape_of(q: &NpyArray, k: &NpyArray, v: &NpyArray, args: &Args) -> Result
         seq_q: qs[2],
         seq_k: ks[2],
         head_dim: qs[3],
+        head_dim_v: qs[3],
     })
 }

@@ -877,6 +877,7 @@ fn peer_row(r: peers::PeerRow, dtype: DType, notes: &mut Vec<String>) -> Result<
         seq_q: r.shape[2],
         seq_k: r.seq_k,
         head_dim: r.shape[3],
+        head_dim_v: r.shape[3],
     };
     let kernel = if r.backend == peers::FA3_BACKEND {
         r.backend.clone()

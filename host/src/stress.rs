@@ -111,6 +111,7 @@ pub fn random_problem(seed: u64, head_dims: &[usize]) -> RandomProblem {
             seq_q: rng.random_range(1..=4),
             seq_k: rng.random_range(1..=6000),
             head_dim,
+            head_dim_v: head_dim,
         };
         return finish_problem(&mut rng, shape);
     }
@@ -127,6 +128,7 @@ pub fn random_problem(seed: u64, head_dims: &[usize]) -> RandomProblem {
             0 // equal lengths, set below
         },
         head_dim,
+        head_dim_v: head_dim,
     };
     let shape = Shape {
         seq_k: if shape.seq_k == 0 {

@@ -519,6 +519,7 @@ fn check_shape(shape: Shape) -> Shape {
         seq_q: shape.seq_q.min(301),
         seq_k: shape.seq_k.min(333),
         head_dim: shape.head_dim,
+        head_dim_v: shape.head_dim,
     }
 }
 

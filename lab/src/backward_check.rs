@@ -71,6 +71,7 @@ pub fn shapes(head_dim: usize) -> Vec<Shape> {
         seq_q,
         seq_k,
         head_dim,
+        head_dim_v: head_dim,
     };
     vec![
         shape(2, 4, 4, 256, 256),

@@ -816,6 +816,7 @@ mod tests {
                 seq_q,
                 seq_k,
                 head_dim: 1,
+                head_dim_v: 1,
             };
             for (left, right, causal) in sizes
                 .iter()

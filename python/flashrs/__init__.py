@@ -52,7 +52,9 @@ def attention(
     divide ``H`` (grouped-query attention). dtype float16 or bfloat16, on one CUDA device;
     ``D`` in 64 and 128 (and on Hopper 256 and any other multiple of 8 up to 256, which runs on the
     next compiled head dim's tiles: 96 on 128's, 192 on 256's, with that head dim's work, no copy
-    in the forward). ``scale`` defaults to ``1/sqrt(D)``. ``causal`` masks
+    in the forward). On Hopper v may have a smaller head dim ``D_v`` of its own, a multiple of 8
+    (DeepSeek's MLA prefill: q and k 192, v 128); the output then has ``D_v``. ``scale`` defaults
+    to ``1/sqrt(D)``. ``causal`` masks
     key ``j`` from query ``i`` unless ``j <= i + S_k - S_q`` (aligned bottom-right, as
     FlashAttention-2; torch's ``is_causal`` aligns top-left): a query that sees no key gets zeros.
 
@@ -440,7 +442,7 @@ if torch is not None:
         q, k, v, causal, scale, return_lse, layout, deterministic, window_left=-1, window_right=-1, softcap=0.0,
         sinks=None,
     ):
-        out = _empty_like(q)
+        out = _empty_out(q, v)
         rows = _lse_rows(q.shape, layout) if return_lse else (0,)
         return out, q.new_empty(rows, dtype=torch.float32)
 
@@ -607,6 +609,10 @@ def _attention_backward(
     strides), the gradients and the workspace allocated by torch, then the launch. A padded head
     dim (``_kernel_head_dim``) goes through ``_padded_backward``."""
     head_dim = q.shape[-1]
+    if v.shape[-1] != head_dim:
+        return _split_head_dims_backward(
+            d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size, softcap
+        )
     tiles = _kernel_head_dim(head_dim)
     if tiles is not None and tiles != head_dim:
         return _padded_backward(
@@ -667,6 +673,27 @@ def _padded_backward(tiles, d_out, q, k, v, out, lse, causal, scale, layout, det
     return tuple(results)
 
 
+def _split_head_dims_backward(d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size, softcap):
+    """The backward where v's head dim is below q's and k's: v, the output and dO copied with
+    zero columns up to q's head dim (the forward's kernels read v that way; the zeros change no
+    score, no ``rowsum(dO * O)`` and no gradient of the real columns), the backward on those,
+    and the gradients in the memory order the op's fake kernel gives (dv its real columns)."""
+    import torch.nn.functional as F
+
+    head_dim, head_dim_v = q.shape[-1], v.shape[-1]
+    pad = lambda t: F.pad(t, (0, head_dim - head_dim_v)).contiguous()
+    d_q, d_k, d_v = _attention_backward(
+        pad(d_out), q.contiguous(), k.contiguous(), pad(v), pad(out), lse, causal, scale, layout, deterministic,
+        window_size, softcap,
+    )
+    results = []
+    for grad, like in zip((d_q, d_k, d_v[..., :head_dim_v]), (q, k, v)):
+        result = _empty_like(_in_order_of(like, out))
+        result.copy_(grad)
+        results.append(result)
+    return tuple(results)
+
+
 def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1), softcap=0.0, sinks=None):
     """``attention``, also returning the name of the kernel the library picked. One native call
     checks everything and launches (the outputs are allocated first: a refused call frees them
@@ -676,7 +703,7 @@ def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1),
     if scale is not None:
         scale = float(scale)
     causal = bool(causal)
-    out = _empty_like(q)
+    out = _empty_out(q, v)
     lse = _empty_lse(q, _lse_rows(q.shape, layout)) if return_lse and len(q.shape) == 4 else None
     stream = _current_stream(q)
     out_described = _describe("out", out)
@@ -698,8 +725,8 @@ def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1),
         # Strides this GPU's kernels do not read in place: copies contiguous in the dims' order,
         # which the output (contiguous in that order unless q was contiguous) already is in.
         q, k, v = (_contiguous(t) for t in (q, k, v))
-        if out.stride() != q.stride():
-            out = _empty_like(q)
+        if out.is_contiguous() != q.is_contiguous():
+            out = _empty_out(q, v)
             out_described = _describe("out", out)
         kernel = _flashrs.attention(
             _describe("q", q), _describe("k", k), _describe("v", v), out_described, lse_described, layout,
@@ -719,7 +746,7 @@ def _without_work(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -
     stand_ins = (_stand_in(name, t) for name, t in (("q", q), ("k", k), ("v", v)))
     _flashrs.check(*stand_ins, layout, causal, scale, window_size, softcap)
     rows = _lse_rows(q.shape, layout)
-    out = _zeros_like(q)
+    out = _zeros_like(q) if v.shape[-1] == q.shape[-1] else _empty_out(q, v).zero_()
     lse = _full_lse(q, rows, float("-inf")) if return_lse else None
     if lse is not None and sinks is not None and lse.numel() > 0:
         if sinks.shape[0] != rows[1]:
@@ -772,6 +799,21 @@ def _empty_like(q):
     if q.dim() != 4 or q.is_contiguous() or q.transpose(1, 2).is_contiguous():
         return torch.empty_like(q, memory_format=torch.preserve_format)
     return torch.empty(q.shape, dtype=q.dtype, device=q.device)
+
+
+def _empty_out(q, v):
+    """The output of attention on q and v: q's dims with v's head dim (DeepSeek's MLA gives v a
+    smaller one), contiguous, in q's memory order when q is contiguous in either order (as
+    ``_empty_like``), else in the order of its dims."""
+    if v.shape[-1] == q.shape[-1] or len(q.shape) != 4:
+        return _empty_like(q)
+    import torch
+
+    b, x, y, _ = q.shape
+    dv = v.shape[-1]
+    if not q.is_contiguous() and q.transpose(1, 2).is_contiguous():
+        return torch.empty((b, y, x, dv), dtype=q.dtype, device=q.device).transpose(1, 2)
+    return torch.empty((b, x, y, dv), dtype=q.dtype, device=q.device)
 
 
 def _contiguous(t):

@@ -81,7 +81,9 @@ class Allocations:
         self.op_calls = []
 
     def __enter__(self):
-        for name in ("_empty_like", "_empty_lse", "_current_stream", "_is_tensor", "_grad_enabled", "_op", "_contiguous"):
+        for name in (
+            "_empty_like", "_empty_out", "_empty_lse", "_current_stream", "_is_tensor", "_grad_enabled", "_op", "_contiguous"
+        ):
             self.saved[name] = getattr(flashrs, name)
         # The stand-ins count as tensors, grad mode is on, and the op's real implementation runs
         # directly (torch.ops.flashrs.attention needs torch).
@@ -92,6 +94,10 @@ class Allocations:
         )[:2]
         flashrs._empty_like = lambda q: self.out(q) if self.out else FakeTensor(
             q.shape, BASE + (48 << 20), str(q.dtype)[6:], strides=q.stride()
+        )
+        # q's dims with v's head dim, as the wrapper's own allocates it.
+        flashrs._empty_out = lambda q, v: flashrs._empty_like(q) if v.shape[-1] == q.shape[-1] else FakeTensor(
+            q.shape[:-1] + (v.shape[-1],), BASE + (48 << 20), str(q.dtype)[6:]
         )
         flashrs._empty_lse = lambda q, rows: self.lse(rows) if self.lse else FakeTensor(
             rows, BASE + (64 << 20), "float32"
@@ -246,6 +252,18 @@ class BadInput(unittest.TestCase):
             ts = tensors(q=(1, 2, 16, d), kv=(1, 2, 16, d))
             self.assertEqual(flashrs._flashrs.check(*describe(ts), None, False, None), ((1, 2, 16), True))
 
+    def test_v_head_dim_of_its_own(self):
+        # DeepSeek's MLA prefill: q and k 192, v 128 (the output takes v's head dim).
+        describe = lambda ts: [flashrs._describe(n, t) for n, t in zip("qkv", ts)]
+        q, k, _ = tensors(q=(1, 2, 16, 192), kv=(1, 2, 32, 192))
+        v = FakeTensor((1, 2, 32, 128), BASE + (32 << 20))
+        self.assertEqual(flashrs._flashrs.check(*describe((q, k, v)), None, False, None), ((1, 2, 16), True))
+        for dv, words in ((256, "v's head dim 256"), (100, "v's head dim 100")):
+            v = FakeTensor((1, 2, 32, dv), BASE + (32 << 20))
+            self.refused(words, args=(q, k, v))
+        v = FakeTensor((1, 2, 31, 128), BASE + (32 << 20))
+        self.refused("keys and values need the same dims", args=(q, k, v))
+
     def test_kernel_head_dim(self):
         self.assertEqual([flashrs._kernel_head_dim(d) for d in (8, 64, 72, 96, 128, 136, 192, 256)],
                          [64, 64, 128, 128, 128, 256, 256, 256])
@@ -279,7 +297,7 @@ class BadInput(unittest.TestCase):
         wrong_out = lambda q: FakeTensor((2, 8, 127, 64), BASE + (48 << 20))
         with Allocations(out=wrong_out), self.assertRaises(ValueError) as caught:
             flashrs.attention(q, k, v)
-        self.assertIn("the output takes q's dims", str(caught.exception))
+        self.assertIn("it takes q's dims with v's head dim", str(caught.exception))
         over_q = lambda q: FakeTensor(q.shape, BASE + 4096)
         with Allocations(out=over_q), self.assertRaises(ValueError) as caught:
             flashrs.attention(q, k, v)

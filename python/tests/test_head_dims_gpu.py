@@ -4,7 +4,9 @@ log-sum-exp and the gradients of q, k and v against a float64 reference, within 
 of the same reference in the inputs' dtype plus a floor (FlashAttention's criterion); with masks,
 a softcap, grouped-query heads and both layouts. Then varlen, a CUDA-graph capture,
 torch.compile of a training step, opcheck, and the paged call's refusal. Skipped without torch,
-a CUDA device, or on a GPU older than Hopper (where these head dims are refused)."""
+a CUDA device, or on a GPU older than Hopper (where these head dims are refused). Also v with a
+head dim of its own below q's and k's (DeepSeek's MLA prefill: 192 and 128), forward and
+gradients."""
 
 import unittest
 
@@ -140,6 +142,40 @@ class PaddedHeadDims(GpuCase):
             (qg, kg, vg, True, None, True, "bhsd", False, -1, -1, 0.0, None),
             test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
         )
+
+    def test_v_head_dim_of_its_own(self):
+        # (B, H, H_kv, S_q, S_k, D, D_v, causal, layout)
+        for b, h, h_kv, s_q, s_k, d, dv, causal, layout in [
+            (1, 8, 8, 300, 300, 192, 128, True, "bshd"),
+            (2, 4, 2, 130, 260, 128, 64, False, None),
+            (1, 4, 4, 1, 500, 192, 128, False, None),
+        ]:
+            what = f"{(b, h, h_kv, s_q, s_k, d, dv, causal, layout)}, FLASHRS_SEED={self.seed}"
+
+            def make(heads, s, width):
+                dims = (b, s, heads, width) if layout == "bshd" else (b, heads, s, width)
+                t = torch.randn(dims, generator=self.gen, device=self.device).to(torch.bfloat16)
+                return t.requires_grad_()
+
+            q, k, v = make(h, s_q, d), make(h_kv, s_k, d), make(h_kv, s_k, dv)
+            with self.subTest(case=what):
+                out, lse = flashrs.attention(q, k, v, causal=causal, layout=layout, return_lse=True)
+                self.assertEqual(out.shape[-1], dv)
+                exact, exact_lse = reference(q, k, v, causal, (-1, -1), 0.0, layout=layout)
+                same, _ = reference(q, k, v, causal, (-1, -1), 0.0, layout=layout, dtype=torch.bfloat16)
+                self.assert_within("out", out, same, exact, what)
+                self.assertLess((lse.double() - exact_lse).abs().max().item(), 1e-3, what)
+                d_out = torch.randn(out.shape, generator=self.gen, device=self.device).to(torch.bfloat16)
+                ours = grads(lambda *t: flashrs.attention(*t, causal=causal, layout=layout), (q, k, v), d_out)
+                exact = grads(lambda *t: reference(*t, causal, (-1, -1), 0.0, layout=layout)[0], (q, k, v), d_out)
+                same = grads(
+                    lambda *t: reference(*t, causal, (-1, -1), 0.0, layout=layout, dtype=torch.bfloat16)[0],
+                    (q, k, v), d_out,
+                )
+                largest = max(g.abs().max().item() for g in exact)
+                for name, o, s, e in zip(("dq", "dk", "dv"), ours, same, exact):
+                    self.assertEqual(o.shape, e.shape, name)
+                    self.assert_within(name, o, s, e, what, largest)
 
     def test_paged_refuses_them(self):
         q = torch.randn(2, 1, 8, 96, device=self.device, dtype=torch.bfloat16)

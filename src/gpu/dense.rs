@@ -128,7 +128,7 @@ impl Gpu {
             // The warp-specialised family, and flash_decode through the copy engine, read their
             // tiles through tensor maps built here per call.
             let uses_maps = kernel.variant.family == Family::FlashWs || kernel.variant.copy_engine();
-            let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
+            let [q_dims, kv_dims, v_dims] = [shape.q_dims(), shape.kv_dims(), shape.v_dims()];
             if uses_maps {
                 self.prepare_maps(kernel.variant, tensors)?;
             }
@@ -174,16 +174,17 @@ impl Gpu {
             } = tensors;
             let stream: &CudaStream = stream;
             // Contiguous K and V: no block table (the paged launch is `paged.rs`).
+            // The output's columns: v's head dim (padded when below the kernel's).
             let args = LaunchArgs::dense(shape, params, seq_major, slices.splits)
-                .padded(shape.head_dim, kernel.head_dim)
+                .padded(shape.head_dim_v, kernel.head_dim)
                 .walking(item_walk(kernel.variant, tiles, &config, slices.splits));
             let mut launch = Launch::kernel(self, kernel, Entry::Dense, stream, config, &shape, args);
             // Q, K and V reach as far as their strides do (exactly their length when contiguous).
             let [q_strides, k_strides, v_strides] = strides;
             launch.reads("q", q, q_strides.extent(q_dims), |a, p| a.q = p);
             launch.reads("k", k, k_strides.extent(kv_dims), |a, p| a.k = p);
-            launch.reads("v", v, v_strides.extent(kv_dims), |a, p| a.v = p);
-            launch.writes("out", out, shape.checked_q_len(), |a, p| a.out = p);
+            launch.reads("v", v, v_strides.extent(v_dims), |a, p| a.v = p);
+            launch.writes("out", out, shape.checked_out_len(), |a, p| a.out = p);
             launch.lse(lse.as_deref_mut(), shape.lse_len());
             launch.sinks(sinks.as_deref(), shape.heads);
             if let Some(log) = barrier_log {
@@ -238,7 +239,7 @@ impl Gpu {
         let [q_strides, k_strides, v_strides] = tensors.strides;
         let q_map = tma::MapGeometry::strided(shape.q_dims(), q_strides, variant.block_m);
         let k_map = tma::MapGeometry::strided(shape.kv_dims(), k_strides, variant.block_n);
-        let v_map = tma::MapGeometry::strided(shape.kv_dims(), v_strides, variant.block_n);
+        let v_map = tma::MapGeometry::strided(shape.v_dims(), v_strides, variant.block_n);
         let out_map = tma::MapGeometry::out(layout, shape);
         let mut bytes = Vec::with_capacity(tma::MAPS * tma::MAP_BYTES);
         for (geometry, buffer) in [
@@ -291,7 +292,7 @@ fn takes_strides(variant: &VariantSpec, tensors: &Tensors) -> bool {
     let contiguous = |strides: crate::Strides, dims| strides.fits(tensors.layout, dims);
     let [q, k, v] = tensors.strides;
     (!q_in_place || contiguous(q, shape.q_dims()))
-        && (!kv_in_place || (contiguous(k, shape.kv_dims()) && contiguous(v, shape.kv_dims())))
+        && (!kv_in_place || (contiguous(k, shape.kv_dims()) && contiguous(v, shape.v_dims())))
 }
 
 /// Refuses `kernel` for `tensors` when it was compiled for another dtype or head dim, takes e4m3
@@ -313,11 +314,10 @@ fn check_dense_kernel(kernel: &Kernel, tensors: &Tensors) -> Result<()> {
         )));
     }
     let (q_in_place, kv_in_place) = reads_in_place(kernel.variant);
-    let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
     let inputs = [
-        ("q", q_in_place, q_dims),
-        ("k", kv_in_place, kv_dims),
-        ("v", kv_in_place, kv_dims),
+        ("q", q_in_place, shape.q_dims()),
+        ("k", kv_in_place, shape.kv_dims()),
+        ("v", kv_in_place, shape.v_dims()),
     ];
     for ((what, in_place, dims), strides) in inputs.into_iter().zip(tensors.strides) {
         if in_place && !strides.fits(tensors.layout, dims) {
@@ -333,9 +333,16 @@ fn check_dense_kernel(kernel: &Kernel, tensors: &Tensors) -> Result<()> {
 }
 
 /// Refuses `kernel` for `shape` unless compiled for its head dim, or, for a padded head dim
-/// ([`crate::problem::kernel_head_dim`]), a `flash_ws` kernel compiled for the head dim that pads it.
+/// ([`crate::problem::kernel_head_dim`]), a `flash_ws` kernel compiled for the head dim that pads
+/// it; V's head dim, where it is not Q's, also needs `flash_ws`.
 pub(crate) fn check_head_dim(kernel: &Kernel, shape: Shape) -> Result<()> {
     let d = shape.head_dim;
+    if shape.split_head_dims() && kernel.variant.family != Family::FlashWs {
+        return Err(Error::InvalidProblem(format!(
+            "v's head dim {} differs from q's {d}: that runs on flash_ws (sm_90); kernel {} cannot run it",
+            shape.head_dim_v, kernel.symbol
+        )));
+    }
     if kernel.head_dim == d {
         return Ok(());
     }

@@ -456,8 +456,8 @@ pub(crate) fn check_buffers(
     let element = dtype.bytes();
     check_buffer("q", lens.q, 2, shape.checked_q_len(), element, shape)?;
     check_buffer("k", lens.k, 2, shape.checked_kv_len(), element, shape)?;
-    check_buffer("v", lens.v, 2, shape.checked_kv_len(), element, shape)?;
-    check_buffer("out", lens.out, 2, shape.checked_q_len(), element, shape)?;
+    check_buffer("v", lens.v, 2, shape.checked_v_len(), element, shape)?;
+    check_buffer("out", lens.out, 2, shape.checked_out_len(), element, shape)?;
     if let Some(lse) = lens.lse {
         check_buffer("lse", lse, 4, shape.lse_len(), 4, shape)?;
     }

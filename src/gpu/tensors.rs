@@ -187,11 +187,10 @@ impl Tensors {
 
     /// The strides Q, K and V have when contiguous in the output's layout.
     pub(crate) fn contiguous_strides(layout: Layout, shape: Shape) -> [Strides; 3] {
-        let [q_dims, kv_dims] = [shape.q_dims(), shape.kv_dims()];
         [
-            Strides::contiguous(layout, q_dims),
-            Strides::contiguous(layout, kv_dims),
-            Strides::contiguous(layout, kv_dims),
+            Strides::contiguous(layout, shape.q_dims()),
+            Strides::contiguous(layout, shape.kv_dims()),
+            Strides::contiguous(layout, shape.v_dims()),
         ]
     }
 
@@ -271,12 +270,12 @@ impl Gpu {
             let bytes = dtype.bytes();
             check_bytes("q", std::mem::size_of_val(q), shape.q_len(), bytes, shape)?;
             check_bytes("k", std::mem::size_of_val(k), shape.kv_len(), bytes, shape)?;
-            check_bytes("v", std::mem::size_of_val(v), shape.kv_len(), bytes, shape)?;
+            check_bytes("v", std::mem::size_of_val(v), shape.v_len(), bytes, shape)?;
             Ok(Tensors {
                 q: DeviceBuffer::owned(self.upload(q)?),
                 k: DeviceBuffer::owned(self.upload(k)?),
                 v: DeviceBuffer::owned(self.upload(v)?),
-                out: DeviceBuffer::owned(self.upload(&vec![nan(dtype); shape.q_len()])?),
+                out: DeviceBuffer::owned(self.upload(&vec![nan(dtype); shape.out_len()])?),
                 lse: None,
                 sinks: None,
                 shape,
@@ -349,8 +348,8 @@ impl Gpu {
             let tensor_buffers = [
                 ("q", raw.q, extent(strides[0], shape.q_dims())?),
                 ("k", raw.k, extent(strides[1], shape.kv_dims())?),
-                ("v", raw.v, extent(strides[2], shape.kv_dims())?),
-                ("out", raw.out, shape.q_len()),
+                ("v", raw.v, extent(strides[2], shape.v_dims())?),
+                ("out", raw.out, shape.out_len()),
             ];
             for (what, buffer, elements) in tensor_buffers {
                 check_buffer(what, buffer.len, 2, Some(elements), bytes, shape)?;
