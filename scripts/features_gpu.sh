@@ -32,7 +32,7 @@ tail -20 "$OUT/bench_multi_token_decode.log" | tee -a "$LOG"
 site=$(mktemp -d)
 python3 -m pip install -q --no-deps --no-index --target "$site" .gpuy/flashrs-*.whl
 export PYTHONPATH="$site${FA4_PYTHONPATH:+:$FA4_PYTHONPATH}"
-export FLASHRS_CUBIN_DIR="$PWD/.gpuy/cubin"
+export FLASHRS_CUBIN_DIR="$PWD/.gpu/cubin"  # the wheel embeds the same PTX
 (cd python/tests && run timeout 200 python3 -m unittest test_head_dims_gpu test_sinks_gpu test_window_softcap_gpu) \
   > "$OUT/python_features.log" 2>&1
 grep -E "^(FAIL|ERROR)|Ran |OK|FAILED" "$OUT/python_features.log" | head -20 | tee -a "$LOG"
