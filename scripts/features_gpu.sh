@@ -7,17 +7,21 @@
 # S_k 8192, B 32, 1 to 64 new tokens) through `host bench` with the dispatch's pick beside the
 # 16-row `flash_decode` named, which decides whether decode should keep more than 32 packed rows
 # per KV head. Needs `bash scripts/stage_gpu.sh` (.gpu/, with `xz` of .gpu/host and
-# .gpu/tests/*) and the wheel in .gpuy/ (`scripts/stage_python.sh`). Logs and JSON land in $OUT.
+# .gpu/tests/*) and the wheel in .gpuy/ (`scripts/stage_python.sh`); STAGED and WHEELS name other
+# folders of the same layout (a slimmer copy that fits one call). FA4_PYTHONPATH adds
+# flash-attn-4 to the Python path for bench_window.py (without it that bench times flashrs and
+# cuDNN alone). Logs and JSON land in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
 LOG="$OUT/features.log"; : > "$LOG"
+G=${STAGED:-.gpu}; W=${WHEELS:-.gpuy}
 run() { echo "+ $*" | tee -a "$LOG"; local t0=$(date +%s); "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; echo "[rc=$rc, $(( $(date +%s) - t0 )) s]" | tee -a "$LOG"; return $rc; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
-for f in .gpu/host.xz .gpu/tests/*.xz; do [ -f "$f" ] && xz -d -k -f "$f"; done
-export FLASHRS_CUBIN_DIR="$PWD/.gpu/cubin"
+for f in $G/host.xz $G/tests/*.xz $G/cubin/*.xz; do [ -f "$f" ] && xz -d -k -f "$f"; done
+export FLASHRS_CUBIN_DIR="$PWD/$G/cubin"
 for t in head_dims_gpu sinks_gpu masks_gpu; do
-  run timeout 240 .gpu/tests/$t --include-ignored --test-threads=1 > "$OUT/tests_$t.log" 2>&1
+  run timeout 240 $G/tests/$t --include-ignored --test-threads=1 > "$OUT/tests_$t.log" 2>&1
   tail -3 "$OUT/tests_$t.log" | tee -a "$LOG"
   grep -E "FAILED|panicked" "$OUT/tests_$t.log" | head -5 | tee -a "$LOG"
 done
@@ -25,14 +29,14 @@ done
 # packed rows take (named, so past the dispatch's 32-row limit).
 shapes=""
 for t in 1 8 16 32 64; do shapes="$shapes --shape 32,32,$t,8192,128"; done
-run timeout 150 .gpu/host bench $shapes --heads-kv 8 --causal --dtype bf16 --no-peers \
+run timeout 150 $G/host bench $shapes --heads-kv 8 --causal --dtype bf16 --no-peers \
   --kernel flash_decode_m16_n128_w8_s3_mbarrier --json "$OUT/bench_multi_token_decode.json" \
   > "$OUT/bench_multi_token_decode.log" 2>&1
 tail -20 "$OUT/bench_multi_token_decode.log" | tee -a "$LOG"
 site=$(mktemp -d)
-python3 -m pip install -q --no-deps --no-index --target "$site" .gpuy/flashrs-*.whl
+python3 -m pip install -q --no-deps --no-index --target "$site" $W/flashrs-*.whl
 export PYTHONPATH="$site${FA4_PYTHONPATH:+:$FA4_PYTHONPATH}"
-export FLASHRS_CUBIN_DIR="$PWD/.gpu/cubin"  # the wheel embeds the same PTX
+export FLASHRS_CUBIN_DIR="$PWD/$G/cubin"  # the wheel embeds the same PTX
 (cd python/tests && run timeout 200 python3 -m unittest test_head_dims_gpu test_sinks_gpu test_window_softcap_gpu) \
   > "$OUT/python_features.log" 2>&1
 grep -E "^(FAIL|ERROR)|Ran |OK|FAILED" "$OUT/python_features.log" | head -20 | tee -a "$LOG"
