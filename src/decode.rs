@@ -26,6 +26,14 @@ use crate::variants::{Family, VariantSpec};
 /// `flash_decode`: up to two row tiles of 16, all warps sharing them.
 pub const DECODE_MAX_ROWS: usize = 32;
 
+/// Most packed rows per KV head for which the dispatch takes `flash_decode` through the copy
+/// engine (sm_90) on grouped heads: up to four blocks of 16 rows, which read the group's K and V
+/// about together, mostly from L2. Multi-token decode (speculative decoding's verification) on
+/// an H100, bf16, (32, 32 heads on 8, 16 new tokens, 8192 keys, 128), causal: 475 us against
+/// `flash_ws`'s 786 (64 rows); at 32 tokens (128 rows) `flash_ws` is ahead, 785 against 894
+/// (evidence/decode/multi_token_h100.json).
+pub const DECODE_MAX_GROUPED_ROWS: usize = 64;
+
 /// The dispatch's variants: 16-row tiles when the packed rows fit, else 32. Of the 16-row ones,
 /// 128-key tiles on 8 warps were the fastest or tied on every decode shape of the H100 run
 /// (an H100 decode bench, in git history as evidence/bench_decode_h100.json: 190 us at (1,32,1,32768,128), 8% ahead of 3 stages of 64).
@@ -66,12 +74,16 @@ pub const DISPATCH: bool = true;
 /// (64,32,1,2048,128)), so on sm_90 it takes those too.
 pub fn decode_variant(shape: Shape, arch: u32, sms: usize) -> Option<&'static VariantSpec> {
     let rows = shape.kv_group().checked_mul(shape.seq_q)?;
-    if arch < Family::FlashDecode.min_arch() || rows > DECODE_MAX_ROWS {
+    let limit = match arch >= 90 && shape.kv_group() > 1 {
+        true => DECODE_MAX_GROUPED_ROWS,
+        false => DECODE_MAX_ROWS,
+    };
+    if arch < Family::FlashDecode.min_arch() || rows > limit {
         return None;
     }
     // 17 to 32 rows: one 32-row block where that variant is compiled (head dim 64), else two
-    // 16-row blocks.
-    let variant = (rows > 16)
+    // 16-row blocks; past 32 (grouped, sm_90), 16-row blocks.
+    let variant = (rows > 16 && rows <= DECODE_MAX_ROWS)
         .then(|| compiled(DECODE_VARIANT_32, shape.head_dim, arch))
         .flatten()
         .or_else(|| sixteen_rows(shape.head_dim, arch))?;
@@ -859,6 +871,21 @@ mod tests {
             }
         }
         assert!(VariantSpec::by_name(DECODE_VARIANT_32).unwrap().block_m as usize >= DECODE_MAX_ROWS);
+        // Grouped heads on sm_90 keep flash_decode's 16-row blocks up to 64 packed rows (16 new
+        // tokens on groups of 4), at either head dim; without groups, or on sm_80, 32 rows.
+        let grouped = one.with_heads_kv(one.heads / 4);
+        for (seq_q, d, expected) in [
+            (9, 128, Some(DECODE_VARIANT_16_TMA)),
+            (16, 128, Some(DECODE_VARIANT_16_TMA)),
+            (16, 64, Some(DECODE_VARIANT_16_TMA)),
+            (17, 128, None),
+        ] {
+            let shape = Shape { seq_q, head_dim: d, ..grouped };
+            assert_eq!(decode(shape), expected, "{shape}");
+        }
+        let multi = Shape { seq_q: 16, ..grouped };
+        assert_eq!(decode_variant(multi, 80, 108), None, "sm_80: 32 rows");
+        assert_eq!(decode(Shape { seq_q: 48, ..one }), None, "no groups: 32 rows");
     }
 
     /// The merge's arithmetic (`Partials::merge_row` in the device crate), modelled on the CPU: the

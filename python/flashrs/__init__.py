@@ -113,15 +113,24 @@ def attention(
 
 
 def _sinks(sinks):
-    """The attention sinks as the kernels read them: float32, contiguous, at a 16-byte-aligned
-    address (a copy when they are not); anything but a 1-dim floating tensor is a one-line
-    ``ValueError`` (their length, on the device, is checked with the call)."""
+    """The attention sinks as the kernels read them: float32 and contiguous (a copy when they are
+    not; ``_aligned_sinks`` sees to the address where the op runs, since torch.compile cannot
+    trace a data pointer); anything but a 1-dim floating tensor is a one-line ``ValueError``
+    (their length, on the device, is checked with the call)."""
     if not _is_tensor(sinks):
         raise ValueError(f"sinks must be a torch.Tensor of one logit per query head, got {type(sinks).__name__}")
     if sinks.dim() != 1 or not sinks.is_floating_point():
         raise ValueError(f"sinks must be a 1-dim floating tensor [H], got {sinks.dtype} {list(sinks.shape)}")
-    if sinks.dtype != torch.float32 or not sinks.is_contiguous() or sinks.data_ptr() % 16 != 0:
+    if sinks.dtype != torch.float32 or not sinks.is_contiguous():
         sinks = sinks.to(torch.float32).clone(memory_format=torch.contiguous_format)
+    return sinks
+
+
+def _aligned_sinks(sinks):
+    """``_sinks``' result at a 16-byte-aligned address, as the kernels read it (a copy where a
+    slice starts elsewhere); None stays None. Called where the op runs, eagerly."""
+    if sinks is not None and sinks.data_ptr() % 16 != 0:
+        sinks = sinks.clone()
     return sinks
 
 
@@ -266,6 +275,7 @@ def _paged_attention(
 ):
     """``paged_attention``'s implementation on host tables, also returning the kernel's name."""
     q, k_cache, v_cache = (_contiguous(t) for t in (q, k_cache, v_cache))
+    sinks = _aligned_sinks(sinks)
     out = _empty_like(q)
     lse = _empty_lse(q, _lse_rows(q.shape, layout)) if return_lse and len(q.shape) == 4 else None
     lse_described = None if lse is None else _describe("lse", lse)
@@ -363,6 +373,7 @@ def _varlen_attention(
     name (None when nothing ran): outputs allocated by torch, then one native call that checks
     everything and launches on torch's current stream."""
     q, k, v = (_contiguous(t) for t in (q, k, v))
+    sinks = _aligned_sinks(sinks)
     total_q = q.shape[0] if len(q.shape) == 3 else -1
     heads = q.shape[1] if len(q.shape) == 3 else 0
     out = _empty_like(q)
@@ -703,6 +714,7 @@ def _attention(q, k, v, causal, scale, return_lse, layout, window_size=(-1, -1),
     if scale is not None:
         scale = float(scale)
     causal = bool(causal)
+    sinks = _aligned_sinks(sinks)
     out = _empty_out(q, v)
     lse = _empty_lse(q, _lse_rows(q.shape, layout)) if return_lse and len(q.shape) == 4 else None
     stream = _current_stream(q)

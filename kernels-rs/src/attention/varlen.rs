@@ -103,7 +103,9 @@ impl Varlen {
         }
     }
 
-    /// The buffers of a varlen launch moved to the first rows of the sequence at `bounds`.
+    /// The buffers of a varlen launch moved to the first rows of the sequence at `bounds`: rows
+    /// of the tensors' head dim (`Problem::columns`: a padded one's rows are narrower than the
+    /// kernel's `D`; varlen tensors have one head dim).
     ///
     /// # Safety
     /// As `problem`, for the buffers `io` of that launch.
@@ -111,8 +113,9 @@ impl Varlen {
     pub unsafe fn buffers<const D: usize>(io: Buffers, problem: &Problem, bounds: Bounds) -> Buffers {
         let heads = problem.heads as usize;
         let heads_kv = heads / problem.kv_group as usize;
-        let q_offset = bounds.q_start as usize * heads * D;
-        let kv_offset = bounds.k_start as usize * heads_kv * D;
+        let columns = problem.columns::<D>() as usize;
+        let q_offset = bounds.q_start as usize * heads * columns;
+        let kv_offset = bounds.k_start as usize * heads_kv * columns;
         Buffers {
             q: io.q.add(q_offset),
             k: io.k.add(kv_offset),
