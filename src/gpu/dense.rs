@@ -157,7 +157,7 @@ impl Gpu {
             let slice_buffers = self.slice_buffers(slices, &tensors.stream)?;
             let has_table = walks_item_table(kernel.variant, params.causal);
             if has_table {
-                self.stage_walk_table(kernel, tensors, config.grid_dim.0)?;
+                self.stage_walk_table(kernel, tensors, config.grid_dim.0, params.window.left)?;
             }
             let Tensors {
                 q,
@@ -213,14 +213,22 @@ impl Gpu {
     }
 
     /// Stages the item table a causal persistent launch of `kernel` on `tensors` over `grid` blocks
-    /// walks: dealt once per variant, shape and grid, and copied in the tensors' stream's order.
-    fn stage_walk_table(&self, kernel: &Kernel, tensors: &mut Tensors, grid: u32) -> Result<()> {
+    /// walks, under a sliding window of `window_left` keys: dealt once per variant, shape, grid
+    /// and window, and copied in the tensors' stream's order.
+    fn stage_walk_table(
+        &self,
+        kernel: &Kernel,
+        tensors: &mut Tensors,
+        grid: u32,
+        window_left: Option<u32>,
+    ) -> Result<()> {
         let shape = tensors.shape.at_kernel_head_dim();
-        let table_key = (kernel.variant.name, shape, grid);
+        let table_key = (kernel.variant.name, shape, grid, window_left);
         let (bytes, mut staged) = match tensors.walk_table.take() {
             Some((key, staged)) if key == table_key => (staged.bytes().to_vec(), Some(staged)),
             cached => {
-                let table = causal_item_table(kernel.variant, shape, grid).ok_or_else(|| too_large(shape))?;
+                let table = causal_item_table(kernel.variant, shape, grid, window_left)
+                    .ok_or_else(|| too_large(shape))?;
                 (staging::words_bytes(&table), cached.map(|(_, staged)| staged))
             }
         };

@@ -98,8 +98,18 @@ pub(crate) fn walks_item_table(variant: &VariantSpec, causal: bool) -> bool {
 /// the host deals that order out the same way ahead of time (list scheduling: each item to the
 /// block whose items so far end first, by their KV tiles and a fixed cost per item), so that a
 /// persistent block runs the grid kernel's schedule without its per-block start and end
-/// (docs/kernels/flash_ws.md, persistence: causal problems walk a table).
-pub(crate) fn causal_item_table(variant: &VariantSpec, shape: Shape, grid: u32) -> Option<Vec<u32>> {
+/// (docs/kernels/flash_ws.md, persistence: causal problems walk a table). Under a sliding window
+/// of `window_left` keys before each diagonal an item's tiles start where the window of its
+/// first row does (the kernels skip the ones before): dealt by causal lengths, the blocks given
+/// the many short early items carry twice the windowed work of others at (1,16,16384,128) with a
+/// 4096-key window (272..544 tiles per block; dealt by windowed lengths 445..475, a predicted
+/// 13% off the launch; not measured yet).
+pub(crate) fn causal_item_table(
+    variant: &VariantSpec,
+    shape: Shape,
+    grid: u32,
+    window_left: Option<u32>,
+) -> Option<Vec<u32>> {
     use crate::launch::{causal_order, item_walk::table};
     let (block_m, block_n) = (variant.block_m, variant.block_n);
     let (seq_q, seq_k) = (shape.seq_q as u32, shape.seq_k as u32);
@@ -107,10 +117,18 @@ pub(crate) fn causal_item_table(variant: &VariantSpec, shape: Shape, grid: u32) 
     let batch_heads = u32::try_from(shape.batch * shape.heads).ok()?;
     let items = row_blocks.checked_mul(batch_heads)?;
     let group = causal_order::max_heads_per_group(seq_k, shape.head_dim as u32, shape.kv_group() as u32);
-    // The KV tiles of the keys a row block's last row sees.
+    // The KV tiles of the keys a row block's rows see: to the last row's causal end, from the
+    // tile where the first row's window starts.
+    let window = crate::Window {
+        left: window_left,
+        right: Some(0),
+    };
     let tiles = |row_block: u32| {
-        let last_row = (row_block * block_m + block_m).min(seq_q) - 1;
-        (shape.causal_key_end(last_row) as u64).div_ceil(block_n as u64)
+        let first_row = row_block * block_m;
+        let last_row = (first_row + block_m).min(seq_q) - 1;
+        let end = (shape.causal_key_end(last_row) as u64).div_ceil(block_n as u64);
+        let start = (window.keys(&shape, true, first_row).start / block_n) as u64;
+        end.saturating_sub(start)
     };
     let entries = (0..items).map(|item| {
         let (head, row_block) = causal_order::item(item, row_blocks, batch_heads, group);
@@ -249,7 +267,7 @@ mod tests {
             (cross, 4),
             (Shape::new(1, 1, 1, 128), 1),
         ] {
-            let words = causal_item_table(persistent, shape, grid).unwrap();
+            let words = causal_item_table(persistent, shape, grid, None).unwrap();
             let row_blocks = (shape.seq_q as u32).div_ceil(persistent.block_m);
             let heads = (shape.batch * shape.heads) as u32;
             let items = row_blocks * heads;
@@ -290,6 +308,20 @@ mod tests {
                 );
             }
         }
+        // Under a 128-key window every item of (2,16,4096) sees two tiles (three where the window
+        // reaches back past a tile's start): dealt by those, each block gets about as many items
+        // (within two of each other), where the causal lengths gave the blocks of short items
+        // several times as many.
+        let shape = Shape::new(2, 16, 4096, 128);
+        let count = |window: Option<u32>| {
+            let words = causal_item_table(persistent, shape, 132, window).unwrap();
+            let items: Vec<u32> = words[..=132].windows(2).map(|w| w[1] - w[0]).collect();
+            (*items.iter().min().unwrap(), *items.iter().max().unwrap())
+        };
+        let (least, most) = count(Some(127));
+        assert!(most - least <= 2, "windowed: {least}..{most} items per block");
+        let (least, most) = count(None);
+        assert!(most >= 2 * least, "causal: {least}..{most} items per block");
         assert!(walks_item_table(persistent, true));
         assert!(!walks_item_table(persistent, false));
         let grid_kernel = VariantSpec::by_name("flash_ws_m128_n128_s2_pp_ov_mbarrier").unwrap();

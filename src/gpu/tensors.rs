@@ -242,9 +242,9 @@ impl Tensors {
     }
 }
 
-/// A causal persistent launch's item table (`causal_item_table`): the variant, shape and grid it
-/// was dealt for, and its device copy.
-pub(crate) type TableCache = Option<((&'static str, Shape, u32), Staged)>;
+/// A causal persistent launch's item table (`causal_item_table`): the variant, shape, grid and
+/// sliding window's left size it was dealt for, and its device copy.
+pub(crate) type TableCache = Option<((&'static str, Shape, u32, Option<u32>), Staged)>;
 
 impl Gpu {
     lab_pub! {
