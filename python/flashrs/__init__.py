@@ -617,15 +617,12 @@ def _attention_backward(
 ):
     """The backward op's implementation: q, k, v and dO in the output's memory order (the
     backward's kernels read every tensor in place, in one order; autograd may hand over any
-    strides), the gradients and the workspace allocated by torch, then the launch. A padded head
-    dim (``_kernel_head_dim``) goes through ``_padded_backward``."""
-    head_dim = q.shape[-1]
-    if v.shape[-1] != head_dim:
-        return _split_head_dims_backward(
-            d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size, softcap
-        )
-    tiles = _kernel_head_dim(head_dim)
-    if tiles is not None and tiles != head_dim:
+    strides), the gradients and the workspace allocated by torch, then the launch. A head dim
+    without kernels of its own (``_kernel_head_dim``), or v's below q's, goes through
+    ``_padded_backward``; v's above q's goes on to the native checks, which refuse it."""
+    head_dim, head_dim_v = q.shape[-1], v.shape[-1]
+    tiles = _kernel_head_dim(head_dim) or head_dim  # no kernels at all: the native checks refuse it
+    if head_dim_v <= head_dim and (tiles != head_dim or head_dim_v != head_dim):
         return _padded_backward(
             tiles, d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size, softcap
         )
@@ -662,45 +659,28 @@ def _kernel_head_dim(d):
 
 
 def _padded_backward(tiles, d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size, softcap):
-    """The backward at a padded head dim: the forward ran on the copy engine's zero columns, which
-    the backward's kernels do not read that way, so q, k, v, the output and dO are copied with
-    zero columns up to ``tiles``; the zeros change no score, no ``rowsum(dO * O)`` and no
-    gradient of the real columns. The scale is the real head dim's. The gradients come back in
-    their inputs' memory order, as the unpadded path gives them."""
-    import torch.nn.functional as F
-
-    head_dim = q.shape[-1]
-    if scale is None:
-        scale = head_dim ** -0.5
-    pad = lambda t: F.pad(t, (0, tiles - head_dim)).contiguous()
-    grads = _attention_backward(
-        pad(d_out), pad(q), pad(k), pad(v), pad(out), lse, causal, scale, layout, deterministic, window_size, softcap
-    )
-    results = []
-    for grad, like in zip(grads, (q, k, v)):
-        result = _empty_like(_in_order_of(like, out))
-        result.copy_(grad[..., :head_dim])
-        results.append(result)
-    return tuple(results)
-
-
-def _split_head_dims_backward(d_out, q, k, v, out, lse, causal, scale, layout, deterministic, window_size, softcap):
-    """The backward where v's head dim is below q's and k's: v, the output and dO copied with
-    zero columns up to q's head dim (the forward's kernels read v that way; the zeros change no
-    score, no ``rowsum(dO * O)`` and no gradient of the real columns), the backward on those,
-    and the gradients in the memory order the op's fake kernel gives (dv its real columns)."""
+    """The backward on copies of q, k, v, the output and dO with zero columns up to ``tiles``, one
+    pass: the backward's kernels take one compiled head dim for all of them (a padded head dim's
+    forward ran on the copy engine's zeros; v's may be below q's). The zeros change no score, no
+    ``rowsum(dO * O)`` and no gradient of the real columns; the scale is the real head dim's. The
+    real columns (dq, dk: q's head dim; dv: v's) come back in the fake kernel's memory order."""
     import torch.nn.functional as F
 
     head_dim, head_dim_v = q.shape[-1], v.shape[-1]
-    pad = lambda t: F.pad(t, (0, head_dim - head_dim_v)).contiguous()
-    d_q, d_k, d_v = _attention_backward(
-        pad(d_out), q.contiguous(), k.contiguous(), pad(v), pad(out), lse, causal, scale, layout, deterministic,
-        window_size, softcap,
+    if scale is None and tiles != head_dim:
+        scale = head_dim ** -0.5
+
+    def pad(t, width):
+        return (F.pad(t, (0, tiles - width)) if tiles != width else t).contiguous()
+
+    grads = _attention_backward(
+        pad(d_out, head_dim_v), pad(q, head_dim), pad(k, head_dim), pad(v, head_dim_v), pad(out, head_dim_v), lse,
+        causal, scale, layout, deterministic, window_size, softcap,
     )
     results = []
-    for grad, like in zip((d_q, d_k, d_v[..., :head_dim_v]), (q, k, v)):
+    for grad, like, width in zip(grads, (q, k, v), (head_dim, head_dim, head_dim_v)):
         result = _empty_like(_in_order_of(like, out))
-        result.copy_(grad)
+        result.copy_(grad[..., :width])
         results.append(result)
     return tuple(results)
 

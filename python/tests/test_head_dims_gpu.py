@@ -10,7 +10,7 @@ gradients."""
 
 import unittest
 
-from gpu_support import HAVE_CUDA, GpuCase, captured, torch
+from gpu_support import HAVE_CUDA, AttentionCase, captured, torch
 
 import flashrs
 
@@ -31,26 +31,7 @@ CASES = [
 
 
 @unittest.skipUnless(HOPPER, "padded head dims run on Hopper (sm_90)")
-class PaddedHeadDims(GpuCase):
-    def inputs(self, case, dtype, requires_grad=False):
-        b, h, h_kv, s_q, s_k, d, _, _, _, layout = case
-
-        def make(heads, s):
-            dims = (b, s, heads, d) if layout == "bshd" else (b, heads, s, d)
-            t = torch.randn(dims, generator=self.gen, device=self.device).to(dtype)
-            return t.requires_grad_(requires_grad)
-
-        return make(h, s_q), make(h_kv, s_k), make(h_kv, s_k)
-
-    def assert_within(self, name, ours, same_dtype, exact, what, largest=None):
-        self.assertFalse(ours.isnan().any().item(), f"{name} has NaN: {what}")
-        err = (ours.double() - exact).abs().max().item()
-        math_err = (same_dtype.double() - exact).abs().max().item()
-        largest = exact.abs().max().item() if largest is None else largest
-        floor = 1e-3 * largest + 1e-6
-        print(f"{what}: {name} max err {err:.3e} (math path {math_err:.3e})")
-        self.assertLessEqual(err, 2 * math_err + floor, f"{name}: {err} vs the math path's {math_err}: {what}")
-
+class PaddedHeadDims(AttentionCase):
     def call(self, q, k, v, case, **kw):
         causal, window, softcap, layout = case[6:]
         return flashrs.attention(q, k, v, causal=causal, layout=layout, window_size=window, softcap=softcap, **kw)

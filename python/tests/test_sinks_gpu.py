@@ -10,7 +10,7 @@ device."""
 
 import unittest
 
-from gpu_support import HAVE_CUDA, GpuCase, captured, torch
+from gpu_support import HAVE_CUDA, AttentionCase, captured, torch
 
 import flashrs
 
@@ -48,29 +48,14 @@ def sink_reference(q, k, v, sinks, case, dtype=None):
     return joined(out, lse, sinks if dtype is None else sinks.to(dtype), layout)
 
 
-class Sinks(GpuCase):
+class Sinks(AttentionCase):
     def inputs(self, case, dtype, requires_grad=False):
-        b, h, h_kv, s_q, s_k, d, _, _, _, layout = case
-
-        def make(heads, s):
-            dims = (b, s, heads, d) if layout == "bshd" else (b, heads, s, d)
-            t = torch.randn(dims, generator=self.gen, device=self.device).to(dtype)
-            return t.requires_grad_(requires_grad)
-
+        """The case's q, k and v, and a sink per query head (drawn before them)."""
         # About a row's log-sum-exp (ln S_k plus a little), so that each sink takes a real share;
         # head 1 has none.
-        sinks = torch.rand(h, generator=self.gen, device=self.device) * 8 - 1
+        sinks = torch.rand(case[1], generator=self.gen, device=self.device) * 8 - 1
         sinks[1] = float("-inf")
-        return make(h, s_q), make(h_kv, s_k), make(h_kv, s_k), sinks.requires_grad_(requires_grad)
-
-    def assert_within(self, name, ours, same_dtype, exact, what, largest=None):
-        self.assertFalse(ours.isnan().any().item(), f"{name} has NaN: {what}")
-        err = (ours.double() - exact).abs().max().item()
-        math_err = (same_dtype.double() - exact).abs().max().item()
-        largest = exact.abs().max().item() if largest is None else largest
-        floor = 1e-3 * largest + 1e-6
-        print(f"{what}: {name} max err {err:.3e} (math path {math_err:.3e})")
-        self.assertLessEqual(err, 2 * math_err + floor, f"{name}: {err} vs the math path's {math_err}: {what}")
+        return (*super().inputs(case, dtype, requires_grad), sinks.requires_grad_(requires_grad))
 
     def call(self, q, k, v, sinks, case, **kw):
         causal, window, softcap, layout = case[6:]

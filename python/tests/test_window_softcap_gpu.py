@@ -10,7 +10,7 @@ CUDA-graph capture, and deterministic gradients. Skipped without torch or a CUDA
 
 import unittest
 
-from gpu_support import HAVE_CUDA, GpuCase, captured, torch
+from gpu_support import HAVE_CUDA, AttentionCase, captured, torch
 
 import flashrs
 
@@ -77,30 +77,7 @@ def grads(f, inputs, d_out):
     return [t.grad.clone() for t in inputs]
 
 
-class WindowAndSoftcap(GpuCase):
-    def inputs(self, case, dtype, requires_grad=False):
-        b, h, h_kv, s_q, s_k, d, _, _, _, layout = case
-
-        def make(heads, s):
-            dims = (b, s, heads, d) if layout == "bshd" else (b, heads, s, d)
-            t = torch.randn(dims, generator=self.gen, device=self.device).to(dtype)
-            return t.requires_grad_(requires_grad)
-
-        return make(h, s_q), make(h_kv, s_k), make(h_kv, s_k)
-
-    def assert_within(self, name, ours, same_dtype, exact, what, largest=None):
-        """FlashAttention's criterion: ours at most twice the same-dtype reference's error to
-        float64, plus a floor of 1e-3 of the largest exact value (`largest`: of all the case's
-        gradients, for one that is exactly zero, as dQ under a one-key window, where the
-        same-dtype path's error is 0 and ours is rounding)."""
-        self.assertFalse(ours.isnan().any().item(), f"{name} has NaN: {what}")
-        err = (ours.double() - exact).abs().max().item()
-        math_err = (same_dtype.double() - exact).abs().max().item()
-        largest = exact.abs().max().item() if largest is None else largest
-        floor = 1e-3 * largest + 1e-6
-        print(f"{what}: {name} max err {err:.3e} (math path {math_err:.3e})")
-        self.assertLessEqual(err, 2 * math_err + floor, f"{name}: {err} vs the math path's {math_err}: {what}")
-
+class WindowAndSoftcap(AttentionCase):
     def test_forward_and_lse(self):
         for dtype in (torch.float16, torch.bfloat16):
             for case in CASES:
