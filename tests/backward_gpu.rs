@@ -9,7 +9,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr};
 use flashrs::api::{bf16, f16, TensorView};
 use flashrs::backward::{attention_backward_raw, workspace_bytes, BackwardViews};
-use flashrs::{Error, Gpu, Layout, Shape};
+use flashrs::{Error, Gpu, Layout, Shape, Window};
 use flashrs_lab::backward_check::{bit_identical, maskings, passes, shapes, Case, Half, Masking};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -139,8 +139,10 @@ fn rows_that_see_no_key_get_a_zero_gradient() {
     }
 }
 
-/// The deterministic mode gives the same bits on every run, at every head dim; the default
-/// mode's gradients agree with them to rounding.
+/// The deterministic mode gives the same bits on every run, at every head dim, causal or not and
+/// under a sliding window (whose query tiles are walked by key blocks from the one holding the
+/// first row's first key, not from key block 0); the default mode's gradients agree with them
+/// to rounding.
 #[test]
 #[ignore = "needs an NVIDIA GPU (run with --ignored on a GPU machine)"]
 fn deterministic_gradients_are_bit_identical_over_repeats() {
@@ -151,20 +153,28 @@ fn deterministic_gradients_are_bit_identical_over_repeats() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
     for head_dim in flashrs::backward::HEAD_DIMS.iter().copied() {
-        for causal in [false, true] {
+        let window = Masking {
+            causal: true,
+            window: Window {
+                left: Some(200),
+                right: None,
+            },
+            softcap: None,
+        };
+        for masking in [false.into(), true.into(), window] {
             // Many key blocks per query tile, so that the order of their additions matters.
             let s = shape(1, 4, 2, 512, 1024, head_dim);
-            let case = case::<bf16>(&gpu, s, Layout::Bshd, causal, &mut rng);
+            let case = case::<bf16>(&gpu, s, Layout::Bshd, masking, &mut rng);
             let first = case.backward(&gpu, true).unwrap();
             check(&case, &first, &format!("deterministic (seed {seed})"));
             for repeat in 1..repeats {
                 let again = case.backward(&gpu, true).unwrap();
                 assert!(
                     bit_identical(&first, &again),
-                    "d {head_dim} causal {causal}: the gradients differ on repeat {repeat}"
+                    "d {head_dim} {masking:?}: the gradients differ on repeat {repeat}"
                 );
             }
-            println!("d {head_dim} causal {causal}: {repeats} deterministic runs bit-identical");
+            println!("d {head_dim} {masking:?}: {repeats} deterministic runs bit-identical");
         }
     }
 }

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{assert_lse, gpu, refused, seeded};
+use common::{assert_lse, gpu, seeded, DenseCase};
 use flashrs::api::{attention, bf16, f16, varlen_attention, DeviceTensor, LseBuffer, PackedTensor};
 use flashrs::backward::{attention_backward, BackwardOptions};
 use flashrs::problem::kernel_head_dim;
@@ -18,65 +18,17 @@ use flashrs_lab::backward_check::{maskings, random, widen, Half, Masking};
 use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
 use rand::rngs::StdRng;
 
-/// The output of `out` in `[B, H, S, D]` order, checked against `expected`.
-fn check<T: Half>(out: &DeviceTensor<T>, shape: Shape, layout: Layout, expected: &[f64], what: &str) {
-    let host = layout.to_bhsd(
-        &out.to_host().unwrap(),
-        shape.batch,
-        shape.heads,
-        shape.seq_q,
-        shape.head_dim_v,
-    );
-    let cmp = reference::compare(&widen(&host), expected);
-    assert!(cmp.passes(T::DTYPE.tolerance()), "{what}: {cmp:?}");
-}
-
+/// Every built `flash_ws` variant of the padding head dim, named, into a NaN-poisoned output
+/// (an element left unwritten, or overwritten by a neighbour's padded columns, fails), after the
+/// dispatch's choice with the log-sum-exp.
 fn dense<T: Half>(gpu: &Gpu, shape: Shape, layout: Layout, masking: Masking, rng: &mut StdRng, seed: u64) {
-    let (q, k, v): (Vec<T>, Vec<T>, Vec<T>) = (
-        random(shape.q_len(), rng),
-        random(shape.kv_len(), rng),
-        random(shape.kv_len(), rng),
-    );
-    let scale = 1.0 / (shape.head_dim as f64).sqrt();
-    let dims = shape.reference_dims();
-    let (qf, kf, vf) = (widen(&q), widen(&k), widen(&v));
-    let expected = reference::attention_f64(&qf, &kf, &vf, dims, masking.reference(), scale);
-    let expected_lse = reference::log_sum_exp_f64(&qf, &kf, dims, masking.reference(), scale);
-    let upload = |data: &[T], [b, h, s, d]: [usize; 4]| {
-        DeviceTensor::from_host(gpu, &layout.from_bhsd(data, b, h, s, d), [b, h, s, d], layout).unwrap()
-    };
-    let (dq, dk, dv) = (
-        upload(&q, shape.q_dims()),
-        upload(&k, shape.kv_dims()),
-        upload(&v, shape.kv_dims()),
-    );
-    let what = |name: &str| format!("{name} on {shape} {} {layout} {masking}, seed {seed}", T::DTYPE);
-    // The dispatch's choice, with the log-sum-exp.
-    let mut lse = LseBuffer::for_queries(gpu, &dq).unwrap();
-    let out = masked!(attention(&dq, &dk, &dv).lse(&mut lse), masking)
-        .run(gpu)
-        .unwrap();
-    check(&out, shape, layout, &expected, &what("dispatch"));
-    assert_lse(&lse, &expected_lse, &what("dispatch"));
-    // Every built flash_ws variant of the padding head dim, named, into a NaN-poisoned output:
-    // an element left unwritten, or overwritten by a neighbour's padded columns, fails.
+    let what = format!("on {shape} {} {layout} {masking}, seed {seed}", T::DTYPE);
     let tiles = shape.kernel_head_dim();
-    let mut ran = 0;
-    for variant in flashrs::variants::built(flashrs::VARIANTS)
-        .filter(|v| v.family == Family::FlashWs && v.head_dims.contains(&tiles))
-    {
-        let mut into =
-            DeviceTensor::from_host(gpu, &vec![T::nan(); shape.q_len()], shape.q_dims(), layout).unwrap();
-        match masked!(attention(&dq, &dk, &dv).kernel(variant), masking).run_into(gpu, &mut into) {
-            Ok(_) => {
-                check(&into, shape, layout, &expected, &what(variant.name));
-                ran += 1;
-            }
-            Err(e) if refused(&e) => {}
-            Err(e) => panic!("{}: {e}", what(variant.name)),
-        }
-    }
-    assert!(ran > 0, "{}: no variant ran", what("variants"));
+    DenseCase::<T>::random(shape, layout, masking, rng).check_every_variant(
+        gpu,
+        |v| v.family == Family::FlashWs && v.head_dims.contains(&tiles),
+        &what,
+    );
 }
 
 /// Head dims below, between and above the compiled ones, with grouped heads and S_q != S_k.
@@ -205,38 +157,24 @@ fn v_head_dims_of_their_own_match_the_reference() {
         let scale = 1.0 / (d as f64).sqrt();
         let wide = reference::attention_f64(&widen(&q), &widen(&k), &v_wide, dims, causal, scale);
         let expected: Vec<f64> = wide.chunks(d).flat_map(|row| row[..dv].to_vec()).collect();
-        let upload = |data: &[bf16], [b, h, s, d]: [usize; 4]| {
-            DeviceTensor::from_host(&gpu, &layout.from_bhsd(data, b, h, s, d), [b, h, s, d], layout).unwrap()
+        let case = DenseCase {
+            shape: split,
+            layout,
+            q,
+            k,
+            v,
+            masking: causal.into(),
+            sinks: None,
+            expected,
+            expected_lse: None,
+            variants_lse: false,
         };
-        let (dq, dk, dvt) = (
-            upload(&q, split.q_dims()),
-            upload(&k, split.kv_dims()),
-            upload(&v, split.v_dims()),
+        let what = format!("on {split} {layout} causal {causal}, seed {seed}");
+        case.check_every_variant(
+            &gpu,
+            |v| v.family == Family::FlashWs && v.head_dims.contains(&shape.kernel_head_dim()),
+            &what,
         );
-        let what = |name: &str| format!("{name} on {split} {layout} causal {causal}, seed {seed}");
-        let out = attention(&dq, &dk, &dvt).causal(causal).run(&gpu).unwrap();
-        assert_eq!(out.dims(), split.out_dims());
-        check(&out, split, layout, &expected, &what("dispatch"));
-        let mut ran = 0;
-        for variant in flashrs::variants::built(flashrs::VARIANTS)
-            .filter(|v| v.family == Family::FlashWs && v.head_dims.contains(&shape.kernel_head_dim()))
-        {
-            let poison = vec![bf16::nan(); split.out_len()];
-            let mut into = DeviceTensor::from_host(&gpu, &poison, split.out_dims(), layout).unwrap();
-            match attention(&dq, &dk, &dvt)
-                .causal(causal)
-                .kernel(variant)
-                .run_into(&gpu, &mut into)
-            {
-                Ok(_) => {
-                    check(&into, split, layout, &expected, &what(variant.name));
-                    ran += 1;
-                }
-                Err(e) if refused(&e) => {}
-                Err(e) => panic!("{}: {e}", what(variant.name)),
-            }
-        }
-        assert!(ran > 0, "{}: no variant ran", what("variants"));
     }
 }
 

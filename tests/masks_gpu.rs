@@ -8,73 +8,29 @@
 
 mod common;
 
-use common::{assert_lse, consecutive_pages, gpu, refused, seeded};
+use common::{assert_lse, consecutive_pages, gpu, seeded, DenseCase};
 use flashrs::api::{
     attention, bf16, f16, paged_attention, varlen_attention, DeviceTensor, LseBuffer, PackedTensor,
     PagedCache,
 };
 use flashrs::{DType, Error, Gpu, Layout, Shape, VarlenBatch};
 use flashrs_lab::backward_check::{maskings, random, widen, Half, Masking};
-use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
+use flashrs_lab::reference::{self, DTypeTolerance, Dims};
 use rand::rngs::StdRng;
 
+/// The dispatch's choice and every built variant that runs here on `shape` under `masking`.
 fn dense<T: Half>(gpu: &Gpu, shape: Shape, masking: Masking, rng: &mut StdRng, seed: u64) {
     let layout = if shape.seq_q.is_multiple_of(2) {
         Layout::Bshd
     } else {
         Layout::Bhsd
     };
-    let (q, k, v): (Vec<T>, Vec<T>, Vec<T>) = (
-        random(shape.q_len(), rng),
-        random(shape.kv_len(), rng),
-        random(shape.kv_len(), rng),
+    let what = format!("on {shape} {} {layout} {masking}, seed {seed}", T::DTYPE);
+    DenseCase::<T>::random(shape, layout, masking, rng).check_every_variant(
+        gpu,
+        |v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch,
+        &what,
     );
-    let scale = 1.0 / (shape.head_dim as f64).sqrt();
-    let dims = shape.reference_dims();
-    let (qf, kf, vf) = (widen(&q), widen(&k), widen(&v));
-    let expected = reference::attention_f64(&qf, &kf, &vf, dims, masking.reference(), scale);
-    let expected_lse = reference::log_sum_exp_f64(&qf, &kf, dims, masking.reference(), scale);
-    let upload = |data: &[T], [b, h, s, d]: [usize; 4]| {
-        DeviceTensor::from_host(gpu, &layout.from_bhsd(data, b, h, s, d), [b, h, s, d], layout).unwrap()
-    };
-    let q_dims = [shape.batch, shape.heads, shape.seq_q, shape.head_dim];
-    let kv_dims = [shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim];
-    let (dq, dk, dv) = (upload(&q, q_dims), upload(&k, kv_dims), upload(&v, kv_dims));
-    let what = |name: &str| format!("{name} on {shape} {} {layout} {masking}, seed {seed}", T::DTYPE);
-    let check = |out: &DeviceTensor<T>, name: &str| {
-        let host = layout.to_bhsd(
-            &out.to_host().unwrap(),
-            shape.batch,
-            shape.heads,
-            shape.seq_q,
-            shape.head_dim,
-        );
-        let cmp = reference::compare(&widen(&host), &expected);
-        assert!(cmp.passes(T::DTYPE.tolerance()), "{}: {cmp:?}", what(name));
-    };
-    // The dispatch's choice, with the log-sum-exp.
-    let mut lse = LseBuffer::for_queries(gpu, &dq).unwrap();
-    let out = masked!(attention(&dq, &dk, &dv).lse(&mut lse), masking)
-        .run(gpu)
-        .unwrap();
-    check(&out, "dispatch");
-    assert_lse(&lse, &expected_lse, &what("dispatch"));
-    // Every built variant that runs here, named, into a NaN-poisoned output.
-    let mut ran = 0;
-    for variant in flashrs::variants::built(flashrs::VARIANTS)
-        .filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
-    {
-        let mut into = DeviceTensor::from_host(gpu, &vec![T::nan(); shape.q_len()], q_dims, layout).unwrap();
-        match masked!(attention(&dq, &dk, &dv).kernel(variant), masking).run_into(gpu, &mut into) {
-            Ok(_) => {
-                check(&into, variant.name);
-                ran += 1;
-            }
-            Err(e) if refused(&e) => {}
-            Err(e) => panic!("{}: {e}", what(variant.name)),
-        }
-    }
-    assert!(ran > 0, "{}: no variant ran", what("variants"));
 }
 
 /// Prefill-like, S_q < S_k and S_q > S_k, multi-token decode (grouped), head dims 64 to 256.

@@ -9,14 +9,14 @@
 
 mod common;
 
-use common::{assert_lse, consecutive_pages, gpu, refused, seeded};
+use common::{assert_lse, consecutive_pages, gpu, seeded, DenseCase};
 use flashrs::api::{
     attention, bf16, f16, paged_attention, varlen_attention, DeviceTensor, LseBuffer, PackedTensor,
     PagedCache, Sinks,
 };
 use flashrs::{DType, Error, Gpu, Layout, Shape, VarlenBatch};
 use flashrs_lab::backward_check::{random, widen, Half, Masking};
-use flashrs_lab::reference::{self, DTypeTolerance, Dims, ReferenceDims};
+use flashrs_lab::reference::{self, DTypeTolerance, Dims};
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -55,77 +55,33 @@ fn maskings() -> Vec<Masking> {
         .collect()
 }
 
+/// The dispatch's choice and every built variant that runs here on `shape` under `masking` with
+/// sinks, each checked on the log-sum-exp too.
 fn dense<T: Half>(gpu: &Gpu, shape: Shape, masking: Masking, rng: &mut StdRng, seed: u64) {
     let layout = if shape.seq_q.is_multiple_of(2) {
         Layout::Bshd
     } else {
         Layout::Bhsd
     };
-    let (q, k, v): (Vec<T>, Vec<T>, Vec<T>) = (
-        random(shape.q_len(), rng),
-        random(shape.kv_len(), rng),
-        random(shape.kv_len(), rng),
-    );
+    let mut case = DenseCase::<T>::random(shape, layout, masking, rng);
     let logits = sinks(shape.heads, rng);
-    let scale = 1.0 / (shape.head_dim as f64).sqrt();
-    let dims = shape.reference_dims();
-    let (qf, kf, vf) = (widen(&q), widen(&k), widen(&v));
-    let mut expected = reference::attention_f64(&qf, &kf, &vf, dims, masking.reference(), scale);
-    let mut expected_lse = reference::log_sum_exp_f64(&qf, &kf, dims, masking.reference(), scale);
     // Rows in [B, H, S_q] order.
-    join(&mut expected, &mut expected_lse, shape.head_dim, &logits, |row| {
+    let expected_lse = case.expected_lse.as_mut().unwrap();
+    join(&mut case.expected, expected_lse, shape.head_dim, &logits, |row| {
         (row / shape.seq_q) % shape.heads
     });
-    let upload = |data: &[T], [b, h, s, d]: [usize; 4]| {
-        DeviceTensor::from_host(gpu, &layout.from_bhsd(data, b, h, s, d), [b, h, s, d], layout).unwrap()
-    };
-    let q_dims = [shape.batch, shape.heads, shape.seq_q, shape.head_dim];
-    let kv_dims = [shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim];
-    let (dq, dk, dv) = (upload(&q, q_dims), upload(&k, kv_dims), upload(&v, kv_dims));
     let device_sinks = Sinks::from_host(gpu, &logits).unwrap();
-    let what = |name: &str| {
-        format!(
-            "{name} on {shape} {} {layout} {masking} with sinks, seed {seed}",
-            T::DTYPE
-        )
-    };
-    let check = |out: &DeviceTensor<T>, name: &str| {
-        let host = layout.to_bhsd(
-            &out.to_host().unwrap(),
-            shape.batch,
-            shape.heads,
-            shape.seq_q,
-            shape.head_dim,
-        );
-        let cmp = reference::compare(&widen(&host), &expected);
-        assert!(cmp.passes(T::DTYPE.tolerance()), "{}: {cmp:?}", what(name));
-    };
-    let mut lse = LseBuffer::for_queries(gpu, &dq).unwrap();
-    let call = attention(&dq, &dk, &dv).lse(&mut lse).sinks(&device_sinks);
-    let out = masked!(call, masking).run(gpu).unwrap();
-    check(&out, "dispatch");
-    assert_lse(&lse, &expected_lse, &what("dispatch"));
-    let mut ran = 0;
-    for variant in flashrs::variants::built(flashrs::VARIANTS)
-        .filter(|v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch)
-    {
-        let mut into = DeviceTensor::from_host(gpu, &vec![T::nan(); shape.q_len()], q_dims, layout).unwrap();
-        let mut lse = LseBuffer::for_queries(gpu, &dq).unwrap();
-        let call = attention(&dq, &dk, &dv)
-            .kernel(variant)
-            .lse(&mut lse)
-            .sinks(&device_sinks);
-        match masked!(call, masking).run_into(gpu, &mut into) {
-            Ok(_) => {
-                check(&into, variant.name);
-                assert_lse(&lse, &expected_lse, &what(variant.name));
-                ran += 1;
-            }
-            Err(e) if refused(&e) => {}
-            Err(e) => panic!("{}: {e}", what(variant.name)),
-        }
-    }
-    assert!(ran > 0, "{}: no variant ran", what("variants"));
+    case.sinks = Some(&device_sinks);
+    case.variants_lse = true;
+    let what = format!(
+        "on {shape} {} {layout} {masking} with sinks, seed {seed}",
+        T::DTYPE
+    );
+    case.check_every_variant(
+        gpu,
+        |v| v.head_dims.contains(&shape.head_dim) && v.min_arch <= gpu.arch,
+        &what,
+    );
 }
 
 /// Prefill-like, S_q < S_k, S_q > S_k (rows that see no key under causal), grouped decode over

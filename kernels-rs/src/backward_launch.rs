@@ -185,7 +185,7 @@ pub mod warpgroup {
     /// memory as consecutive pairs (no bank conflicts) and the block is added into global memory
     /// by one bulk reduction of the copy engine: thread `t` (of 128) of warpgroup `w` puts its
     /// register pair `e` at `4096 w + 256 e + 2 t`. At head dim 128 warpgroup `w` holds columns
-    /// `64 w ..`; at 64 both hold all of them (their sums are added first). `rows::finish_dq`
+    /// `64 w ..`; at 64 both hold all of them (each adds its own keys' sums). `rows::finish_dq`
     /// reads it back through this function.
     pub const fn dq_index(row: u32, col: u32, d: u32) -> u32 {
         let (warpgroup, col) = if d == 128 { (col / 64, col % 64) } else { (0, col) };
@@ -221,13 +221,17 @@ pub mod warpgroup {
     pub const fn d_scores(d: u32) -> u32 {
         q(d, STAGES)
     }
-    /// Where the tile's part of dQ starts: `BLOCK_M x d` fp32 in `dq_index` order.
-    pub const fn d_q(d: u32) -> u32 {
-        d_scores(d) + tile(BLOCK_N, BLOCK_M)
+    /// Bytes of one warpgroup's part of a tile's dQ: `BLOCK_M x 64` fp32 (half the head dim at
+    /// 128, all of it over the warpgroup's own keys at 64).
+    pub const WARPGROUP_DQ_BYTES: u32 = 4 * BLOCK_M * 64;
+    /// Where warpgroup `warpgroup`'s part of the tile's dQ starts, in `dq_index` order: each
+    /// warpgroup stages and adds its own, so that neither waits for the other.
+    pub const fn d_q(d: u32, warpgroup: u32) -> u32 {
+        d_scores(d) + tile(BLOCK_N, BLOCK_M) + warpgroup * WARPGROUP_DQ_BYTES
     }
     /// Where stage `stage`'s base-2 log-sum-exps start (its deltas follow them).
     pub const fn lse2(d: u32, stage: u32) -> u32 {
-        d_q(d) + 4 * BLOCK_M * d + stage * 2 * BLOCK_M * 4
+        d_q(d, 2) + stage * 2 * BLOCK_M * 4
     }
     /// Where stage `stage`'s deltas start.
     pub const fn delta(d: u32, stage: u32) -> u32 {
@@ -250,12 +254,14 @@ pub mod warpgroup {
                     assert_eq!(d_out(d, stage) % 1024, 0);
                     assert_eq!(lse2(d, stage) % 16, 0);
                 }
-                assert_eq!((v(d) % 1024, d_scores(d) % 1024, d_q(d) % 1024), (0, 0, 0));
+                assert_eq!((v(d) % 1024, d_scores(d) % 1024, d_q(d, 0) % 1024), (0, 0, 0));
+                assert_eq!(d_q(d, 1) % 1024, 0);
                 assert!(bytes(d) <= 227 * 1024, "d {d}: {} bytes", bytes(d));
             }
             // Head dim 128: K and V (32 KiB each), two stages of Q and dO (16 KiB each), dS^T
-            // (16 KiB), dQ (32 KiB), the statistics, the alignment slack.
+            // (16 KiB), the warpgroups' parts of dQ (16 KiB each), the statistics, the slack.
             assert_eq!(bytes(128), 4 * 32768 + 16384 + 32768 + 1024 + 1024);
+            assert_eq!(bytes(64), 4 * 16384 + 16384 + 32768 + 1024 + 1024);
         }
 
         #[test]

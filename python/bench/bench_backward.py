@@ -7,6 +7,7 @@ TFLOP/s (2.5x the forward's FLOPs: five matrix products of the forward's two; ha
 causal mask). flashrs runs in both of its modes (atomic and deterministic dQ).
 
     python3 python/bench/bench_backward.py --json bench_backward.json [--dtype bf16] [--iters 30]
+        [--only flashrs,fa4,torch_cudnn]
 
 Each contestant gets its own preferred memory order of the same values: [B, S, H, D] for
 flashrs and flash-attn-4, [B, H, S, D] for SDPA.
@@ -87,6 +88,7 @@ def main():
     parser.add_argument("--json", help="write the results here too")
     parser.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--only", help="comma-separated contestants to time (default: all that import)")
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     fa4, fa4_error = load_fa4()
@@ -106,6 +108,8 @@ def main():
         forward_flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
         row = {"shape": [b, h, h_kv, s, d], "causal": causal, "us": {}, "backward_tflops": {}, "errors": {}}
         for name, (layout, f) in contestants(fa4).items():
+            if args.only and name not in args.only.split(","):
+                continue
             if layout == "bshd":
                 inputs = [t.clone().requires_grad_() for t in bshd]
                 d_out = d_out_bshd

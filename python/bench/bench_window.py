@@ -54,6 +54,7 @@ def main():
     parser.add_argument("--json", help="write the results here too")
     parser.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--cases", help="only the cases whose name contains one of these comma-separated words")
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     fa4, fa4_error = load_fa4()
@@ -91,6 +92,8 @@ def main():
         return found
 
     for name, b, h, h_kv, s_q, s_k, d, causal, window, softcap, with_sinks in CASES:
+        if args.cases and not any(word in name for word in args.cases.split(",")):
+            continue
         q = torch.randn((b, s_q, h, d), generator=gen, device="cuda").to(dtype)
         k = torch.randn((b, s_k, h_kv, d), generator=gen, device="cuda").to(dtype)
         v = torch.randn((b, s_k, h_kv, d), generator=gen, device="cuda").to(dtype)

@@ -42,10 +42,12 @@ pub mod barrier_id {
     pub const PINGPONG_RING: u32 = 1;
     /// The ring's ids, one per warpgroup: at most this many warpgroups take turns.
     pub const PINGPONG_RING_LEN: u32 = 4;
-    /// The backward's `wgmma` kernel at head dim 64: its second warpgroup waits there for the
-    /// first's part of dQ before adding its own (a kernel of its own, so it shares the ring's
-    /// first id).
-    pub const BACKWARD_DQ_SUM: u32 = 1;
+    /// The backward's `wgmma` kernel (a kernel of its own, so it shares the ring's ids): both
+    /// warpgroups meet there once dS^T is whole in shared memory.
+    pub const BACKWARD_DS_WHOLE: u32 = 1;
+    /// The backward's `wgmma` kernel: warpgroup `w` meets at `BACKWARD_DQ_STAGED + w` once its
+    /// part of dQ is in shared memory, for its first thread to add it into the workspace.
+    pub const BACKWARD_DQ_STAGED: u32 = 2;
     /// The first id reserved for the warp-specialised Hopper family.
     pub const WARP_SPECIALISED_FIRST: u32 = 5;
     /// The last id reserved for the warp-specialised Hopper family (the last id PTX has).

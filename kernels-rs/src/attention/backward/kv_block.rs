@@ -176,7 +176,8 @@ unsafe fn scores<T: Element, const D: usize, const STAGES: usize, const HALF_TIL
 }
 
 /// Phase 3 for queries `16 band ..` and columns `col0 ..` (half the head dim): dQ += dS K, added
-/// into the accumulator rows of `head`'s tile `tile`, in the deterministic order when asked.
+/// into the accumulator rows of `head`'s tile `tile`; in the deterministic order (this block's
+/// step `Walk::turn` of the tile) when given the problem.
 ///
 /// # Safety
 /// dS^T is whole and visible; the workspace is the launch's; the whole block calls it.
@@ -193,7 +194,7 @@ unsafe fn add_d_q<
     walk: Walk,
     (head, tile): (usize, u32),
     (band, col0): (u32, u32),
-    deterministic: bool,
+    deterministic: Option<&Problem>,
 ) {
     let thread = arch::thread_idx_x();
     let lane = arch::lane_id();
@@ -202,10 +203,10 @@ unsafe fn add_d_q<
     // Safety: all of the block is the turn and accumulator rows of a tile of the launch's workspace.
     unsafe {
         let turn = g.turns.add(head * walk.q_tiles as usize + tile as usize);
-        if deterministic {
+        if let Some(problem) = deterministic {
             if thread == 0 {
                 // The key blocks before this one in the order have added theirs.
-                while arch::ld_acquire_u32(turn) != arch::block_idx_x() {}
+                while arch::ld_acquire_u32(turn) != walk.turn(problem, tile, BLOCK_N) {}
             }
             arch::sync_threads();
         }
@@ -233,11 +234,11 @@ unsafe fn add_d_q<
                 }
             }
         }
-        if deterministic {
+        if let Some(problem) = deterministic {
             arch::fence_acq_rel_gpu(); // this thread's additions before the turn passes on
             arch::sync_threads();
             if thread == 0 {
-                arch::st_release_u32(turn, arch::block_idx_x() + 1);
+                arch::st_release_u32(turn, walk.turn(problem, tile, BLOCK_N) + 1);
             }
         }
     }
@@ -369,7 +370,7 @@ pub unsafe fn kv_block<
             walk,
             (head, tile),
             (band, col0),
-            deterministic,
+            deterministic.then_some(&problem),
         );
         arch::sync_threads(); // everyone is done with this stage and with P^T and dS^T
     }

@@ -2,25 +2,28 @@
 //! 64 and 128. The walk is `kv_block`'s (`walk::Walk`): one block per `BLOCK_N` = 128 keys of a
 //! KV head, K and V resident in shared memory, every query tile that sees those keys streamed
 //! through two stages by `cp.async` into the 128-byte swizzle layout. Each of the two warpgroups
-//! owns 64 of the keys; per query tile of 64 rows:
+//! owns 64 of the keys; per query tile of 64 rows (`tile_step`), each product left running under
+//! the work that does not need it:
 //!
 //! 1. S^T = K Q^T and dP^T = V dO^T (64 keys x 64 queries a warpgroup; K, V, Q and dO all
-//!    K-major from shared memory), then P^T = exp2(S^T scale - lse) and dS^T = P^T (dP^T - delta)
-//!    in place, in the accumulator layout.
-//! 2. dV += P^T dO and dK += dS^T Q: the accumulator layout of P^T and dS^T is that of `wgmma`'s
-//!    A fragments, so they go in from registers; dO and Q are MN-major B operands (the head dim
-//!    contiguous), the whole head dim per product. dK and dV stay in registers for the walk.
-//! 3. dS^T to shared memory, then dQ = dS K with both operands MN-major, as they are stored: at
-//!    head dim 128 each warpgroup takes half the head dim over all 128 keys, at 64 each takes its
-//!    own 64 keys over the whole head dim (the second then adds its sums to the first's). The
-//!    block goes to shared memory in the accumulators' order (`backward_launch::warpgroup::
-//!    dq_index`) and into the workspace's fp32 accumulator by one bulk reduction of the copy
-//!    engine: per-element `red.add`s from every thread were the kernel's bottleneck (L2's atomic
-//!    throughput: head dim 64 took as long as 128). Under the deterministic order the key blocks
-//!    of a tile take turns, as in `kv_block`.
+//!    K-major from shared memory), issued together; P^T = exp2(S^T scale - lse) while dP^T
+//!    runs, then dS^T = P^T (dP^T - delta), in the accumulator layout.
+//! 2. dV += P^T dO: the accumulator layout of P^T is that of `wgmma`'s A fragments, so it goes in
+//!    from registers, dO as an MN-major B operand (the head dim contiguous). Under it dS^T goes
+//!    to shared memory, and the warpgroups meet (the one barrier between them in the tile but
+//!    the stage's).
+//! 3. dQ = dS K, both operands MN-major as they are stored: at head dim 128 each warpgroup takes
+//!    half the head dim over all 128 keys, at 64 the whole head dim over its own keys. Once dV
+//!    is done, dK += dS^T Q from registers like dV; once dQ is done, the warpgroup's part goes to
+//!    its own staging block in the accumulators' order (`backward_launch::warpgroup::dq_index`)
+//!    and into the workspace's fp32 accumulator by one bulk reduction of the copy engine, all
+//!    under dK. Per-element `red.add`s from every thread were the kernel's bottleneck (L2's
+//!    atomic throughput: head dim 64 took as long as 128). Under the deterministic order the
+//!    parts of a tile go in one after another, key block by key block, warpgroup by warpgroup.
 //!
-//! Three block barriers per tile: the stage has landed (which also says every warpgroup is done
-//! with the tile before, its stage and dS^T), dS^T is whole, and the dQ block is whole.
+//! dK and dV stay in registers for the walk. Block barriers per tile: the stage has landed
+//! (which also says both warpgroups are done with the tile before, its stage and dS^T) and dS^T
+//! is whole; each warpgroup's dQ part is staged behind a barrier of its own.
 
 use super::walk::Walk;
 use super::Grads;
@@ -37,6 +40,8 @@ const WARPGROUP_KEYS: u32 = 64;
 const QUERY_STEPS: usize = BLOCK_M as usize / 16;
 /// A 64 x 64 accumulator's registers per thread: S^T, dP^T and a warpgroup's part of dQ.
 const SQUARE_REGS: usize = 32;
+/// Floats of a warpgroup's part of a tile's dQ (`layout::WARPGROUP_DQ_BYTES`).
+const WARPGROUP_DQ_FLOATS: usize = layout::WARPGROUP_DQ_BYTES as usize / 4;
 
 /// Exports the main kernel for one element type and head dim as `$main`, and as `$capped` for
 /// problems with a logit softcap (a compile-time choice, so that the plain kernel keeps its
@@ -81,8 +86,8 @@ impl<const D: usize> Smem<D> {
         self.base + layout::d_scores(D as u32)
     }
     #[inline(always)]
-    fn d_q(self) -> SharedAddr {
-        self.base + layout::d_q(D as u32)
+    fn d_q(self, warpgroup: u32) -> SharedAddr {
+        self.base + layout::d_q(D as u32, warpgroup)
     }
     #[inline(always)]
     fn lse2(self, stage: u32) -> SharedAddr {
@@ -164,131 +169,152 @@ impl KeyRows {
     }
 }
 
-/// Step 1's second half, in place: S^T becomes P^T and dP^T becomes dS^T for this thread's keys
-/// (`key`, `key + 8` of the head, whose rows `rows` says) and the tile's queries from `row0`.
-/// `whole`: every row of the tile sees both keys, so no mask is needed. `SOFTCAP`: the scores go
-/// through the problem's softcap, and dS takes its slope.
+/// Visits this thread's elements of a 64 x 64 accumulator, keys as rows, with their query rows'
+/// statistic from `stat` (the stage's log-sum-exps or deltas, one float per query):
+/// `f(e, query, half, value)` for register `e`, which holds key `key + 8 half` and query column
+/// `query` of the tile. One 8-byte load reads a column pair's statistics.
 ///
 /// # Safety
-/// The stage's statistics have landed.
+/// `stat` holds the stage's `BLOCK_M` statistics, landed.
 #[inline(always)]
-unsafe fn probabilities<const SOFTCAP: bool>(
-    problem: &Problem,
-    (s, dp): (&mut [f32; SQUARE_REGS], &mut [f32; SQUARE_REGS]),
-    (lse2, delta): (SharedAddr, SharedAddr),
-    (row0, rows, whole): (u32, KeyRows, bool),
-) {
-    if SOFTCAP {
-        // tanh(S^T / softcap) in place: the capped score and the slope are then a multiply each.
-        for x in s.iter_mut() {
-            *x = problem.softcap_tanh(*x);
-        }
-    }
+unsafe fn for_each_element(stat: SharedAddr, mut f: impl FnMut(usize, u32, usize, f32)) {
     let quad = arch::lane_id() % 4;
     for j in 0..SQUARE_REGS / 4 {
-        // Columns 8j + 2 quad and the next: one 8-byte load of each statistic.
         let query = 8 * j as u32 + 2 * quad;
         // Safety: inside the stage's statistics (the caller's contract).
-        let (lse2, delta) = unsafe {
-            (
-                arch::ld_shared_v2_u32(lse2 + 4 * query).map(f32::from_bits),
-                arch::ld_shared_v2_u32(delta + 4 * query).map(f32::from_bits),
-            )
-        };
-        for pair in 0..2 {
-            let row = row0 + query + pair as u32;
+        let values = unsafe { arch::ld_shared_v2_u32(stat + 4 * query) }.map(f32::from_bits);
+        for (pair, &value) in values.iter().enumerate() {
             for half in 0..2 {
-                let e = 4 * j + 2 * half + pair;
-                // With a softcap, s holds tanh: the score is softcap tanh, and the derivative of
-                // softcap tanh(x / softcap) in x is 1 - tanh^2.
-                let (score, slope) = match SOFTCAP {
-                    true => (problem.softcap * s[e], 1.0 - s[e] * s[e]),
-                    false => (s[e], 1.0),
-                };
-                let p = if whole || (row >= rows.first[half] && row < rows.end[half]) {
-                    arch::exp2(arch::fma(score, problem.scale_log2, -lse2[pair]))
-                } else {
-                    0.0
-                };
-                s[e] = p;
-                dp[e] = p * slope * (dp[e] - delta[pair]);
+                f(4 * j + 2 * half + pair, query + pair as u32, half, value);
             }
         }
     }
 }
 
-/// P^T and dS^T packed as A fragments, dS^T also to shared memory, then dV += P^T dO and
-/// dK += dS^T Q; dK's chain is waited for (and with it dV's, issued first).
+/// Step 1's exponentials, in place: S^T becomes P^T = exp2(S^T scale - lse) for this thread's keys
+/// (`key`, `key + 8` of the head, whose rows `rows` says) and the tile's queries from `row0`, 0
+/// where the mask hides the pair. `whole`: every row of the tile sees both keys. `SOFTCAP`: the
+/// scores go through the problem's softcap first, and `slope` gets each element's derivative
+/// of it (1 - tanh^2; it stays 1 otherwise).
 ///
 /// # Safety
-/// The whole warpgroup; stage `stage`'s tiles have landed and are visible; dS^T is free.
+/// `lse2` is the stage's log-sum-exps, landed.
 #[inline(always)]
-unsafe fn gradient_products<T: Element, const D: usize, const O_REGS: usize>(
-    smem: Smem<D>,
-    (stage, key_row): (u32, u32),
-    (s, dp): (&[f32; SQUARE_REGS], &[f32; SQUARE_REGS]),
-    (d_v, d_k): (&mut [f32; O_REGS], &mut [f32; O_REGS]),
+unsafe fn exponentials<const SOFTCAP: bool>(
+    problem: &Problem,
+    (s, slope): (&mut [f32; SQUARE_REGS], &mut [f32; SQUARE_REGS]),
+    lse2: SharedAddr,
+    (row0, rows, whole): (u32, KeyRows, bool),
 ) {
-    // P^T and dS^T as A fragments, all packed before the products that read them (so the
-    // chains run without a fence); dS^T also to shared memory for dQ: register i of step kk
-    // holds key row + 8 (i % 2), queries 16 kk + 8 (i / 2) + 2 quad and the next.
-    let mut p_frags = [[0u32; 4]; QUERY_STEPS];
-    let mut ds_frags = [[0u32; 4]; QUERY_STEPS];
-    let quad = arch::lane_id() % 4;
+    // Safety: the caller's contract.
+    unsafe {
+        for_each_element(lse2, |e, query, half, lse2| {
+            let score = if SOFTCAP {
+                // The capped score is softcap tanh(s / softcap); its slope in s is 1 - tanh^2.
+                let tanh = problem.softcap_tanh(s[e]);
+                slope[e] = 1.0 - tanh * tanh;
+                problem.softcap * tanh
+            } else {
+                s[e]
+            };
+            let row = row0 + query;
+            s[e] = if whole || (row >= rows.first[half] && row < rows.end[half]) {
+                arch::exp2(arch::fma(score, problem.scale_log2, -lse2))
+            } else {
+                0.0
+            };
+        })
+    };
+}
+
+/// Step 1's gradients, in place: dP^T becomes dS^T = P^T slope (dP^T - delta).
+///
+/// # Safety
+/// `delta` is the stage's deltas, landed.
+#[inline(always)]
+unsafe fn score_gradients(
+    dp: &mut [f32; SQUARE_REGS],
+    (p, slope): (&[f32; SQUARE_REGS], &[f32; SQUARE_REGS]),
+    delta: SharedAddr,
+) {
+    // Safety: the caller's contract.
+    unsafe { for_each_element(delta, |e, _, _, delta| dp[e] = p[e] * slope[e] * (dp[e] - delta)) };
+}
+
+/// Packs a 64 x 64 accumulator (P^T or dS^T) as `wgmma` A fragments, each register pinned so
+/// that all of them exist before the first product that reads them.
+#[inline(always)]
+fn pack<T: Element>(x: &[f32; SQUARE_REGS]) -> [[u32; 4]; QUERY_STEPS] {
+    let mut frags = [[0u32; 4]; QUERY_STEPS];
     for kk in 0..QUERY_STEPS {
-        p_frags[kk] = T::pack_probabilities(s, kk);
-        ds_frags[kk] = T::pack_probabilities(dp, kk);
+        frags[kk] = T::pack_probabilities(x, kk);
+    }
+    pin(&mut frags);
+    frags
+}
+
+/// Pins each register of A fragments, so that they stay live (unchanged) up to this point: after
+/// the wait of the chain that reads them.
+#[inline(always)]
+fn pin(frags: &mut [[u32; 4]; QUERY_STEPS]) {
+    for kk in 0..QUERY_STEPS {
         for i in 0..4 {
-            arch::fence_operand(&mut p_frags[kk][i]);
-            arch::fence_operand(&mut ds_frags[kk][i]);
-            let (row, chunk) = (key_row + 8 * (i as u32 % 2), 2 * kk as u32 + i as u32 / 2);
-            let at = smem.d_scores() + swizzled::chunk_offset(row, chunk, BLOCK_N) + 4 * quad;
-            // Safety: inside dS^T, which nobody reads until the barrier below.
-            unsafe { arch::st_shared_u32(at, ds_frags[kk][i]) };
+            arch::fence_operand(&mut frags[kk][i]);
         }
     }
+}
 
-    // 2. dV += P^T dO, dK += dS^T Q. Waited for here: left running under step 3, their A
-    // registers would stay live beside dQ's accumulators, which spills at head dim 128.
-    // Safety: the whole warpgroup, on this stage's tiles.
+/// dS^T's A fragments to shared memory, where dQ's product reads them: register i of step kk
+/// holds key row `key_row + 8 (i % 2)`, queries `16 kk + 8 (i / 2) + 2 quad` and the next.
+///
+/// # Safety
+/// dS^T is free (no product of the tile before still reads it).
+#[inline(always)]
+unsafe fn store_d_scores<const D: usize>(smem: Smem<D>, key_row: u32, frags: &[[u32; 4]; QUERY_STEPS]) {
+    let quad = arch::lane_id() % 4;
+    for (kk, frag) in frags.iter().enumerate() {
+        for (i, &word) in frag.iter().enumerate() {
+            let (row, chunk) = (key_row + 8 * (i as u32 % 2), 2 * kk as u32 + i as u32 / 2);
+            let at = smem.d_scores() + swizzled::chunk_offset(row, chunk, BLOCK_N) + 4 * quad;
+            // Safety: inside dS^T (the caller's contract).
+            unsafe { arch::st_shared_u32(at, word) };
+        }
+    }
+}
+
+/// Issues `acc (+)= frags B` with A from registers, one k-step per 16 queries of the tile, and B
+/// (dO or Q of the stage) MN-major: dV += P^T dO or dK += dS^T Q. Left running.
+///
+/// # Safety
+/// The whole warpgroup; `b` is a landed `BLOCK_M x D` tile of the stage.
+#[inline(always)]
+unsafe fn gradient_product<T: Element, const O_REGS: usize>(
+    acc: &mut [f32; O_REGS],
+    frags: &[[u32; 4]; QUERY_STEPS],
+    b: SharedAddr,
+) {
+    // Safety: the caller's contract.
     unsafe {
         for kk in 0..QUERY_STEPS {
             chained!(kk, QUERY_STEPS, true, |C| T::wgmma_rs::<C, O_REGS>(
-                d_v,
-                p_frags[kk],
-                mn_major(smem.d_out(stage), BLOCK_M, kk),
-                true
-            ));
-        }
-        for kk in 0..QUERY_STEPS {
-            chained!(kk, QUERY_STEPS, false, |C| T::wgmma_rs::<C, O_REGS>(
-                d_k,
-                ds_frags[kk],
-                mn_major(smem.q(stage), BLOCK_M, kk),
+                acc,
+                frags[kk],
+                mn_major(b, BLOCK_M, kk),
                 true
             ));
         }
     }
 }
 
-/// Step 3: dQ += dS K for the tile `(head, tile)`, this warpgroup's part, added into the
-/// workspace's accumulator (in the deterministic order when asked).
+/// Issues step 3's product, dQ = dS K, this warpgroup's part: at head dim 128 half the head
+/// dim (one column block of K) over all the keys, at 64 the whole head dim over its own keys.
+/// Left running.
 ///
 /// # Safety
-/// dS^T is whole in shared memory and visible to the async proxy; the whole block calls it.
+/// The whole warpgroup; dS^T is whole in shared memory and visible to the async proxy.
 #[inline(always)]
-unsafe fn add_d_q<T: Element, const D: usize>(
-    g: &Grads,
-    smem: Smem<D>,
-    walk: Walk,
-    (head, tile): (usize, u32),
-    warpgroup: u32,
-    deterministic: bool,
-) {
-    // Head dim 128: half the head dim (one column block of K) over all the keys; 64: the whole
-    // head dim over this warpgroup's keys.
-    let split_head_dim = D == 128;
-    let (keys, d_scores, k) = if split_head_dim {
+unsafe fn issue_d_q<T: Element, const D: usize>(smem: Smem<D>, warpgroup: u32, d_q: &mut [f32; SQUARE_REGS]) {
+    let (keys, d_scores, k) = if D == 128 {
         let column_block = warpgroup * swizzled::column_block_bytes(BLOCK_N);
         (BLOCK_N, smem.d_scores(), smem.k() + column_block)
     } else {
@@ -296,71 +322,75 @@ unsafe fn add_d_q<T: Element, const D: usize>(
         (WARPGROUP_KEYS, smem.d_scores() + rows, smem.k() + rows)
     };
     let steps = (keys / 16) as usize;
-    let mut d_q = [0f32; SQUARE_REGS];
     // Safety: the whole warpgroup, on dS^T and K of this block's shared memory (the contract).
     unsafe {
         for kk in 0..steps {
-            chained!(kk, steps, false, |C| T::wgmma_ss_mn::<C, SQUARE_REGS>(
-                &mut d_q,
+            chained!(kk, steps, true, |C| T::wgmma_ss_mn::<C, SQUARE_REGS>(
+                d_q,
                 mn_major(d_scores, BLOCK_N, kk),
                 mn_major(k, BLOCK_N, kk),
                 kk > 0
             ));
         }
     }
-    arch::wgmma_wait::<0>(&mut d_q);
+}
 
-    // The part to shared memory in `dq_index` order: this thread's register pair e at
-    // 256 e + 2 t of its warpgroup's 4096 floats. At head dim 64 both warpgroups hold the whole
-    // block: the second adds its part to the first's.
-    let thread = arch::thread_idx_x();
-    let (t, region) = (thread % 128, if split_head_dim { warpgroup * 4096 } else { 0 });
-    let at = |pair: usize| smem.d_q() + 4 * (region + 256 * pair as u32 + 2 * t);
-    // Safety: the staging block, free since the last bulk reduction read it (the caller's
-    // contract); the named barrier orders the second warpgroup's reads after the first's writes.
+/// Step 3's end: this warpgroup's part of dQ for the tile `(head, tile)` to its staging block in
+/// `dq_index` order (register pair e of thread t at 256 e + 2 t), then added into the
+/// workspace's accumulator by one bulk reduction that the warpgroup's first thread issues. In
+/// the deterministic order the parts of a tile go in one after another: warpgroup w of the key
+/// block whose step is `step` (`Walk::turn`) adds its part as the tile's `2 step + w`, once the
+/// one before has landed.
+///
+/// # Safety
+/// The whole warpgroup; the staging block is free (its last reduction has read it).
+#[inline(always)]
+unsafe fn add_d_q<const D: usize>(
+    g: &Grads,
+    (smem, walk): (Smem<D>, Walk),
+    (head, tile): (usize, u32),
+    (warpgroup, step): (u32, u32),
+    deterministic: bool,
+    d_q: &[f32; SQUARE_REGS],
+) {
+    let t = arch::thread_idx_x() % 128;
+    let staged = smem.d_q(warpgroup);
+    // Safety: the staging block, free (the caller's contract).
     unsafe {
-        if split_head_dim || warpgroup == 0 {
-            for pair in 0..SQUARE_REGS / 2 {
-                let value = [d_q[2 * pair].to_bits(), d_q[2 * pair + 1].to_bits()];
-                arch::st_shared_v2_u32(at(pair), value);
-            }
-        }
-        if !split_head_dim {
-            if warpgroup == 0 {
-                arch::named_barrier_arrive(barrier_id::BACKWARD_DQ_SUM, THREADS);
-            } else {
-                arch::named_barrier_sync(barrier_id::BACKWARD_DQ_SUM, THREADS);
-                for pair in 0..SQUARE_REGS / 2 {
-                    let [a, b] = arch::ld_shared_v2_u32(at(pair)).map(f32::from_bits);
-                    let value = [(a + d_q[2 * pair]).to_bits(), (b + d_q[2 * pair + 1]).to_bits()];
-                    arch::st_shared_v2_u32(at(pair), value);
-                }
-            }
+        for pair in 0..SQUARE_REGS / 2 {
+            let value = [d_q[2 * pair].to_bits(), d_q[2 * pair + 1].to_bits()];
+            arch::st_shared_v2_u32(staged + 4 * (256 * pair as u32 + 2 * t), value);
         }
     }
     arch::fence_proxy_async_shared(); // the block, for the copy engine's reads
-    arch::sync_threads();
-
-    // One bulk reduction adds the block into the tile's accumulator, in the deterministic order
-    // when asked: the key blocks of a tile take turns, each waiting for its reduction to land.
-    if thread == 0 {
-        // Safety: the turn and accumulator block of a tile of the launch's workspace.
-        unsafe {
-            let turn = g.turns.add(head * walk.q_tiles as usize + tile as usize);
-            if deterministic {
-                // The key blocks before this one in the order have added theirs.
-                while arch::ld_acquire_u32(turn) != arch::block_idx_x() {}
-            }
-            let accumulator = g
-                .dq_accum
-                .add((head * walk.padded_rows() as usize + (tile * BLOCK_M) as usize) * D);
-            arch::bulk_reduce_add_f32(accumulator, smem.d_q(), 4 * BLOCK_M * D as u32);
-            arch::bulk_commit_group();
-            if deterministic {
-                arch::bulk_wait_group_all();
-                arch::fence_acq_rel_gpu(); // the reduction before the turn passes on
-                arch::st_release_u32(turn, arch::block_idx_x() + 1);
-            }
+    arch::named_barrier_sync(barrier_id::BACKWARD_DQ_STAGED + warpgroup, 128);
+    if t != 0 {
+        return;
+    }
+    // Safety: the turn and accumulator block of a tile of the launch's workspace.
+    unsafe {
+        let turn = g.turns.add(head * walk.q_tiles as usize + tile as usize);
+        let order = 2 * step + warpgroup;
+        if deterministic {
+            // The parts before this one in the order have landed.
+            while arch::ld_acquire_u32(turn) != order {}
+        }
+        // Head dim 128: this warpgroup's columns are the block's `warpgroup`-th 4096 floats; 64:
+        // both add into the whole block.
+        let part = if D == 128 {
+            WARPGROUP_DQ_FLOATS * warpgroup as usize
+        } else {
+            0
+        };
+        let accumulator = g
+            .dq_accum
+            .add((head * walk.padded_rows() as usize + (tile * BLOCK_M) as usize) * D + part);
+        arch::bulk_reduce_add_f32(accumulator, staged, layout::WARPGROUP_DQ_BYTES);
+        arch::bulk_commit_group();
+        if deterministic {
+            arch::bulk_wait_group_all();
+            arch::fence_acq_rel_gpu(); // the reduction before the turn passes on
+            arch::st_release_u32(turn, order + 1);
         }
     }
 }
@@ -444,7 +474,6 @@ pub unsafe fn kv_block_wgmma<T: Element, const D: usize, const O_REGS: usize, co
     }
     arch::cp_async_commit();
 
-    let steps = D / 16;
     let mut d_v = [0f32; O_REGS];
     let mut d_k = [0f32; O_REGS];
     for t in 0..tiles {
@@ -459,64 +488,129 @@ pub unsafe fn kv_block_wgmma<T: Element, const D: usize, const O_REGS: usize, co
         arch::cp_async_commit();
         let stage = t % STAGES;
         let (head, tile) = walk.position(t);
-        let row0 = tile * BLOCK_M;
         // The tiles' descriptors, derived afresh in each iteration: hoisted out of the loop they
         // would hold some 50 registers across it, and head dim 128 would spill.
         let smem = Smem::<D> {
             base: smem.base.opaque(),
         };
-
-        // 1. S^T = K Q^T and dP^T = V dO^T, one wait for both chains.
-        let mut s = [0f32; SQUARE_REGS];
-        let mut dp = [0f32; SQUARE_REGS];
-        // Safety: the whole warpgroup, on this stage's tiles and the block's K and V.
+        // Safety: the whole warpgroup, on this stage's landed tiles (the barrier above), the
+        // block's K and V, and dS^T, free since that barrier.
         unsafe {
-            for ks in 0..steps {
-                chained!(ks, steps, true, |C| T::wgmma_ss::<C, SQUARE_REGS>(
-                    &mut s,
-                    k_major(smem.k(), BLOCK_N, warpgroup_key0, ks),
-                    k_major(smem.q(stage), BLOCK_M, 0, ks),
-                    ks > 0
-                ));
-            }
-            for ks in 0..steps {
-                chained!(ks, steps, true, |C| T::wgmma_ss::<C, SQUARE_REGS>(
-                    &mut dp,
-                    k_major(smem.v(), BLOCK_N, warpgroup_key0, ks),
-                    k_major(smem.d_out(stage), BLOCK_M, 0, ks),
-                    ks > 0
-                ));
-            }
-        }
-        arch::wgmma_wait::<0>(&mut s);
-        arch::wgmma_wait::<0>(&mut dp);
-        let whole = key_rows.whole(row0);
-        // Safety: the stage's statistics landed with its tiles.
-        unsafe {
-            let statistics = (smem.lse2(stage), smem.delta(stage));
-            probabilities::<SOFTCAP>(&problem, (&mut s, &mut dp), statistics, (row0, key_rows, whole));
-        }
-
-        // Safety: the whole warpgroup; the stage's tiles landed; dS^T is free.
-        unsafe {
-            gradient_products::<T, D, O_REGS>(smem, (stage, key - walk.key0), (&s, &dp), (&mut d_v, &mut d_k))
+            tile_step::<T, D, O_REGS, SOFTCAP>(
+                (&g, &problem, walk),
+                (smem, stage, warpgroup),
+                (head, tile, key, key_rows),
+                (&mut d_v, &mut d_k),
+                deterministic,
+            )
         };
-        arch::wgmma_wait::<0>(&mut d_v);
-        if thread == 0 {
-            // The last tile's bulk reduction has read the dQ block (long done: a tile ago).
-            arch::bulk_wait_group_read_all();
-        }
-        arch::fence_proxy_async_shared(); // dS^T's writes, for the async proxy
-        arch::sync_threads(); // dS^T whole; the dQ block free
-
-        // 3. dQ += dS K.
-        // Safety: dS^T whole and visible; every thread of the block calls it.
-        unsafe { add_d_q::<T, D>(&g, smem, walk, (head, tile), warpgroup, deterministic) };
     }
     arch::cp_async_wait::<0>();
-    if thread == 0 {
-        arch::bulk_wait_group_all(); // the last reduction done before the block ends
+    if thread.is_multiple_of(128) {
+        arch::bulk_wait_group_all(); // the warpgroup's last reduction done before the block ends
     }
     // Safety: this block's keys of the launch's dK and dV.
     unsafe { write_d_k_d_v::<T, D, O_REGS>(&g, &problem, walk, key, [&d_k, &d_v]) };
+}
+
+/// One query tile of the walk, for this thread's warpgroup: the five products, each left
+/// running under the work that does not need it.
+///
+/// 1. S^T and dP^T issued together; P^T from S^T while dP^T runs, then dS^T.
+/// 2. dV += P^T dO issued; dS^T to shared memory under it; the warpgroups meet (dS^T whole).
+/// 3. dQ = dS K issued; once dV is done, dK += dS^T Q issued; once dQ is done, its part goes to
+///    shared memory and into the workspace under dK, which is waited for last.
+///
+/// # Safety
+/// The whole block calls it at the same walk position; the stage's tiles and statistics have
+/// landed and are visible; dS^T is free.
+#[inline(always)]
+unsafe fn tile_step<T: Element, const D: usize, const O_REGS: usize, const SOFTCAP: bool>(
+    (g, problem, walk): (&Grads, &Problem, Walk),
+    (smem, stage, warpgroup): (Smem<D>, u32, u32),
+    (head, tile, key, key_rows): (usize, u32, u32, KeyRows),
+    (d_v, d_k): (&mut [f32; O_REGS], &mut [f32; O_REGS]),
+    deterministic: bool,
+) {
+    let steps = D / 16;
+    let warpgroup_key0 = WARPGROUP_KEYS * warpgroup;
+    let row0 = tile * BLOCK_M;
+    // 1. S^T = K Q^T and dP^T = V dO^T.
+    let mut s = [0f32; SQUARE_REGS];
+    let mut dp = [0f32; SQUARE_REGS];
+    // Safety: the whole warpgroup, on this stage's tiles and the block's K and V.
+    unsafe {
+        for ks in 0..steps {
+            chained!(ks, steps, true, |C| T::wgmma_ss::<C, SQUARE_REGS>(
+                &mut s,
+                k_major(smem.k(), BLOCK_N, warpgroup_key0, ks),
+                k_major(smem.q(stage), BLOCK_M, 0, ks),
+                ks > 0
+            ));
+        }
+        for ks in 0..steps {
+            chained!(ks, steps, true, |C| T::wgmma_ss::<C, SQUARE_REGS>(
+                &mut dp,
+                k_major(smem.v(), BLOCK_N, warpgroup_key0, ks),
+                k_major(smem.d_out(stage), BLOCK_M, 0, ks),
+                ks > 0
+            ));
+        }
+    }
+    let mut slope = [1f32; SQUARE_REGS];
+    arch::wgmma_wait::<1>(&mut s);
+    // Safety: the stage's statistics landed with its tiles.
+    unsafe {
+        let whole = key_rows.whole(row0);
+        exponentials::<SOFTCAP>(
+            problem,
+            (&mut s, &mut slope),
+            smem.lse2(stage),
+            (row0, key_rows, whole),
+        );
+    }
+    arch::wgmma_wait::<0>(&mut dp);
+    // Safety: as above.
+    unsafe { score_gradients(&mut dp, (&s, &slope), smem.delta(stage)) };
+
+    // 2. dV += P^T dO under dS^T's stores.
+    let mut p_frags = pack::<T>(&s);
+    let mut ds_frags = pack::<T>(&dp);
+    let first_thread = arch::thread_idx_x().is_multiple_of(128);
+    // Safety: the whole warpgroup; dO landed; dS^T free (the contract).
+    unsafe {
+        gradient_product::<T, O_REGS>(d_v, &p_frags, smem.d_out(stage));
+        store_d_scores(smem, key - walk.key0, &ds_frags);
+    }
+    if first_thread {
+        // The warpgroup's last reduction has read its dQ staging block (issued a tile ago).
+        arch::bulk_wait_group_read_all();
+    }
+    arch::fence_proxy_async_shared(); // dS^T's writes, for the async proxy
+    arch::named_barrier_sync(barrier_id::BACKWARD_DS_WHOLE, THREADS);
+
+    // 3. dQ = dS K, then dK += dS^T Q once dV's A registers are free.
+    let mut d_q = [0f32; SQUARE_REGS];
+    // Safety: the whole warpgroup; dS^T whole and visible; Q landed.
+    unsafe {
+        issue_d_q::<T, D>(smem, warpgroup, &mut d_q);
+        arch::wgmma_wait::<1>(d_v);
+        pin(&mut p_frags);
+        gradient_product::<T, O_REGS>(d_k, &ds_frags, smem.q(stage));
+    }
+    arch::wgmma_wait::<1>(&mut d_q);
+    // Safety: the whole warpgroup; the staging block was freed before the barrier above.
+    unsafe {
+        let step = walk.turn(problem, tile, BLOCK_N);
+        add_d_q::<D>(
+            g,
+            (smem, walk),
+            (head, tile),
+            (warpgroup, step),
+            deterministic,
+            &d_q,
+        )
+    };
+    arch::wgmma_wait::<0>(d_k);
+    pin(&mut ds_frags);
 }
