@@ -95,6 +95,174 @@ pub const THREADS: u32 = 256;
 /// Query rows per block of the row kernels (`prepare`, `finish_dq`): a warp per row.
 pub const ROWS_PER_BLOCK: u32 = THREADS / 32;
 
+/// The mask's bounds as the kernels take them (`attention::Problem`'s `seq_q`, `seq_k`,
+/// `window_left`, `window_right`: 0 for no bound, otherwise one more than the keys a row sees
+/// before its diagonal, or after it; the causal mask is `window_right` 1, and row `r`'s diagonal
+/// is key `r + seq_k - seq_q`), and from them which query tiles a key block of the backward's
+/// main kernels walks and where a tile's deterministic order of dQ additions starts. Shared with
+/// the host, so that a CPU test checks over many problems that the walks cover every visible
+/// (row, key) pair and that the key blocks walking a tile are consecutive from that start (the
+/// order waits on each block in turn: a gap would hang it).
+pub mod mask {
+    use super::BLOCK_M;
+
+    /// See the module.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Mask {
+        /// Query rows.
+        pub seq_q: u32,
+        /// Keys.
+        pub seq_k: u32,
+        /// One more than the keys a row sees before its diagonal; 0 for all of them.
+        pub window_left: u32,
+        /// One more than the keys a row sees after its diagonal (1 under the causal mask); 0 for
+        /// all of them.
+        pub window_right: u32,
+    }
+
+    impl Mask {
+        /// The first key that query `row` may attend (`window_left - 1` keys before its diagonal;
+        /// 0 without a left bound). Grows with the row.
+        #[inline(always)]
+        pub fn key_start(self, row: u32) -> u32 {
+            if self.window_left == 0 {
+                return 0;
+            }
+            let start = row as i64 + 1 + self.seq_k as i64 - self.seq_q as i64 - self.window_left as i64;
+            start.clamp(0, self.seq_k as i64) as u32
+        }
+
+        /// The query rows that see key `key`: `first..end` (both at most `seq_q`; empty for a key
+        /// past `seq_k`). The inverse of `key_start` and the mask's last key (`Problem::key_end`);
+        /// both ends grow with the key.
+        #[inline(always)]
+        pub fn rows_seeing(self, key: u32) -> (u32, u32) {
+            if key >= self.seq_k {
+                return (0, 0);
+            }
+            let seq_q = self.seq_q as i64;
+            // Row r's diagonal is key r + offset.
+            let offset = self.seq_k as i64 - seq_q;
+            // key < key_end(r) = r + offset + window_right.
+            let first = match self.window_right {
+                0 => 0,
+                right => (key as i64 + 1 - offset - right as i64).clamp(0, seq_q),
+            };
+            // key_start(r) = r + 1 + offset - window_left <= key.
+            let end = match self.window_left {
+                0 => seq_q,
+                left => (key as i64 - offset + left as i64).clamp(0, seq_q),
+            };
+            (first as u32, end.max(first) as u32)
+        }
+
+        /// The query tiles the key block of `block_n` keys from `key0` walks: `(first, count)`,
+        /// from the first row that sees its first key to the last row that sees its last.
+        #[inline(always)]
+        pub fn walked_tiles(self, key0: u32, block_n: u32) -> (u32, u32) {
+            let last_key = (key0 + block_n).min(self.seq_k).saturating_sub(1);
+            let first_tile = self.rows_seeing(key0).0 / BLOCK_M;
+            let end_tile = self.rows_seeing(last_key).1.div_ceil(BLOCK_M);
+            (first_tile, end_tile.saturating_sub(first_tile))
+        }
+
+        /// The first key block (of `block_n` keys) that walks query tile `tile`: the one holding
+        /// the first key the tile's first row sees. Step 0 of the tile's deterministic order.
+        #[inline(always)]
+        pub fn first_block(self, tile: u32, block_n: u32) -> u32 {
+            self.key_start(tile * BLOCK_M) / block_n
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Whether row `r` sees key `k`, from the window's definition (bottom-right aligned,
+        /// FlashAttention's `window_size = (left, right)`), not from the functions above.
+        fn sees(q: u32, k: u32, left: Option<u32>, right: Option<u32>, r: u32, key: u32) -> bool {
+            let diagonal = r as i64 + k as i64 - q as i64;
+            let key = key as i64;
+            left.is_none_or(|l| key >= diagonal - l as i64)
+                && right.is_none_or(|w| key <= diagonal + w as i64)
+        }
+
+        #[test]
+        fn walks_cover_every_visible_pair_and_blocks_of_a_tile_are_consecutive_from_its_start() {
+            let sizes = [1, 2, 63, 64, 65, 100, 128, 129, 200, 300];
+            let bounds = [None, Some(0), Some(1), Some(37), Some(64), Some(200)];
+            let mut checked = 0;
+            for &q in &sizes {
+                for &k in &sizes {
+                    for &left in &bounds {
+                        for &right in &bounds {
+                            let mask = Mask {
+                                seq_q: q,
+                                seq_k: k,
+                                window_left: left.map_or(0, |l| l + 1),
+                                window_right: right.map_or(0, |w| w + 1),
+                            };
+                            for block_n in [64, 128] {
+                                check(mask, (left, right), block_n);
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(checked > 4000);
+        }
+
+        fn check(mask: Mask, (left, right): (Option<u32>, Option<u32>), block_n: u32) {
+            let (q, k) = (mask.seq_q, mask.seq_k);
+            let blocks = k.div_ceil(block_n);
+            let tiles = q.div_ceil(BLOCK_M);
+            let walks: Vec<(u32, u32)> = (0..blocks)
+                .map(|j| mask.walked_tiles(j * block_n, block_n))
+                .collect();
+            let walks_tile = |j: u32, t: u32| {
+                let (first, count) = walks[j as usize];
+                t >= first && t < first + count
+            };
+            for r in 0..q {
+                for key in 0..k {
+                    let visible = sees(q, k, left, right, r, key);
+                    if visible {
+                        assert!(key >= mask.key_start(r), "{mask:?}: key_start at ({r}, {key})");
+                    }
+                    let (first, end) = mask.rows_seeing(key);
+                    assert_eq!(
+                        visible,
+                        r >= first && r < end,
+                        "{mask:?}: rows_seeing at ({r}, {key})"
+                    );
+                    if visible {
+                        assert!(
+                            walks_tile(key / block_n, r / BLOCK_M),
+                            "{mask:?}: ({r}, {key}) not walked"
+                        );
+                    }
+                }
+            }
+            for t in 0..tiles {
+                let walking: Vec<u32> = (0..blocks).filter(|&j| walks_tile(j, t)).collect();
+                if let (Some(&first), Some(&last)) = (walking.first(), walking.last()) {
+                    assert_eq!(
+                        walking.len() as u32,
+                        last - first + 1,
+                        "{mask:?} n {block_n}: tile {t} has a gap"
+                    );
+                    assert_eq!(
+                        first,
+                        mask.first_block(t, block_n),
+                        "{mask:?} n {block_n}: tile {t}'s start"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The backward's scratch, in units of 4 bytes, for `batch_heads` query heads of `seq_q` rows of
 /// head dim `d`. Each head's rows are padded to whole query tiles (`padded_rows`), so that the
 /// main kernel copies a tile's statistics in 16-byte pieces and adds into dQ without bounds

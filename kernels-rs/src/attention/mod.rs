@@ -104,6 +104,7 @@ pub mod wgmma;
 #[cfg(any(not(flashrs_unit), family = "flash_ws", family = "flash_ws_fp8"))]
 pub mod ws;
 
+use crate::backward_launch::mask::Mask;
 use crate::launch::{causal_order, record};
 use crate::softmax::RowState;
 use crate::tile::Rows;
@@ -225,6 +226,17 @@ impl Problem {
         unsafe { [0, 1, 2].map(|i| *self.descale.add(i * kv_heads + kv_head)) }
     }
 
+    /// The mask's bounds (`backward_launch::mask`, shared with the host's tests).
+    #[inline(always)]
+    pub fn mask(&self) -> Mask {
+        Mask {
+            seq_q: self.seq_q,
+            seq_k: self.seq_k,
+            window_left: self.window_left,
+            window_right: self.window_right,
+        }
+    }
+
     /// One past the last key that query `row` may attend. The mask is aligned bottom-right (as in
     /// FlashAttention): row `i`'s diagonal is key `i + seq_k - seq_q`, and it sees up to
     /// `window_right - 1` keys past it (none under the causal mask, all when 0).
@@ -254,23 +266,7 @@ impl Problem {
     /// mask's terms.
     #[inline(always)]
     pub fn rows_seeing(&self, key: u32) -> (u32, u32) {
-        if key >= self.seq_k {
-            return (0, 0);
-        }
-        let seq_q = self.seq_q as i64;
-        // Row r's diagonal is key r + offset.
-        let offset = self.seq_k as i64 - seq_q;
-        // key < key_end(r) = r + offset + window_right.
-        let first = match self.window_right {
-            0 => 0,
-            right => (key as i64 + 1 - offset - right as i64).clamp(0, seq_q),
-        };
-        // key_start(r) = r + 1 + offset - window_left <= key.
-        let end = match self.window_left {
-            0 => seq_q,
-            left => (key as i64 - offset + left as i64).clamp(0, seq_q),
-        };
-        (first as u32, end.max(first) as u32)
+        self.mask().rows_seeing(key)
     }
 
     /// Whether the scores go through the logit softcap (`soft_capped`).

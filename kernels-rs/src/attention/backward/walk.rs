@@ -38,19 +38,15 @@ impl Walk {
         let first_head =
             ((kv_head / heads_kv) * problem.heads + (kv_head % heads_kv) * problem.kv_group) as usize;
         let key0 = arch::block_idx_x() * block_n;
-        // The query tiles that see any of these keys: from the first row that sees the first key
-        // to the last row that sees the last one (both grow with the key, under the causal mask
-        // and a sliding window alike), so tiles a window hides from every key are not walked.
-        let last_key = (key0 + block_n).min(problem.seq_k).saturating_sub(1);
-        let first_row = problem.rows_seeing(key0).0;
-        let end_row = problem.rows_seeing(last_key).1;
+        // The query tiles that see any of these keys, so that tiles a causal mask or a sliding
+        // window hides from every key are not walked (`mask::walked_tiles`).
+        let (first_tile, tiles_per_head) = problem.mask().walked_tiles(key0, block_n);
         let q_tiles = problem.seq_q.div_ceil(BLOCK_M);
-        let first_tile = first_row / BLOCK_M;
         Some(Walk {
             key0,
             first_head,
             first_tile,
-            tiles_per_head: end_row.div_ceil(BLOCK_M).saturating_sub(first_tile),
+            tiles_per_head,
             q_tiles,
         })
     }
@@ -70,11 +66,11 @@ impl Walk {
 
     /// This block's step in the deterministic order of `tile`'s dQ. The key blocks of
     /// `block_n` keys whose walks include the tile are consecutive, from the one holding the
-    /// first key the tile's first row sees (`key_start`; key block 0 without a left window
-    /// bound) to the last: step 0 is that first block.
+    /// first key the tile's first row sees (`mask::first_block`; key block 0 without a left
+    /// window bound) to the last: step 0 is that first block.
     #[inline(always)]
     pub fn turn(self, problem: &Problem, tile: u32, block_n: u32) -> u32 {
-        arch::block_idx_x() - problem.key_start(tile * BLOCK_M) / block_n
+        arch::block_idx_x() - problem.mask().first_block(tile, block_n)
     }
 
     /// A head's rows in the workspace: whole query tiles.
