@@ -122,7 +122,9 @@ pub mod mask {
 
     impl Mask {
         /// The first key that query `row` may attend (`window_left - 1` keys before its diagonal;
-        /// 0 without a left bound). Grows with the row.
+        /// 0 without a left bound). Grows with the row. `Problem::key_start` is the forward's own
+        /// copy: routed through here, the forward kernels compiled to different (if equivalent)
+        /// PTX.
         #[inline(always)]
         pub fn key_start(self, row: u32) -> u32 {
             if self.window_left == 0 {

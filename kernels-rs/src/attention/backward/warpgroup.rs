@@ -282,6 +282,32 @@ unsafe fn store_d_scores<const D: usize>(smem: Smem<D>, key_row: u32, frags: &[[
     }
 }
 
+/// Issues `acc = A B^T` over the head dim, A this warpgroup's 64 keys of a key tile (K or V, rows
+/// `key0 ..`) and B the stage's query tile (Q or dO), both K-major from shared memory: S^T or
+/// dP^T. Left running.
+///
+/// # Safety
+/// The whole warpgroup; both tiles landed.
+#[inline(always)]
+unsafe fn square_product<T: Element, const D: usize>(
+    acc: &mut [f32; SQUARE_REGS],
+    (a, key0): (SharedAddr, u32),
+    b: SharedAddr,
+) {
+    let steps = D / 16;
+    // Safety: the caller's contract.
+    unsafe {
+        for ks in 0..steps {
+            chained!(ks, steps, true, |C| T::wgmma_ss::<C, SQUARE_REGS>(
+                acc,
+                k_major(a, BLOCK_N, key0, ks),
+                k_major(b, BLOCK_M, 0, ks),
+                ks > 0
+            ));
+        }
+    }
+}
+
 /// Issues `acc (+)= frags B` with A from registers, one k-step per 16 queries of the tile, and B
 /// (dO or Q of the stage) MN-major: dV += P^T dO or dK += dS^T Q. Left running.
 ///
@@ -338,9 +364,9 @@ unsafe fn issue_d_q<T: Element, const D: usize>(smem: Smem<D>, warpgroup: u32, d
 /// Step 3's end: this warpgroup's part of dQ for the tile `(head, tile)` to its staging block in
 /// `dq_index` order (register pair e of thread t at 256 e + 2 t), then added into the
 /// workspace's accumulator by one bulk reduction that the warpgroup's first thread issues. In
-/// the deterministic order the parts of a tile go in one after another: warpgroup w of the key
-/// block whose step is `step` (`Walk::turn`) adds its part as the tile's `2 step + w`, once the
-/// one before has landed.
+/// the deterministic order (when given the problem) the parts of a tile go in one after another:
+/// warpgroup w of the key block whose step is `Walk::turn` adds its part as the tile's
+/// `2 turn + w`, once the one before has landed.
 ///
 /// # Safety
 /// The whole warpgroup; the staging block is free (its last reduction has read it).
@@ -349,8 +375,8 @@ unsafe fn add_d_q<const D: usize>(
     g: &Grads,
     (smem, walk): (Smem<D>, Walk),
     (head, tile): (usize, u32),
-    (warpgroup, step): (u32, u32),
-    deterministic: bool,
+    warpgroup: u32,
+    deterministic: Option<&Problem>,
     d_q: &[f32; SQUARE_REGS],
 ) {
     let t = arch::thread_idx_x() % 128;
@@ -370,8 +396,9 @@ unsafe fn add_d_q<const D: usize>(
     // Safety: the turn and accumulator block of a tile of the launch's workspace.
     unsafe {
         let turn = g.turns.add(head * walk.q_tiles as usize + tile as usize);
-        let order = 2 * step + warpgroup;
-        if deterministic {
+        // This part's place in the deterministic order (computed by the issuing thread only).
+        let order = deterministic.map(|problem| 2 * walk.turn(problem, tile, BLOCK_N) + warpgroup);
+        if let Some(order) = order {
             // The parts before this one in the order have landed.
             while arch::ld_acquire_u32(turn) != order {}
         }
@@ -387,7 +414,7 @@ unsafe fn add_d_q<const D: usize>(
             .add((head * walk.padded_rows() as usize + (tile * BLOCK_M) as usize) * D + part);
         arch::bulk_reduce_add_f32(accumulator, staged, layout::WARPGROUP_DQ_BYTES);
         arch::bulk_commit_group();
-        if deterministic {
+        if let Some(order) = order {
             arch::bulk_wait_group_all();
             arch::fence_acq_rel_gpu(); // the reduction before the turn passes on
             arch::st_release_u32(turn, order + 1);
@@ -532,7 +559,6 @@ unsafe fn tile_step<T: Element, const D: usize, const O_REGS: usize, const SOFTC
     (d_v, d_k): (&mut [f32; O_REGS], &mut [f32; O_REGS]),
     deterministic: bool,
 ) {
-    let steps = D / 16;
     let warpgroup_key0 = WARPGROUP_KEYS * warpgroup;
     let row0 = tile * BLOCK_M;
     // 1. S^T = K Q^T and dP^T = V dO^T.
@@ -540,22 +566,8 @@ unsafe fn tile_step<T: Element, const D: usize, const O_REGS: usize, const SOFTC
     let mut dp = [0f32; SQUARE_REGS];
     // Safety: the whole warpgroup, on this stage's tiles and the block's K and V.
     unsafe {
-        for ks in 0..steps {
-            chained!(ks, steps, true, |C| T::wgmma_ss::<C, SQUARE_REGS>(
-                &mut s,
-                k_major(smem.k(), BLOCK_N, warpgroup_key0, ks),
-                k_major(smem.q(stage), BLOCK_M, 0, ks),
-                ks > 0
-            ));
-        }
-        for ks in 0..steps {
-            chained!(ks, steps, true, |C| T::wgmma_ss::<C, SQUARE_REGS>(
-                &mut dp,
-                k_major(smem.v(), BLOCK_N, warpgroup_key0, ks),
-                k_major(smem.d_out(stage), BLOCK_M, 0, ks),
-                ks > 0
-            ));
-        }
+        square_product::<T, D>(&mut s, (smem.k(), warpgroup_key0), smem.q(stage));
+        square_product::<T, D>(&mut dp, (smem.v(), warpgroup_key0), smem.d_out(stage));
     }
     let mut slope = [1f32; SQUARE_REGS];
     arch::wgmma_wait::<1>(&mut s);
@@ -601,13 +613,12 @@ unsafe fn tile_step<T: Element, const D: usize, const O_REGS: usize, const SOFTC
     arch::wgmma_wait::<1>(&mut d_q);
     // Safety: the whole warpgroup; the staging block was freed before the barrier above.
     unsafe {
-        let step = walk.turn(problem, tile, BLOCK_N);
         add_d_q::<D>(
             g,
             (smem, walk),
             (head, tile),
-            (warpgroup, step),
-            deterministic,
+            warpgroup,
+            deterministic.then_some(problem),
             &d_q,
         )
     };
